@@ -1,0 +1,6 @@
+#include <cstdio>
+
+int main() {
+    std::puts("contextcache-cli: under construction");
+    return 0;
+}
