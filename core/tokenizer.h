@@ -78,8 +78,9 @@ public:
 private:
     const Tokenizer* tokenizer_;
     bool skip_special_;
-    std::vector<token_id> ids_;
-    size_t emitted_bytes_ = 0;
+    std::vector<token_id> ids_;  // window: already emitted ids (the first n_prefix_ids_) + pending ids
+    size_t n_prefix_ids_ = 0;
+    std::string prefix_text_;    // decode of the window's emitted ids
 };
 
 }  // namespace cc

@@ -1,0 +1,193 @@
+// Internals of cc::Tokenizer, shared by core/tokenizer*.cpp. Not part of the public API.
+//
+// The pipeline mirrors Hugging Face `tokenizers` step by step, because ids must match it exactly:
+//   text -> [added-token split (template mode)] -> normalizer (per segment)
+//        -> pre-tokenizer steps (per piece) -> BPE model (per piece) -> [post-processor]
+// and for decoding: ids -> token strings -> decoder steps -> joined text.
+#pragma once
+
+#include "core/tokenizer.h"
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace cc::tok {
+
+// Transparent hashing so vocab lookups by string_view do not allocate a std::string.
+struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+using StringIdMap = std::unordered_map<std::string, token_id, StringHash, std::equal_to<>>;
+
+// A compiled PCRE2 pattern (UTF + UCP, JIT when available). Immutable after construction, so one
+// instance is shared by all threads; match data is created per call.
+class Regex {
+public:
+    // Throws std::runtime_error "<source>: <what> regex ... is invalid: <pcre2 message>".
+    Regex(const std::string& pattern, const std::string& source, const std::string& what);
+    ~Regex();
+    Regex(const Regex&) = delete;
+    Regex& operator=(const Regex&) = delete;
+
+    // Appends [start, end) byte ranges of all non-overlapping, non-empty matches in `text`.
+    // `text` must be valid UTF-8 (checked once by the caller).
+    void find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& out) const;
+
+private:
+    void* code_ = nullptr;  // pcre2_code_8*
+    bool jit_ = false;
+};
+
+// ---- normalizer ----------------------------------------------------------------------------
+struct NormalizerStep {
+    enum class Kind { nfc, nfd, nfkc, nfkd, prepend, replace };
+    Kind kind = Kind::nfc;
+    std::string text;     // prepend: the prefix; replace: the pattern
+    std::string content;  // replace: the replacement
+};
+
+// ---- pre-tokenizer -------------------------------------------------------------------------
+enum class SplitBehavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
+enum class PrependScheme { always, first, never };
+
+struct PreTokenizerStep {
+    enum class Kind { split, byte_level, metaspace };
+    Kind kind = Kind::split;
+    // split
+    std::shared_ptr<const Regex> regex;  // null: `literal` is the pattern
+    std::string literal;
+    SplitBehavior behavior = SplitBehavior::isolated;
+    bool invert = false;
+    // byte_level
+    bool add_prefix_space = false;
+    bool use_regex = false;  // the GPT-2 regex, compiled in `regex`
+    // metaspace
+    std::string replacement;  // one character, UTF-8
+    PrependScheme prepend_scheme = PrependScheme::always;
+    bool split_on_replacement = true;
+};
+
+// ---- decoder -------------------------------------------------------------------------------
+struct DecoderStep {
+    enum class Kind { byte_level, replace, byte_fallback, fuse, strip, metaspace };
+    Kind kind = Kind::byte_level;
+    std::string pattern;  // replace
+    std::string content;  // replace: replacement; strip: the character; metaspace: replacement
+    size_t n_start = 0;   // strip: how many leading `content` chars to remove
+    size_t n_stop = 0;    // strip: how many trailing
+    bool metaspace_strip_first = true;  // metaspace: prepend_scheme != never
+};
+
+// ---- post-processor ------------------------------------------------------------------------
+struct TemplatePiece {
+    bool is_sequence = false;     // $A
+    std::vector<token_id> ids;    // a special token's ids
+};
+
+// ---- BPE model -----------------------------------------------------------------------------
+struct Merge {
+    uint32_t rank = 0;
+    token_id new_id = 0;
+};
+
+// Words (pre-tokens) already merged, shared by all threads. Read-mostly, so a shared_mutex.
+// Once full it stops growing (like HF's cache), which bounds memory on adversarial input.
+class WordCache {
+public:
+    static constexpr size_t k_max_entries = 1 << 17;
+    static constexpr size_t k_max_word_bytes = 256;  // longer words are not worth caching
+    bool get(std::string_view word, std::vector<token_id>& out) const;
+    void put(std::string_view word, const std::vector<token_id>& ids) const;
+
+private:
+    mutable std::shared_mutex mutex_;
+    mutable std::unordered_map<std::string, std::vector<token_id>, StringHash, std::equal_to<>> map_;
+};
+
+struct BpeModel {
+    StringIdMap vocab;                  // token string -> id
+    std::vector<std::string> id_to_str;  // id -> token string (empty where the id is unused)
+    std::vector<bool> id_used;
+    std::unordered_map<uint64_t, Merge> merges;  // key: (uint64(left) << 32) | uint32(right)
+    std::optional<token_id> unk_id;
+    bool fuse_unk = false;
+    bool byte_fallback = false;
+    bool ignore_merges = false;
+    std::array<token_id, 256> byte_fallback_ids{};  // <0xNN> ids; valid when has_all_byte_tokens
+    bool has_all_byte_tokens = false;
+    // Fast path: id of the vocab entry that is exactly one code point, for code points < 2^16.
+    std::vector<token_id> single_char_ids;
+    WordCache cache;
+
+    static uint64_t pair_key(token_id left, token_id right) {
+        return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+    }
+    // Appends the ids of one pre-token.
+    void tokenize(std::string_view word, std::vector<token_id>& out) const;
+    void merge_word(std::string_view word, std::vector<token_id>& out) const;
+};
+
+}  // namespace cc::tok
+
+namespace cc {
+
+struct Tokenizer::Impl {
+    std::string source_name;
+    std::string model_kind;  // "byte_level_bpe" or "sentencepiece_bpe"
+
+    std::vector<tok::NormalizerStep> normalizer;
+    std::vector<tok::PreTokenizerStep> pre_tokenizer;
+    tok::BpeModel model;
+    std::vector<tok::DecoderStep> decoder;
+    bool has_decoder = false;  // without one, HF joins tokens with " "
+    bool has_template = false;
+    std::vector<tok::TemplatePiece> template_single;
+
+    std::vector<AddedToken> added_tokens;  // as listed in the file
+    std::unordered_map<token_id, size_t> added_by_id;  // id -> index in added_tokens
+    // Added tokens bucketed by first byte, longest first, for leftmost-longest matching.
+    // Two sets: tokens matched on the raw text and those matched on the normalized text.
+    struct Matcher {
+        std::array<std::vector<size_t>, 256> by_first_byte;  // indices into `patterns`
+        std::vector<std::string> patterns;
+        std::vector<size_t> token_index;  // pattern -> index in added_tokens
+        bool empty() const { return patterns.empty(); }
+    };
+    Matcher raw_matcher;
+    Matcher normalized_matcher;
+
+    size_t vocab_size = 0;
+    std::optional<token_id> bos_id;
+
+    // ---- pipeline (tokenizer_pipeline.cpp) ----
+    std::string normalize(std::string_view text) const;
+    // Splits one normalized segment into pre-tokens. `at_text_start`: the segment begins at
+    // offset 0 of the original text (Metaspace prepend_scheme "first" depends on it).
+    void pre_tokenize(std::string_view segment, bool at_text_start, std::vector<std::string>& pieces) const;
+    void encode_segment(std::string_view raw_segment, bool at_text_start, bool match_normalized_added,
+                        std::vector<token_id>& out) const;
+    std::string decode(std::span<const token_id> ids, bool skip_special_tokens) const;
+};
+
+// Byte-level (GPT-2) alphabet: every byte maps to one printable code point.
+const std::array<char32_t, 256>& byte_to_unicode();
+// Inverse: code point -> byte, or -1; indexed by code point up to 0x143.
+int unicode_to_byte(char32_t cp);
+
+// UTF-8 helpers used across the tokenizer files.
+bool is_valid_utf8(std::string_view s);
+void append_utf8(std::string& out, char32_t cp);
+// Decodes the code point starting at s[i] (valid UTF-8 assumed) and returns its byte length.
+size_t utf8_decode(std::string_view s, size_t i, char32_t& cp);
+// Lossy conversion like Rust's String::from_utf8_lossy: each maximal invalid subsequence -> U+FFFD.
+std::string utf8_lossy(std::string_view bytes);
+
+}  // namespace cc
