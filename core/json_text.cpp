@@ -161,10 +161,10 @@ ordered_json parse_json_text(std::string_view text, const std::string& source, i
     }
     try {
         return ordered_json::parse(text.begin(), text.end());
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
         std::string what = e.what();
         // Drop nlohmann's "[json.exception.parse_error.101] " tag: users need the position and reason.
-        if (const auto p = what.find("] "); p != std::string::npos && what.starts_with("[json.exception"))
+        if (const auto p = what.find("] "); p != std::string::npos && what.starts_with("[json.exception."))
             what = what.substr(p + 2);
         throw std::runtime_error(source + ": invalid JSON: " + what);
     }

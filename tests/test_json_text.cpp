@@ -51,3 +51,17 @@ TEST(JsonText, InvalidJsonNamesTheSourceAndPosition) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(JsonText, NumberOverflowIsAnErrorNotACrash) {
+    // Found by fuzz/fuzz_tool_set: nlohmann throws out_of_range (not parse_error) for 1e999.
+    try {
+        cc::parse_json_text("[1e999]", "big.json");
+        FAIL() << "expected an error";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("big.json: invalid JSON: number overflow"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
