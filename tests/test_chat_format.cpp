@@ -172,7 +172,7 @@ TEST(ChatFormatGolden, Qwen3IdsMatchHuggingFace) { check_golden_ids("qwen3", qwe
 TEST(ChatFormatGolden, MistralIdsMatchHuggingFace) { check_golden_ids("mistral", mistral_tokenizer(), 20); }
 TEST(ChatFormatGolden, Llama3Ids) {
     CC_REQUIRE_LLAMA3_TOKENIZER();
-    check_golden_ids("llama3", llama3_tokenizer(), 0);
+    check_golden_ids("llama3", llama3_tokenizer(), 80);
 }
 
 // The README of the sample sets records the Qwen3 system turn of tools_20 + the default system
