@@ -371,8 +371,8 @@ std::string Tokenizer::Impl::decode(std::span<const token_id> ids, bool skip_spe
         if (auto it = added_by_id.find(id); it != added_by_id.end()) {
             const AddedToken& added = added_tokens[it->second];
             if (!(skip_special_tokens && added.special)) tokens.push_back(added.content);
-        } else if (id >= 0 && static_cast<size_t>(id) < model.id_used.size() && model.id_used[id]) {
-            tokens.push_back(model.id_to_str[id]);
+        } else if (const std::string* token = model.token_of(id)) {
+            tokens.push_back(*token);
         }
         // HF skips ids it does not know (e.g. the padding rows of a model's embedding).
     }
