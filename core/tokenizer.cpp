@@ -406,10 +406,9 @@ void load_added_tokens(const Loader& L, const json& root, Tokenizer::Impl& impl)
         added.rstrip = L.bool_field(t, "rstrip", where, false);
         added.single_word = L.bool_field(t, "single_word", where, false);
         added.normalized = L.bool_field(t, "normalized", where, !added.special);
-        if (auto v = impl.model.vocab.find(added.content); v && *v != added.id) {
-            L.fail(where + " \"" + added.content + "\" has id " + std::to_string(added.id) + " but the vocab gives " +
-                   std::to_string(*v));
-        }
+        // HF gives an added token that is already a vocab entry the vocab's id (and only warns when
+        // the file says otherwise), so the same is done here.
+        if (auto v = impl.model.vocab.find(added.content)) added.id = *v;
         if (impl.added_by_id.count(added.id)) L.fail(where + ": id " + std::to_string(added.id) + " is listed twice");
         impl.added_by_id.emplace(added.id, impl.added_tokens.size());
         impl.added_tokens.push_back(std::move(added));
@@ -477,10 +476,13 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, std::string source_na
     for (size_t i = 0; i < impl->added_tokens.size(); ++i) {
         const AddedToken& t = impl->added_tokens[i];
         if (t.normalized) {
-            add_pattern(impl->normalized_matcher, impl->normalize(t.content), i);
+            impl->added_decode_text.push_back(impl->normalize(t.content));
+            add_pattern(impl->normalized_matcher, impl->added_decode_text.back(), i);
         } else {
+            impl->added_decode_text.push_back(t.content);
             add_pattern(impl->raw_matcher, t.content, i);
         }
+        if (t.special) impl->special_contents.insert(t.content);
     }
     build_matcher(impl->raw_matcher);
     build_matcher(impl->normalized_matcher);
@@ -516,7 +518,7 @@ std::optional<token_id> Tokenizer::token_to_id(std::string_view token) const {
 
 std::string Tokenizer::id_to_token(token_id id) const {
     if (auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end()) {
-        return impl_->added_tokens[it->second].content;
+        return impl_->added_decode_text[it->second];
     }
     const auto& model = impl_->model;
     if (const std::string* token = model.token_of(id)) return *token;

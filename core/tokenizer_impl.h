@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace cc::tok {
@@ -197,6 +198,11 @@ struct Tokenizer::Impl {
     std::vector<tok::TemplatePiece> template_single;
 
     std::vector<AddedToken> added_tokens;  // as listed in the file
+    // What decode() and id_to_token() give for each added token. HF stores a `normalized` token's
+    // content after normalization (Qwen3: NFC; Llama 2: "▁" prepended), so that is what it decodes.
+    std::vector<std::string> added_decode_text;
+    // HF's skip_special_tokens drops a token whose *string* is a special token's content.
+    std::unordered_set<std::string, tok::StringHash, std::equal_to<>> special_contents;
     std::unordered_map<token_id, size_t> added_by_id;  // id -> index in added_tokens
     // Added tokens bucketed by first byte, longest first, for leftmost-longest matching.
     // Two sets: tokens matched on the raw text and those matched on the normalized text.

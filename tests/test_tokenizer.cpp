@@ -189,18 +189,40 @@ TEST(tokenizer, Llama3Goldens) {
     check_goldens(t, path);
 }
 
-// Goldens for other files a developer points at: <dir>/<name>.jsonl with <dir>/<name>.tokenizer.json.
-TEST(tokenizer, ExtraGoldensWhenConfigured) {
-    const char* dir = std::getenv("CC_TOKENIZER_EXTRA_GOLDENS_DIR");
-    if (dir == nullptr) GTEST_SKIP() << "CC_TOKENIZER_EXTRA_GOLDENS_DIR is not set";
+// The bundled Qwen3 tokenizer with the added-token options of tokenizer_variants/make_goldens.js.
+Tokenizer qwen3_with_token_options() {
+    json j = json::parse(cc::embedded::qwen3_tokenizer_json());
+    for (json& t : j["added_tokens"]) {
+        const std::string content = t["content"];
+        if (content == "<tool_call>") t["lstrip"] = true;
+        if (content == "</tool_call>") t["rstrip"] = true;
+        if (content == "<think>") t["single_word"] = true;
+        if (content == "</think>") t["lstrip"] = t["rstrip"] = true;
+    }
+    j["added_tokens"].push_back({{"id", 151669}, {"content", "he\xCC\x81llo"}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", true}, {"special", false}});
+    j["added_tokens"].push_back({{"id", 151670}, {"content", "wor"}, {"single_word", true}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", true}, {"special", false}});
+    return Tokenizer::from_json(j.dump(), "qwen3opts.tokenizer.json");
+}
+
+// tests/data/tokenizer_variants: lstrip / rstrip / single_word / normalized added tokens and the
+// Metaspace pre-tokenizer and decoder, against HF goldens (see SOURCE.md there).
+TEST(tokenizer, VariantGoldens) {
+    const auto dir = cc::test::data_dir() / "tokenizer_variants";
+    size_t n_files = 0;
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
         if (entry.path().extension() != ".jsonl") continue;
-        auto tokenizer_path = entry.path();
-        tokenizer_path.replace_extension(".tokenizer.json");
-        if (!std::filesystem::exists(tokenizer_path)) continue;
         SCOPED_TRACE(entry.path().string());
-        check_goldens(Tokenizer::from_file(tokenizer_path), entry.path());
+        const std::string name = entry.path().stem().string();
+        if (name == "qwen3opts") {
+            check_goldens(qwen3_with_token_options(), entry.path());
+        } else {
+            check_goldens(Tokenizer::from_file(dir / (name + ".tokenizer.json")), entry.path());
+        }
+        ++n_files;
     }
+    EXPECT_EQ(n_files, 4u);
 }
 
 // ---- stories260k (SentencePiece-style BPE with byte fallback) ------------------------------
