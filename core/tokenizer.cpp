@@ -2,6 +2,7 @@
 // Every section type is matched by name; anything not implemented is refused with the file name,
 // because a silently different tokenization would corrupt every cache key and every answer.
 #include "core/tokenizer_impl.h"
+#include "core/tokenizer_json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -79,25 +80,6 @@ public:
 private:
     std::string source_;
 };
-
-// A linear pre-scan so that hostile nesting is refused before the parser recurses into it.
-void check_depth(std::string_view text, const Loader& loader) {
-    int depth = 0;
-    bool in_string = false;
-    for (size_t i = 0; i < text.size(); ++i) {
-        const char c = text[i];
-        if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == '{' || c == '[') {
-            if (++depth > k_max_json_depth) loader.fail("invalid JSON: nesting deeper than " + std::to_string(k_max_json_depth));
-        } else if (c == '}' || c == ']') {
-            --depth;
-        }
-    }
-}
 
 size_t code_point_count(std::string_view s) {
     size_t n = 0;
@@ -292,7 +274,7 @@ void load_post_processor(const Loader& L, const json& node, const std::string& w
     }
 }
 
-void load_model(const Loader& L, const json& node, tok::BpeModel& model) {
+void load_model(const Loader& L, const json& node, tok::TokenizerJson& captured, tok::BpeModel& model) {
     const std::string where = "model";
     if (!node.is_object()) L.fail("model must be an object");
     const std::string type = L.string_field(node, "type", where);
@@ -309,82 +291,101 @@ void load_model(const Loader& L, const json& node, tok::BpeModel& model) {
     model.byte_fallback = L.bool_field(node, "byte_fallback", where, false);
     model.ignore_merges = L.bool_field(node, "ignore_merges", where, false);
 
-    const json& vocab = L.require(node, "vocab", where);
-    if (!vocab.is_object()) L.fail("model.vocab must be an object of token -> id");
-    model.vocab.reserve(vocab.size());
+    // model.vocab / model.merges normally arrive pre-split by the SAX reader; a file where they
+    // have another shape keeps them in the DOM, and the checks below report it.
+    std::vector<std::pair<std::string, int64_t>> dom_vocab;
+    auto* vocab = &captured.vocab;
+    if (!captured.vocab_captured) {
+        const json& v = L.require(node, "vocab", where);
+        if (!v.is_object()) L.fail("model.vocab must be an object of token -> id");
+        for (auto it = v.begin(); it != v.end(); ++it) {
+            if (!it.value().is_number_integer()) L.fail("model.vocab[\"" + it.key() + "\"] must be an integer id");
+            dom_vocab.emplace_back(it.key(), it.value().get<int64_t>());
+        }
+        vocab = &dom_vocab;
+    }
+    model.vocab.reserve(vocab->size());
     int64_t max_id = -1;
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-        if (!it.value().is_number_integer()) L.fail("model.vocab[\"" + it.key() + "\"] must be an integer id");
-        const token_id id = L.check_id(it.value().get<int64_t>(), "model.vocab");
-        model.vocab.emplace(it.key(), id);
+    for (auto& [token, raw_id] : *vocab) {
+        const token_id id = L.check_id(raw_id, "model.vocab");
+        model.vocab.insert_or_assign(std::move(token), id);  // a repeated key keeps its last id, like a JSON object
         max_id = std::max<int64_t>(max_id, id);
     }
-    model.id_to_str.assign(static_cast<size_t>(max_id + 1), std::string());
-    model.id_used.assign(static_cast<size_t>(max_id + 1), false);
-    for (const auto& [token, id] : model.vocab) {
-        if (!model.id_used[id]) {
-            model.id_to_str[id] = token;
-            model.id_used[id] = true;
-        }
+    model.id_to_key.assign(static_cast<size_t>(max_id + 1), -1);
+    const auto& keys = model.vocab.keys();
+    const auto& ids = model.vocab.ids();
+    for (size_t i = 0; i < keys.size(); ++i) {
+        if (model.id_to_key[ids[i]] < 0) model.id_to_key[ids[i]] = static_cast<int32_t>(i);
     }
 
     model.single_char_ids.assign(0x10000, -1);
-    for (const auto& [token, id] : model.vocab) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+        const std::string& token = keys[i];
+        const token_id id = ids[i];
         if (token.empty() || token.size() > 3 || !is_valid_utf8(token)) continue;
         char32_t cp = 0;
         if (utf8_decode(token, 0, cp) == token.size() && cp < 0x10000) model.single_char_ids[cp] = id;
     }
 
     if (auto unk = L.optional_string(node, "unk_token", where)) {
-        auto it = model.vocab.find(*unk);
-        if (it == model.vocab.end()) L.fail("model.unk_token \"" + *unk + "\" is not in the vocab");
-        model.unk_id = it->second;
+        model.unk_id = model.vocab.find(*unk);
+        if (!model.unk_id) L.fail("model.unk_token \"" + *unk + "\" is not in the vocab");
     }
     model.has_all_byte_tokens = true;
     for (int b = 0; b < 256; ++b) {
         static constexpr char hex[] = "0123456789ABCDEF";
         const std::string name = std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">";
-        auto it = model.vocab.find(name);
-        if (it == model.vocab.end()) {
+        const auto id = model.vocab.find(name);
+        if (!id) {
             model.has_all_byte_tokens = false;
             break;
         }
-        model.byte_fallback_ids[b] = it->second;
+        model.byte_fallback_ids[b] = *id;
     }
     if (model.byte_fallback && !model.has_all_byte_tokens) {
         L.fail("model.byte_fallback is set but the vocab lacks some <0xNN> byte tokens");
     }
 
-    const json& merges = L.require(node, "merges", where);
-    if (!merges.is_array()) L.fail("model.merges must be an array");
-    model.merges.reserve(merges.size() * 2);
-    std::string left, right;
-    for (size_t rank = 0; rank < merges.size(); ++rank) {
-        const json& m = merges[rank];
-        const std::string mwhere = "model.merges[" + std::to_string(rank) + "]";
-        if (m.is_string()) {
-            const std::string& s = m.get_ref<const std::string&>();
-            const size_t space = s.find(' ');
-            if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-                L.fail(mwhere + " \"" + s + "\" must be two tokens separated by one space");
+    std::vector<std::pair<std::string, std::string>> dom_merges;
+    const auto* merges = &captured.merges;
+    if (!captured.merges_captured) {
+        const json& m = L.require(node, "merges", where);
+        if (!m.is_array()) L.fail("model.merges must be an array");
+        for (size_t rank = 0; rank < m.size(); ++rank) {
+            const std::string mwhere = "model.merges[" + std::to_string(rank) + "]";
+            if (m[rank].is_array() && m[rank].size() == 2 && m[rank][0].is_string() && m[rank][1].is_string()) {
+                dom_merges.emplace_back(m[rank][0].get<std::string>(), m[rank][1].get<std::string>());
+            } else if (m[rank].is_string()) {
+                const std::string& text = m[rank].get_ref<const std::string&>();
+                const size_t space = text.find(' ');
+                if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
+                    L.fail(mwhere + " \"" + text + "\" must be two tokens separated by one space");
+                }
+                dom_merges.emplace_back(text.substr(0, space), text.substr(space + 1));
+            } else {
+                L.fail(mwhere + " must be \"a b\" or [\"a\", \"b\"]");
             }
-            left = s.substr(0, space);
-            right = s.substr(space + 1);
-        } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-            left = m[0].get<std::string>();
-            right = m[1].get<std::string>();
-        } else {
-            L.fail(mwhere + " must be \"a b\" or [\"a\", \"b\"]");
         }
-        auto find = [&](const std::string& token) {
-            auto it = model.vocab.find(token);
-            if (it == model.vocab.end()) L.fail(mwhere + " names token \"" + token + "\" which is not in the vocab");
-            return it->second;
+        merges = &dom_merges;
+    }
+    model.merges.reserve(merges->size() * 2);
+    std::string joined;
+    for (size_t rank = 0; rank < merges->size(); ++rank) {
+        const auto& [left, right] = (*merges)[rank];
+        auto find = [&](std::string_view token) {
+            const auto id = model.vocab.find(token);
+            if (!id) {
+                L.fail("model.merges[" + std::to_string(rank) + "] names token \"" + std::string(token) +
+                       "\" which is not in the vocab");
+            }
+            return *id;
         };
         const token_id left_id = find(left), right_id = find(right);
-        const token_id new_id = find(left + right);
+        joined.assign(left).append(right);
+        const token_id new_id = find(joined);
         // Like HF (a HashMap built in order), a repeated pair keeps its last rank.
-        model.merges[tok::BpeModel::pair_key(left_id, right_id)] = tok::Merge{static_cast<uint32_t>(rank), new_id};
+        model.merges.insert_or_assign(tok::BpeModel::pair_key(left_id, right_id),
+                                      tok::Merge{static_cast<uint32_t>(rank), new_id});
     }
 }
 
@@ -405,10 +406,9 @@ void load_added_tokens(const Loader& L, const json& root, Tokenizer::Impl& impl)
         added.rstrip = L.bool_field(t, "rstrip", where, false);
         added.single_word = L.bool_field(t, "single_word", where, false);
         added.normalized = L.bool_field(t, "normalized", where, !added.special);
-        if (auto v = impl.model.vocab.find(added.content); v != impl.model.vocab.end() && v->second != added.id) {
-            L.fail(where + " \"" + added.content + "\" has id " + std::to_string(added.id) + " but the vocab gives " +
-                   std::to_string(v->second));
-        }
+        // HF gives an added token that is already a vocab entry the vocab's id (and only warns when
+        // the file says otherwise), so the same is done here.
+        if (auto v = impl.model.vocab.find(added.content)) added.id = *v;
         if (impl.added_by_id.count(added.id)) L.fail(where + ": id " + std::to_string(added.id) + " is listed twice");
         impl.added_by_id.emplace(added.id, impl.added_tokens.size());
         impl.added_tokens.push_back(std::move(added));
@@ -448,20 +448,15 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
 
 Tokenizer Tokenizer::from_json(std::string_view json_text, std::string source_name) {
     const Loader L(source_name);
-    check_depth(json_text, L);
-    json root;
-    try {
-        root = json::parse(json_text.begin(), json_text.end());
-    } catch (const json::exception& e) {
-        L.fail(std::string("invalid JSON: ") + e.what());
-    }
+    tok::TokenizerJson file = tok::read_tokenizer_json(json_text, source_name, k_max_json_depth);
+    const json& root = file.root;
     if (!root.is_object()) L.fail("the top level must be a JSON object");
 
     auto impl = std::make_shared<Impl>();
     impl->source_name = source_name;
     // Numbers come from the file and may not fit the requested type; nlohmann throws then.
     try {
-        load_model(L, L.require(root, "model", "tokenizer"), impl->model);
+        load_model(L, L.require(root, "model", "tokenizer"), file, impl->model);
         load_normalizer(L, root.value("normalizer", json()), "normalizer", impl->normalizer);
         load_pre_tokenizer(L, root.value("pre_tokenizer", json()), "pre_tokenizer", impl->pre_tokenizer);
         load_post_processor(L, root.value("post_processor", json()), "post_processor", *impl);
@@ -481,15 +476,18 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, std::string source_na
     for (size_t i = 0; i < impl->added_tokens.size(); ++i) {
         const AddedToken& t = impl->added_tokens[i];
         if (t.normalized) {
-            add_pattern(impl->normalized_matcher, impl->normalize(t.content), i);
+            impl->added_decode_text.push_back(impl->normalize(t.content));
+            add_pattern(impl->normalized_matcher, impl->added_decode_text.back(), i);
         } else {
+            impl->added_decode_text.push_back(t.content);
             add_pattern(impl->raw_matcher, t.content, i);
         }
+        if (t.special) impl->special_contents.insert(t.content);
     }
     build_matcher(impl->raw_matcher);
     build_matcher(impl->normalized_matcher);
 
-    size_t vocab_size = impl->model.id_to_str.size();
+    size_t vocab_size = impl->model.id_to_key.size();
     for (const AddedToken& t : impl->added_tokens) vocab_size = std::max(vocab_size, static_cast<size_t>(t.id) + 1);
     impl->vocab_size = vocab_size;
 
@@ -515,16 +513,15 @@ std::optional<token_id> Tokenizer::token_to_id(std::string_view token) const {
     for (const AddedToken& t : impl_->added_tokens) {
         if (t.content == token) return t.id;
     }
-    if (auto it = impl_->model.vocab.find(token); it != impl_->model.vocab.end()) return it->second;
-    return std::nullopt;
+    return impl_->model.vocab.find(token);
 }
 
 std::string Tokenizer::id_to_token(token_id id) const {
     if (auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end()) {
-        return impl_->added_tokens[it->second].content;
+        return impl_->added_decode_text[it->second];
     }
     const auto& model = impl_->model;
-    if (id >= 0 && static_cast<size_t>(id) < model.id_used.size() && model.id_used[id]) return model.id_to_str[id];
+    if (const std::string* token = model.token_of(id)) return *token;
     throw std::runtime_error(impl_->source_name + ": token id " + std::to_string(id) + " is not in the vocabulary");
 }
 

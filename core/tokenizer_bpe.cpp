@@ -6,6 +6,104 @@
 
 namespace cc::tok {
 
+namespace {
+// splitmix64's finalizer: spreads packed id pairs over the table.
+uint64_t mix(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+size_t slots_for(size_t n_entries) {
+    size_t n = 16;
+    while (n < n_entries * 2) n *= 2;
+    return n;
+}
+}  // namespace
+
+void VocabMap::reserve(size_t n_entries) {
+    keys_.reserve(n_entries);
+    ids_.reserve(n_entries);
+    if (slots_for(n_entries) > slots_.size()) rehash(slots_for(n_entries));
+}
+
+void VocabMap::rehash(size_t n_slots) {
+    std::vector<Slot> slots(n_slots);
+    const size_t mask = n_slots - 1;
+    for (const Slot& s : slots_) {
+        if (s.index_plus_1 == 0) continue;
+        size_t i = s.hash & mask;
+        while (slots[i].index_plus_1 != 0) i = (i + 1) & mask;
+        slots[i] = s;
+    }
+    slots_.swap(slots);
+}
+
+void VocabMap::insert_or_assign(std::string key, token_id id) {
+    if (slots_.size() < slots_for(keys_.size() + 1)) rehash(slots_for(keys_.size() + 1));
+    const uint64_t hash = std::hash<std::string_view>{}(key);
+    const size_t mask = slots_.size() - 1;
+    size_t i = hash & mask;
+    while (slots_[i].index_plus_1 != 0) {
+        const uint32_t index = slots_[i].index_plus_1 - 1;
+        if (slots_[i].hash == hash && keys_[index] == key) {
+            ids_[index] = id;
+            return;
+        }
+        i = (i + 1) & mask;
+    }
+    slots_[i] = Slot{hash, static_cast<uint32_t>(keys_.size() + 1)};
+    keys_.push_back(std::move(key));
+    ids_.push_back(id);
+}
+
+std::optional<token_id> VocabMap::find(std::string_view key) const {
+    if (slots_.empty()) return std::nullopt;
+    const uint64_t hash = std::hash<std::string_view>{}(key);
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = hash & mask; slots_[i].index_plus_1 != 0; i = (i + 1) & mask) {
+        const uint32_t index = slots_[i].index_plus_1 - 1;
+        if (slots_[i].hash == hash && keys_[index] == key) return ids_[index];
+    }
+    return std::nullopt;
+}
+
+void MergeMap::reserve(size_t n_entries) {
+    if (slots_for(n_entries) > slots_.size()) rehash(slots_for(n_entries));
+}
+
+void MergeMap::rehash(size_t n_slots) {
+    std::vector<Slot> slots(n_slots);
+    const size_t mask = n_slots - 1;
+    for (const Slot& s : slots_) {
+        if (s.key == k_empty) continue;
+        size_t i = mix(s.key) & mask;
+        while (slots[i].key != k_empty) i = (i + 1) & mask;
+        slots[i] = s;
+    }
+    slots_.swap(slots);
+}
+
+void MergeMap::insert_or_assign(uint64_t key, Merge merge) {
+    if (slots_.size() < slots_for(n_entries_ + 1)) rehash(slots_for(n_entries_ + 1));
+    const size_t mask = slots_.size() - 1;
+    size_t i = mix(key) & mask;
+    while (slots_[i].key != k_empty && slots_[i].key != key) i = (i + 1) & mask;
+    if (slots_[i].key == k_empty) ++n_entries_;
+    slots_[i] = Slot{key, merge};
+}
+
+const Merge* MergeMap::find(uint64_t key) const {
+    if (slots_.empty()) return nullptr;
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = mix(key) & mask; slots_[i].key != k_empty; i = (i + 1) & mask) {
+        if (slots_[i].key == key) return &slots_[i].merge;
+    }
+    return nullptr;
+}
+
 bool WordCache::get(std::string_view word, std::vector<token_id>& out) const {
     std::shared_lock lock(mutex_);
     auto it = map_.find(word);
@@ -26,8 +124,8 @@ void BpeModel::tokenize(std::string_view word, std::vector<token_id>& out) const
     if (ignore_merges) {
         // Llama 3: a pre-token that is itself a vocab entry is emitted whole, even if the merges
         // would have split it differently.
-        if (auto it = vocab.find(word); it != vocab.end()) {
-            out.push_back(it->second);
+        if (auto id = vocab.find(word)) {
+            out.push_back(*id);
             return;
         }
     }
@@ -78,8 +176,8 @@ void BpeModel::merge_word(std::string_view word, std::vector<token_id>& out) con
         std::optional<token_id> id;
         if (cp < single_char_ids.size()) {
             if (single_char_ids[cp] >= 0) id = single_char_ids[cp];
-        } else if (auto it = vocab.find(word.substr(i, len)); it != vocab.end()) {
-            id = it->second;
+        } else {
+            id = vocab.find(word.substr(i, len));
         }
         if (id) {
             if (pending_unk >= 0) {
@@ -102,8 +200,7 @@ void BpeModel::merge_word(std::string_view word, std::vector<token_id>& out) con
 
     // 2. Merge by rank with a priority queue; stale entries are detected when popped.
     auto find_merge = [&](token_id left, token_id right) -> const Merge* {
-        auto it = merges.find(pair_key(left, right));
-        return it == merges.end() ? nullptr : &it->second;
+        return merges.find(pair_key(left, right));
     };
     std::priority_queue<QueuedMerge> queue;
     for (int32_t k = 0; k + 1 < n_symbols; ++k) {

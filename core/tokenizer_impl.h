@@ -16,16 +16,62 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace cc::tok {
 
-// Transparent hashing so vocab lookups by string_view do not allocate a std::string.
+// Transparent hashing so map lookups by string_view do not allocate a std::string.
 struct StringHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
-using StringIdMap = std::unordered_map<std::string, token_id, StringHash, std::equal_to<>>;
+
+// Open-addressing token string -> id table. The vocab of Qwen3/Llama 3 holds ~150k entries and
+// loading does ~4 lookups per entry; a flat probe array with stored hashes avoids a cache miss
+// per chain node, which made std::unordered_map the largest cost of loading.
+class VocabMap {
+public:
+    void reserve(size_t n_entries);
+    void insert_or_assign(std::string key, token_id id);  // a repeated key keeps its last id
+    std::optional<token_id> find(std::string_view key) const;
+    size_t size() const { return keys_.size(); }
+    const std::vector<std::string>& keys() const { return keys_; }
+    const std::vector<token_id>& ids() const { return ids_; }
+
+private:
+    struct Slot {
+        uint64_t hash = 0;
+        uint32_t index_plus_1 = 0;  // 0: empty; else 1 + index into keys_/ids_
+    };
+    void rehash(size_t n_slots);
+    std::vector<Slot> slots_;  // size is a power of two, at most half full
+    std::vector<std::string> keys_;
+    std::vector<token_id> ids_;
+};
+
+struct Merge {
+    uint32_t rank = 0;
+    token_id new_id = 0;
+};
+
+// Open-addressing (left id, right id) -> merge table; looked up for every adjacent symbol pair.
+class MergeMap {
+public:
+    void reserve(size_t n_entries);
+    void insert_or_assign(uint64_t key, Merge merge);
+    const Merge* find(uint64_t key) const;
+
+private:
+    static constexpr uint64_t k_empty = ~uint64_t{0};  // never a key: ids are < 2^24
+    struct Slot {
+        uint64_t key = k_empty;
+        Merge merge;
+    };
+    void rehash(size_t n_slots);
+    std::vector<Slot> slots_;
+    size_t n_entries_ = 0;
+};
 
 // A compiled PCRE2 pattern (UTF + UCP, JIT when available). Immutable after construction, so one
 // instance is shared by all threads; match data is created per call.
@@ -93,11 +139,6 @@ struct TemplatePiece {
 };
 
 // ---- BPE model -----------------------------------------------------------------------------
-struct Merge {
-    uint32_t rank = 0;
-    token_id new_id = 0;
-};
-
 // Words (pre-tokens) already merged, shared by all threads. Read-mostly, so a shared_mutex.
 // Once full it stops growing (like HF's cache), which bounds memory on adversarial input.
 class WordCache {
@@ -113,10 +154,15 @@ private:
 };
 
 struct BpeModel {
-    StringIdMap vocab;                  // token string -> id
-    std::vector<std::string> id_to_str;  // id -> token string (empty where the id is unused)
-    std::vector<bool> id_used;
-    std::unordered_map<uint64_t, Merge> merges;  // key: (uint64(left) << 32) | uint32(right)
+    VocabMap vocab;                      // token string -> id
+    std::vector<int32_t> id_to_key;      // id -> index into vocab.keys(), -1 where the id is unused
+
+    // The vocab string of `id`, or null when the model has no such id.
+    const std::string* token_of(token_id id) const {
+        if (id < 0 || static_cast<size_t>(id) >= id_to_key.size() || id_to_key[id] < 0) return nullptr;
+        return &vocab.keys()[static_cast<size_t>(id_to_key[id])];
+    }
+    MergeMap merges;                     // key: pair_key(left, right)
     std::optional<token_id> unk_id;
     bool fuse_unk = false;
     bool byte_fallback = false;
@@ -152,6 +198,11 @@ struct Tokenizer::Impl {
     std::vector<tok::TemplatePiece> template_single;
 
     std::vector<AddedToken> added_tokens;  // as listed in the file
+    // What decode() and id_to_token() give for each added token. HF stores a `normalized` token's
+    // content after normalization (Qwen3: NFC; Llama 2: "▁" prepended), so that is what it decodes.
+    std::vector<std::string> added_decode_text;
+    // HF's skip_special_tokens drops a token whose *string* is a special token's content.
+    std::unordered_set<std::string, tok::StringHash, std::equal_to<>> special_contents;
     std::unordered_map<token_id, size_t> added_by_id;  // id -> index in added_tokens
     // Added tokens bucketed by first byte, longest first, for leftmost-longest matching.
     // Two sets: tokens matched on the raw text and those matched on the normalized text.

@@ -368,13 +368,14 @@ std::string Tokenizer::Impl::decode(std::span<const token_id> ids, bool skip_spe
     std::vector<std::string> tokens;
     tokens.reserve(ids.size());
     for (token_id id : ids) {
+        const std::string* text = nullptr;
         if (auto it = added_by_id.find(id); it != added_by_id.end()) {
-            const AddedToken& added = added_tokens[it->second];
-            if (!(skip_special_tokens && added.special)) tokens.push_back(added.content);
-        } else if (id >= 0 && static_cast<size_t>(id) < model.id_used.size() && model.id_used[id]) {
-            tokens.push_back(model.id_to_str[id]);
+            text = &added_decode_text[it->second];
+        } else {
+            text = model.token_of(id);  // null: HF skips ids it does not know (padded embedding rows)
         }
-        // HF skips ids it does not know (e.g. the padding rows of a model's embedding).
+        if (text == nullptr || (skip_special_tokens && special_contents.count(*text))) continue;
+        tokens.push_back(*text);
     }
     if (!has_decoder) {
         std::string joined;

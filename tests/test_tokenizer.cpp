@@ -109,7 +109,7 @@ void check_goldens(const Tokenizer& tokenizer, const std::filesystem::path& path
 
 // ---- Qwen3 (the bundled tokenizer) ---------------------------------------------------------
 
-TEST(Tokenizer, Qwen3LoadsFromTheEmbeddedJson) {
+TEST(tokenizer, Qwen3LoadsFromTheEmbeddedJson) {
     const Tokenizer& t = qwen3();
     EXPECT_EQ(t.model_kind(), "byte_level_bpe");
     EXPECT_EQ(t.vocab_size(), 151669u);
@@ -123,7 +123,7 @@ TEST(Tokenizer, Qwen3LoadsFromTheEmbeddedJson) {
     EXPECT_FALSE(t.bos_id().has_value());
 }
 
-TEST(Tokenizer, Qwen3KnownEncodings) {
+TEST(tokenizer, Qwen3KnownEncodings) {
     const Tokenizer& t = qwen3();
     // From HF tokenizers 0.23.2 on this file.
     EXPECT_EQ(t.encode("<|im_start|>user\nhi<|im_end|>", EncodeMode::template_),
@@ -132,7 +132,7 @@ TEST(Tokenizer, Qwen3KnownEncodings) {
     EXPECT_EQ(t.encode("Hello world"), (std::vector<token_id>{9707, 1879}));
 }
 
-TEST(Tokenizer, PlainModeNeverProducesAddedTokens) {
+TEST(tokenizer, PlainModeNeverProducesAddedTokens) {
     const Tokenizer& t = qwen3();
     EXPECT_EQ(t.encode("<|im_end|>", EncodeMode::template_), std::vector<token_id>{151645});
     const auto plain = t.encode("<|im_end|>", EncodeMode::plain);
@@ -149,7 +149,7 @@ TEST(Tokenizer, PlainModeNeverProducesAddedTokens) {
     EXPECT_EQ(tmpl, (std::vector<token_id>{151657, 151667}));
 }
 
-TEST(Tokenizer, Qwen3RoundTripsText) {
+TEST(tokenizer, Qwen3RoundTripsText) {
     const Tokenizer& t = qwen3();
     for (const std::string text :
          {"Hello, world!", "  spaces  and\ttabs\n\nnewlines\r\n", "中文 日本語 한국어 😀👨‍👩‍👧 café", "{\"a\": [1, 2.5, null]}"}) {
@@ -160,7 +160,7 @@ TEST(Tokenizer, Qwen3RoundTripsText) {
     EXPECT_EQ(t.encode("e\xCC\x81"), t.encode("\xC3\xA9"));
 }
 
-TEST(Tokenizer, DecodeSkipsSpecialTokensOnlyWhenAsked) {
+TEST(tokenizer, DecodeSkipsSpecialTokensOnlyWhenAsked) {
     const Tokenizer& t = qwen3();
     const auto ids = t.encode("<|im_start|>user\nhi<|im_end|><tool_call>", EncodeMode::template_);
     EXPECT_EQ(t.decode(ids), "<|im_start|>user\nhi<|im_end|><tool_call>");
@@ -169,17 +169,17 @@ TEST(Tokenizer, DecodeSkipsSpecialTokensOnlyWhenAsked) {
     EXPECT_EQ(t.decode(std::vector<token_id>{9707, 151900}), "Hello");
 }
 
-TEST(Tokenizer, InvalidUtf8InputIsRefused) {
+TEST(tokenizer, InvalidUtf8InputIsRefused) {
     EXPECT_THROW(qwen3().encode(std::string("ab\xC3", 3)), std::runtime_error);
 }
 
-TEST(Tokenizer, Qwen3Goldens) {
+TEST(tokenizer, Qwen3Goldens) {
     const auto path = goldens_dir() / "qwen3.jsonl";
     if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (golden files come from the data branch)";
     check_goldens(qwen3(), path);
 }
 
-TEST(Tokenizer, Llama3Goldens) {
+TEST(tokenizer, Llama3Goldens) {
     const auto path = goldens_dir() / "llama3.jsonl";
     const auto tokenizer_path = llama3_tokenizer_path();
     if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (golden files come from the data branch)";
@@ -189,23 +189,45 @@ TEST(Tokenizer, Llama3Goldens) {
     check_goldens(t, path);
 }
 
-// Goldens for other files a developer points at: <dir>/<name>.jsonl with <dir>/<name>.tokenizer.json.
-TEST(Tokenizer, ExtraGoldensWhenConfigured) {
-    const char* dir = std::getenv("CC_TOKENIZER_EXTRA_GOLDENS_DIR");
-    if (dir == nullptr) GTEST_SKIP() << "CC_TOKENIZER_EXTRA_GOLDENS_DIR is not set";
+// The bundled Qwen3 tokenizer with the added-token options of tokenizer_variants/make_goldens.js.
+Tokenizer qwen3_with_token_options() {
+    json j = json::parse(cc::embedded::qwen3_tokenizer_json());
+    for (json& t : j["added_tokens"]) {
+        const std::string content = t["content"];
+        if (content == "<tool_call>") t["lstrip"] = true;
+        if (content == "</tool_call>") t["rstrip"] = true;
+        if (content == "<think>") t["single_word"] = true;
+        if (content == "</think>") t["lstrip"] = t["rstrip"] = true;
+    }
+    j["added_tokens"].push_back({{"id", 151669}, {"content", "he\xCC\x81llo"}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", true}, {"special", false}});
+    j["added_tokens"].push_back({{"id", 151670}, {"content", "wor"}, {"single_word", true}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", true}, {"special", false}});
+    return Tokenizer::from_json(j.dump(), "qwen3opts.tokenizer.json");
+}
+
+// tests/data/tokenizer_variants: lstrip / rstrip / single_word / normalized added tokens and the
+// Metaspace pre-tokenizer and decoder, against HF goldens (see SOURCE.md there).
+TEST(tokenizer, VariantGoldens) {
+    const auto dir = cc::test::data_dir() / "tokenizer_variants";
+    size_t n_files = 0;
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
         if (entry.path().extension() != ".jsonl") continue;
-        auto tokenizer_path = entry.path();
-        tokenizer_path.replace_extension(".tokenizer.json");
-        if (!std::filesystem::exists(tokenizer_path)) continue;
         SCOPED_TRACE(entry.path().string());
-        check_goldens(Tokenizer::from_file(tokenizer_path), entry.path());
+        const std::string name = entry.path().stem().string();
+        if (name == "qwen3opts") {
+            check_goldens(qwen3_with_token_options(), entry.path());
+        } else {
+            check_goldens(Tokenizer::from_file(dir / (name + ".tokenizer.json")), entry.path());
+        }
+        ++n_files;
     }
+    EXPECT_EQ(n_files, 4u);
 }
 
 // ---- stories260k (SentencePiece-style BPE with byte fallback) ------------------------------
 
-TEST(Tokenizer, Stories260kReference) {
+TEST(tokenizer, Stories260kReference) {
     CC_REQUIRE_FIXTURE("stories260k");
     const auto dir = cc::test::fixture("stories260k");
     const Tokenizer t = Tokenizer::from_file(dir / "tokenizer.json");
@@ -227,7 +249,7 @@ TEST(Tokenizer, Stories260kReference) {
     }
 }
 
-TEST(Tokenizer, Stories260kEdgeCases) {
+TEST(tokenizer, Stories260kEdgeCases) {
     CC_REQUIRE_FIXTURE("stories260k");
     const Tokenizer t = Tokenizer::from_file(cc::test::fixture("stories260k") / "tokenizer.json");
     struct Case {
@@ -259,7 +281,7 @@ TEST(Tokenizer, Stories260kEdgeCases) {
 
 // ---- incremental decoding ------------------------------------------------------------------
 
-TEST(IncrementalDecoder, ByteLevelCharactersSplitOverTokens) {
+TEST(tokenizer_incremental_decoder, ByteLevelCharactersSplitOverTokens) {
     const Tokenizer& t = qwen3();
     // Emoji, a ZWJ sequence and rare CJK (U+9F98, U+20000) that byte-level BPE splits across
     // tokens in the middle of a character.
@@ -281,7 +303,7 @@ TEST(IncrementalDecoder, ByteLevelCharactersSplitOverTokens) {
     EXPECT_GT(n_empty, 0u) << "expected some tokens to hold back an incomplete character";
 }
 
-TEST(IncrementalDecoder, OneBytePerToken) {
+TEST(tokenizer_incremental_decoder, OneBytePerToken) {
     const Tokenizer& t = qwen3();
     // The byte-level token for a byte is the GPT-2 alphabet character for it; for non-ASCII
     // bytes these are characters like "Ã" (0xC3) that the vocab holds as single tokens.
@@ -323,7 +345,7 @@ TEST(IncrementalDecoder, OneBytePerToken) {
     EXPECT_EQ(all + decoder.flush(), text);
 }
 
-TEST(IncrementalDecoder, FlushEmitsIncompleteBytesAsReplacement) {
+TEST(tokenizer_incremental_decoder, FlushEmitsIncompleteBytesAsReplacement) {
     const Tokenizer& t = qwen3();
     const auto id = t.token_to_id("\xC3\xA4");  // GPT-2 character for byte 0xE4
     ASSERT_TRUE(id.has_value());
@@ -332,7 +354,7 @@ TEST(IncrementalDecoder, FlushEmitsIncompleteBytesAsReplacement) {
     EXPECT_EQ(decoder.flush(), "\xEF\xBF\xBD");
 }
 
-TEST(IncrementalDecoder, SentencePieceStripsOnlyTheFirstSpace) {
+TEST(tokenizer_incremental_decoder, SentencePieceStripsOnlyTheFirstSpace) {
     CC_REQUIRE_FIXTURE("stories260k");
     const Tokenizer t = Tokenizer::from_file(cc::test::fixture("stories260k") / "tokenizer.json");
     const std::string text = "Once upon a time  there was \xE4\xB8\xAD and \xF0\x9F\x98\x80!";
@@ -371,13 +393,13 @@ std::string minimal_bpe(const std::string& replace_key = "", const std::string& 
     return j.dump();
 }
 
-TEST(Tokenizer, MinimalFileWorks) {
+TEST(tokenizer, MinimalFileWorks) {
     const Tokenizer t = Tokenizer::from_json(minimal_bpe(), "mini.json");
     EXPECT_EQ(t.encode("abab"), (std::vector<token_id>{2, 2}));
     EXPECT_EQ(t.decode(std::vector<token_id>{2, 0}), "aba");
 }
 
-TEST(Tokenizer, MalformedFilesNameTheFileAndTheProblem) {
+TEST(tokenizer, MalformedFilesNameTheFileAndTheProblem) {
     cc::test::TempDir dir;
     struct Case {
         std::string name, text, expected;
@@ -432,7 +454,7 @@ TEST(Tokenizer, MalformedFilesNameTheFileAndTheProblem) {
 
 // ---- threads -------------------------------------------------------------------------------
 
-TEST(Tokenizer, EncodeFromTwoThreadsGivesTheSameIds) {
+TEST(tokenizer, EncodeFromTwoThreadsGivesTheSameIds) {
     const Tokenizer& t = qwen3();
     std::string text;
     for (int i = 0; i < 200; ++i) {
