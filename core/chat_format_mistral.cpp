@@ -17,9 +17,7 @@ public:
         auto array = ordered_json::array();
         for (const auto& tool : tools.tools()) array.push_back(tool.schema);
         pieces.push_back(Piece::special("[AVAILABLE_TOOLS]"));
-        std::string text = " ";  // built by appending: GCC 12 misreports `" " + string&&` (-Wrestrict)
-        text += py_json_dumps(array);
-        pieces.push_back(Piece::plain(std::move(text)));
+        pieces.push_back(Piece::plain(" " + py_json_dumps(array)));
         pieces.push_back(Piece::special("[/AVAILABLE_TOOLS]"));
         return pieces;
     }
