@@ -76,7 +76,7 @@ public:
     std::string flush();            // whatever is held back, invalid bytes as U+FFFD
 
 private:
-    const Tokenizer* tokenizer_;
+    Tokenizer tokenizer_;  // a copy shares the immutable Impl, so the decoder cannot dangle
     bool skip_special_;
     std::vector<token_id> ids_;  // window: already emitted ids (the first n_prefix_ids_) + pending ids
     size_t n_prefix_ids_ = 0;
