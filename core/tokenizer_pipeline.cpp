@@ -546,11 +546,11 @@ size_t common_prefix(std::string_view a, std::string_view b) {
 }  // namespace
 
 IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens)
-    : tokenizer_(&tokenizer), skip_special_(skip_special_tokens) {}
+    : tokenizer_(tokenizer), skip_special_(skip_special_tokens) {}
 
 std::string IncrementalDecoder::push(token_id id) {
     ids_.push_back(id);
-    const std::string text = tokenizer_->decode(ids_, skip_special_);
+    const std::string text = tokenizer_.decode(ids_, skip_special_);
     const size_t n_pending = ids_.size() - n_prefix_ids_;
     if (text.size() <= prefix_text_.size()) return {};
     if (ends_with_replacement_char(text) && n_pending < k_max_pending_ids) return {};
@@ -559,19 +559,19 @@ std::string IncrementalDecoder::push(token_id id) {
     std::string out = text.substr(keep);
     ids_.erase(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(n_prefix_ids_));
     n_prefix_ids_ = ids_.size();
-    prefix_text_ = tokenizer_->decode(ids_, skip_special_);
+    prefix_text_ = tokenizer_.decode(ids_, skip_special_);
     return out;
 }
 
 std::string IncrementalDecoder::flush() {
-    const std::string text = tokenizer_->decode(ids_, skip_special_);
+    const std::string text = tokenizer_.decode(ids_, skip_special_);
     if (text.size() <= prefix_text_.size() && text == prefix_text_) return {};
     const size_t keep = text.compare(0, prefix_text_.size(), prefix_text_) == 0 ? prefix_text_.size()
                                                                               : common_prefix(prefix_text_, text);
     std::string out = text.substr(keep);
     ids_.erase(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(n_prefix_ids_));
     n_prefix_ids_ = ids_.size();
-    prefix_text_ = tokenizer_->decode(ids_, skip_special_);
+    prefix_text_ = tokenizer_.decode(ids_, skip_special_);
     return out;
 }
 

@@ -399,6 +399,25 @@ TEST(tokenizer, MinimalFileWorks) {
     EXPECT_EQ(t.decode(std::vector<token_id>{2, 0}), "aba");
 }
 
+TEST(tokenizer, TemplateProcessingInsideASequence) {
+    // Llama 3 style: Sequence[ByteLevel, TemplateProcessing] adds BOS only with add_special_tokens.
+    const std::string file = minimal_bpe("post_processor", R"({"type": "Sequence", "processors": [
+        {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
+        {"type": "TemplateProcessing",
+         "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+         "pair": [],
+         "special_tokens": {"<bos>": {"id": "<bos>", "ids": [3], "tokens": ["<bos>"]}}}]})");
+    json j = json::parse(file);
+    j["added_tokens"].push_back({{"id", 3}, {"content", "<bos>"}, {"special", true}, {"normalized", false}});
+    const Tokenizer t = Tokenizer::from_json(j.dump(), "mini.json");
+    EXPECT_EQ(t.encode("ab", EncodeMode::plain, true), (std::vector<token_id>{3, 2}));
+    EXPECT_EQ(t.encode("ab", EncodeMode::plain, false), (std::vector<token_id>{2}));
+    EXPECT_EQ(t.encode("<bos>ab", EncodeMode::template_), (std::vector<token_id>{3, 2}));
+    EXPECT_EQ(t.bos_id(), 3);
+    EXPECT_EQ(t.decode(std::vector<token_id>{3, 2}, true), "ab");
+    EXPECT_EQ(t.decode(std::vector<token_id>{3, 2}, false), "<bos>ab");
+}
+
 TEST(tokenizer, MalformedFilesNameTheFileAndTheProblem) {
     cc::test::TempDir dir;
     struct Case {
