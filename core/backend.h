@@ -1,0 +1,75 @@
+// The backend seam (DESIGN §5, §6): chosen once at start, operations on whole sequences.
+//
+// Exactness rests on one property every backend must keep: the result for a token row depends
+// only on that row's inputs and on the K/V it attends to — never on how many rows are in the
+// batch, how they are split across threads, or whether the attended K/V sits in the shared
+// prefix block or the private suffix block. Then a cached query (prefix K/V from compile + suffix
+// prefill) computes exactly the bits a full prefill computes for the same rows.
+#pragma once
+
+#include "core/model_config.h"
+#include "core/tokenizer.h"
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cc {
+
+enum class KvDType { f32, bf16 };
+const char* kv_dtype_name(KvDType t);  // "f32", "bf16"
+
+// K and V of consecutive positions, for every layer; memory owned by the backend.
+class KvBlock {
+public:
+    virtual ~KvBlock() = default;
+    virtual int capacity_tokens() const = 0;
+    virtual int n_tokens() const = 0;
+    virtual void truncate(int n_tokens) = 0;  // forget positions >= n_tokens (e.g. after a compare run)
+};
+
+// What a forward pass attends to: positions [0, prefix_tokens) from `prefix` (shared, read-only,
+// possibly used by many queries at once), then the positions already in `suffix`. The new tokens
+// get positions prefix_tokens + suffix->n_tokens() onwards and their K/V are appended to `suffix`.
+struct KvView {
+    const KvBlock* prefix = nullptr;
+    int prefix_tokens = 0;  // <= prefix->n_tokens(); a shorter view reuses only the first tokens
+    KvBlock* suffix = nullptr;
+};
+
+struct Cancelled : std::runtime_error {
+    Cancelled() : std::runtime_error("cancelled") {}
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;          // "cpu" or "cuda"
+    virtual std::string numerics_id() const = 0;   // e.g. "cpu/f32": enters the group_key
+    virtual const ModelConfig& config() const = 0;
+    virtual KvDType kv_dtype() const = 0;
+
+    virtual std::unique_ptr<KvBlock> allocate_kv(int capacity_tokens) = 0;
+
+    // Runs `tokens` through the model against `kv` and returns the logits of the rows listed in
+    // `logit_rows` (indices into `tokens`), row after row, each config().vocab_size floats.
+    // `cancel` (optional) is checked between layers; when set the call throws Cancelled and the
+    // suffix block is left as it was before the call.
+    virtual std::vector<float> forward(std::span<const token_id> tokens, const KvView& kv,
+                                       std::span<const int> logit_rows,
+                                       const std::atomic<bool>* cancel = nullptr) = 0;
+
+    // The canonical layout the group store writes: per layer, K then V, each
+    // [n_kv_heads, n_tokens, head_dim] in kv_dtype(). `out` must be kv_bytes(n_tokens) long.
+    virtual void export_kv(const KvBlock& block, int n_tokens, std::span<std::byte> out) const = 0;
+    virtual std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens,
+                                               int capacity_tokens) = 0;
+
+    size_t kv_bytes(int n_tokens) const;  // canonical bytes for n_tokens positions
+};
+
+}  // namespace cc

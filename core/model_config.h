@@ -1,0 +1,51 @@
+// config.json of a supported family, validated (DESIGN §5). Unknown model types, activations and
+// rope types are refused by name, never defaulted.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cc {
+
+enum class ModelFamily { qwen3, llama, mistral };
+const char* family_name(ModelFamily f);
+
+struct RopeScaling {
+    std::string type;                       // "" (none) or "llama3"
+    double factor = 1.0;
+    double low_freq_factor = 1.0;
+    double high_freq_factor = 1.0;
+    int original_max_position_embeddings = 0;
+};
+
+struct ModelConfig {
+    ModelFamily family = ModelFamily::llama;
+    std::string model_type;                 // as written in config.json
+    int n_layers = 0;                       // num_hidden_layers
+    int dim = 0;                            // hidden_size
+    int ffn_dim = 0;                        // intermediate_size
+    int n_heads = 0;                        // num_attention_heads
+    int n_kv_heads = 0;                     // num_key_value_heads (GQA: n_heads % n_kv_heads == 0)
+    int head_dim = 0;                       // head_dim, or hidden_size / num_attention_heads
+    int vocab_size = 0;
+    int max_position_embeddings = 0;
+    double rms_norm_eps = 1e-6;
+    double rope_theta = 10000.0;
+    RopeScaling rope_scaling;
+    bool tie_word_embeddings = false;
+    bool qk_norm = false;                   // Qwen3: RMSNorm on each q/k head before RoPE
+    int sliding_window = 0;                 // Mistral; 0 = full causal attention
+    std::optional<int> bos_token_id;
+    std::vector<int> eos_token_ids;         // int or list in config.json
+    std::string torch_dtype;                // informational
+
+    // Throws std::runtime_error "<source>: <problem>" (e.g. `config.json: "hidden_act" is "gelu",
+    // only "silu" is supported`).
+    static ModelConfig from_json(const nlohmann::json& config, const std::string& source);
+    nlohmann::json to_json() const;
+};
+
+}  // namespace cc
