@@ -5,12 +5,19 @@
 #include "core/weights.h"
 
 #include <memory>
+#include <string>
 
 namespace cc {
 
 struct CpuBackendOptions {
-    int n_threads = 0;               // 0 = every core the process may use
+    int n_threads = 0;               // 0 = every core the process may use (sched_getaffinity)
     KvDType kv_dtype = KvDType::f32;
+    // Kernel instruction set: "" or "auto" = the CC_CPU_ISA environment variable when set, else the
+    // best this CPU has; or "scalar", "avx2", "avx512" (an unsupported one is an error). The paths
+    // round differently, so the path is part of numerics_id(): "cpu/<isa>/<kv dtype>", e.g.
+    // "cpu/avx512/f32". Within one path, results do not depend on threads or batching; across
+    // machines they match when the path and the C library (exp, cos, sin) are the same.
+    std::string isa;
 };
 
 // Keeps a reference to `weights` (which must outlive the backend) and converts what it needs

@@ -1,0 +1,20 @@
+#include "core/backend.h"
+
+namespace cc {
+
+const char* kv_dtype_name(KvDType t) {
+    switch (t) {
+        case KvDType::f32: return "f32";
+        case KvDType::bf16: return "bf16";
+    }
+    return "?";
+}
+
+size_t Backend::kv_bytes(int n_tokens) const {
+    const ModelConfig& c = config();
+    const size_t elem_bytes = kv_dtype() == KvDType::f32 ? 4 : 2;
+    // Per layer K and V, each [n_kv_heads, n_tokens, head_dim].
+    return size_t(c.n_layers) * 2 * size_t(c.n_kv_heads) * size_t(n_tokens) * size_t(c.head_dim) * elem_bytes;
+}
+
+}  // namespace cc

@@ -1,0 +1,525 @@
+// The CPU backend: one forward pass over a batch of tokens, llama2.c-style straight-line code per
+// layer; the heavy lifting (GEMM, attention) is in kernels_<isa>.cpp.
+#include "core/cpu/cpu_backend.h"
+
+#include "core/cpu/kernels.h"
+#include "core/cpu/thread_pool.h"
+#include "core/kernel_math.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cc {
+namespace {
+
+using cpu::kKeyTile;
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+const char* dtype_str(DType t) {
+    switch (t) {
+        case DType::f32: return "F32";
+        case DType::f16: return "F16";
+        case DType::bf16: return "BF16";
+    }
+    return "?";
+}
+
+size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
+
+float element_to_f32(const std::byte* data, DType t, size_t i) {
+    switch (t) {
+        case DType::f32: {
+            float f;
+            std::memcpy(&f, data + 4 * i, 4);
+            return f;
+        }
+        case DType::bf16: {
+            uint16_t h;
+            std::memcpy(&h, data + 2 * i, 2);
+            return km::bf16_to_f32(h);
+        }
+        case DType::f16: {
+            uint16_t h;
+            std::memcpy(&h, data + 2 * i, 2);
+            return km::f16_to_f32(h);
+        }
+    }
+    return 0.0f;
+}
+
+// ---- KV block --------------------------------------------------------------------------------------
+//
+// Per layer, K then V, each for every kv head over `cap` positions (cap = capacity rounded up to
+// a key tile):  K [n_kv_heads][cap / 16][head_dim][16]   keys transposed in tiles of 16 positions
+//               V [n_kv_heads][cap][head_dim]            one row per position
+// Elements are f32 or bf16 (rounded to nearest even when written). export_kv/import_kv convert to
+// and from the canonical [n_kv_heads][n_tokens][head_dim] layout.
+class CpuKvBlock final : public KvBlock {
+public:
+    CpuKvBlock(const void* owner, const ModelConfig& c, bool bf16, int capacity)
+        : owner_(owner),
+          bf16_(bf16),
+          n_layers_(c.n_layers),
+          n_kv_(c.n_kv_heads),
+          hd_(c.head_dim),
+          capacity_(capacity),
+          cap_((capacity + kKeyTile - 1) / kKeyTile * kKeyTile) {
+        if (capacity < 0) throw std::runtime_error("allocate_kv: negative capacity " + std::to_string(capacity));
+        const size_t n = size_t(n_layers_) * layer_elems();
+        if (bf16_)
+            b16_.assign(n, 0);
+        else
+            f32_.assign(n, 0.0f);
+    }
+
+    int capacity_tokens() const override { return capacity_; }
+    int n_tokens() const override { return n_tokens_; }
+    void truncate(int n_tokens) override {
+        if (n_tokens < 0 || n_tokens > n_tokens_)
+            throw std::runtime_error("KvBlock::truncate: " + std::to_string(n_tokens) + " is outside [0, " +
+                                     std::to_string(n_tokens_) + "]");
+        n_tokens_ = n_tokens;
+    }
+    void set_n_tokens(int n) { n_tokens_ = n; }
+    const void* owner() const { return owner_; }
+
+    size_t head_elems() const { return size_t(cap_) * size_t(hd_); }
+    size_t layer_elems() const { return 2 * size_t(n_kv_) * head_elems(); }
+    size_t k_index(int layer, int kvh, int pos, int d) const {
+        return size_t(layer) * layer_elems() + size_t(kvh) * head_elems() +
+               (size_t(pos / kKeyTile) * size_t(hd_) + size_t(d)) * kKeyTile + size_t(pos % kKeyTile);
+    }
+    size_t v_index(int layer, int kvh, int pos, int d) const {
+        return size_t(layer) * layer_elems() + size_t(n_kv_) * head_elems() + size_t(kvh) * head_elems() +
+               size_t(pos) * size_t(hd_) + size_t(d);
+    }
+    const void* at(size_t i) const {
+        return bf16_ ? static_cast<const void*>(b16_.data() + i) : static_cast<const void*>(f32_.data() + i);
+    }
+
+    // Stores one position's K and V rows of one kv head (head_dim floats each).
+    void write(int layer, int kvh, int pos, const float* k, const float* v) {
+        for (int d = 0; d < hd_; ++d) {
+            const size_t ki = k_index(layer, kvh, pos, d), vi = v_index(layer, kvh, pos, d);
+            if (bf16_) {
+                b16_[ki] = km::f32_to_bf16(k[d]);
+                b16_[vi] = km::f32_to_bf16(v[d]);
+            } else {
+                f32_[ki] = k[d];
+                f32_[vi] = v[d];
+            }
+        }
+    }
+
+    cpu::KvSegment segment(int layer, int first_pos, int n) const {
+        cpu::KvSegment s;
+        s.k = at(k_index(layer, 0, 0, 0));
+        s.v = at(v_index(layer, 0, 0, 0));
+        s.capacity = cap_;
+        s.first_pos = first_pos;
+        s.n_tokens = n;
+        return s;
+    }
+
+    // Canonical copy of one layer's K (which = 0) or V (which = 1) for positions [0, n).
+    void export_part(int layer, int which, int n, std::byte* out) const {
+        const size_t es = bf16_ ? 2 : 4;
+        for (int h = 0; h < n_kv_; ++h)
+            for (int t = 0; t < n; ++t)
+                for (int d = 0; d < hd_; ++d) {
+                    const size_t i = which == 0 ? k_index(layer, h, t, d) : v_index(layer, h, t, d);
+                    std::memcpy(out + ((size_t(h) * size_t(n) + size_t(t)) * size_t(hd_) + size_t(d)) * es, at(i), es);
+                }
+    }
+    void import_part(int layer, int which, int n, const std::byte* in) {
+        const size_t es = bf16_ ? 2 : 4;
+        for (int h = 0; h < n_kv_; ++h)
+            for (int t = 0; t < n; ++t)
+                for (int d = 0; d < hd_; ++d) {
+                    const size_t i = which == 0 ? k_index(layer, h, t, d) : v_index(layer, h, t, d);
+                    void* dst = bf16_ ? static_cast<void*>(b16_.data() + i) : static_cast<void*>(f32_.data() + i);
+                    std::memcpy(dst, in + ((size_t(h) * size_t(n) + size_t(t)) * size_t(hd_) + size_t(d)) * es, es);
+                }
+    }
+
+private:
+    const void* owner_;
+    bool bf16_;
+    int n_layers_, n_kv_, hd_;
+    int capacity_;   // as requested
+    int cap_;        // rounded up to a key tile
+    int n_tokens_ = 0;
+    std::vector<float> f32_;
+    std::vector<uint16_t> b16_;
+};
+
+// ---- the backend ---------------------------------------------------------------------------------
+
+struct Layer {
+    const float* attn_norm;  // (dim)
+    const float* ffn_norm;   // (dim)
+    const float* q_norm;     // (head_dim), Qwen3 only
+    const float* k_norm;     // (head_dim), Qwen3 only
+    cpu::Matrix wq;          // (n_heads * head_dim, dim)
+    cpu::Matrix wk;          // (n_kv_heads * head_dim, dim)
+    cpu::Matrix wv;          // (n_kv_heads * head_dim, dim)
+    cpu::Matrix wo;          // (dim, n_heads * head_dim)
+    cpu::Matrix w_gate;      // (ffn_dim, dim)
+    cpu::Matrix w_up;        // (ffn_dim, dim)
+    cpu::Matrix w_down;      // (dim, ffn_dim)
+};
+
+// Activations of one forward call, grown once to the largest batch seen (never per token).
+struct Activations {
+    std::vector<float> x;      // (T, dim)       residual stream
+    std::vector<float> xn;     // (T, dim)       normalised input of a sublayer
+    std::vector<float> q;      // (T, n_heads * head_dim)
+    std::vector<float> k;      // (T, n_kv_heads * head_dim)
+    std::vector<float> v;      // (T, n_kv_heads * head_dim)
+    std::vector<float> att;    // (T, n_heads * head_dim)
+    std::vector<float> proj;   // (T, dim)       o_proj / down_proj output before the residual add
+    std::vector<float> gate;   // (T, ffn_dim)   then silu(gate) * up in place
+    std::vector<float> up;     // (T, ffn_dim)
+    std::vector<float> cos_t;  // (T, head_dim / 2)
+    std::vector<float> sin_t;  // (T, head_dim / 2)
+
+    static void grow(std::vector<float>& b, size_t n) {
+        if (b.size() < n) b.resize(n);
+    }
+};
+
+class CpuBackend final : public Backend {
+public:
+    CpuBackend(const ModelWeights& weights, const CpuBackendOptions& options)
+        : weights_(weights),
+          cfg_(weights.config),
+          kv_dtype_(options.kv_dtype),
+          isa_(cpu::resolve_isa(options.isa)),
+          kernels_(cpu::kernels_for(isa_)),
+          pool_(options.n_threads > 0 ? options.n_threads : cpu::ThreadPool::available_cores()),
+          ws_(pool_.n_threads()) {
+        const ModelConfig& c = cfg_;
+        if (c.n_layers <= 0 || c.dim <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 ||
+            c.ffn_dim <= 0 || c.vocab_size <= 0)
+            throw std::runtime_error("cpu backend: the model config has a non-positive dimension");
+        if (c.n_heads % c.n_kv_heads != 0)
+            throw std::runtime_error("cpu backend: num_attention_heads " + std::to_string(c.n_heads) +
+                                     " is not a multiple of num_key_value_heads " + std::to_string(c.n_kv_heads));
+        if (c.head_dim % 2 != 0) throw std::runtime_error("cpu backend: head_dim must be even for RoPE");
+        if (int(weights.layers.size()) != c.n_layers)
+            throw std::runtime_error("cpu backend: " + std::to_string(weights.layers.size()) + " layers of weights, config has " +
+                                     std::to_string(c.n_layers));
+        const int64_t qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
+        check(weights.embed, "model.embed_tokens.weight", {c.vocab_size, c.dim});
+        for (int l = 0; l < c.n_layers; ++l) {
+            const LayerWeights& w = weights.layers[size_t(l)];
+            const std::string p = "model.layers." + std::to_string(l) + ".";
+            Layer L{};
+            L.attn_norm = vec(w.attn_norm, p + "input_layernorm.weight", c.dim);
+            L.ffn_norm = vec(w.ffn_norm, p + "post_attention_layernorm.weight", c.dim);
+            if (c.qk_norm) {
+                L.q_norm = vec(w.q_norm, p + "self_attn.q_norm.weight", c.head_dim);
+                L.k_norm = vec(w.k_norm, p + "self_attn.k_norm.weight", c.head_dim);
+            }
+            L.wq = mat(w.wq, p + "self_attn.q_proj.weight", qd, c.dim);
+            L.wk = mat(w.wk, p + "self_attn.k_proj.weight", kvd, c.dim);
+            L.wv = mat(w.wv, p + "self_attn.v_proj.weight", kvd, c.dim);
+            L.wo = mat(w.wo, p + "self_attn.o_proj.weight", c.dim, qd);
+            L.w_gate = mat(w.w_gate, p + "mlp.gate_proj.weight", c.ffn_dim, c.dim);
+            L.w_up = mat(w.w_up, p + "mlp.up_proj.weight", c.ffn_dim, c.dim);
+            L.w_down = mat(w.w_down, p + "mlp.down_proj.weight", c.dim, c.ffn_dim);
+            layers_.push_back(L);
+        }
+        final_norm_ = vec(weights.final_norm, "model.norm.weight", c.dim);
+        const Tensor& head = weights.lm_head.data != nullptr ? weights.lm_head : weights.embed;
+        lm_head_ = mat(head, weights.lm_head.data != nullptr ? "lm_head.weight" : "model.embed_tokens.weight (tied lm_head)",
+                       c.vocab_size, c.dim);
+
+        rope_.theta = c.rope_theta;
+        rope_.head_dim = c.head_dim;
+        if (c.rope_scaling.type == "llama3") {
+            rope_.factor = c.rope_scaling.factor;
+            rope_.low_freq_factor = c.rope_scaling.low_freq_factor;
+            rope_.high_freq_factor = c.rope_scaling.high_freq_factor;
+            rope_.original_max_position_embeddings = c.rope_scaling.original_max_position_embeddings;
+        } else if (!c.rope_scaling.type.empty()) {
+            throw std::runtime_error("cpu backend: rope_scaling type \"" + c.rope_scaling.type + "\" is not supported");
+        }
+        for (int i = 0; i < c.head_dim / 2; ++i) inv_freq_.push_back(km::rope_inv_freq(i, rope_));
+    }
+
+    std::string name() const override { return "cpu"; }
+    std::string numerics_id() const override {
+        return std::string("cpu/") + cpu::isa_name(isa_) + "/" + kv_dtype_name(kv_dtype_);
+    }
+    const ModelConfig& config() const override { return cfg_; }
+    KvDType kv_dtype() const override { return kv_dtype_; }
+
+    std::unique_ptr<KvBlock> allocate_kv(int capacity_tokens) override {
+        return std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, capacity_tokens);
+    }
+
+    std::vector<float> forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
+                               const std::atomic<bool>* cancel) override;
+
+    void export_kv(const KvBlock& block, int n_tokens, std::span<std::byte> out) const override {
+        const CpuKvBlock& b = own(&block, "export_kv");
+        if (n_tokens < 0 || n_tokens > b.n_tokens())
+            throw std::runtime_error("export_kv: " + std::to_string(n_tokens) + " positions requested, the block holds " +
+                                     std::to_string(b.n_tokens()));
+        if (out.size() != kv_bytes(n_tokens))
+            throw std::runtime_error("export_kv: output is " + std::to_string(out.size()) + " bytes, expected " +
+                                     std::to_string(kv_bytes(n_tokens)));
+        const size_t part = kv_bytes(n_tokens) / (2 * size_t(cfg_.n_layers));
+        for (int l = 0; l < cfg_.n_layers; ++l)
+            for (int which = 0; which < 2; ++which) b.export_part(l, which, n_tokens, out.data() + (2 * size_t(l) + size_t(which)) * part);
+    }
+
+    std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens, int capacity_tokens) override {
+        if (n_tokens < 0 || n_tokens > capacity_tokens)
+            throw std::runtime_error("import_kv: " + std::to_string(n_tokens) + " positions do not fit a capacity of " +
+                                     std::to_string(capacity_tokens));
+        if (data.size() != kv_bytes(n_tokens))
+            throw std::runtime_error("import_kv: data is " + std::to_string(data.size()) + " bytes, expected " +
+                                     std::to_string(kv_bytes(n_tokens)) + " for " + std::to_string(n_tokens) + " positions");
+        auto block = std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, capacity_tokens);
+        const size_t part = kv_bytes(n_tokens) / (2 * size_t(cfg_.n_layers));
+        for (int l = 0; l < cfg_.n_layers; ++l)
+            for (int which = 0; which < 2; ++which)
+                block->import_part(l, which, n_tokens, data.data() + (2 * size_t(l) + size_t(which)) * part);
+        block->set_n_tokens(n_tokens);
+        return block;
+    }
+
+private:
+    static void check(const Tensor& t, const std::string& name, std::vector<int64_t> shape) {
+        if (t.data == nullptr) throw std::runtime_error("cpu backend: weight " + name + " is missing");
+        if (t.shape != shape)
+            throw std::runtime_error("cpu backend: weight " + name + " has shape " + shape_str(t.shape) + ", expected " +
+                                     shape_str(shape));
+        size_t n = 1;
+        for (int64_t d : shape) n *= size_t(d);
+        if (t.n_bytes != n * dtype_size(t.dtype))
+            throw std::runtime_error("cpu backend: weight " + name + " holds " + std::to_string(t.n_bytes) + " bytes, expected " +
+                                     std::to_string(n * dtype_size(t.dtype)) + " for " + dtype_str(t.dtype));
+    }
+
+    // A vector weight as f32 (converted once when stored as BF16/F16).
+    const float* vec(const Tensor& t, const std::string& name, int64_t n) {
+        check(t, name, {n});
+        std::vector<float>& out = owned_.emplace_back(size_t(n));
+        for (int64_t i = 0; i < n; ++i) out[size_t(i)] = element_to_f32(t.data, t.dtype, size_t(i));
+        return out.data();
+    }
+
+    // A matrix the GEMM reads in place: F32 and BF16 zero-copy, F16 converted once to F32.
+    cpu::Matrix mat(const Tensor& t, const std::string& name, int64_t rows, int64_t cols) {
+        check(t, name, {rows, cols});
+        cpu::Matrix m;
+        m.rows = rows;
+        m.cols = cols;
+        if (t.dtype == DType::f16) {
+            std::vector<float>& out = owned_.emplace_back(size_t(rows * cols));
+            for (size_t i = 0; i < out.size(); ++i) out[i] = element_to_f32(t.data, t.dtype, i);
+            m.data = out.data();
+        } else {
+            m.data = t.data;
+            m.bf16 = t.dtype == DType::bf16;
+        }
+        return m;
+    }
+
+    const CpuKvBlock& own(const KvBlock* b, const char* what) const {
+        auto* cb = dynamic_cast<const CpuKvBlock*>(b);
+        if (cb == nullptr || cb->owner() != this)
+            throw std::runtime_error(std::string(what) + ": the KV block is missing or was not allocated by this CPU backend");
+        return *cb;
+    }
+
+    // Runs fn(row) for rows [0, n) on the pool, in chunks.
+    void for_rows(int n, const std::function<void(int)>& fn) {
+        const int chunk = std::max(1, n / (4 * pool_.n_threads()));
+        pool_.parallel_for((n + chunk - 1) / chunk, [&](int64_t c, int) {
+            const int end = std::min(n, int(c + 1) * chunk);
+            for (int r = int(c) * chunk; r < end; ++r) fn(r);
+        });
+    }
+
+    const ModelWeights& weights_;
+    ModelConfig cfg_;
+    KvDType kv_dtype_;
+    cpu::Isa isa_;
+    const cpu::Kernels& kernels_;
+    cpu::ThreadPool pool_;
+    cpu::Workspace ws_;
+    std::vector<std::vector<float>> owned_;  // converted weights (norm vectors, F16 matrices)
+    std::vector<Layer> layers_;
+    const float* final_norm_ = nullptr;       // (dim)
+    cpu::Matrix lm_head_;                     // (vocab, dim)
+    km::RopeParams rope_;
+    std::vector<double> inv_freq_;            // (head_dim / 2)
+    std::mutex mutex_;                        // one forward at a time: activations and scratch are shared
+    Activations act_;
+};
+
+std::vector<float> CpuBackend::forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
+                                       const std::atomic<bool>* cancel) {
+    std::lock_guard lock(mutex_);
+    const ModelConfig& c = cfg_;
+    const int T = int(tokens.size());
+
+    // ---- validate the request before touching any state
+    auto* suffix = const_cast<CpuKvBlock*>(&own(kv.suffix, "forward (suffix block)"));
+    const CpuKvBlock* prefix = nullptr;
+    if (kv.prefix_tokens < 0) throw std::runtime_error("forward: negative prefix_tokens");
+    if (kv.prefix_tokens > 0) {
+        prefix = &own(kv.prefix, "forward (prefix block)");
+        if (prefix == suffix) throw std::runtime_error("forward: the prefix and suffix blocks are the same block");
+        if (kv.prefix_tokens > prefix->n_tokens())
+            throw std::runtime_error("forward: the view uses " + std::to_string(kv.prefix_tokens) +
+                                     " prefix positions, the prefix block holds " + std::to_string(prefix->n_tokens()));
+    }
+    for (int t = 0; t < T; ++t)
+        if (tokens[size_t(t)] < 0 || tokens[size_t(t)] >= c.vocab_size)
+            throw std::runtime_error("forward: token id " + std::to_string(tokens[size_t(t)]) + " (at index " + std::to_string(t) +
+                                     ") is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+    for (int r : logit_rows)
+        if (r < 0 || r >= T)
+            throw std::runtime_error("forward: logit row " + std::to_string(r) + " is outside the batch [0, " + std::to_string(T) + ")");
+    const int P = kv.prefix_tokens;
+    const int n0 = suffix->n_tokens();
+    if (int64_t(n0) + T > suffix->capacity_tokens())
+        throw std::runtime_error("forward: KV capacity exceeded: positions " + std::to_string(P + n0) + ".." +
+                                 std::to_string(P + n0 + T - 1) + " need " + std::to_string(n0 + T) +
+                                 " suffix slots, the block has " + std::to_string(suffix->capacity_tokens()));
+    if (T == 0) return {};
+    const int first_pos = P + n0;
+
+    const int dim = c.dim, hd = c.head_dim, half = hd / 2, ffn = c.ffn_dim;
+    const int qd = c.n_heads * hd, kvd = c.n_kv_heads * hd;
+    const float eps = float(c.rms_norm_eps);
+    const size_t Tz = size_t(T);
+    Activations& a = act_;
+    Activations::grow(a.x, Tz * dim);
+    Activations::grow(a.xn, Tz * dim);
+    Activations::grow(a.q, Tz * qd);
+    Activations::grow(a.k, Tz * kvd);
+    Activations::grow(a.v, Tz * kvd);
+    Activations::grow(a.att, Tz * qd);
+    Activations::grow(a.proj, Tz * dim);
+    Activations::grow(a.gate, Tz * ffn);
+    Activations::grow(a.up, Tz * ffn);
+    Activations::grow(a.cos_t, Tz * half);
+    Activations::grow(a.sin_t, Tz * half);
+
+    // RoPE angles in double, rounded to float once: (position * inv_freq).
+    for (int t = 0; t < T; ++t)
+        for (int i = 0; i < half; ++i) {
+            const double angle = double(first_pos + t) * inv_freq_[size_t(i)];
+            a.cos_t[size_t(t) * half + i] = float(std::cos(angle));
+            a.sin_t[size_t(t) * half + i] = float(std::sin(angle));
+        }
+
+    // token embeddings
+    for_rows(T, [&](int t) {
+        const size_t row = size_t(tokens[size_t(t)]) * size_t(dim);
+        for (int i = 0; i < dim; ++i) a.x[size_t(t) * dim + i] = element_to_f32(weights_.embed.data, weights_.embed.dtype, row + size_t(i));
+    });
+
+    auto check_cancel = [&] {
+        if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    };
+
+    for (int l = 0; l < c.n_layers; ++l) {
+        check_cancel();
+        const Layer& L = layers_[size_t(l)];
+
+        // attention: xn = rmsnorm(x); q, k, v projections
+        for_rows(T, [&](int t) { kernels_.rmsnorm(&a.x[size_t(t) * dim], L.attn_norm, &a.xn[size_t(t) * dim], dim, eps); });
+        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.wq, a.q.data());
+        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.wk, a.k.data());
+        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.wv, a.v.data());
+
+        // per head: Qwen3 q/k RMSNorm, then RoPE; K and V of the new positions into the suffix block
+        for_rows(T, [&](int t) {
+            float* q = &a.q[size_t(t) * qd];
+            float* k = &a.k[size_t(t) * kvd];
+            const float* cs = &a.cos_t[size_t(t) * half];
+            const float* sn = &a.sin_t[size_t(t) * half];
+            for (int h = 0; h < c.n_heads; ++h) {
+                if (L.q_norm) kernels_.rmsnorm(q + h * hd, L.q_norm, q + h * hd, hd, eps);
+                km::rope_rotate(q + h * hd, cs, sn, half);
+            }
+            for (int h = 0; h < c.n_kv_heads; ++h) {
+                if (L.k_norm) kernels_.rmsnorm(k + h * hd, L.k_norm, k + h * hd, hd, eps);
+                km::rope_rotate(k + h * hd, cs, sn, half);
+                suffix->write(l, h, n0 + t, k + h * hd, &a.v[size_t(t) * kvd + size_t(h) * hd]);
+            }
+        });
+
+        // attention over [prefix | suffix], then o_proj and the residual
+        cpu::AttentionArgs args;
+        args.kv_bf16 = kv_dtype_ == KvDType::bf16;
+        args.n_heads = c.n_heads;
+        args.n_kv_heads = c.n_kv_heads;
+        args.head_dim = hd;
+        args.window = c.sliding_window;
+        args.scale = float(1.0 / std::sqrt(double(hd)));
+        if (prefix != nullptr) args.seg[0] = prefix->segment(l, 0, P);
+        args.seg[0].first_pos = 0;
+        args.seg[0].n_tokens = P;
+        args.seg[1] = suffix->segment(l, P, n0 + T);
+        args.q = a.q.data();
+        args.n_rows = T;
+        args.first_pos = first_pos;
+        args.out = a.att.data();
+        kernels_.attention(pool_, ws_, args);
+        kernels_.gemm(pool_, ws_, a.att.data(), T, L.wo, a.proj.data());
+        for_rows(T, [&](int t) {
+            for (int i = 0; i < dim; ++i) a.x[size_t(t) * dim + i] = a.x[size_t(t) * dim + i] + a.proj[size_t(t) * dim + i];
+        });
+
+        // MLP: down(silu(gate(xn)) * up(xn)), then the residual
+        for_rows(T, [&](int t) { kernels_.rmsnorm(&a.x[size_t(t) * dim], L.ffn_norm, &a.xn[size_t(t) * dim], dim, eps); });
+        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.w_gate, a.gate.data());
+        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.w_up, a.up.data());
+        for_rows(T, [&](int t) { kernels_.swiglu(&a.gate[size_t(t) * ffn], &a.up[size_t(t) * ffn], &a.gate[size_t(t) * ffn], ffn); });
+        kernels_.gemm(pool_, ws_, a.gate.data(), T, L.w_down, a.proj.data());
+        for_rows(T, [&](int t) {
+            for (int i = 0; i < dim; ++i) a.x[size_t(t) * dim + i] = a.x[size_t(t) * dim + i] + a.proj[size_t(t) * dim + i];
+        });
+    }
+    check_cancel();
+
+    // final norm and lm_head, only for the requested rows
+    std::vector<float> logits;
+    if (!logit_rows.empty()) {
+        const int R = int(logit_rows.size());
+        Activations::grow(a.xn, size_t(R) * dim);  // rows may repeat, so R can exceed T
+        for (int r = 0; r < R; ++r)
+            kernels_.rmsnorm(&a.x[size_t(logit_rows[size_t(r)]) * dim], final_norm_, &a.xn[size_t(r) * dim], dim, eps);
+        logits.resize(size_t(R) * size_t(c.vocab_size));
+        kernels_.gemm(pool_, ws_, a.xn.data(), R, lm_head_, logits.data());
+    }
+    suffix->set_n_tokens(n0 + T);
+    return logits;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const ModelWeights& weights, const CpuBackendOptions& options) {
+    return std::make_unique<CpuBackend>(weights, options);
+}
+
+}  // namespace cc

@@ -1,0 +1,110 @@
+// The CPU backend's compute kernels, one table per instruction set (scalar, AVX2+FMA, AVX-512).
+//
+// The exactness contract (core/backend.h) is kept by construction here:
+// - GEMM: every output element y[m][n] is the chain acc = fma(x[m][k], w[n][k], acc) over
+//   k = 0, 1, ..., K-1 starting from +0, whatever the block, tile, thread or batch size. Blocking
+//   over K stores the running float and reloads it, which is exact. (The AVX-512 kernel keeps 16
+//   output columns in the lanes of a register and broadcasts x; the order per element is the same.)
+// - Attention: each (query row, head) computes every score q·k as an FMA chain over head_dim,
+//   keys in the lanes of a vector of 16 keys; the softmax sum uses lane = absolute key position
+//   mod the vector width, then a fixed reduction tree; P·V is an FMA chain over the key positions in
+//   order, head_dim in the lanes. None of it depends on which block (prefix or suffix) holds a
+//   key, on the other rows of the batch, or on the threads.
+// The ISA path is chosen once per backend; different paths give different (equally valid) bits,
+// so the path is part of the backend's numerics id.
+#pragma once
+
+#include "core/cpu/thread_pool.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cc::cpu {
+
+enum class Isa { scalar, avx2, avx512 };
+const char* isa_name(Isa isa);                 // "scalar", "avx2", "avx512"
+Isa parse_isa(const std::string& name);        // throws std::runtime_error naming the value
+bool isa_supported(Isa isa);                   // by this CPU (and OS)
+Isa best_isa();
+// `requested` = "" (auto) or a name; auto reads CC_CPU_ISA, else picks the best supported path.
+// A path the CPU lacks is an error, never a silent fallback.
+Isa resolve_isa(const std::string& requested);
+
+// Keys are stored in tiles of 16 consecutive positions, transposed: [head_dim][16]. Then 16 scores
+// are one vector of FMA chains over head_dim with q broadcast, and no horizontal sums are needed.
+inline constexpr int kKeyTile = 16;
+
+// A weight matrix (rows = out features N, cols = in features K), row-major, F32 or BF16.
+struct Matrix {
+    const void* data = nullptr;
+    bool bf16 = false;
+    int64_t rows = 0;
+    int64_t cols = 0;
+};
+
+// One K/V segment of one layer: positions [first_pos, first_pos + n_tokens).
+struct KvSegment {
+    const void* k = nullptr;   // [n_kv_heads][capacity / 16][head_dim][16]
+    const void* v = nullptr;   // [n_kv_heads][capacity][head_dim]
+    int capacity = 0;          // tokens, a multiple of kKeyTile
+    int first_pos = 0;
+    int n_tokens = 0;
+};
+
+struct AttentionArgs {
+    bool kv_bf16 = false;
+    int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+    int window = 0;            // sliding window: key j is seen by position p iff p - window < j <= p; 0 = none
+    float scale = 1.0f;
+    KvSegment seg[2];          // prefix then suffix; seg[1].first_pos == seg[0].first_pos + seg[0].n_tokens
+    const float* q = nullptr;  // [n_rows][n_heads][head_dim], row t at position first_pos + t
+    int n_rows = 0;
+    int first_pos = 0;         // every position of the rows lies inside seg[1] (or seg[0] when seg[1] is empty)
+    float* out = nullptr;      // [n_rows][n_heads * head_dim]
+};
+
+// Scratch owned by the backend, grown once to the largest call (never shrunk).
+// Buffers are 64-byte aligned and zero-initialised when (re)allocated, with some slack at the end
+// for padded vector reads.
+class Workspace {
+public:
+    explicit Workspace(int n_threads) : per_thread_(size_t(n_threads)) {}
+    float* shared(size_t n_floats);                 // one buffer for all threads
+    float* per_thread(int thread, size_t n_floats); // one buffer per thread (thread < n_threads)
+    int n_threads() const { return int(per_thread_.size()); }
+private:
+    struct Free {
+        void operator()(float* p) const;
+    };
+    struct Buffer {
+        std::unique_ptr<float[], Free> data;
+        size_t size = 0;
+    };
+    static float* grow(Buffer& b, size_t n_floats);
+    Buffer shared_;
+    std::vector<Buffer> per_thread_;
+};
+
+struct Kernels {
+    Isa isa;
+    // Y[M][N] = X[M][K] · W[N][K]ᵀ (W: rows N, cols K); Y row-major with leading dimension N.
+    void (*gemm)(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& w, float* y);
+    // y = rmsnorm(x) * w over n elements (HF semantics, sum of squares with lane = i mod width).
+    void (*rmsnorm)(const float* x, const float* w, float* y, int n, float eps);
+    // out[i] = silu(gate[i]) * up[i].
+    void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
+    // exp of n floats (the vector exp the kernels use; exposed for tests).
+    void (*exp)(const float* x, float* y, int64_t n);
+    void (*attention)(ThreadPool& pool, Workspace& ws, const AttentionArgs& args);
+};
+
+const Kernels& kernels_for(Isa isa);
+
+namespace scalar { const Kernels& table(); }
+namespace avx2 { const Kernels& table(); }
+namespace avx512 { const Kernels& table(); }
+
+}  // namespace cc::cpu

@@ -1,0 +1,493 @@
+// The kernels, written once over a vector type V and compiled once per instruction set:
+// kernels_<isa>.cpp defines `struct V` (width W, load/store/fma/exp/...) inside its own namespace
+// cc::cpu::<isa> and includes this file there, under a `#pragma GCC target` for that ISA. Each
+// copy is a distinct set of functions, so no inline function compiled for AVX-512 can be picked by
+// the linker for a CPU without it. (No include guard: each ISA file includes it once.)
+//
+// Requires, before inclusion: kernels.h, kernel_math.h, <algorithm>, <cstring>, <cstdint>.
+//
+// V provides: reg, W, n_regs, gemm_mr, gemm_nrv, qk_r, qk_tt; zero, set1, load, load_n, store,
+// store_n (float and, for loads, uint16_t bf16), fma(a, b, c) = a*b+c, add, sub, mul, div, max,
+// keep_lanes(v, first, n, fill), hsum (a fixed tree), hmax, exp.
+
+// ---- GEMM ----------------------------------------------------------------------------------------
+//
+// Goto/BLIS structure with the roles chosen so that each output element is one FMA chain over k:
+// features (rows of W) sit in vector lanes, tokens (rows of X) are broadcast. Both operands are
+// packed: X once per call into panels [K][MR] (MR tokens per panel), W per task block and k block
+// into panels [KC][NR] (NR features per panel; converting BF16 on the way, which is exact).
+// A micro-tile keeps MR x NR running sums in registers; between k blocks they rest in Y itself.
+
+constexpr int kMR = V::gemm_mr;             // tokens per micro-tile
+constexpr int kNR = V::gemm_nrv * V::W;     // features per micro-tile
+constexpr int kKC = 256;                    // k per block: an X micro-panel (KC x MR) stays in L1
+constexpr int kNB = 4 * kNR;                // features per task: W block (NB x KC) stays in L2
+
+// Xp panel tp: [K][MR], tokens tp*MR.. (zeros past M).
+inline void pack_x_panel(const float* x, int m, int k, int tp, float* xp) {
+    float* dst = xp + size_t(tp) * size_t(k) * kMR;
+    for (int r = 0; r < kMR; ++r) {
+        const int row = tp * kMR + r;
+        if (row < m) {
+            const float* src = x + size_t(row) * size_t(k);
+            for (int kk = 0; kk < k; ++kk) dst[size_t(kk) * kMR + r] = src[kk];
+        } else {
+            for (int kk = 0; kk < k; ++kk) dst[size_t(kk) * kMR + r] = 0.0f;
+        }
+    }
+}
+
+// Wp: panels [n_panels][kc][NR] for features f0..f0+nb and k0..k0+kc (zeros past nb).
+template <class T>
+inline void pack_w_block(const T* w, int64_t k_total, int64_t f0, int nb, int k0, int kc, float* wp) {
+    const int n_panels = (nb + kNR - 1) / kNR;
+    for (int p = 0; p < n_panels; ++p) {
+        float* panel = wp + size_t(p) * size_t(kc) * kNR;
+        for (int c = 0; c < kNR; ++c) {
+            const int f = p * kNR + c;
+            float* dst = panel + c;
+            if (f < nb) {
+                const T* src = w + size_t(f0 + f) * size_t(k_total) + size_t(k0);
+                if constexpr (std::is_same_v<T, float>) {
+                    for (int kk = 0; kk < kc; ++kk) dst[size_t(kk) * kNR] = src[kk];
+                } else {
+                    for (int kk = 0; kk < kc; ++kk) dst[size_t(kk) * kNR] = km::bf16_to_f32(src[kk]);
+                }
+            } else {
+                for (int kk = 0; kk < kc; ++kk) dst[size_t(kk) * kNR] = 0.0f;
+            }
+        }
+    }
+}
+
+// R token rows x NR features; y points at (row 0, feature 0) of the tile; n_valid features stored.
+template <int R>
+void gemm_micro(const float* xp, const float* wp, int kc, float* y, int64_t ldy, int n_valid, bool accumulate) {
+    constexpr int NV = V::gemm_nrv;
+    typename V::reg acc[R][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) {
+            const int cnt = n_valid - v * V::W;
+            if (!accumulate || cnt <= 0)
+                acc[r][v] = V::zero();
+            else
+                acc[r][v] = cnt >= V::W ? V::load(y + r * ldy + v * V::W) : V::load_n(y + r * ldy + v * V::W, cnt);
+        }
+    }
+    for (int kk = 0; kk < kc; ++kk) {
+        typename V::reg wv[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) wv[v] = V::load(wp + kk * kNR + v * V::W);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+            const typename V::reg b = V::set1(xp[kk * kMR + r]);
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(b, wv[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) {
+            const int cnt = n_valid - v * V::W;
+            if (cnt >= V::W)
+                V::store(y + r * ldy + v * V::W, acc[r][v]);
+            else if (cnt > 0)
+                V::store_n(y + r * ldy + v * V::W, acc[r][v], cnt);
+        }
+    }
+}
+
+template <int R>
+inline void gemm_micro_rows(int rows, const float* xp, const float* wp, int kc, float* y, int64_t ldy, int n_valid,
+                            bool accumulate) {
+    if constexpr (R > 1) {
+        if (rows < R) return gemm_micro_rows<R - 1>(rows, xp, wp, kc, y, ldy, n_valid, accumulate);
+    }
+    gemm_micro<R>(xp, wp, kc, y, ldy, n_valid, accumulate);
+}
+
+template <class T>
+void gemm_block(const float* xp, int m, int k, const T* w, int64_t n, int64_t f0, float* wp, float* y) {
+    const int nb = int(std::min<int64_t>(kNB, n - f0));
+    const int n_panels = (nb + kNR - 1) / kNR;
+    const int n_tp = (m + kMR - 1) / kMR;
+    for (int k0 = 0; k0 < k; k0 += kKC) {
+        const int kc = std::min(kKC, k - k0);
+        pack_w_block(w, k, f0, nb, k0, kc, wp);
+        for (int tp = 0; tp < n_tp; ++tp) {
+            const int rows = std::min(kMR, m - tp * kMR);
+            const float* xpanel = xp + (size_t(tp) * size_t(k) + size_t(k0)) * kMR;
+            for (int p = 0; p < n_panels; ++p) {
+                float* ytile = y + size_t(tp) * kMR * size_t(n) + size_t(f0) + size_t(p) * kNR;
+                gemm_micro_rows<kMR>(rows, xpanel, wp + size_t(p) * size_t(kc) * kNR, kc, ytile, n,
+                                     std::min(kNR, nb - p * kNR), k0 > 0);
+            }
+        }
+    }
+}
+
+void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& w, float* y) {
+    if (m <= 0 || w.rows <= 0) return;
+    const int k = int(w.cols);
+    const int64_t n = w.rows;
+    if (k == 0) {
+        std::fill(y, y + size_t(m) * size_t(n), 0.0f);
+        return;
+    }
+    const int n_tp = (m + kMR - 1) / kMR;
+    float* xp = ws.shared(size_t(n_tp) * size_t(k) * kMR);
+    pool.parallel_for(n_tp, [&](int64_t tp, int) { pack_x_panel(x, m, k, int(tp), xp); });
+    const int64_t n_blocks = (n + kNB - 1) / kNB;
+    // Grow every thread's buffer before the parallel loop (the pool may give any task to any thread).
+    for (int t = 0; t < pool.n_threads(); ++t) ws.per_thread(t, size_t(kNB) * kKC);
+    pool.parallel_for(n_blocks, [&](int64_t block, int thread) {
+        float* wp = ws.per_thread(thread, size_t(kNB) * kKC);
+        if (w.bf16)
+            gemm_block(xp, m, k, static_cast<const uint16_t*>(w.data), n, block * kNB, wp, y);
+        else
+            gemm_block(xp, m, k, static_cast<const float*>(w.data), n, block * kNB, wp, y);
+    });
+}
+
+// ---- elementwise ---------------------------------------------------------------------------------
+
+void rmsnorm(const float* x, const float* w, float* y, int n, float eps) {
+    typename V::reg acc = V::zero();
+    int i = 0;
+    for (; i + V::W <= n; i += V::W) {
+        const typename V::reg v = V::load(x + i);
+        acc = V::fma(v, v, acc);
+    }
+    if (i < n) {
+        const typename V::reg v = V::load_n(x + i, n - i);
+        acc = V::fma(v, v, acc);
+    }
+    const float inv = km::rms_inv(V::hsum(acc), n, eps);
+    for (int j = 0; j < n; ++j) y[j] = km::rms_apply(x[j], inv, w[j]);
+}
+
+inline typename V::reg swiglu_v(typename V::reg g, typename V::reg u) {
+    const typename V::reg e = V::exp(V::sub(V::zero(), g));
+    return V::mul(V::div(g, V::add(V::set1(1.0f), e)), u);
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+    int64_t i = 0;
+    for (; i + V::W <= n; i += V::W) V::store(out + i, swiglu_v(V::load(gate + i), V::load(up + i)));
+    if (i < n) {
+        const int r = int(n - i);
+        V::store_n(out + i, swiglu_v(V::load_n(gate + i, r), V::load_n(up + i, r)), r);
+    }
+}
+
+void exp_n(const float* x, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + V::W <= n; i += V::W) V::store(y + i, V::exp(V::load(x + i)));
+    if (i < n) V::store_n(y + i, V::exp(V::load_n(x + i, int(n - i))), int(n - i));
+}
+
+// ---- attention -----------------------------------------------------------------------------------
+//
+// A task is (kv head g, a block of consecutive query rows); its "vrows" are those rows times the
+// G = n_heads / n_kv_heads query heads that share g, so each loaded key serves all of them.
+// 1. scores S[vrow][j] = (q · k_j) * scale for the keys the block can see, j = absolute position;
+//    16 keys per vector, FMA chain over head_dim. Blocks (prefix/suffix) are visited in order, so
+//    the tail of a prefix tile is overwritten by the suffix's scores.
+// 2. per vrow over its own range [lo, hi]: m = max (exact in any order), e_j = exp(s_j - m),
+//    l = sum of e_j with lane = j mod W, then a fixed tree.
+// 3. P·V: acc[d] = fma(e_j, v_j[d], acc[d]) for j = lo..hi in order. Several vrows run together
+//    over the keys they all see; each vrow's keys before and after that common range run alone
+//    with the same instruction, so the chain per element does not depend on the grouping.
+// 4. out = acc / l.
+
+constexpr int kNT = kKeyTile / V::W;  // vectors per key tile
+
+template <int R, int TT, class KT>
+void qk_tiles(const float* const* q, const KT* ktile, int hd, float scale, float* const* out) {
+    typename V::reg acc[R][TT][kNT];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int t = 0; t < TT; ++t)
+#pragma GCC unroll 16
+            for (int v = 0; v < kNT; ++v) acc[r][t][v] = V::zero();
+    const size_t tile_elems = size_t(hd) * kKeyTile;
+    for (int d = 0; d < hd; ++d) {
+        typename V::reg kv[TT][kNT];
+#pragma GCC unroll 4
+        for (int t = 0; t < TT; ++t)
+#pragma GCC unroll 16
+            for (int v = 0; v < kNT; ++v) kv[t][v] = V::load(ktile + t * tile_elems + size_t(d) * kKeyTile + v * V::W);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+            const typename V::reg b = V::set1(q[r][d]);
+#pragma GCC unroll 4
+            for (int t = 0; t < TT; ++t)
+#pragma GCC unroll 16
+                for (int v = 0; v < kNT; ++v) acc[r][t][v] = V::fma(b, kv[t][v], acc[r][t][v]);
+        }
+    }
+    const typename V::reg s = V::set1(scale);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int t = 0; t < TT; ++t)
+#pragma GCC unroll 16
+            for (int v = 0; v < kNT; ++v) V::store(out[r] + t * kKeyTile + v * V::W, V::mul(acc[r][t][v], s));
+}
+
+template <int R, class KT>
+void qk_rows(int rows, int tiles, const float* const* q, const KT* ktile, int hd, float scale, float* const* out) {
+    if constexpr (R > 1) {
+        if (rows < R) return qk_rows<R - 1>(rows, tiles, q, ktile, hd, scale, out);
+    }
+    if (tiles == V::qk_tt)
+        qk_tiles<R, V::qk_tt>(q, ktile, hd, scale, out);
+    else
+        qk_tiles<R, 1>(q, ktile, hd, scale, out);
+}
+
+// acc rows (R of them, each ND vectors) += e_j * v_j for j in [j0, j1); v points at row j0.
+template <int ND, int R, class KT>
+void pv_rows_t(const float* const* e, int j0, int j1, const KT* v, int hd, float* const* acc) {
+    typename V::reg a[R][ND];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int d = 0; d < ND; ++d) a[r][d] = V::load(acc[r] + d * V::W);
+    const int tail = hd - (ND - 1) * V::W;  // lanes of the last vector, 1..W
+    for (int j = j0; j < j1; ++j, v += hd) {
+        typename V::reg vv[ND];
+#pragma GCC unroll 8
+        for (int d = 0; d < ND - 1; ++d) vv[d] = V::load(v + d * V::W);
+        vv[ND - 1] = tail == V::W ? V::load(v + (ND - 1) * V::W) : V::load_n(v + (ND - 1) * V::W, tail);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const typename V::reg b = V::set1(e[r][j]);
+#pragma GCC unroll 8
+            for (int d = 0; d < ND; ++d) a[r][d] = V::fma(b, vv[d], a[r][d]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int d = 0; d < ND; ++d) V::store(acc[r] + d * V::W, a[r][d]);
+}
+
+// Any head_dim, one vrow, running sums in memory: the same instruction per element as above.
+template <class KT>
+void pv_row_any(const float* e, int j0, int j1, const KT* v, int hd, float* acc) {
+    const int nd = (hd + V::W - 1) / V::W;
+    for (int j = j0; j < j1; ++j, v += hd) {
+        const typename V::reg b = V::set1(e[j]);
+        for (int d = 0; d < nd; ++d) {
+            const int cnt = std::min(V::W, hd - d * V::W);
+            const typename V::reg vv = cnt == V::W ? V::load(v + d * V::W) : V::load_n(v + d * V::W, cnt);
+            V::store(acc + d * V::W, V::fma(b, vv, V::load(acc + d * V::W)));
+        }
+    }
+}
+
+constexpr int pv_max_rows(int nd) {
+    const int r = (V::n_regs - nd - 2) / nd;
+    return r < 1 ? 1 : (r > 8 ? 8 : r);
+}
+
+template <int ND, int R, class KT>
+void pv_rows_n(int rows, const float* const* e, int j0, int j1, const KT* v, int hd, float* const* acc) {
+    if constexpr (R > 1) {
+        if (rows < R) return pv_rows_n<ND, R - 1>(rows, e, j0, j1, v, hd, acc);
+    }
+    pv_rows_t<ND, R>(e, j0, j1, v, hd, acc);
+}
+
+// Dispatches on ND = ceil(head_dim / W) (templated up to 8 vectors) and the row count.
+template <class KT>
+void pv_rows(int rows, const float* const* e, int j0, int j1, const KT* v, int hd, float* const* acc) {
+    if (j0 >= j1) return;
+    const int nd = (hd + V::W - 1) / V::W;
+    switch (nd) {
+#define CC_PV_CASE(N) \
+    case N: return pv_rows_n<N, pv_max_rows(N)>(rows, e, j0, j1, v, hd, acc);
+        CC_PV_CASE(1)
+        CC_PV_CASE(2)
+        CC_PV_CASE(3)
+        CC_PV_CASE(4)
+        CC_PV_CASE(5)
+        CC_PV_CASE(6)
+        CC_PV_CASE(7)
+        CC_PV_CASE(8)
+#undef CC_PV_CASE
+        default:
+            for (int r = 0; r < rows; ++r) pv_row_any(e[r], j0, j1, v, hd, acc[r]);
+    }
+}
+
+inline int pv_group_rows(int hd) {
+    const int nd = (hd + V::W - 1) / V::W;
+    switch (nd) {
+        case 1: return pv_max_rows(1);
+        case 2: return pv_max_rows(2);
+        case 3: return pv_max_rows(3);
+        case 4: return pv_max_rows(4);
+        case 5: return pv_max_rows(5);
+        case 6: return pv_max_rows(6);
+        case 7: return pv_max_rows(7);
+        case 8: return pv_max_rows(8);
+        default: return 1;
+    }
+}
+
+template <class KT>
+struct AttentionTask {
+    const AttentionArgs& a;
+    int g, t0, nq, G, hd, hd_pad;
+    size_t s_stride;
+    float* buf;
+
+    const KT* k_tiles(const KvSegment& s) const {
+        return static_cast<const KT*>(s.k) + size_t(g) * size_t(s.capacity) * size_t(hd);
+    }
+    const KT* v_rows(const KvSegment& s) const {
+        return static_cast<const KT*>(s.v) + size_t(g) * size_t(s.capacity) * size_t(hd);
+    }
+
+    // e_j * v_j over key positions [j0, j1), split where the prefix segment ends.
+    void pv(int rows, const float* const* e, int j0, int j1, float* const* acc) const {
+        for (int si = 0; si < 2; ++si) {
+            const KvSegment& s = a.seg[si];
+            const int lo = std::max(j0, s.first_pos), hi = std::min(j1, s.first_pos + s.n_tokens);
+            if (lo < hi) pv_rows(rows, e, lo, hi, v_rows(s) + size_t(lo - s.first_pos) * size_t(hd), hd, acc);
+        }
+    }
+
+    void run() const {
+        const int nvr = nq * G;
+        constexpr int kMaxVrows = 64;
+        int lo[kMaxVrows], hi[kMaxVrows];
+        const float* q[kMaxVrows];
+        float* srow[kMaxVrows];
+        float* acc[kMaxVrows];
+        float l[kMaxVrows];
+        for (int i = 0; i < nq; ++i) {
+            const int pos = a.first_pos + t0 + i;
+            for (int hh = 0; hh < G; ++hh) {
+                const int r = i * G + hh;
+                hi[r] = pos;
+                lo[r] = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
+                q[r] = a.q + (size_t(t0 + i) * size_t(a.n_heads) + size_t(g * G + hh)) * size_t(hd);
+                srow[r] = buf + size_t(r) * s_stride + kKeyTile;
+                acc[r] = buf + size_t(nvr) * s_stride + size_t(r) * size_t(hd_pad);
+            }
+        }
+
+        // 1. scores
+        for (int c0 = 0; c0 < nvr; c0 += V::qk_r) {
+            const int cn = std::min(V::qk_r, nvr - c0);
+            const int clo = *std::min_element(lo + c0, lo + c0 + cn);
+            const int chi = *std::max_element(hi + c0, hi + c0 + cn);
+            for (int si = 0; si < 2; ++si) {
+                const KvSegment& s = a.seg[si];
+                const int klo = std::max(clo, s.first_pos), khi = std::min(chi, s.first_pos + s.n_tokens - 1);
+                if (klo > khi) continue;
+                const int ti0 = (klo - s.first_pos) / kKeyTile, ti1 = (khi - s.first_pos) / kKeyTile;
+                const KT* kt = k_tiles(s);
+                for (int ti = ti0; ti <= ti1; ti += V::qk_tt) {
+                    const int tiles = std::min(V::qk_tt, ti1 - ti + 1);
+                    float* out[V::qk_r];
+                    for (int r = 0; r < cn; ++r) out[r] = srow[c0 + r] + s.first_pos + ti * kKeyTile;
+                    qk_rows<V::qk_r>(cn, tiles, q + c0, kt + size_t(ti) * size_t(hd) * kKeyTile, hd, a.scale, out);
+                }
+            }
+        }
+
+        // 2. softmax weights, lanes at absolute positions
+        for (int r = 0; r < nvr; ++r) {
+            float* s = srow[r];
+            const int j_begin = lo[r] - lo[r] % V::W;
+            typename V::reg mv = V::set1(-INFINITY);
+            for (int j = j_begin; j <= hi[r]; j += V::W) {
+                const int first = std::max(lo[r] - j, 0), last = std::min(hi[r] - j, V::W - 1);
+                mv = V::max(mv, V::keep_lanes(V::load(s + j), first, last - first + 1, -INFINITY));
+            }
+            const typename V::reg m = V::set1(V::hmax(mv));
+            typename V::reg sum = V::zero();
+            for (int j = j_begin; j <= hi[r]; j += V::W) {
+                const int first = std::max(lo[r] - j, 0), last = std::min(hi[r] - j, V::W - 1);
+                const typename V::reg e = V::keep_lanes(V::exp(V::sub(V::load(s + j), m)), first, last - first + 1, 0.0f);
+                V::store(s + j, e);
+                sum = V::add(sum, e);
+            }
+            l[r] = V::hsum(sum);
+        }
+
+        // 3. P·V
+        const int group = pv_group_rows(hd);
+        for (int c0 = 0; c0 < nvr; c0 += group) {
+            const int cn = std::min(group, nvr - c0);
+            for (int r = c0; r < c0 + cn; ++r) std::fill(acc[r], acc[r] + hd_pad, 0.0f);
+            const int common_lo = *std::max_element(lo + c0, lo + c0 + cn);
+            const int common_hi = *std::min_element(hi + c0, hi + c0 + cn);
+            if (common_lo <= common_hi) {
+                for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, lo[r], common_lo, acc + r);
+                pv(cn, srow + c0, common_lo, common_hi + 1, acc + c0);
+                for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, common_hi + 1, hi[r] + 1, acc + r);
+            } else {
+                for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, lo[r], hi[r] + 1, acc + r);
+            }
+        }
+
+        // 4. normalise into the output rows
+        for (int i = 0; i < nq; ++i) {
+            for (int hh = 0; hh < G; ++hh) {
+                const int r = i * G + hh;
+                float* o = a.out + size_t(t0 + i) * size_t(a.n_heads) * size_t(hd) + size_t(g * G + hh) * size_t(hd);
+                const typename V::reg lv = V::set1(l[r]);
+                for (int d = 0; d < hd; d += V::W) {
+                    const typename V::reg y = V::div(V::load(acc[r] + d), lv);
+                    if (hd - d >= V::W)
+                        V::store(o + d, y);
+                    else
+                        V::store_n(o + d, y, hd - d);
+                }
+            }
+        }
+    }
+};
+
+void attention(ThreadPool& pool, Workspace& ws, const AttentionArgs& a) {
+    if (a.n_rows <= 0) return;
+    const int G = a.n_heads / a.n_kv_heads;
+    const int qb = std::max(1, std::min(a.n_rows, 16 / std::max(G, 1)));  // query rows per task
+    const int n_blocks = (a.n_rows + qb - 1) / qb;
+    const int hd = a.head_dim;
+    const int hd_pad = (hd + V::W - 1) / V::W * V::W;
+    const int total_keys = a.seg[1].first_pos + a.seg[1].n_tokens;
+    // One row of scores: kKeyTile floats of slack before position 0 (the first softmax vector may
+    // start below lo) and room for the last tile and vector past the end.
+    const size_t s_stride = size_t((total_keys + kKeyTile - 1) / kKeyTile * kKeyTile + 3 * kKeyTile);
+    const int nvr = qb * G;
+    if (nvr > 64) throw std::runtime_error("attention: more than 64 query heads per kv head");
+    const size_t per_thread = size_t(nvr) * s_stride + size_t(nvr) * size_t(hd_pad);
+    for (int t = 0; t < pool.n_threads(); ++t) ws.per_thread(t, per_thread);
+    const int64_t n_tasks = int64_t(n_blocks) * a.n_kv_heads;
+    pool.parallel_for(n_tasks, [&](int64_t task, int thread) {
+        const int g = int(task % a.n_kv_heads);
+        const int b = int(task / a.n_kv_heads);
+        const int t0 = b * qb;
+        const int nq = std::min(qb, a.n_rows - t0);
+        float* buf = ws.per_thread(thread, per_thread);
+        if (a.kv_bf16)
+            AttentionTask<uint16_t>{a, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
+        else
+            AttentionTask<float>{a, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
+    });
+}
+
+const Kernels& table_impl(Isa isa) {
+    static const Kernels k{isa, &gemm, &rmsnorm, &swiglu, &exp_n, &attention};
+    return k;
+}
