@@ -2,7 +2,9 @@
 // Every command prints one JSON object with --json (human text otherwise). Errors: one line on
 // stderr naming the file and the problem; exit 1 for bad input, 2 for bad usage.
 #include "core/chat_format.h"
+#include "core/engine.h"
 #include "core/keys.h"
+#include "core/result_json.h"
 #include "core/model_spec.h"
 #include "core/tokenizer.h"
 #include "core/tool_set.h"
@@ -13,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -34,13 +37,26 @@ struct UsageError : std::runtime_error {
 const char* kUsage = R"(usage: contextcache-cli [global options] COMMAND [options]
 
 global options:
-  --model SPEC        builtin:qwen3-demo (default) or an HF model directory
+  --model SPEC        builtin:NAME (default builtin:qwen3-demo) or an HF model directory
+                      built-in: qwen3-demo, qwen3-test, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b
+                      (synthetic weights: timings and exactness are real, text is not)
   --backend B         auto | cpu | cuda (default auto)
+  --threads N         CPU threads (default: all cores)
+  --kv-dtype D        f32 | bf16 (default f32)
+  --chat-format F     qwen3 | llama3 | mistral | plain (default: chosen from config.json)
   --json              print one JSON object (JSON lines for --jsonl)
   --help              this text
 
 commands:
-  info                                        model, tokenizer, chat format, fingerprint, CUDA devices
+  info                                        model, backend, fingerprint, shapes, CUDA devices
+  compile --tools FILE [--system S | --system-file F]
+                                              compute the prefix KV of a tool set (CompileResult)
+  query --tools FILE --query Q [--system S | --system-file F] [--mode cached|full|compare]
+        [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--repeat N] [--ignore-eos]
+                                              answer a query (QueryResult with the timing split)
+  generate (--prompt-ids 1,2,3 | --prompt T) [--max-new-tokens N] [--ignore-eos]
+                                              raw LM greedy continuation, no chat format
+  logits (--prompt-ids 1,2,3 | --prompt T)    all last-position logits
   tokenize (--text T | --file F | --jsonl F)  token ids; [--mode plain|template] [--add-special-tokens]
            [--tokenizer PATH] [--decode]      (--jsonl: one {"text": ...} per line in, {"ids": [...]} out)
   key --tools FILE [--system S | --system-file F]
@@ -108,6 +124,45 @@ std::string read_file(const std::string& path) {
     return ss.str();
 }
 
+long long parse_int(const std::string& text, const std::string& option, long long min, long long max) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+        v = std::stoll(text, &used);
+    } catch (const std::exception&) {
+        throw UsageError(option + " must be an integer, not \"" + text + "\"");
+    }
+    if (used != text.size()) throw UsageError(option + " must be an integer, not \"" + text + "\"");
+    if (v < min || v > max)
+        throw UsageError(option + " must be between " + std::to_string(min) + " and " + std::to_string(max));
+    return v;
+}
+
+double parse_double(const std::string& text, const std::string& option, double min, double max) {
+    size_t used = 0;
+    double v = 0;
+    try {
+        v = std::stod(text, &used);
+    } catch (const std::exception&) {
+        throw UsageError(option + " must be a number, not \"" + text + "\"");
+    }
+    if (used != text.size() || !(v >= min && v <= max))
+        throw UsageError(option + " must be a number between " + std::to_string(min) + " and " + std::to_string(max));
+    return v;
+}
+
+std::vector<cc::token_id> parse_ids(const std::string& text) {
+    std::vector<cc::token_id> ids;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) continue;
+        ids.push_back(static_cast<cc::token_id>(parse_int(item, "--prompt-ids", 0, INT32_MAX)));
+    }
+    if (ids.empty()) throw UsageError("--prompt-ids holds no ids");
+    return ids;
+}
+
 void print_json(const ordered_json& j) { std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"; }
 
 std::string ids_text(const std::vector<cc::token_id>& ids) {
@@ -139,35 +194,6 @@ std::string backend_numerics(const std::string& backend) {
 }
 
 // ---- commands ---------------------------------------------------------------------------------
-
-int cmd_info(Args& args, const cc::ModelSource& model, bool json) {
-    args.check_all_used();
-    ordered_json out;
-    out["model"] = model.spec;
-    out["builtin"] = model.builtin;
-    const auto tokenizer = cc::load_model_tokenizer(model);
-    out["tokenizer"] = {{"source", tokenizer.source_name()}, {"kind", tokenizer.model_kind()}, {"vocab_size", tokenizer.vocab_size()}};
-    out["chat_format"] = cc::model_chat_format(model, tokenizer);
-    out["fingerprint"] = cc::model_fingerprint(model);
-#ifdef CC_HAVE_CUDA
-    const auto probe = cc::cuda::probe();
-    out["cuda"] = {{"compiled", true}, {"available", probe.available}, {"message", probe.message}};
-#else
-    out["cuda"] = {{"compiled", false}, {"available", false}, {"message", "built without the CUDA backend"}};
-#endif
-    if (model.builtin) out["note"] = "built-in model: synthetic weights; timings and exactness are real, text is not";
-    if (json) {
-        print_json(out);
-    } else {
-        std::cout << "model        " << model.spec << (model.builtin ? "  (synthetic weights: text is not meaningful)" : "") << "\n"
-                  << "tokenizer    " << tokenizer.source_name() << " (" << tokenizer.model_kind() << ", "
-                  << tokenizer.vocab_size() << " tokens)\n"
-                  << "chat format  " << out["chat_format"].get<std::string>() << "\n"
-                  << "fingerprint  " << out["fingerprint"].get<std::string>() << "\n"
-                  << "cuda         " << out["cuda"]["message"].get<std::string>() << "\n";
-    }
-    return 0;
-}
 
 int cmd_tokenize(Args& args, const cc::ModelSource& model, bool json) {
     std::optional<std::filesystem::path> tokenizer_path;
@@ -299,11 +325,176 @@ int cmd_render(Args& args, const cc::ModelSource& model, bool json, const std::s
     return 0;
 }
 
+// ---- engine commands ---------------------------------------------------------------------------
+
+cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend) {
+    cc::EngineOptions o;
+    o.model_spec = model_spec;
+    o.backend = backend;
+    if (auto t = args.get("threads")) o.n_threads = parse_int(*t, "--threads", 1, 1024);
+    const std::string kv = args.get_or("kv-dtype", "f32");
+    if (kv == "f32") o.kv_dtype = cc::KvDType::f32;
+    else if (kv == "bf16") o.kv_dtype = cc::KvDType::bf16;
+    else throw UsageError("--kv-dtype must be f32 or bf16, not \"" + kv + "\"");
+    if (auto f = args.get("chat-format")) o.chat_format = *f;
+    return o;
+}
+
+int cmd_info(Args& args, cc::EngineOptions options, bool json) {
+    args.check_all_used();
+    cc::Engine engine(options);
+    const auto& info = engine.load_model();
+    auto out = cc::to_json(info);
+#ifdef CC_HAVE_CUDA
+    const auto probe = cc::cuda::probe();
+    out["cuda"] = {{"compiled", true}, {"available", probe.available}, {"message", probe.message}};
+#else
+    out["cuda"] = {{"compiled", false}, {"available", false}, {"message", "built without the CUDA backend"}};
+#endif
+    if (json) {
+        print_json(out);
+        return 0;
+    }
+    const auto& c = info.config;
+    std::cout << "model        " << info.spec << (info.synthetic_weights ? "  (synthetic weights: text is not meaningful)" : "")
+              << "\n"
+              << "family       " << info.family << ", " << c.n_layers << " layers, hidden " << c.dim << ", heads "
+              << c.n_heads << "/" << c.n_kv_heads << " x " << c.head_dim << ", ffn " << c.ffn_dim << ", vocab "
+              << c.vocab_size << "\n"
+              << "parameters   " << info.n_params << " (" << info.weight_bytes / (1024.0 * 1024.0) << " MiB of weights)\n"
+              << "chat format  " << (info.chat_format.empty() ? "(none: no tokenizer)" : info.chat_format) << "\n"
+              << "backend      " << info.backend << " (" << info.numerics << ", " << info.n_threads << " threads; "
+              << info.backend_reason << ")\n"
+              << "kv per token " << info.kv_bytes_per_token << " bytes\n"
+              << "fingerprint  " << info.fingerprint << "\n"
+              << "load         " << info.load_ms << " ms\n"
+              << "cuda         " << out["cuda"]["message"].get<std::string>() << "\n";
+    return 0;
+}
+
+int cmd_compile(Args& args, cc::EngineOptions options, bool json) {
+    const auto tools = tools_arg(args, "compile", true);
+    const std::string system = system_prompt(args);
+    args.check_all_used();
+    cc::Engine engine(options);
+    engine.load_model();
+    const auto result = engine.set_tools(tools, system);
+    if (json) {
+        print_json(cc::to_json(result));
+    } else {
+        std::cout << "group_key   " << result.group_key << "\n"
+                  << "tools       " << result.n_tools << " (" << result.prefix_tokens << " prefix tokens)\n"
+                  << "tier        " << result.tier << (result.cache_hit ? " (hit)" : "") << "\n"
+                  << "compile     " << result.compile_ms << " ms\n"
+                  << "kv          " << result.kv_bytes / (1024.0 * 1024.0) << " MiB\n";
+    }
+    return 0;
+}
+
+void print_query_human(const cc::QueryResult& r) {
+    const auto& t = r.timings;
+    std::cout << r.text << "\n";
+    if (r.tool_call) std::cout << "tool call: " << r.tool_call->name << " " << r.tool_call->arguments.dump() << "\n";
+    std::cout << "[" << r.mode << "] " << (r.cache_hit ? "hit (" + r.tier + ")" : std::string("miss")) << ", prefix "
+              << r.prefix_tokens << " + suffix " << r.suffix_tokens << " tokens, " << r.generated_tokens
+              << " generated (" << r.stop_reason << ")\n"
+              << "ttft " << t.ttft_ms << " ms = link " << t.link_ms << " + compile " << t.compile_ms << " + prefill "
+              << t.prefill_ms << " (+ tokenize " << t.tokenize_ms << "); decode " << t.decode_ms << " ms ("
+              << t.decode_tok_s << " tok/s); total " << t.total_ms << " ms\n";
+    if (r.identical) {
+        std::cout << "compare: " << (*r.identical ? "identical" : "DIFFERENT") << ", max |d logit| " << r.max_abs_logit_diff;
+        if (r.first_difference) std::cout << ", first difference at generated token " << *r.first_difference;
+        if (r.full)
+            std::cout << "; full prefill ttft " << r.full->timings.ttft_ms << " ms vs cached " << t.ttft_ms << " ms";
+        std::cout << "\n";
+    }
+}
+
+int cmd_query(Args& args, cc::EngineOptions options, bool json) {
+    const auto tools = tools_arg(args, "query", true);
+    const std::string query = args.require("query", "query");
+    const std::string system = system_prompt(args);
+    cc::QueryOptions q;
+    try {
+        q.mode = cc::parse_query_mode(args.get_or("mode", "cached"));
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--") + e.what());
+    }
+    if (auto v = args.get("max-new-tokens")) q.max_new_tokens = parse_int(*v, "--max-new-tokens", 1, 1 << 20);
+    if (auto v = args.get("temperature")) q.temperature = static_cast<float>(parse_double(*v, "--temperature", 0, 100));
+    if (auto v = args.get("top-p")) q.top_p = static_cast<float>(parse_double(*v, "--top-p", 0, 1));
+    if (auto v = args.get("seed")) q.seed = static_cast<uint64_t>(parse_int(*v, "--seed", 0, INT64_MAX));
+    q.ignore_eos = args.flag("ignore-eos");
+    const int repeat = static_cast<int>(parse_int(args.get_or("repeat", "1"), "--repeat", 1, 100000));
+    args.check_all_used();
+
+    cc::Engine engine(options);
+    engine.load_model();
+    const auto compiled = engine.set_tools(tools, system);
+    std::vector<cc::QueryResult> runs;
+    for (int i = 0; i < repeat; ++i) runs.push_back(engine.query(query, q));
+    if (json) {
+        auto out = cc::to_json(runs.front());
+        out["compile"] = cc::to_json(compiled);
+        if (repeat > 1) {
+            out["runs"] = nlohmann::ordered_json::array();
+            for (const auto& r : runs) out["runs"].push_back(cc::to_json(r));
+        }
+        print_json(out);
+    } else {
+        std::cout << "compiled " << compiled.n_tools << " tools (" << compiled.prefix_tokens << " prefix tokens) in "
+                  << compiled.compile_ms << " ms\n";
+        for (const auto& r : runs) print_query_human(r);
+    }
+    for (const auto& r : runs)
+        if (r.identical && !*r.identical) return 3;  // compare found a difference: worth a non-zero exit
+    return 0;
+}
+
+int cmd_generate(Args& args, cc::EngineOptions options, bool json) {
+    cc::Engine engine(options);
+    const int max_new = static_cast<int>(parse_int(args.get_or("max-new-tokens", "32"), "--max-new-tokens", 1, 1 << 20));
+    const bool ignore_eos = args.flag("ignore-eos");
+    auto ids_arg = args.get("prompt-ids");
+    auto prompt_arg = args.get("prompt");
+    args.check_all_used();
+    engine.load_model();
+    std::vector<cc::token_id> ids;
+    if ((ids_arg ? 1 : 0) + (prompt_arg ? 1 : 0) != 1) throw UsageError("generate needs exactly one of --prompt-ids, --prompt");
+    ids = prompt_arg ? engine.encode_prompt(*prompt_arg) : parse_ids(*ids_arg);
+    const auto r = engine.generate(ids, max_new, ignore_eos);
+    if (json) {
+        nlohmann::ordered_json out{{"prompt_ids", ids}, {"ids", r.ids}, {"text", r.text}, {"timings", cc::to_json(r.timings)}};
+        print_json(out);
+    } else {
+        std::cout << (r.text.empty() ? ids_text(r.ids) : r.text) << "\n";
+    }
+    return 0;
+}
+
+int cmd_logits(Args& args, cc::EngineOptions options, bool json) {
+    cc::Engine engine(options);
+    auto ids_arg = args.get("prompt-ids");
+    auto prompt_arg = args.get("prompt");
+    args.check_all_used();
+    engine.load_model();
+    if ((ids_arg ? 1 : 0) + (prompt_arg ? 1 : 0) != 1) throw UsageError("logits needs exactly one of --prompt-ids, --prompt");
+    const auto ids = prompt_arg ? engine.encode_prompt(*prompt_arg) : parse_ids(*ids_arg);
+    const auto logits = engine.last_logits(ids);
+    if (json) {
+        print_json(nlohmann::ordered_json{{"prompt_ids", ids}, {"logits", logits}});
+    } else {
+        const auto best = std::max_element(logits.begin(), logits.end());
+        std::cout << logits.size() << " logits; argmax " << (best - logits.begin()) << " (" << *best << ")\n";
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     try {
-        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode"});
+        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode", "ignore-eos"});
         if (args.flag("help") || args.positional().empty()) {
             std::cout << kUsage;
             return args.flag("help") ? 0 : 2;
@@ -313,8 +504,17 @@ int main(int argc, char** argv) {
         const bool json = args.flag("json");
         const std::string backend = args.get_or("backend", "auto");
         backend_numerics(backend);  // validates the name
-        const auto model = cc::resolve_model(args.get_or("model", cc::kDefaultModelSpec));
-        if (command == "info") return cmd_info(args, model, json);
+        const std::string model_spec = args.get_or("model", cc::kDefaultModelSpec);
+        if (command == "info" || command == "compile" || command == "query" || command == "generate" ||
+            command == "logits") {
+            const auto options = engine_options(args, model_spec, backend);
+            if (command == "info") return cmd_info(args, options, json);
+            if (command == "compile") return cmd_compile(args, options, json);
+            if (command == "query") return cmd_query(args, options, json);
+            if (command == "generate") return cmd_generate(args, options, json);
+            return cmd_logits(args, options, json);
+        }
+        const auto model = cc::resolve_model(model_spec);
         if (command == "tokenize") return cmd_tokenize(args, model, json);
         if (command == "key") return cmd_key(args, model, json, backend);
         if (command == "render") return cmd_render(args, model, json, backend);

@@ -1,5 +1,6 @@
 #include "core/model_spec.h"
 
+#include "core/builtin_model.h"
 #include "core/chat_format.h"
 #include "core/embedded_resources.h"
 #include "core/sha256.h"
@@ -21,15 +22,11 @@ namespace fs = std::filesystem;
 
 constexpr const char* kBuiltinPrefix = "builtin:";
 
-// The built-in models' config.json. Their weights are synthetic (seeded), generated at load.
-nlohmann::json builtin_config(const std::string& name) {
-    if (name == "qwen3-demo") {
-        return {{"model_type", "qwen3"},
-                {"architectures", {"Qwen3ForCausalLM"}},
-                {"contextcache_builtin", name},
-                {"contextcache_note", "synthetic weights: timings and exactness are real, text is not"}};
-    }
-    throw std::runtime_error("builtin:" + name + ": unknown built-in model (known: builtin:qwen3-demo)");
+BuiltinRecipe builtin_recipe(const std::string& name) {
+    if (auto r = find_builtin(name)) return *r;
+    std::string known;
+    for (const auto& n : builtin_model_names()) known += (known.empty() ? "builtin:" : ", builtin:") + n;
+    throw std::runtime_error("builtin:" + name + ": unknown built-in model (known: " + known + ")");
 }
 
 std::string read_text(const fs::path& path) {
@@ -42,7 +39,11 @@ std::string read_text(const fs::path& path) {
 
 }  // namespace
 
-std::vector<std::string> builtin_model_names() { return {"qwen3-demo"}; }
+std::vector<std::string> builtin_model_names() {
+    std::vector<std::string> names;
+    for (const auto& r : builtin_recipes()) names.push_back(r.name);
+    return names;
+}
 
 ModelSource resolve_model(const std::string& spec) {
     ModelSource m;
@@ -50,7 +51,8 @@ ModelSource resolve_model(const std::string& spec) {
     if (spec.starts_with(kBuiltinPrefix)) {
         m.builtin = true;
         m.builtin_name = spec.substr(std::char_traits<char>::length(kBuiltinPrefix));
-        m.config = builtin_config(m.builtin_name);
+        m.config = builtin_recipe(m.builtin_name).config.to_json();
+        m.config["architectures"] = {"Qwen3ForCausalLM"};
         return m;
     }
     m.dir = spec;
@@ -98,7 +100,7 @@ std::vector<fs::path> fingerprint_files(const ModelSource& model) {
 // One line per file, "name size sha256"; `file_hash` gives a file's SHA-256 hex.
 template <class FileHash>
 std::string fingerprint_with(const ModelSource& model, FileHash&& file_hash) {
-    if (model.builtin) return sha256_hex("contextcache builtin model\n" + model.config.dump());
+    if (model.builtin) return sha256_hex(builtin_recipe_text(builtin_recipe(model.builtin_name)));
     std::string listing;
     for (const auto& f : fingerprint_files(model))
         listing += f.filename().string() + " " + std::to_string(fs::file_size(f)) + " " + file_hash(f) + "\n";

@@ -1,0 +1,49 @@
+// Shared by the benchmarks: machine and commit description for the JSON they print, medians.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cc::bench {
+
+inline std::string run_command(const std::string& cmd) {
+    std::string out;
+    if (FILE* p = popen(cmd.c_str(), "r")) {
+        std::array<char, 256> buf;
+        while (fgets(buf.data(), buf.size(), p)) out += buf.data();
+        pclose(p);
+    }
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out;
+}
+
+inline nlohmann::ordered_json machine_json() {
+    std::string cpu;
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("model name", 0) == 0) {
+            cpu = line.substr(line.find(':') + 2);
+            break;
+        }
+    return {{"cpu", cpu},
+            {"hardware_threads", std::thread::hardware_concurrency()},
+            {"os", run_command("uname -sr")},
+            {"commit", run_command(std::string("git -C '") + CC_SOURCE_DIR + "' rev-parse --short HEAD 2>/dev/null")},
+            {"date", run_command("date -u +%Y-%m-%dT%H:%M:%SZ")}};
+}
+
+inline double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace cc::bench

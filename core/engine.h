@@ -1,0 +1,179 @@
+// The engine (DESIGN §8): loads a model, compiles tool sets into the group cache, and answers
+// queries in cached / full / compare mode with the timing split. Single owner: one thread calls it
+// at a time (the app's worker, the CLI's main); cancel() may be called from any thread.
+#pragma once
+
+#include "core/backend.h"
+#include "core/chat_format.h"
+#include "core/group_store.h"
+#include "core/model_spec.h"
+#include "core/timings.h"
+#include "core/tokenizer.h"
+#include "core/tool_set.h"
+#include "core/weights.h"
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cc {
+
+struct EngineOptions {
+    std::string model_spec = kDefaultModelSpec;          // builtin:NAME or an HF directory
+    std::string backend = "auto";                        // auto | cpu | cuda
+    int n_threads = 0;                                   // 0 = all cores
+    KvDType kv_dtype = KvDType::f32;
+    std::optional<std::filesystem::path> tokenizer_path; // overrides the model's tokenizer
+    std::string chat_format;                             // overrides the format chosen from config.json
+    GroupStoreOptions cache;
+};
+
+struct ModelInfo {
+    std::string spec;
+    bool builtin = false;
+    bool synthetic_weights = false;   // built-in models: timings and exactness real, text not
+    std::string family;
+    std::string fingerprint;
+    std::string chat_format;          // "" when the model has no tokenizer (weights-only directory)
+    std::string backend;              // "cpu" / "cuda"
+    std::string backend_reason;       // why auto picked it, e.g. "no CUDA device: ..."
+    std::string numerics;             // backend + KV dtype, e.g. "cpu/f32"
+    int n_threads = 0;
+    ModelConfig config;
+    uint64_t n_params = 0;
+    size_t weight_bytes = 0;
+    size_t kv_bytes_per_token = 0;
+    double load_ms = 0;
+    bool has_tokenizer = false;
+};
+
+struct CompileResult {
+    std::string group_key;
+    std::string tools_hash;
+    size_t n_tools = 0;
+    std::vector<std::string> tool_names;
+    size_t prefix_tokens = 0;
+    bool cache_hit = false;
+    std::string tier = "miss";        // "memory" | "disk" | "miss"
+    size_t reused_tokens = 0;         // prefix tokens taken from another stored group (longest-prefix reuse)
+    double compile_ms = 0;            // forward pass over the prefix (0 on a hit)
+    double persist_ms = 0;            // writing the group to disk (0 until the disk tier exists)
+    size_t kv_bytes = 0;
+    std::string problem;              // a stored entry that was refused, if any
+};
+
+enum class QueryMode { cached, full, compare };
+const char* query_mode_name(QueryMode m);
+QueryMode parse_query_mode(const std::string& name);  // throws naming the value
+
+struct QueryOptions {
+    QueryMode mode = QueryMode::cached;
+    int max_new_tokens = 64;
+    float temperature = 0.0f;         // 0 = greedy
+    float top_p = 1.0f;
+    uint64_t seed = 0;
+    bool ignore_eos = false;          // do not stop on the chat format's stop tokens
+};
+
+struct TokenEvent {
+    int index = 0;                    // 0 = the first generated token
+    token_id id = 0;
+    std::string text;                 // complete UTF-8 that this token completed (may be empty)
+};
+
+struct QueryResult {
+    std::string mode;
+    std::string text;
+    std::vector<token_id> tokens;     // generated ids
+    std::optional<ToolCall> tool_call;
+    bool cache_hit = false;
+    std::string tier = "miss";
+    std::string group_key;
+    size_t prefix_tokens = 0;
+    size_t suffix_tokens = 0;
+    size_t generated_tokens = 0;
+    size_t reused_tokens = 0;
+    std::string stop_reason;          // "stop_token" | "max_new_tokens" | "cancelled"
+    Timings timings;
+    std::vector<std::vector<float>> step_logits;  // logits before each generated token (kept for compare)
+    // compare mode: the full-prefill run and the comparison
+    std::shared_ptr<QueryResult> full;
+    std::optional<bool> identical;
+    double max_abs_logit_diff = 0;
+    std::optional<size_t> first_difference;  // index of the first generated position that differs
+};
+
+struct GenerateResult {
+    std::vector<token_id> ids;        // generated only
+    std::string text;                 // "" without a tokenizer
+    Timings timings;
+};
+
+class Engine {
+public:
+    explicit Engine(EngineOptions options);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Loads (or generates) the weights and picks the backend. Throws naming the file and problem.
+    const ModelInfo& load_model();
+    bool loaded() const { return backend_ != nullptr; }
+    const ModelInfo& model_info() const { return info_; }
+
+    // Renders and tokenizes the prefix, then links it from the cache or computes it (a miss).
+    CompileResult set_tools(const ToolSet& tools, const std::string& system_prompt);
+    const std::optional<CompileResult>& current_tools() const { return compile_; }
+
+    QueryResult query(const std::string& text, const QueryOptions& options,
+                      const std::function<void(const TokenEvent&)>& on_token = {});
+
+    // Raw language model, no chat format: greedy continuation of `prompt_ids`.
+    GenerateResult generate(const std::vector<token_id>& prompt_ids, int max_new_tokens, bool ignore_eos);
+    std::vector<float> last_logits(const std::vector<token_id>& prompt_ids);
+    std::vector<token_id> encode_prompt(const std::string& text);  // BOS per the tokenizer's post-processor
+
+    // Any thread: stops the running query/compile at the next token or layer.
+    void cancel() { cancel_.store(true); }
+
+    GroupStore& cache() { return cache_; }
+    const Tokenizer& tokenizer() const;
+    Backend& backend();
+
+private:
+    std::shared_ptr<const Group> link_or_compile(const ToolSet& tools, const std::string& system_prompt,
+                                                 const RenderedPrompt& rendered, CompileResult& result,
+                                                 Timings* timings);
+    QueryResult run_cached(const std::string& text, const QueryOptions& options,
+                           const std::function<void(const TokenEvent&)>& on_token);
+    QueryResult run_full(const std::string& text, const QueryOptions& options,
+                         const std::function<void(const TokenEvent&)>& on_token);
+    // Samples and decodes after the prompt's last logits; fills tokens, text, timings.decode.
+    void decode_loop(std::vector<float> first_logits, const KvView& view, const QueryOptions& options,
+                     const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
+                     const Stopwatch& submit_clock);
+    std::string group_key_for(const ToolSet& tools, const std::string& system_prompt) const;
+
+    EngineOptions options_;
+    ModelInfo info_;
+    ModelSource source_;
+    std::optional<Tokenizer> tokenizer_;
+    std::unique_ptr<ChatFormat> format_;
+    std::unique_ptr<ModelWeights> weights_;
+    std::unique_ptr<Backend> backend_;
+    GroupStore cache_;
+    std::atomic<bool> cancel_{false};
+
+    // the current tool set
+    std::optional<ToolSet> tools_;
+    std::string system_prompt_;
+    std::vector<token_id> prefix_ids_;
+    std::optional<CompileResult> compile_;
+    std::vector<token_id> stop_ids_;
+};
+
+}  // namespace cc

@@ -1,0 +1,87 @@
+#include "core/result_json.h"
+
+namespace cc {
+
+using nlohmann::ordered_json;
+
+ordered_json to_json(const Timings& t) {
+    return ordered_json{{"tokenize_ms", t.tokenize_ms},   {"lookup_ms", t.lookup_ms},
+                        {"disk_load_ms", t.disk_load_ms}, {"upload_ms", t.upload_ms},
+                        {"link_ms", t.link_ms},           {"compile_ms", t.compile_ms},
+                        {"prefill_ms", t.prefill_ms},     {"ttft_ms", t.ttft_ms},
+                        {"decode_ms", t.decode_ms},       {"total_ms", t.total_ms},
+                        {"prefill_tok_s", t.prefill_tok_s}, {"decode_tok_s", t.decode_tok_s},
+                        {"disk_load_gb_s", t.disk_load_gb_s}};
+}
+
+ordered_json to_json(const CompileResult& r) {
+    ordered_json j{{"group_key", r.group_key},         {"tools_hash", r.tools_hash},
+                   {"n_tools", r.n_tools},             {"tool_names", r.tool_names},
+                   {"prefix_tokens", r.prefix_tokens}, {"cache_hit", r.cache_hit},
+                   {"tier", r.tier},                   {"reused_tokens", r.reused_tokens},
+                   {"compile_ms", r.compile_ms},       {"persist_ms", r.persist_ms},
+                   {"kv_bytes", r.kv_bytes}};
+    if (!r.problem.empty()) j["problem"] = r.problem;
+    return j;
+}
+
+ordered_json to_json(const QueryResult& r) {
+    ordered_json j;
+    j["mode"] = r.mode;
+    j["text"] = r.text;
+    j["tokens"] = r.tokens;
+    if (r.tool_call) {
+        j["tool_call"] = {{"name", r.tool_call->name}, {"arguments", r.tool_call->arguments}};
+        if (!r.tool_call->arguments_valid) j["tool_call"]["arguments_raw"] = r.tool_call->raw;
+    } else {
+        j["tool_call"] = nullptr;
+    }
+    j["cache_hit"] = r.cache_hit;
+    j["tier"] = r.tier;
+    j["group_key"] = r.group_key;
+    j["prefix_tokens"] = r.prefix_tokens;
+    j["suffix_tokens"] = r.suffix_tokens;
+    j["generated_tokens"] = r.generated_tokens;
+    j["reused_tokens"] = r.reused_tokens;
+    j["stop_reason"] = r.stop_reason;
+    j["timings"] = to_json(r.timings);
+    if (r.identical) {
+        j["identical"] = *r.identical;
+        j["max_abs_logit_diff"] = r.max_abs_logit_diff;
+        j["first_difference"] = r.first_difference ? ordered_json(*r.first_difference) : ordered_json(nullptr);
+    }
+    if (r.full) j["full"] = to_json(*r.full);
+    return j;
+}
+
+ordered_json to_json(const ModelInfo& m) {
+    const auto& c = m.config;
+    ordered_json j{{"model", m.spec},
+                   {"builtin", m.builtin},
+                   {"synthetic_weights", m.synthetic_weights},
+                   {"family", m.family},
+                   {"fingerprint", m.fingerprint},
+                   {"chat_format", m.chat_format.empty() ? ordered_json(nullptr) : ordered_json(m.chat_format)},
+                   {"has_tokenizer", m.has_tokenizer},
+                   {"backend", m.backend},
+                   {"backend_reason", m.backend_reason},
+                   {"numerics", m.numerics},
+                   {"threads", m.n_threads},
+                   {"n_params", m.n_params},
+                   {"weight_bytes", m.weight_bytes},
+                   {"kv_bytes_per_token", m.kv_bytes_per_token},
+                   {"load_ms", m.load_ms},
+                   {"config", c.to_json()}};
+    if (m.synthetic_weights) j["note"] = "built-in model: synthetic weights; timings and exactness are real, text is not";
+    return j;
+}
+
+ordered_json to_json(const GroupInfo& g) {
+    return ordered_json{{"group_key", g.group_key},       {"tools_hash", g.tools_hash},
+                        {"tool_names", g.tool_names},     {"n_tokens", g.n_tokens},
+                        {"kv_bytes", g.kv_bytes},         {"tier", g.tier},
+                        {"created_unix_ms", g.created_unix_ms}, {"last_used_unix_ms", g.last_used_unix_ms},
+                        {"hits", g.hits},                 {"in_use", g.in_use}};
+}
+
+}  // namespace cc

@@ -1,0 +1,16 @@
+// The JSON shapes of DESIGN §9 for engine results, shared by the CLI, the app's export and tests.
+#pragma once
+
+#include "core/engine.h"
+
+#include <nlohmann/json.hpp>
+
+namespace cc {
+
+nlohmann::ordered_json to_json(const Timings& t);
+nlohmann::ordered_json to_json(const CompileResult& r);
+nlohmann::ordered_json to_json(const QueryResult& r);
+nlohmann::ordered_json to_json(const ModelInfo& m);
+nlohmann::ordered_json to_json(const GroupInfo& g);
+
+}  // namespace cc

@@ -1,0 +1,38 @@
+// Steady-clock timing helpers; every duration is in milliseconds (DESIGN §8).
+#pragma once
+
+#include <chrono>
+
+namespace cc {
+
+class Stopwatch {
+public:
+    Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+    void restart() { start_ = std::chrono::steady_clock::now(); }
+    double elapsed_ms() const {
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    }
+
+private:
+    std::chrono::steady_clock::time_point start_;
+};
+
+// The timing split of one query. link = lookup + disk_load + upload; ttft is measured from submit
+// to the first sampled token; decode covers the tokens after the first.
+struct Timings {
+    double tokenize_ms = 0;
+    double lookup_ms = 0;
+    double disk_load_ms = 0;
+    double upload_ms = 0;
+    double link_ms = 0;
+    double compile_ms = 0;   // prefix computed inside this query (a cached-mode miss), else 0
+    double prefill_ms = 0;   // the suffix in cached mode, the whole prompt in full mode
+    double ttft_ms = 0;
+    double decode_ms = 0;
+    double total_ms = 0;
+    double prefill_tok_s = 0;
+    double decode_tok_s = 0;
+    double disk_load_gb_s = 0;
+};
+
+}  // namespace cc
