@@ -1,7 +1,9 @@
 // contextcache-cli: the headless face of ContextCache (DESIGN §9).
 // Every command prints one JSON object with --json (human text otherwise). Errors: one line on
 // stderr naming the file and the problem; exit 1 for bad input, 2 for bad usage.
+#include "core/builtin_model.h"
 #include "core/chat_format.h"
+#include "core/embedded_resources.h"
 #include "core/engine.h"
 #include "core/keys.h"
 #include "core/result_json.h"
@@ -57,6 +59,8 @@ commands:
   generate (--prompt-ids 1,2,3 | --prompt T) [--max-new-tokens N] [--ignore-eos]
                                               raw LM greedy continuation, no chat format
   logits (--prompt-ids 1,2,3 | --prompt T)    all last-position logits
+  export --out DIR                            write a built-in model as an HF directory (config.json,
+                                              model.safetensors, the Qwen3 tokenizer files)
   tokenize (--text T | --file F | --jsonl F)  token ids; [--mode plain|template] [--add-special-tokens]
            [--tokenizer PATH] [--decode]      (--jsonl: one {"text": ...} per line in, {"ids": [...]} out)
   key --tools FILE [--system S | --system-file F]
@@ -490,6 +494,28 @@ int cmd_logits(Args& args, cc::EngineOptions options, bool json) {
     return 0;
 }
 
+int cmd_export(Args& args, const std::string& model_spec, bool json) {
+    const std::filesystem::path out = args.require("out", "export");
+    args.check_all_used();
+    const auto source = cc::resolve_model(model_spec);
+    if (!source.builtin) throw UsageError("export writes built-in models only (--model builtin:NAME)");
+    const auto recipe = cc::find_builtin(source.builtin_name);
+    if (!recipe) throw std::runtime_error(model_spec + ": unknown built-in model");
+    if (std::filesystem::exists(out) && !std::filesystem::is_empty(out))
+        throw std::runtime_error(out.string() + ": exists and is not empty");
+    const auto weights = cc::generate_builtin_weights(*recipe);
+    cc::save_hf_checkpoint(weights, out);
+    for (const auto& [name, text] : {std::pair{"tokenizer.json", cc::embedded::qwen3_tokenizer_json()},
+                                     std::pair{"tokenizer_config.json", cc::embedded::qwen3_tokenizer_config_json()}}) {
+        std::ofstream f(out / name, std::ios::binary);
+        f.write(text.data(), static_cast<std::streamsize>(text.size()));
+        if (!f) throw std::runtime_error((out / name).string() + ": write failed");
+    }
+    if (json) print_json(nlohmann::ordered_json{{"model", model_spec}, {"out", out.string()}});
+    else std::cout << "wrote " << model_spec << " (synthetic weights) to " << out.string() << "\n";
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -514,6 +540,7 @@ int main(int argc, char** argv) {
             if (command == "generate") return cmd_generate(args, options, json);
             return cmd_logits(args, options, json);
         }
+        if (command == "export") return cmd_export(args, model_spec, json);
         const auto model = cc::resolve_model(model_spec);
         if (command == "tokenize") return cmd_tokenize(args, model, json);
         if (command == "key") return cmd_key(args, model, json, backend);

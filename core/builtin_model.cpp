@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <stdexcept>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -123,7 +125,11 @@ uint64_t builtin_parameter_count(const ModelConfig& c) {
 }
 
 ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads) {
-    const ModelConfig& c = recipe.config;
+    return generate_synthetic_weights(recipe.config, recipe.seed, recipe.weight_dtype, n_threads);
+}
+
+ModelWeights generate_synthetic_weights(const ModelConfig& c, uint64_t seed, DType dtype, int n_threads) {
+    if (dtype == DType::f16) throw std::invalid_argument("generate_synthetic_weights: F16 is not generated (use BF16 or F32)");
     const int64_t q = int64_t(c.n_heads) * c.head_dim, kv = int64_t(c.n_kv_heads) * c.head_dim;
     // Uniform half-width sqrt(3)*std with std = 1/sqrt(fan_in): activations keep their scale through
     // each projection; the output projections are halved so the residual stream grows slowly.
@@ -142,8 +148,10 @@ ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads
         specs.push_back(linear(p + "self_attn.k_proj.weight", kv, c.dim, 1.0f));
         specs.push_back(linear(p + "self_attn.v_proj.weight", kv, c.dim, 1.0f));
         specs.push_back(linear(p + "self_attn.o_proj.weight", c.dim, q, 0.5f));
-        specs.push_back(norm(p + "self_attn.q_norm.weight", c.head_dim));
-        specs.push_back(norm(p + "self_attn.k_norm.weight", c.head_dim));
+        if (c.qk_norm) {
+            specs.push_back(norm(p + "self_attn.q_norm.weight", c.head_dim));
+            specs.push_back(norm(p + "self_attn.k_norm.weight", c.head_dim));
+        }
         specs.push_back(norm(p + "post_attention_layernorm.weight", c.dim));
         specs.push_back(linear(p + "mlp.gate_proj.weight", c.ffn_dim, c.dim, 1.0f));
         specs.push_back(linear(p + "mlp.up_proj.weight", c.ffn_dim, c.dim, 1.0f));
@@ -153,7 +161,7 @@ ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads
     if (!c.tie_word_embeddings) specs.push_back(linear("lm_head.weight", c.vocab_size, c.dim, 2.0f));
 
     // One buffer for everything, tensors 64-byte aligned (the SIMD loads prefer it).
-    const size_t elem = dtype_bytes(recipe.weight_dtype);
+    const size_t elem = dtype_bytes(dtype);
     std::vector<size_t> offsets;
     size_t total = 0;
     for (const auto& s : specs) {
@@ -180,8 +188,7 @@ ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads
     auto work = [&](unsigned w) {
         for (size_t i = w; i < items.size(); i += n_workers) {
             const Item& it = items[i];
-            fill_chunk(specs[it.tensor], recipe.seed, it.tensor, it.chunk, it.n_elements, recipe.weight_dtype,
-                       buffer.get() + offsets[it.tensor]);
+            fill_chunk(specs[it.tensor], seed, it.tensor, it.chunk, it.n_elements, dtype, buffer.get() + offsets[it.tensor]);
         }
     };
     std::vector<std::thread> threads;
@@ -194,7 +201,7 @@ ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads
     weights.storage.push_back(buffer);
     auto tensor = [&](size_t index) {
         Tensor t;
-        t.dtype = recipe.weight_dtype;
+        t.dtype = dtype;
         t.shape = specs[index].shape;
         t.data = buffer.get() + offsets[index];
         size_t n = 1;
@@ -211,8 +218,10 @@ ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads
         lw.wk = tensor(i++);
         lw.wv = tensor(i++);
         lw.wo = tensor(i++);
-        lw.q_norm = tensor(i++);
-        lw.k_norm = tensor(i++);
+        if (c.qk_norm) {
+            lw.q_norm = tensor(i++);
+            lw.k_norm = tensor(i++);
+        }
         lw.ffn_norm = tensor(i++);
         lw.w_gate = tensor(i++);
         lw.w_up = tensor(i++);
@@ -222,6 +231,61 @@ ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads
     weights.final_norm = tensor(i++);
     weights.lm_head = c.tie_word_embeddings ? weights.embed : tensor(i++);
     return weights;
+}
+
+void save_hf_checkpoint(const ModelWeights& w, const std::filesystem::path& dir) {
+    const ModelConfig& c = w.config;
+    std::vector<std::pair<std::string, const Tensor*>> tensors{{"model.embed_tokens.weight", &w.embed}};
+    for (int l = 0; l < c.n_layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+        tensors.push_back({p + "input_layernorm.weight", &L.attn_norm});
+        tensors.push_back({p + "self_attn.q_proj.weight", &L.wq});
+        tensors.push_back({p + "self_attn.k_proj.weight", &L.wk});
+        tensors.push_back({p + "self_attn.v_proj.weight", &L.wv});
+        tensors.push_back({p + "self_attn.o_proj.weight", &L.wo});
+        if (c.qk_norm) {
+            tensors.push_back({p + "self_attn.q_norm.weight", &L.q_norm});
+            tensors.push_back({p + "self_attn.k_norm.weight", &L.k_norm});
+        }
+        tensors.push_back({p + "post_attention_layernorm.weight", &L.ffn_norm});
+        tensors.push_back({p + "mlp.gate_proj.weight", &L.w_gate});
+        tensors.push_back({p + "mlp.up_proj.weight", &L.w_up});
+        tensors.push_back({p + "mlp.down_proj.weight", &L.w_down});
+    }
+    tensors.push_back({"model.norm.weight", &w.final_norm});
+    if (!c.tie_word_embeddings) tensors.push_back({"lm_head.weight", &w.lm_head});
+
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    header["__metadata__"] = {{"format", "pt"}};
+    size_t offset = 0;
+    for (const auto& [name, t] : tensors) {
+        header[name] = {{"dtype", dtype_name(t->dtype)}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->n_bytes}}};
+        offset += t->n_bytes;
+    }
+    std::string header_text = header.dump();
+    header_text.append((8 - header_text.size() % 8) % 8, ' ');
+
+    std::filesystem::create_directories(dir);
+    const auto st_path = dir / "model.safetensors";
+    std::ofstream out(st_path, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(st_path.string() + ": cannot create");
+    char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((uint64_t(header_text.size()) >> (8 * i)) & 0xff);
+    out.write(len, 8);
+    out.write(header_text.data(), static_cast<std::streamsize>(header_text.size()));
+    for (const auto& [name, t] : tensors) out.write(reinterpret_cast<const char*>(t->data), static_cast<std::streamsize>(t->n_bytes));
+    if (!out) throw std::runtime_error(st_path.string() + ": write failed");
+
+    auto config = c.to_json();
+    const char* arch = c.family == ModelFamily::qwen3 ? "Qwen3ForCausalLM"
+                       : c.family == ModelFamily::mistral ? "MistralForCausalLM" : "LlamaForCausalLM";
+    config["architectures"] = {arch};
+    const auto cfg_path = dir / "config.json";
+    std::ofstream cfg(cfg_path, std::ios::trunc);
+    if (!cfg) throw std::runtime_error(cfg_path.string() + ": cannot create");
+    cfg << config.dump(2) << "\n";
+    if (!cfg) throw std::runtime_error(cfg_path.string() + ": write failed");
 }
 
 }  // namespace cc

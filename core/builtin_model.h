@@ -7,6 +7,7 @@
 #include "core/safetensors.h"
 #include "core/weights.h"
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,5 +38,13 @@ uint64_t builtin_parameter_count(const ModelConfig& config);
 // seed derived from (recipe seed, tensor index, chunk index), so the bits do not depend on
 // `n_threads` (0 = all cores).
 ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads = 0);
+
+// The same generator for any supported config (Qwen3 q/k-norm tensors only when config.qk_norm;
+// an lm_head tensor only when untied). Tests use it to build Llama and Mistral checkpoints.
+ModelWeights generate_synthetic_weights(const ModelConfig& config, uint64_t seed, DType dtype, int n_threads = 0);
+
+// Writes weights as an HF directory: config.json (ModelConfig::to_json + architectures) and one
+// model.safetensors (tensors contiguous, header padded to 8 bytes). Throws naming the file.
+void save_hf_checkpoint(const ModelWeights& weights, const std::filesystem::path& dir);
 
 }  // namespace cc

@@ -150,6 +150,27 @@ std::string pieces_text(std::span<const Piece> pieces, const Tokenizer* tokenize
     return out;
 }
 
+std::vector<token_id> tokenize_suffix(const ChatFormat& format, const Tokenizer& tokenizer,
+                                      std::span<const Piece> prefix, std::span<const token_id> prefix_ids,
+                                      std::span<const Piece> suffix) {
+    const bool split_in_text_run = !prefix.empty() && !suffix.empty() && prefix.back().kind == Piece::Kind::text &&
+                                   suffix.front().kind == Piece::Kind::text;
+    // A special (or bos) piece on either side ends the text run, so the halves tokenize apart.
+    if (!split_in_text_run) return tokenize_pieces(tokenizer, suffix);
+
+    // The boundary lies inside one text run: the full prompt's ids are those of the joined run.
+    // Take the suffix from them, and refuse when the prefix's own ids are not their beginning
+    // (a token would straddle the boundary, so no cached prefix can be exact).
+    std::vector<Piece> all(prefix.begin(), prefix.end());
+    all.insert(all.end(), suffix.begin(), suffix.end());
+    auto full = tokenize_pieces(tokenizer, all);
+    if (full.size() < prefix_ids.size() || !std::equal(prefix_ids.begin(), prefix_ids.end(), full.begin()))
+        throw std::runtime_error(tokenizer.source_name() + ": chat format \"" + std::string(format.id()) +
+                                 "\": a token straddles the prefix/suffix boundary for this prompt, so the "
+                                 "prefix cannot be cached exactly");
+    return {full.begin() + static_cast<std::ptrdiff_t>(prefix_ids.size()), full.end()};
+}
+
 RenderedPrompt render_prompt(const ChatFormat& format, const Tokenizer& tokenizer, const ToolSet& tools,
                              std::string_view system_prompt, std::string_view query) {
     const auto prefix = format.prefix_pieces(tools, system_prompt);
@@ -158,26 +179,7 @@ RenderedPrompt render_prompt(const ChatFormat& format, const Tokenizer& tokenize
     out.prefix_text = pieces_text(prefix, &tokenizer);
     out.suffix_text = pieces_text(suffix, &tokenizer);
     out.prefix_ids = tokenize_pieces(tokenizer, prefix);
-
-    const bool split_in_text_run = !prefix.empty() && !suffix.empty() && prefix.back().kind == Piece::Kind::text &&
-                                   suffix.front().kind == Piece::Kind::text;
-    if (!split_in_text_run) {
-        // A special (or bos) piece on either side ends the text run, so the halves tokenize apart.
-        out.suffix_ids = tokenize_pieces(tokenizer, suffix);
-        return out;
-    }
-    // The boundary lies inside one text run: the full prompt's ids are those of the joined run.
-    // Take the suffix from them, and refuse when the prefix's own ids are not their beginning
-    // (a token would straddle the boundary, so no cached prefix can be exact).
-    std::vector<Piece> all(prefix);
-    all.insert(all.end(), suffix.begin(), suffix.end());
-    auto full = tokenize_pieces(tokenizer, all);
-    if (full.size() < out.prefix_ids.size() ||
-        !std::equal(out.prefix_ids.begin(), out.prefix_ids.end(), full.begin()))
-        throw std::runtime_error(tokenizer.source_name() + ": chat format \"" + std::string(format.id()) +
-                                 "\": a token straddles the prefix/suffix boundary for this prompt, so the "
-                                 "prefix cannot be cached exactly");
-    out.suffix_ids.assign(full.begin() + static_cast<std::ptrdiff_t>(out.prefix_ids.size()), full.end());
+    out.suffix_ids = tokenize_suffix(format, tokenizer, prefix, out.prefix_ids, suffix);
     return out;
 }
 

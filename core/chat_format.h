@@ -88,6 +88,14 @@ std::string pieces_text(std::span<const Piece> pieces, const Tokenizer* tokenize
 
 // Throws std::runtime_error (naming the format and the tokenizer) when the prompt cannot be split
 // exactly, which only a format whose split lies inside a text run can hit.
+// The suffix's ids as they appear in the full prompt's ids. Tokenized on its own when a special
+// piece separates it from the prefix; when the split lies inside a text run (the plain format) the
+// joined run is encoded once and the suffix is what follows `prefix_ids` (throws if a token would
+// straddle the boundary).
+std::vector<token_id> tokenize_suffix(const ChatFormat& format, const Tokenizer& tokenizer,
+                                      std::span<const Piece> prefix, std::span<const token_id> prefix_ids,
+                                      std::span<const Piece> suffix);
+
 RenderedPrompt render_prompt(const ChatFormat& format, const Tokenizer& tokenizer, const ToolSet& tools,
                              std::string_view system_prompt, std::string_view query);
 

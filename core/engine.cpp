@@ -216,6 +216,7 @@ CompileResult Engine::set_tools(const ToolSet& tools, const std::string& system_
     result.prefix_tokens = rendered.prefix_ids.size();
     link_or_compile(tools, system_prompt, rendered, result, nullptr);
     prefix_ids_ = std::move(rendered.prefix_ids);
+    prefix_pieces_ = pieces;
     tools_ = tools;
     system_prompt_ = system_prompt;
     compile_ = result;
@@ -267,7 +268,7 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     Stopwatch tokenize_clock;
     const auto suffix_pieces = format_->suffix_pieces(text, system_prompt_);
     RenderedPrompt rendered;
-    rendered.suffix_ids = tokenize_pieces(*tokenizer_, suffix_pieces);
+    rendered.suffix_ids = tokenize_suffix(*format_, *tokenizer_, prefix_pieces_, prefix_ids_, suffix_pieces);
     rendered.prefix_ids = prefix_ids_;  // rendered by set_tools; checked against the stored group's ids
     result.timings.tokenize_ms = tokenize_clock.elapsed_ms();
     if (rendered.suffix_ids.empty()) throw std::runtime_error("the rendered query suffix is empty");

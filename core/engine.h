@@ -172,6 +172,7 @@ private:
     std::optional<ToolSet> tools_;
     std::string system_prompt_;
     std::vector<token_id> prefix_ids_;
+    std::vector<Piece> prefix_pieces_;
     std::optional<CompileResult> compile_;
     std::vector<token_id> stop_ids_;
 };
