@@ -8,6 +8,7 @@
 #include "core/keys.h"
 #include "core/result_json.h"
 #include "core/model_spec.h"
+#include "core/paths.h"
 #include "core/tokenizer.h"
 #include "core/tool_set.h"
 #ifdef CC_HAVE_CUDA
@@ -46,6 +47,7 @@ global options:
   --threads N         CPU threads (default: all cores)
   --kv-dtype D        f32 | bf16 (default f32)
   --chat-format F     qwen3 | llama3 | mistral | plain (default: chosen from config.json)
+  --cache-dir DIR     cache directory (default $XDG_CACHE_HOME/contextcache): model fingerprints
   --json              print one JSON object (JSON lines for --jsonl)
   --help              this text
 
@@ -190,12 +192,6 @@ cc::ToolSet tools_arg(Args& args, const std::string& command, bool required) {
     return cc::ToolSet::from_file(*path);
 }
 
-std::string backend_numerics(const std::string& backend) {
-    // The KV dtype is f32 on every backend until the engine issue adds the BF16 option.
-    if (backend == "cpu" || backend == "auto") return "cpu/f32";
-    if (backend == "cuda") return "cuda/f32";
-    throw UsageError("--backend must be auto, cpu or cuda, not \"" + backend + "\"");
-}
 
 // ---- commands ---------------------------------------------------------------------------------
 
@@ -262,24 +258,26 @@ struct KeyInfo {
     cc::GroupKeyInputs inputs;
 };
 
+// The same key Engine::set_tools computes, without loading the weights.
 KeyInfo key_info(const cc::ModelSource& model, const cc::Tokenizer& tokenizer, const cc::ToolSet& tools,
-                 const std::string& system, const std::string& backend) {
+                 const std::string& system, const cc::EngineOptions& options) {
     KeyInfo k;
-    k.chat_format = cc::model_chat_format(model, tokenizer);
-    k.inputs.model_fingerprint = cc::model_fingerprint(model);
+    k.chat_format = options.chat_format.empty() ? cc::model_chat_format(model, tokenizer) : options.chat_format;
+    k.inputs.model_fingerprint =
+        options.cache_dir.empty() ? cc::model_fingerprint(model) : cc::model_fingerprint(model, options.cache_dir);
     k.inputs.chat_format = k.chat_format;
-    k.inputs.backend_numerics = backend_numerics(backend);
+    k.inputs.backend_numerics = cc::planned_numerics(options);
     k.inputs.system_prompt = system;
     k.inputs.tools_hash = tools.tools_hash();
     return k;
 }
 
-int cmd_key(Args& args, const cc::ModelSource& model, bool json, const std::string& backend) {
+int cmd_key(Args& args, const cc::ModelSource& model, bool json, const cc::EngineOptions& options) {
     const auto tools = tools_arg(args, "key", true);
     const std::string system = system_prompt(args);
     args.check_all_used();
     const auto tokenizer = cc::load_model_tokenizer(model);
-    const auto k = key_info(model, tokenizer, tools, system, backend);
+    const auto k = key_info(model, tokenizer, tools, system, options);
     ordered_json out;
     out["tools_hash"] = tools.tools_hash();
     out["group_key"] = cc::group_key(k.inputs);
@@ -297,13 +295,13 @@ int cmd_key(Args& args, const cc::ModelSource& model, bool json, const std::stri
     return 0;
 }
 
-int cmd_render(Args& args, const cc::ModelSource& model, bool json, const std::string& backend) {
+int cmd_render(Args& args, const cc::ModelSource& model, bool json, const cc::EngineOptions& options) {
     const auto tools = tools_arg(args, "render", false);
     const std::string query = args.require("query", "render");
     const std::string system = system_prompt(args);
     args.check_all_used();
     const auto tokenizer = cc::load_model_tokenizer(model);
-    const auto k = key_info(model, tokenizer, tools, system, backend);
+    const auto k = key_info(model, tokenizer, tools, system, options);
     const auto format = cc::make_chat_format(k.chat_format);
     const auto r = cc::render_prompt(*format, tokenizer, tools, system, query);
     ordered_json out;
@@ -341,6 +339,7 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
     else if (kv == "bf16") o.kv_dtype = cc::KvDType::bf16;
     else throw UsageError("--kv-dtype must be f32 or bf16, not \"" + kv + "\"");
     if (auto f = args.get("chat-format")) o.chat_format = *f;
+    o.cache_dir = args.get_or("cache-dir", cc::default_cache_dir().string());
     return o;
 }
 
@@ -529,11 +528,12 @@ int main(int argc, char** argv) {
         if (args.positional().size() > 1) throw UsageError("unexpected argument \"" + args.positional()[1] + "\"");
         const bool json = args.flag("json");
         const std::string backend = args.get_or("backend", "auto");
-        backend_numerics(backend);  // validates the name
+        if (backend != "auto" && backend != "cpu" && backend != "cuda")
+            throw UsageError("--backend must be auto, cpu or cuda, not \"" + backend + "\"");
         const std::string model_spec = args.get_or("model", cc::kDefaultModelSpec);
+        const auto options = engine_options(args, model_spec, backend);
         if (command == "info" || command == "compile" || command == "query" || command == "generate" ||
             command == "logits") {
-            const auto options = engine_options(args, model_spec, backend);
             if (command == "info") return cmd_info(args, options, json);
             if (command == "compile") return cmd_compile(args, options, json);
             if (command == "query") return cmd_query(args, options, json);
@@ -543,8 +543,8 @@ int main(int argc, char** argv) {
         if (command == "export") return cmd_export(args, model_spec, json);
         const auto model = cc::resolve_model(model_spec);
         if (command == "tokenize") return cmd_tokenize(args, model, json);
-        if (command == "key") return cmd_key(args, model, json, backend);
-        if (command == "render") return cmd_render(args, model, json, backend);
+        if (command == "key") return cmd_key(args, model, json, options);
+        if (command == "render") return cmd_render(args, model, json, options);
         throw UsageError("unknown command \"" + command + "\"");
     } catch (const UsageError& e) {
         std::cerr << "contextcache-cli: usage error: " << e.what() << " (see --help)\n";

@@ -112,7 +112,8 @@ const ModelInfo& Engine::load_model() {
     } else {
         const ModelConfig config = ModelConfig::from_json(source_.config, (source_.dir / "config.json").string());
         weights_ = std::make_unique<ModelWeights>(load_weights(source_.dir, config));
-        info.fingerprint = model_fingerprint(source_);
+        info.fingerprint = options_.cache_dir.empty() ? model_fingerprint(source_)
+                                                      : model_fingerprint(source_, options_.cache_dir);
     }
     info.config = weights_->config;
     info.family = family_name(info.config.family);
@@ -133,10 +134,7 @@ const ModelInfo& Engine::load_model() {
         if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
 
     // Backend: CUDA only when asked for or when `auto` finds a usable device (not yet: see README).
-    if (options_.backend != "auto" && options_.backend != "cpu" && options_.backend != "cuda")
-        throw std::invalid_argument("backend must be auto, cpu or cuda, not \"" + options_.backend + "\"");
-    if (options_.backend == "cuda")
-        throw std::runtime_error("--backend cuda: the CUDA forward pass is not implemented yet; use --backend cpu");
+    const std::string planned = planned_numerics(options_);
     info.backend_reason = options_.backend == "cpu" ? "asked for" : "auto: the CUDA forward pass is not implemented yet";
     CpuBackendOptions cpu;
     cpu.n_threads = options_.n_threads;
@@ -144,6 +142,7 @@ const ModelInfo& Engine::load_model() {
     backend_ = make_cpu_backend(*weights_, cpu);
     info.backend = backend_->name();
     info.numerics = backend_->numerics_id();
+    if (info.numerics != planned) throw std::logic_error("numerics id " + info.numerics + " != planned " + planned);
     info.n_threads = options_.n_threads > 0 ? options_.n_threads : static_cast<int>(std::thread::hardware_concurrency());
     info.kv_bytes_per_token = backend_->kv_bytes(1);
     info.load_ms = clock.elapsed_ms();
@@ -153,14 +152,29 @@ const ModelInfo& Engine::load_model() {
     return info_;
 }
 
-std::string Engine::group_key_for(const ToolSet& tools, const std::string& system_prompt) const {
+std::string planned_numerics(const EngineOptions& options) {
+    if (options.backend != "auto" && options.backend != "cpu" && options.backend != "cuda")
+        throw std::invalid_argument("backend must be auto, cpu or cuda, not \"" + options.backend + "\"");
+    if (options.backend == "cuda")
+        throw std::runtime_error("--backend cuda: the CUDA forward pass is not implemented yet; use --backend cpu");
+    CpuBackendOptions cpu;
+    cpu.kv_dtype = options.kv_dtype;
+    return cpu_numerics_id(cpu);
+}
+
+std::string engine_group_key(const std::string& model_fingerprint, const std::string& chat_format,
+                             const std::string& numerics, const ToolSet& tools, const std::string& system_prompt) {
     GroupKeyInputs in;
-    in.model_fingerprint = info_.fingerprint;
-    in.chat_format = info_.chat_format;
-    in.backend_numerics = info_.numerics;
+    in.model_fingerprint = model_fingerprint;
+    in.chat_format = chat_format;
+    in.backend_numerics = numerics;
     in.system_prompt = system_prompt;
     in.tools_hash = tools.tools_hash();
     return group_key(in);
+}
+
+std::string Engine::group_key_for(const ToolSet& tools, const std::string& system_prompt) const {
+    return engine_group_key(info_.fingerprint, info_.chat_format, info_.numerics, tools, system_prompt);
 }
 
 std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const std::string& system_prompt,

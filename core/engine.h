@@ -29,6 +29,8 @@ struct EngineOptions {
     KvDType kv_dtype = KvDType::f32;
     std::optional<std::filesystem::path> tokenizer_path; // overrides the model's tokenizer
     std::string chat_format;                             // overrides the format chosen from config.json
+    std::filesystem::path cache_dir;                     // fingerprints.json (and later the group files);
+                                                         // empty = no memo (every file hashed each load)
     GroupStoreOptions cache;
 };
 
@@ -112,6 +114,14 @@ struct GenerateResult {
     std::string text;                 // "" without a tokenizer
     Timings timings;
 };
+
+// The backend numerics id load_model() will report for these options ("cpu/avx512/f32", ...),
+// and so the one that enters the group_key. Throws for an unknown or unavailable backend.
+std::string planned_numerics(const EngineOptions& options);
+
+// The group_key of a tool set for a model, as Engine::set_tools computes it.
+std::string engine_group_key(const std::string& model_fingerprint, const std::string& chat_format,
+                             const std::string& numerics, const ToolSet& tools, const std::string& system_prompt);
 
 class Engine {
 public:

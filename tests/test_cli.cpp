@@ -28,7 +28,9 @@ std::string shell_quote(const std::string& s) {
 RunResult run_cli(const std::vector<std::string>& args) {
     static cc::test::TempDir tmp;
     const auto err_path = tmp.path() / "stderr.txt";
-    std::string cmd = shell_quote(cc::test::cli_path().string());
+    // Never touch the user's real cache: every run gets this test program's own XDG_CACHE_HOME.
+    std::string cmd = "XDG_CACHE_HOME=" + shell_quote((tmp.path() / "xdg-cache").string()) + " " +
+                      shell_quote(cc::test::cli_path().string());
     for (const auto& a : args) cmd += " " + shell_quote(a);
     cmd += " 2>" + shell_quote(err_path.string());
     RunResult r;
@@ -173,6 +175,115 @@ TEST(Cli, InfoReportsCudaCleanly) {
     EXPECT_EQ(j["fingerprint"].get<std::string>().size(), 64u);
     EXPECT_TRUE(j["cuda"].contains("available"));
     EXPECT_NE(j["note"].get<std::string>().find("synthetic"), std::string::npos);
+}
+
+// ---- engine commands ------------------------------------------------------------------------
+
+TEST(Cli, QueryCompareIsIdenticalAndReportsTheTimingSplit) {
+    auto r = run_cli({"--model", "builtin:qwen3-test", "--json", "query", "--tools", toolset(5), "--query",
+                      "Weather in Oslo?", "--mode", "compare", "--max-new-tokens", "4", "--ignore-eos", "--repeat", "2"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["identical"], true);
+    EXPECT_TRUE(j["first_difference"].is_null());
+    EXPECT_EQ(j["max_abs_logit_diff"], 0.0);
+    EXPECT_EQ(j["cache_hit"], true);
+    EXPECT_EQ(j["tier"], "memory");
+    EXPECT_EQ(j["generated_tokens"], 4);
+    EXPECT_EQ(j["tokens"], j["full"]["tokens"]);
+    EXPECT_EQ(j["runs"].size(), 2u);
+    EXPECT_EQ(j["compile"]["n_tools"], 5);
+    EXPECT_EQ(j["compile"]["group_key"], j["group_key"]);
+    for (const char* k : {"tokenize_ms", "lookup_ms", "disk_load_ms", "upload_ms", "link_ms", "prefill_ms", "ttft_ms",
+                          "decode_ms", "total_ms", "prefill_tok_s", "decode_tok_s", "disk_load_gb_s"})
+        EXPECT_TRUE(j["timings"][k].is_number()) << k;
+}
+
+TEST(Cli, KeyMatchesTheGroupKeyTheEngineCompiles) {
+    auto key = run_cli({"--model", "builtin:qwen3-test", "--json", "key", "--tools", toolset(5), "--system", "S"});
+    auto compile = run_cli({"--model", "builtin:qwen3-test", "--json", "compile", "--tools", toolset(5), "--system", "S"});
+    ASSERT_EQ(key.exit_code, 0) << key.err;
+    ASSERT_EQ(compile.exit_code, 0) << compile.err;
+    const auto k = nlohmann::json::parse(key.out), c = nlohmann::json::parse(compile.out);
+    EXPECT_EQ(k["group_key"], c["group_key"]);
+    EXPECT_EQ(c["tier"], "miss");
+    EXPECT_GT(c["kv_bytes"].get<double>(), 0);
+    EXPECT_GT(c["prefix_tokens"].get<int>(), 500);
+}
+
+TEST(Cli, GenerateOnTheStoriesFixtureMatchesTheReference) {
+    CC_REQUIRE_FIXTURE("stories260k");
+    const auto dir = cc::test::fixture("stories260k");
+    const auto ref = nlohmann::json::parse(cc::test::read_file(dir / "reference.json"))["cases"][0];
+    std::string ids;
+    for (const auto& id : ref["input_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+    auto r = run_cli({"--model", dir.string(), "--json", "generate", "--prompt-ids", ids, "--max-new-tokens", "64",
+                      "--ignore-eos"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["ids"], ref["generated_ids"]);
+    // --prompt applies the tokenizer's BOS, like the reference.
+    r = run_cli({"--model", dir.string(), "--json", "generate", "--prompt", ref["prompt"].get<std::string>(),
+                 "--max-new-tokens", "64", "--ignore-eos"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["prompt_ids"], ref["input_ids"]);
+    EXPECT_EQ(j["ids"], ref["generated_ids"]);
+    EXPECT_TRUE(j["text"].get<std::string>().starts_with(", there was a little girl named Lily")) << j["text"];
+
+    r = run_cli({"--model", dir.string(), "--json", "logits", "--prompt-ids", ids});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["logits"].size(), 512u);
+    for (const auto& top : ref["top5_first_logits"])
+        EXPECT_NEAR(j["logits"][top["id"].get<size_t>()].get<double>(), top["logit"].get<double>(), 1e-3);
+}
+
+TEST(Cli, WeightsOnlyDirectoryWorksWithTokenIds) {
+    CC_REQUIRE_FIXTURE("stories260k");
+    cc::test::TempDir dir;
+    for (const char* f : {"config.json", "model.safetensors"})
+        std::filesystem::copy_file(cc::test::fixture("stories260k") / f, dir.path() / f);
+    auto r = run_cli({"--model", dir.path().string(), "--json", "generate", "--prompt-ids", "1,403,407,261,378",
+                      "--max-new-tokens", "3"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["ids"], nlohmann::json::parse("[432, 383, 286]"));
+    r = run_cli({"--model", dir.path().string(), "generate", "--prompt", "Once"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("no tokenizer"), std::string::npos) << r.err;
+    r = run_cli({"--model", dir.path().string(), "--json", "info"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["has_tokenizer"], false);
+}
+
+TEST(Cli, DamagedWeightsExitOneNamingTheFileAndTensor) {
+    CC_REQUIRE_FIXTURE("stories260k");
+    cc::test::TempDir dir;
+    std::filesystem::copy_file(cc::test::fixture("stories260k") / "config.json", dir.path() / "config.json");
+    auto bytes = cc::test::read_file(cc::test::fixture("stories260k") / "model.safetensors");
+    bytes.resize(bytes.size() / 2);  // truncated
+    std::ofstream(dir.path() / "model.safetensors", std::ios::binary) << bytes;
+    auto r = run_cli({"--model", dir.path().string(), "logits", "--prompt-ids", "1"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("model.safetensors"), std::string::npos) << r.err;
+    r = run_cli({"--model", "builtin:qwen3-test", "logits", "--prompt-ids", "1,999999999"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("999999999"), std::string::npos) << r.err;
+    r = run_cli({"--model", "builtin:qwen3-test", "logits", "--prompt-ids", "1,x"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+TEST(Cli, ExportWritesALoadableCheckpoint) {
+    cc::test::TempDir dir;
+    const auto out = dir.path() / "qwen3-test";
+    auto r = run_cli({"--model", "builtin:qwen3-test", "export", "--out", out.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto a = run_cli({"--model", "builtin:qwen3-test", "--json", "logits", "--prompt-ids", "9707,1879"});
+    auto b = run_cli({"--model", out.string(), "--json", "logits", "--prompt-ids", "9707,1879"});
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(nlohmann::json::parse(a.out)["logits"], nlohmann::json::parse(b.out)["logits"]);
+    r = run_cli({"--model", "builtin:qwen3-test", "export", "--out", out.string()});
+    EXPECT_EQ(r.exit_code, 1);  // not empty: nothing is overwritten
 }
 
 }  // namespace

@@ -20,6 +20,10 @@ struct CpuBackendOptions {
     std::string isa;
 };
 
+// numerics_id() of a CPU backend made with these options, without making one (for keys shown
+// before a model is loaded, e.g. `contextcache-cli key`).
+std::string cpu_numerics_id(const CpuBackendOptions& options);
+
 // Keeps a reference to `weights` (which must outlive the backend) and converts what it needs
 // (e.g. F16 tensors) once, at construction.
 std::unique_ptr<Backend> make_cpu_backend(const ModelWeights& weights, const CpuBackendOptions& options = {});
