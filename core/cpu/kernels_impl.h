@@ -384,21 +384,30 @@ struct AttentionTask {
             }
         }
 
-        // 1. scores
-        for (int c0 = 0; c0 < nvr; c0 += V::qk_r) {
-            const int cn = std::min(V::qk_r, nvr - c0);
-            const int clo = *std::min_element(lo + c0, lo + c0 + cn);
-            const int chi = *std::max_element(hi + c0, hi + c0 + cn);
-            for (int si = 0; si < 2; ++si) {
-                const KvSegment& s = a.seg[si];
-                const int klo = std::max(clo, s.first_pos), khi = std::min(chi, s.first_pos + s.n_tokens - 1);
-                if (klo > khi) continue;
-                const int ti0 = (klo - s.first_pos) / kKeyTile, ti1 = (khi - s.first_pos) / kKeyTile;
-                const KT* kt = k_tiles(s);
-                for (int ti = ti0; ti <= ti1; ti += V::qk_tt) {
-                    const int tiles = std::min(V::qk_tt, ti1 - ti + 1);
+        // 1. scores. Key tiles outermost, so each tile is loaded from memory once for all the
+        //    task's vrows (it stays in L1 across the vrow chunks).
+        const int n_chunks = (nvr + V::qk_r - 1) / V::qk_r;
+        int clo[kMaxVrows], chi[kMaxVrows];
+        for (int c = 0; c < n_chunks; ++c) {
+            const int c0 = c * V::qk_r, cn = std::min(V::qk_r, nvr - c0);
+            clo[c] = *std::min_element(lo + c0, lo + c0 + cn);
+            chi[c] = *std::max_element(hi + c0, hi + c0 + cn);
+        }
+        const int all_lo = *std::min_element(clo, clo + n_chunks), all_hi = *std::max_element(chi, chi + n_chunks);
+        for (int si = 0; si < 2; ++si) {
+            const KvSegment& s = a.seg[si];
+            const int klo = std::max(all_lo, s.first_pos), khi = std::min(all_hi, s.first_pos + s.n_tokens - 1);
+            if (klo > khi) continue;
+            const int ti0 = (klo - s.first_pos) / kKeyTile, ti1 = (khi - s.first_pos) / kKeyTile;
+            const KT* kt = k_tiles(s);
+            for (int ti = ti0; ti <= ti1; ti += V::qk_tt) {
+                const int tiles = std::min(V::qk_tt, ti1 - ti + 1);
+                const int tile_lo = s.first_pos + ti * kKeyTile, tile_hi = tile_lo + tiles * kKeyTile - 1;
+                for (int c = 0; c < n_chunks; ++c) {
+                    if (tile_hi < clo[c] || tile_lo > chi[c]) continue;
+                    const int c0 = c * V::qk_r, cn = std::min(V::qk_r, nvr - c0);
                     float* out[V::qk_r];
-                    for (int r = 0; r < cn; ++r) out[r] = srow[c0 + r] + s.first_pos + ti * kKeyTile;
+                    for (int r = 0; r < cn; ++r) out[r] = srow[c0 + r] + tile_lo;
                     qk_rows<V::qk_r>(cn, tiles, q + c0, kt + size_t(ti) * size_t(hd) * kKeyTile, hd, a.scale, out);
                 }
             }
@@ -424,20 +433,42 @@ struct AttentionTask {
             l[r] = V::hsum(sum);
         }
 
-        // 3. P·V
+        // 3. P·V. Per group of vrows: the keys before the group's common range run row by row, then
+        //    the common range in blocks of kPvBlock keys with the groups innermost (a block of V
+        //    rows stays in L1 across groups; the running sums rest in acc between blocks), then
+        //    the keys after it row by row. Each row sees its keys in ascending order throughout.
+        constexpr int kPvBlock = 64;
         const int group = pv_group_rows(hd);
-        for (int c0 = 0; c0 < nvr; c0 += group) {
-            const int cn = std::min(group, nvr - c0);
-            for (int r = c0; r < c0 + cn; ++r) std::fill(acc[r], acc[r] + hd_pad, 0.0f);
-            const int common_lo = *std::max_element(lo + c0, lo + c0 + cn);
-            const int common_hi = *std::min_element(hi + c0, hi + c0 + cn);
-            if (common_lo <= common_hi) {
-                for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, lo[r], common_lo, acc + r);
-                pv(cn, srow + c0, common_lo, common_hi + 1, acc + c0);
-                for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, common_hi + 1, hi[r] + 1, acc + r);
-            } else {
+        const int n_groups = (nvr + group - 1) / group;
+        int glo[kMaxVrows], ghi[kMaxVrows];
+        for (int r = 0; r < nvr; ++r) std::fill(acc[r], acc[r] + hd_pad, 0.0f);
+        int common_lo = INT32_MAX, common_hi = -1;
+        for (int gi = 0; gi < n_groups; ++gi) {
+            const int c0 = gi * group, cn = std::min(group, nvr - c0);
+            glo[gi] = *std::max_element(lo + c0, lo + c0 + cn);
+            ghi[gi] = *std::min_element(hi + c0, hi + c0 + cn);
+            if (glo[gi] > ghi[gi]) {  // no common range: the group's rows run alone
+                glo[gi] = hi[c0] + 1;
+                ghi[gi] = hi[c0];
                 for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, lo[r], hi[r] + 1, acc + r);
+                continue;
             }
+            for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, lo[r], glo[gi], acc + r);
+            common_lo = std::min(common_lo, glo[gi]);
+            common_hi = std::max(common_hi, ghi[gi]);
+        }
+        for (int jb = common_lo; jb <= common_hi; jb += kPvBlock) {
+            const int je = std::min(jb + kPvBlock, common_hi + 1);
+            for (int gi = 0; gi < n_groups; ++gi) {
+                const int c0 = gi * group, cn = std::min(group, nvr - c0);
+                const int j0 = std::max(jb, glo[gi]), j1 = std::min(je, ghi[gi] + 1);
+                if (j0 < j1) pv(cn, srow + c0, j0, j1, acc + c0);
+            }
+        }
+        for (int gi = 0; gi < n_groups; ++gi) {
+            const int c0 = gi * group, cn = std::min(group, nvr - c0);
+            if (glo[gi] > ghi[gi]) continue;
+            for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, ghi[gi] + 1, hi[r] + 1, acc + r);
         }
 
         // 4. normalise into the output rows
@@ -461,7 +492,7 @@ struct AttentionTask {
 void attention(ThreadPool& pool, Workspace& ws, const AttentionArgs& a) {
     if (a.n_rows <= 0) return;
     const int G = a.n_heads / a.n_kv_heads;
-    const int qb = std::max(1, std::min(a.n_rows, 16 / std::max(G, 1)));  // query rows per task
+    const int qb = std::max(1, std::min(a.n_rows, 32 / std::max(G, 1)));  // query rows per task
     const int n_blocks = (a.n_rows + qb - 1) / qb;
     const int hd = a.head_dim;
     const int hd_pad = (hd + V::W - 1) / V::W * V::W;
