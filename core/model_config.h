@@ -42,8 +42,14 @@ struct ModelConfig {
     std::vector<int> eos_token_ids;         // int or list in config.json
     std::string torch_dtype;                // informational
 
-    // Throws std::runtime_error "<source>: <problem>" (e.g. `config.json: "hidden_act" is "gelu",
-    // only "silu" is supported`).
+    // Throws std::runtime_error "<source>: <problem>" (e.g. `config.json: hidden_act "gelu" is not
+    // supported (silu)`, `config.json: missing required field "hidden_size"`).
+    // Required: model_type, num_hidden_layers, hidden_size, intermediate_size, num_attention_heads,
+    // vocab_size, max_position_embeddings, rms_norm_eps, and head_dim for qwen3. Defaults as in
+    // transformers: num_key_value_heads = num_attention_heads, head_dim = hidden_size /
+    // num_attention_heads, rope_theta 10000, tie_word_embeddings false, hidden_act silu. rope_scaling
+    // (or the newer rope_parameters) may be null, "default" or "llama3"; Mistral's sliding_window is
+    // an int or null; Qwen3's sliding window is refused when use_sliding_window is true.
     static ModelConfig from_json(const nlohmann::json& config, const std::string& source);
     nlohmann::json to_json() const;
 };

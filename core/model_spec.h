@@ -40,6 +40,13 @@ Tokenizer load_model_tokenizer(const ModelSource& model, const std::optional<std
 // (each listed as "name size sha256"); for a builtin model, the hash of its recipe text.
 std::string model_fingerprint(const ModelSource& model);
 
+// The same fingerprint, with each file's SHA-256 memoised in CACHE_DIR/fingerprints.json by
+// (absolute path with symlinks resolved, size, mtime in ns): an unchanged file is not read again.
+// The memo is rewritten atomically (temp file + rename) when it changes, forgetting files that are
+// gone; a damaged one is ignored and rewritten. A file changed without changing its size or mtime
+// keeps its old hash (as with make). Throws naming CACHE_DIR when the memo cannot be written.
+std::string model_fingerprint(const ModelSource& model, const std::filesystem::path& cache_dir);
+
 // The chat format id for this model (config + tokenizer), e.g. "qwen3".
 std::string model_chat_format(const ModelSource& model, const Tokenizer& tokenizer);
 

@@ -1,7 +1,11 @@
 // The safetensors format: an 8-byte little-endian header length N, N bytes of JSON header
 // {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}, then the data.
-// Parsing is strict (header length bound, JSON validity, known dtype, offsets in range, sizes
-// matching shapes, no overlap); every error names the file and the tensor.
+// Parsing is as strict as the reference implementation (huggingface/safetensors): header length at
+// most 100 MiB and inside the file, a JSON object with no duplicate keys, dtype F32/F16/BF16 (others
+// refused by name), shapes of non-negative integers, data_offsets in range with end - begin equal
+// to the shape's size, and the tensors covering the data section exactly (no overlap, no gap, no
+// trailing bytes). Every error names the file, and the tensor when there is one:
+//   model.safetensors: tensor "x": dtype "I64" is not supported (F32, F16, BF16)
 #pragma once
 
 #include "core/mapped_file.h"
@@ -28,7 +32,8 @@ struct TensorInfo {
 };
 
 // Parses a header (the bytes of a whole file, or at least its first 8 + N bytes); `file_size` is
-// the full file's size, used to check that every tensor lies inside the data section.
+// the full file's size, used to check that every tensor lies inside the data section. Tensors are
+// returned in header order; `*data_start` receives 8 + N.
 // Throws std::runtime_error "<source>: <problem>".
 std::vector<TensorInfo> parse_safetensors_header(std::span<const std::byte> bytes, size_t file_size,
                                                  const std::string& source, size_t* data_start = nullptr);

@@ -44,11 +44,22 @@ struct ModelWeights {
     Tensor lm_head;      // (vocab, dim)   lm_head, or embed when tie_word_embeddings
     // What keeps the bytes alive: mmapped files or generated buffers.
     std::vector<std::shared_ptr<const void>> storage;
+    // What the loader chose for the user to know (an ignored tied lm_head, copied misaligned
+    // tensors), one line each, for the log.
+    std::vector<std::string> notes;
 };
 
-// Loads DIR/*.safetensors (with model.safetensors.index.json when sharded), checking every
-// expected tensor's presence, dtype (BF16/F16/F32) and shape against the config, and that no
-// unexpected tensor is present. Errors name the file and the tensor, with expected vs actual.
+// Loads the weights of an HF directory, in transformers' order of preference: DIR/model.safetensors,
+// else DIR/model.safetensors.index.json (weight_map: tensor -> shard file beside it), else every
+// DIR/*.safetensors as one checkpoint (a name in two files is an error). Only safetensors are read:
+// no tokenizer file is needed. Checks every expected tensor's presence, dtype (BF16/F16/F32) and
+// shape against the config, and that no unexpected tensor is present (rotary_emb.inv_freq buffers
+// are ignored). Errors name the file and the tensor, with expected vs actual, e.g.
+//   model.safetensors: tensor "model.layers.3.self_attn.k_proj.weight": shape [64, 64], expected
+//   [32, 64] (num_key_value_heads * head_dim, hidden_size)
+// Tensors are used in place (mmapped) and keep their stored dtype; each is aligned to its element
+// size (a misaligned one, from an old unpadded file, is copied). With tie_word_embeddings, lm_head
+// is the embedding (a stored lm_head.weight is ignored, as transformers does, and noted).
 ModelWeights load_weights(const std::filesystem::path& dir, const ModelConfig& config);
 
 }  // namespace cc
