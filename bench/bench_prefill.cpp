@@ -252,12 +252,43 @@ void BM_prefill(benchmark::State& state) {
 #endif
 }
 
+// Generation: one token at a time after a 512-token prompt (memory-bound: every weight is read
+// once per token).
+void BM_decode(benchmark::State& state) {
+    const bool bf16 = state.range(0) != 0;
+    const SynthModel& m = model(bf16);
+    auto be = make_cpu_backend(m.w, CpuBackendOptions{});
+    const int prompt = 512, n_new = 16;
+    std::vector<token_id> tokens(static_cast<size_t>(prompt));
+    Rng rng{9};
+    for (auto& id : tokens) id = token_id(rng.next() % uint64_t(m.w.config.vocab_size));
+    const std::vector<int> last{0};
+    double seconds = 0;
+    for (auto _ : state) {
+        state.PauseTiming();
+        auto kv = be->allocate_kv(prompt + n_new);
+        be->forward(tokens, {nullptr, 0, kv.get()}, std::vector<int>{prompt - 1});
+        state.ResumeTiming();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < n_new; ++i) {
+            const token_id one[1] = {token_id(i + 3)};
+            benchmark::DoNotOptimize(be->forward(one, {nullptr, 0, kv.get()}, last).data());
+        }
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    const double per_token = seconds / double(state.iterations()) / n_new;
+    state.counters["ms_per_token"] = per_token * 1e3;
+    state.counters["tokens_per_s"] = 1.0 / per_token;
+    state.SetLabel(be->numerics_id() + (bf16 ? " weights bf16" : " weights f32"));
+}
+
 }  // namespace
 
 #ifdef CC_HAVE_OPENBLAS
 BENCHMARK(BM_openblas_sgemm)->Arg(512)->Arg(3000)->Iterations(1)->Unit(benchmark::kMillisecond);
 #endif
 BENCHMARK(BM_cpu_gemm_layer)->Args({512, 1})->Args({3000, 1})->Args({3000, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_decode)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_prefill)->Args({512, 1})->Args({3000, 1})->Args({3000, 0})->Iterations(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 int main(int argc, char** argv) {

@@ -6,7 +6,7 @@
 //
 // Requires, before inclusion: kernels.h, kernel_math.h, <algorithm>, <cstring>, <cstdint>.
 //
-// V provides: reg, W, n_regs, gemm_mr, gemm_nrv, qk_r, qk_tt; zero, set1, load, load_n, store,
+// V provides: reg, W, n_regs, gemm_mr, gemm_nrv, qk_r, qk_tt, has_transpose16 (and transpose16); zero, set1, load, load_n, store,
 // store_n (float and, for loads, uint16_t bf16), fma(a, b, c) = a*b+c, add, sub, mul, div, max,
 // keep_lanes(v, first, n, fill), hsum (a fixed tree), hmax, exp.
 
@@ -38,25 +38,54 @@ inline void pack_x_panel(const float* x, int m, int k, int tp, float* xp) {
 }
 
 // Wp: panels [n_panels][kc][NR] for features f0..f0+nb and k0..k0+kc (zeros past nb).
+// Scalar copy of columns [c_begin, c_end) of one panel, k in [k_begin, kc).
+template <class T>
+inline void pack_w_columns(const T* w, int64_t k_total, int64_t f0, int nb, int k0, int kc, int p, int c_begin, int c_end,
+                           int k_begin, float* panel) {
+    for (int c = c_begin; c < c_end; ++c) {
+        const int f = p * kNR + c;
+        float* dst = panel + c;
+        if (f < nb) {
+            const T* src = w + size_t(f0 + f) * size_t(k_total) + size_t(k0);
+            if constexpr (std::is_same_v<T, float>) {
+                for (int kk = k_begin; kk < kc; ++kk) dst[size_t(kk) * kNR] = src[kk];
+            } else {
+                for (int kk = k_begin; kk < kc; ++kk) dst[size_t(kk) * kNR] = km::bf16_to_f32(src[kk]);
+            }
+        } else {
+            for (int kk = k_begin; kk < kc; ++kk) dst[size_t(kk) * kNR] = 0.0f;
+        }
+    }
+}
+
+// 16 features (one full column group c0 of panel p) x 16 k at a time through an in-register
+// transpose (decode is bound by this copy: every weight passes through it once per token); returns
+// the k where the scalar tail starts.
+template <class VV, class T>
+inline int pack_w_transposed(const T* w, int64_t k_total, size_t row0, int k0, int kc, int c0, float* panel) {
+    int kk = 0;
+    for (; kk + 16 <= kc; kk += 16) {
+        typename VV::reg r[16];
+        for (int i = 0; i < 16; ++i) r[i] = VV::load(w + (row0 + size_t(i)) * size_t(k_total) + size_t(k0 + kk));
+        VV::transpose16(r);
+        for (int i = 0; i < 16; ++i) VV::store(panel + size_t(kk + i) * kNR + c0, r[i]);
+    }
+    return kk;
+}
+
 template <class T>
 inline void pack_w_block(const T* w, int64_t k_total, int64_t f0, int nb, int k0, int kc, float* wp) {
     const int n_panels = (nb + kNR - 1) / kNR;
     for (int p = 0; p < n_panels; ++p) {
         float* panel = wp + size_t(p) * size_t(kc) * kNR;
-        for (int c = 0; c < kNR; ++c) {
-            const int f = p * kNR + c;
-            float* dst = panel + c;
-            if (f < nb) {
-                const T* src = w + size_t(f0 + f) * size_t(k_total) + size_t(k0);
-                if constexpr (std::is_same_v<T, float>) {
-                    for (int kk = 0; kk < kc; ++kk) dst[size_t(kk) * kNR] = src[kk];
-                } else {
-                    for (int kk = 0; kk < kc; ++kk) dst[size_t(kk) * kNR] = km::bf16_to_f32(src[kk]);
-                }
-            } else {
-                for (int kk = 0; kk < kc; ++kk) dst[size_t(kk) * kNR] = 0.0f;
+        int c_done = 0;
+        if constexpr (V::has_transpose16) {
+            for (; c_done + 16 <= kNR && p * kNR + c_done + 16 <= nb; c_done += 16) {
+                const int k_tail = pack_w_transposed<V>(w, k_total, size_t(f0 + p * kNR + c_done), k0, kc, c_done, panel);
+                pack_w_columns(w, k_total, f0, nb, k0, kc, p, c_done, c_done + 16, k_tail, panel);
             }
         }
+        pack_w_columns(w, k_total, f0, nb, k0, kc, p, c_done, kNR, 0, panel);
     }
 }
 
