@@ -13,6 +13,7 @@ CC_PACKAGES=(
   libxxhash-dev libsqlite3-dev                   # cache file checksums, cache index
   googletest libgtest-dev libgmock-dev           # unit tests
   libbenchmark-dev                               # bench/
+  libopenblas-dev                                # bench_prefill: the machine's SGEMM throughput for comparison
   xvfb xauth                                     # screenshots of the app without a display
 )
 

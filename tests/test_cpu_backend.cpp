@@ -24,79 +24,9 @@ using json = nlohmann::json;
 
 namespace {
 
-// ---- a minimal local loader (until core/weights' load_weights is merged) -------------------------
-
-ModelConfig local_config(const std::filesystem::path& dir) {
-    const json j = json::parse(test::read_file(dir / "config.json"));
-    ModelConfig c;
-    c.model_type = j.at("model_type").get<std::string>();
-    c.family = c.model_type == "qwen3" ? ModelFamily::qwen3 : c.model_type == "mistral" ? ModelFamily::mistral : ModelFamily::llama;
-    c.n_layers = j.at("num_hidden_layers");
-    c.dim = j.at("hidden_size");
-    c.ffn_dim = j.at("intermediate_size");
-    c.n_heads = j.at("num_attention_heads");
-    c.n_kv_heads = j.at("num_key_value_heads");
-    c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<int>() : c.dim / c.n_heads;
-    c.vocab_size = j.at("vocab_size");
-    c.max_position_embeddings = j.at("max_position_embeddings");
-    c.rms_norm_eps = j.at("rms_norm_eps");
-    c.rope_theta = j.value("rope_theta", 10000.0);
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-        const json& r = j["rope_scaling"];
-        c.rope_scaling.type = r.contains("rope_type") ? r["rope_type"].get<std::string>() : r["type"].get<std::string>();
-        c.rope_scaling.factor = r.at("factor");
-        c.rope_scaling.low_freq_factor = r.at("low_freq_factor");
-        c.rope_scaling.high_freq_factor = r.at("high_freq_factor");
-        c.rope_scaling.original_max_position_embeddings = r.at("original_max_position_embeddings");
-    }
-    c.tie_word_embeddings = j.value("tie_word_embeddings", false);
-    c.qk_norm = c.family == ModelFamily::qwen3;
-    if (c.family == ModelFamily::mistral && j.contains("sliding_window") && !j["sliding_window"].is_null())
-        c.sliding_window = j["sliding_window"];
-    return c;
-}
-
-ModelWeights local_load(const std::filesystem::path& dir) {
-    ModelWeights w;
-    w.config = local_config(dir);
-    auto bytes = std::make_shared<std::string>(test::read_file(dir / "model.safetensors"));
-    w.storage.push_back(bytes);
-    uint64_t n = 0;
-    std::memcpy(&n, bytes->data(), 8);
-    const json h = json::parse(bytes->substr(8, n));
-    const std::byte* base = reinterpret_cast<const std::byte*>(bytes->data()) + 8 + n;
-    auto tensor = [&](const std::string& name) {
-        Tensor t;
-        if (!h.contains(name)) return t;
-        const json& e = h[name];
-        const std::string dt = e["dtype"];
-        t.dtype = dt == "F32" ? DType::f32 : dt == "BF16" ? DType::bf16 : DType::f16;
-        t.shape = e["shape"].get<std::vector<int64_t>>();
-        const size_t b = e["data_offsets"][0], f = e["data_offsets"][1];
-        t.data = base + b;
-        t.n_bytes = f - b;
-        return t;
-    };
-    w.embed = tensor("model.embed_tokens.weight");
-    for (int l = 0; l < w.config.n_layers; ++l) {
-        const std::string p = "model.layers." + std::to_string(l) + ".";
-        LayerWeights L;
-        L.attn_norm = tensor(p + "input_layernorm.weight");
-        L.wq = tensor(p + "self_attn.q_proj.weight");
-        L.wk = tensor(p + "self_attn.k_proj.weight");
-        L.wv = tensor(p + "self_attn.v_proj.weight");
-        L.wo = tensor(p + "self_attn.o_proj.weight");
-        L.q_norm = tensor(p + "self_attn.q_norm.weight");
-        L.k_norm = tensor(p + "self_attn.k_norm.weight");
-        L.ffn_norm = tensor(p + "post_attention_layernorm.weight");
-        L.w_gate = tensor(p + "mlp.gate_proj.weight");
-        L.w_up = tensor(p + "mlp.up_proj.weight");
-        L.w_down = tensor(p + "mlp.down_proj.weight");
-        w.layers.push_back(L);
-    }
-    w.final_norm = tensor("model.norm.weight");
-    w.lm_head = w.config.tie_word_embeddings ? w.embed : tensor("lm_head.weight");
-    return w;
+ModelWeights load_model(const std::filesystem::path& dir) {
+    const ModelConfig config = ModelConfig::from_json(json::parse(test::read_file(dir / "config.json")), (dir / "config.json").string());
+    return load_weights(dir, config);
 }
 
 // ---- synthetic models with seeded random weights -------------------------------------------------
@@ -247,7 +177,7 @@ TEST(cpu_backend, stories260k_greedy_64_tokens_match_reference) {
     const auto input = cs.at("input_ids").get<std::vector<token_id>>();
     const auto expect = cs.at("generated_ids").get<std::vector<token_id>>();
     ASSERT_EQ(input, (std::vector<token_id>{1, 403, 407, 261, 378}));
-    ModelWeights w = local_load(dir);
+    ModelWeights w = load_model(dir);
     for (cpu::Isa isa : isas())
         for (KvDType kv : {KvDType::f32, KvDType::bf16}) {
             auto be = make_cpu_backend(w, opts(isa, 0, kv));
@@ -289,7 +219,7 @@ TEST(cpu_backend, reference_models_match_float64_goldens) {
     if (!std::filesystem::exists(root / "goldens.json")) GTEST_SKIP() << "no reference models";
     const json goldens = json::parse(test::read_file(root / "goldens.json"));
     for (const auto& [name, m] : goldens.at("models").items()) {
-        ModelWeights w = local_load(root / m.at("dir").get<std::string>());
+        ModelWeights w = load_model(root / m.at("dir").get<std::string>());
         for (cpu::Isa isa : isas()) {
             auto be = make_cpu_backend(w, opts(isa, 2));
             const int V = be->config().vocab_size;

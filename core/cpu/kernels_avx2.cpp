@@ -24,6 +24,7 @@ struct V {
     static constexpr int gemm_mr = 6;  // 6 x 16 tile: 12 accumulators
     static constexpr int gemm_nrv = 2;
     static constexpr int qk_r = 6;     // 6 vrows x 1 key tile (2 vectors): 12 accumulators
+    static constexpr bool has_transpose16 = false;
     static constexpr int qk_tt = 1;
 
     static __m256i lane_mask(int first, int n) {

@@ -29,6 +29,7 @@ struct V {
     static constexpr int gemm_mr = 12;  // 12 x 32 tile: 24 accumulators, 2 loads + 12 broadcasts per k
     static constexpr int gemm_nrv = 2;
     static constexpr int qk_r = 8;      // 8 vrows x 2 key tiles: 16 accumulators
+    static constexpr bool has_transpose16 = true;
     static constexpr int qk_tt = 2;
 
     static __mmask16 mask(int n) { return __mmask16((1u << n) - 1u); }
@@ -59,6 +60,32 @@ struct V {
         return _mm_cvtss_f32(s1);
     }
     static float hmax(reg v) { return _mm512_reduce_max_ps(v); }
+    // r[i][j] -> r[j][i] for a 16 x 16 block (unpack, 4x4 shuffles, then 128-bit lane shuffles).
+    static void transpose16(reg* r) {
+        reg t[16], u[16];
+        for (int i = 0; i < 16; i += 2) {
+            t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+        }
+        for (int g = 0; g < 4; ++g) {  // u[4g + c]: column 4L + c of rows 4g..4g+3 in lane L
+            u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+            u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+            u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+            u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+        }
+        for (int c = 0; c < 4; ++c) {  // t[c]: columns c, c+8 of row groups 0,1; t[8+c]: groups 2,3
+            t[c] = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+            t[4 + c] = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+            t[8 + c] = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+            t[12 + c] = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        }
+        for (int c = 0; c < 4; ++c) {
+            r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+            r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
+            r[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
+            r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xDD);
+        }
+    }
     // exp(x) = 2^n e^r, n = round(x log2 e), r = x - n ln 2 (Cody-Waite), Cephes polynomial; about
     // 1 ulp. scalef handles overflow to inf and gradual underflow.
     static reg exp(reg x) {

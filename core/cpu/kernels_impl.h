@@ -6,7 +6,7 @@
 //
 // Requires, before inclusion: kernels.h, kernel_math.h, <algorithm>, <cstring>, <cstdint>.
 //
-// V provides: reg, W, n_regs, gemm_mr, gemm_nrv, qk_r, qk_tt; zero, set1, load, load_n, store,
+// V provides: reg, W, n_regs, gemm_mr, gemm_nrv, qk_r, qk_tt, has_transpose16 (and transpose16); zero, set1, load, load_n, store,
 // store_n (float and, for loads, uint16_t bf16), fma(a, b, c) = a*b+c, add, sub, mul, div, max,
 // keep_lanes(v, first, n, fill), hsum (a fixed tree), hmax, exp.
 
@@ -38,25 +38,54 @@ inline void pack_x_panel(const float* x, int m, int k, int tp, float* xp) {
 }
 
 // Wp: panels [n_panels][kc][NR] for features f0..f0+nb and k0..k0+kc (zeros past nb).
+// Scalar copy of columns [c_begin, c_end) of one panel, k in [k_begin, kc).
+template <class T>
+inline void pack_w_columns(const T* w, int64_t k_total, int64_t f0, int nb, int k0, int kc, int p, int c_begin, int c_end,
+                           int k_begin, float* panel) {
+    for (int c = c_begin; c < c_end; ++c) {
+        const int f = p * kNR + c;
+        float* dst = panel + c;
+        if (f < nb) {
+            const T* src = w + size_t(f0 + f) * size_t(k_total) + size_t(k0);
+            if constexpr (std::is_same_v<T, float>) {
+                for (int kk = k_begin; kk < kc; ++kk) dst[size_t(kk) * kNR] = src[kk];
+            } else {
+                for (int kk = k_begin; kk < kc; ++kk) dst[size_t(kk) * kNR] = km::bf16_to_f32(src[kk]);
+            }
+        } else {
+            for (int kk = k_begin; kk < kc; ++kk) dst[size_t(kk) * kNR] = 0.0f;
+        }
+    }
+}
+
+// 16 features (one full column group c0 of panel p) x 16 k at a time through an in-register
+// transpose (decode is bound by this copy: every weight passes through it once per token); returns
+// the k where the scalar tail starts.
+template <class VV, class T>
+inline int pack_w_transposed(const T* w, int64_t k_total, size_t row0, int k0, int kc, int c0, float* panel) {
+    int kk = 0;
+    for (; kk + 16 <= kc; kk += 16) {
+        typename VV::reg r[16];
+        for (int i = 0; i < 16; ++i) r[i] = VV::load(w + (row0 + size_t(i)) * size_t(k_total) + size_t(k0 + kk));
+        VV::transpose16(r);
+        for (int i = 0; i < 16; ++i) VV::store(panel + size_t(kk + i) * kNR + c0, r[i]);
+    }
+    return kk;
+}
+
 template <class T>
 inline void pack_w_block(const T* w, int64_t k_total, int64_t f0, int nb, int k0, int kc, float* wp) {
     const int n_panels = (nb + kNR - 1) / kNR;
     for (int p = 0; p < n_panels; ++p) {
         float* panel = wp + size_t(p) * size_t(kc) * kNR;
-        for (int c = 0; c < kNR; ++c) {
-            const int f = p * kNR + c;
-            float* dst = panel + c;
-            if (f < nb) {
-                const T* src = w + size_t(f0 + f) * size_t(k_total) + size_t(k0);
-                if constexpr (std::is_same_v<T, float>) {
-                    for (int kk = 0; kk < kc; ++kk) dst[size_t(kk) * kNR] = src[kk];
-                } else {
-                    for (int kk = 0; kk < kc; ++kk) dst[size_t(kk) * kNR] = km::bf16_to_f32(src[kk]);
-                }
-            } else {
-                for (int kk = 0; kk < kc; ++kk) dst[size_t(kk) * kNR] = 0.0f;
+        int c_done = 0;
+        if constexpr (V::has_transpose16) {
+            for (; c_done + 16 <= kNR && p * kNR + c_done + 16 <= nb; c_done += 16) {
+                const int k_tail = pack_w_transposed<V>(w, k_total, size_t(f0 + p * kNR + c_done), k0, kc, c_done, panel);
+                pack_w_columns(w, k_total, f0, nb, k0, kc, p, c_done, c_done + 16, k_tail, panel);
             }
         }
+        pack_w_columns(w, k_total, f0, nb, k0, kc, p, c_done, kNR, 0, panel);
     }
 }
 
@@ -384,21 +413,30 @@ struct AttentionTask {
             }
         }
 
-        // 1. scores
-        for (int c0 = 0; c0 < nvr; c0 += V::qk_r) {
-            const int cn = std::min(V::qk_r, nvr - c0);
-            const int clo = *std::min_element(lo + c0, lo + c0 + cn);
-            const int chi = *std::max_element(hi + c0, hi + c0 + cn);
-            for (int si = 0; si < 2; ++si) {
-                const KvSegment& s = a.seg[si];
-                const int klo = std::max(clo, s.first_pos), khi = std::min(chi, s.first_pos + s.n_tokens - 1);
-                if (klo > khi) continue;
-                const int ti0 = (klo - s.first_pos) / kKeyTile, ti1 = (khi - s.first_pos) / kKeyTile;
-                const KT* kt = k_tiles(s);
-                for (int ti = ti0; ti <= ti1; ti += V::qk_tt) {
-                    const int tiles = std::min(V::qk_tt, ti1 - ti + 1);
+        // 1. scores. Key tiles outermost, so each tile is loaded from memory once for all the
+        //    task's vrows (it stays in L1 across the vrow chunks).
+        const int n_chunks = (nvr + V::qk_r - 1) / V::qk_r;
+        int clo[kMaxVrows], chi[kMaxVrows];
+        for (int c = 0; c < n_chunks; ++c) {
+            const int c0 = c * V::qk_r, cn = std::min(V::qk_r, nvr - c0);
+            clo[c] = *std::min_element(lo + c0, lo + c0 + cn);
+            chi[c] = *std::max_element(hi + c0, hi + c0 + cn);
+        }
+        const int all_lo = *std::min_element(clo, clo + n_chunks), all_hi = *std::max_element(chi, chi + n_chunks);
+        for (int si = 0; si < 2; ++si) {
+            const KvSegment& s = a.seg[si];
+            const int klo = std::max(all_lo, s.first_pos), khi = std::min(all_hi, s.first_pos + s.n_tokens - 1);
+            if (klo > khi) continue;
+            const int ti0 = (klo - s.first_pos) / kKeyTile, ti1 = (khi - s.first_pos) / kKeyTile;
+            const KT* kt = k_tiles(s);
+            for (int ti = ti0; ti <= ti1; ti += V::qk_tt) {
+                const int tiles = std::min(V::qk_tt, ti1 - ti + 1);
+                const int tile_lo = s.first_pos + ti * kKeyTile, tile_hi = tile_lo + tiles * kKeyTile - 1;
+                for (int c = 0; c < n_chunks; ++c) {
+                    if (tile_hi < clo[c] || tile_lo > chi[c]) continue;
+                    const int c0 = c * V::qk_r, cn = std::min(V::qk_r, nvr - c0);
                     float* out[V::qk_r];
-                    for (int r = 0; r < cn; ++r) out[r] = srow[c0 + r] + s.first_pos + ti * kKeyTile;
+                    for (int r = 0; r < cn; ++r) out[r] = srow[c0 + r] + tile_lo;
                     qk_rows<V::qk_r>(cn, tiles, q + c0, kt + size_t(ti) * size_t(hd) * kKeyTile, hd, a.scale, out);
                 }
             }
@@ -424,20 +462,42 @@ struct AttentionTask {
             l[r] = V::hsum(sum);
         }
 
-        // 3. P·V
+        // 3. P·V. Per group of vrows: the keys before the group's common range run row by row, then
+        //    the common range in blocks of kPvBlock keys with the groups innermost (a block of V
+        //    rows stays in L1 across groups; the running sums rest in acc between blocks), then
+        //    the keys after it row by row. Each row sees its keys in ascending order throughout.
+        constexpr int kPvBlock = 64;
         const int group = pv_group_rows(hd);
-        for (int c0 = 0; c0 < nvr; c0 += group) {
-            const int cn = std::min(group, nvr - c0);
-            for (int r = c0; r < c0 + cn; ++r) std::fill(acc[r], acc[r] + hd_pad, 0.0f);
-            const int common_lo = *std::max_element(lo + c0, lo + c0 + cn);
-            const int common_hi = *std::min_element(hi + c0, hi + c0 + cn);
-            if (common_lo <= common_hi) {
-                for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, lo[r], common_lo, acc + r);
-                pv(cn, srow + c0, common_lo, common_hi + 1, acc + c0);
-                for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, common_hi + 1, hi[r] + 1, acc + r);
-            } else {
+        const int n_groups = (nvr + group - 1) / group;
+        int glo[kMaxVrows], ghi[kMaxVrows];
+        for (int r = 0; r < nvr; ++r) std::fill(acc[r], acc[r] + hd_pad, 0.0f);
+        int common_lo = INT32_MAX, common_hi = -1;
+        for (int gi = 0; gi < n_groups; ++gi) {
+            const int c0 = gi * group, cn = std::min(group, nvr - c0);
+            glo[gi] = *std::max_element(lo + c0, lo + c0 + cn);
+            ghi[gi] = *std::min_element(hi + c0, hi + c0 + cn);
+            if (glo[gi] > ghi[gi]) {  // no common range: the group's rows run alone
+                glo[gi] = hi[c0] + 1;
+                ghi[gi] = hi[c0];
                 for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, lo[r], hi[r] + 1, acc + r);
+                continue;
             }
+            for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, lo[r], glo[gi], acc + r);
+            common_lo = std::min(common_lo, glo[gi]);
+            common_hi = std::max(common_hi, ghi[gi]);
+        }
+        for (int jb = common_lo; jb <= common_hi; jb += kPvBlock) {
+            const int je = std::min(jb + kPvBlock, common_hi + 1);
+            for (int gi = 0; gi < n_groups; ++gi) {
+                const int c0 = gi * group, cn = std::min(group, nvr - c0);
+                const int j0 = std::max(jb, glo[gi]), j1 = std::min(je, ghi[gi] + 1);
+                if (j0 < j1) pv(cn, srow + c0, j0, j1, acc + c0);
+            }
+        }
+        for (int gi = 0; gi < n_groups; ++gi) {
+            const int c0 = gi * group, cn = std::min(group, nvr - c0);
+            if (glo[gi] > ghi[gi]) continue;
+            for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, ghi[gi] + 1, hi[r] + 1, acc + r);
         }
 
         // 4. normalise into the output rows
@@ -461,7 +521,7 @@ struct AttentionTask {
 void attention(ThreadPool& pool, Workspace& ws, const AttentionArgs& a) {
     if (a.n_rows <= 0) return;
     const int G = a.n_heads / a.n_kv_heads;
-    const int qb = std::max(1, std::min(a.n_rows, 16 / std::max(G, 1)));  // query rows per task
+    const int qb = std::max(1, std::min(a.n_rows, 32 / std::max(G, 1)));  // query rows per task
     const int n_blocks = (a.n_rows + qb - 1) / qb;
     const int hd = a.head_dim;
     const int hd_pad = (hd + V::W - 1) / V::W * V::W;

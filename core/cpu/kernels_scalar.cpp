@@ -20,6 +20,7 @@ struct V {
     static constexpr int gemm_mr = 4;
     static constexpr int gemm_nrv = 4;
     static constexpr int qk_r = 4;
+    static constexpr bool has_transpose16 = false;
     static constexpr int qk_tt = 1;
 
     static reg zero() { return 0.0f; }

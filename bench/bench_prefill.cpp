@@ -1,0 +1,307 @@
+// Prefill throughput of the CPU backend on a synthetic Qwen3-shaped model, next to the machine's
+// SGEMM throughput (OpenBLAS, same GEMM shapes, same run), so the figure means something on any
+// machine. Run: build/bench/bench_prefill --benchmark_format=json
+//
+// Model: dim 1024, 8 layers, 16 heads, 8 kv heads, head_dim 64, ffn 3072, vocab 32000, tied
+// embeddings, seeded random weights (BF16 by default, as real checkpoints; the _f32 variants use
+// F32). FLOPs counted: 2*M*N*K per GEMM (q, k, v, o, gate, up, down; lm_head for the one logit row)
+// plus causal attention 2 * 2 * head_dim * n_heads * T(T+1)/2 per layer (QK and PV).
+#include "core/cpu/cpu_backend.h"
+#include "core/cpu/kernels.h"
+#include "core/kernel_math.h"
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <vector>
+
+#ifdef CC_HAVE_OPENBLAS
+// The one CBLAS entry point used; declared here rather than through <cblas.h>, whose Debian
+// alternative may point at another BLAS.
+extern "C" void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                            const float* b, int ldb, float beta, float* c, int ldc);
+constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasTrans = 112;
+#endif
+
+namespace {
+
+using namespace cc;
+
+// xorshift64*: fast, seeded; Irwin-Hall(4) approximates a normal well enough for random weights.
+struct Rng {
+    uint64_t s;
+    uint64_t next() {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        return s * 2685821657736338717ull;
+    }
+    float normal() {
+        float acc = 0;
+        for (int i = 0; i < 4; ++i) acc += float(next() >> 40) * (1.0f / 16777216.0f);
+        return (acc - 2.0f) * 1.7320508f;  // variance of the sum of 4 U(0,1) is 1/3
+    }
+};
+
+struct SynthModel {
+    ModelWeights w;
+    std::vector<std::shared_ptr<std::vector<std::byte>>> buffers;
+
+    Tensor tensor(std::vector<int64_t> shape, bool bf16, Rng& rng, float scale, float offset = 0.0f) {
+        size_t n = 1;
+        for (int64_t d : shape) n *= size_t(d);
+        auto buf = std::make_shared<std::vector<std::byte>>(n * (bf16 ? 2 : 4));
+        for (size_t i = 0; i < n; ++i) {
+            const float v = offset + scale * rng.normal();
+            if (bf16) {
+                const uint16_t h = km::f32_to_bf16(v);
+                std::memcpy(buf->data() + 2 * i, &h, 2);
+            } else {
+                std::memcpy(buf->data() + 4 * i, &v, 4);
+            }
+        }
+        w.storage.push_back(buf);
+        Tensor t;
+        t.dtype = bf16 ? DType::bf16 : DType::f32;
+        t.shape = std::move(shape);
+        t.data = buf->data();
+        t.n_bytes = buf->size();
+        return t;
+    }
+};
+
+ModelConfig bench_config() {
+    ModelConfig c;
+    c.family = ModelFamily::qwen3;
+    c.model_type = "qwen3";
+    c.n_layers = 8;
+    c.dim = 1024;
+    c.ffn_dim = 3072;
+    c.n_heads = 16;
+    c.n_kv_heads = 8;
+    c.head_dim = 64;
+    c.vocab_size = 32000;
+    c.max_position_embeddings = 4096;
+    c.rms_norm_eps = 1e-6;
+    c.rope_theta = 1e6;
+    c.tie_word_embeddings = true;
+    c.qk_norm = true;
+    return c;
+}
+
+const SynthModel& model(bool bf16) {
+    static std::map<bool, std::unique_ptr<SynthModel>> cache;
+    auto& m = cache[bf16];
+    if (m) return *m;
+    m = std::make_unique<SynthModel>();
+    ModelConfig& c = m->w.config;
+    c = bench_config();
+    Rng rng{0x9e3779b97f4a7c15ull};
+    const int64_t qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
+    const float g = 1.0f / std::sqrt(float(c.dim));
+    m->w.embed = m->tensor({c.vocab_size, c.dim}, bf16, rng, 0.5f);
+    for (int l = 0; l < c.n_layers; ++l) {
+        LayerWeights L;
+        L.attn_norm = m->tensor({c.dim}, bf16, rng, 0.1f, 1.0f);
+        L.wq = m->tensor({qd, c.dim}, bf16, rng, g);
+        L.wk = m->tensor({kvd, c.dim}, bf16, rng, g);
+        L.wv = m->tensor({kvd, c.dim}, bf16, rng, g);
+        L.wo = m->tensor({c.dim, qd}, bf16, rng, 1.0f / std::sqrt(float(qd)));
+        L.q_norm = m->tensor({c.head_dim}, bf16, rng, 0.1f, 1.0f);
+        L.k_norm = m->tensor({c.head_dim}, bf16, rng, 0.1f, 1.0f);
+        L.ffn_norm = m->tensor({c.dim}, bf16, rng, 0.1f, 1.0f);
+        L.w_gate = m->tensor({c.ffn_dim, c.dim}, bf16, rng, g);
+        L.w_up = m->tensor({c.ffn_dim, c.dim}, bf16, rng, g);
+        L.w_down = m->tensor({c.dim, c.ffn_dim}, bf16, rng, 1.0f / std::sqrt(float(c.ffn_dim)));
+        m->w.layers.push_back(L);
+    }
+    m->w.final_norm = m->tensor({c.dim}, bf16, rng, 0.1f, 1.0f);
+    m->w.lm_head = m->w.embed;
+    return *m;
+}
+
+struct GemmShape {
+    int64_t n, k;
+};
+
+// The per-layer GEMMs: (out features, in features).
+std::vector<GemmShape> layer_gemms(const ModelConfig& c) {
+    const int64_t qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
+    return {{qd, c.dim}, {kvd, c.dim}, {kvd, c.dim}, {c.dim, qd}, {c.ffn_dim, c.dim}, {c.ffn_dim, c.dim}, {c.dim, c.ffn_dim}};
+}
+
+double layer_gemm_flops(const ModelConfig& c, int64_t t) {
+    double f = 0;
+    for (const GemmShape& s : layer_gemms(c)) f += 2.0 * double(t) * double(s.n) * double(s.k);
+    return f;
+}
+
+double attention_flops(const ModelConfig& c, int64_t t) {
+    return 2.0 * 2.0 * c.head_dim * c.n_heads * double(t) * double(t + 1) / 2.0;
+}
+
+double forward_flops(const ModelConfig& c, int64_t t) {
+    return c.n_layers * (layer_gemm_flops(c, t) + attention_flops(c, t)) + 2.0 * c.vocab_size * c.dim;
+}
+
+#ifdef CC_HAVE_OPENBLAS
+// OpenBLAS SGEMM GFLOP/s over one layer's GEMM shapes at M = t (F32 copies of layer 0's weights):
+// best of 3 after a warm-up. Memoised per t so the prefill benchmarks can report their fraction.
+double openblas_gflops(int t) {
+    static std::map<int, double> memo;
+    if (auto it = memo.find(t); it != memo.end()) return it->second;
+    const ModelConfig c = bench_config();
+    Rng rng{42};
+    std::vector<float> x(size_t(t) * c.ffn_dim), y(size_t(t) * c.ffn_dim);
+    for (auto& v : x) v = rng.normal();
+    std::vector<std::vector<float>> w;
+    for (const GemmShape& s : layer_gemms(c)) {
+        w.emplace_back(size_t(s.n * s.k));
+        for (auto& v : w.back()) v = rng.normal() * 0.03f;
+    }
+    auto run = [&] {
+        const auto shapes = layer_gemms(c);
+        for (size_t i = 0; i < shapes.size(); ++i)
+            cblas_sgemm(kCblasRowMajor, kCblasNoTrans, kCblasTrans, t, int(shapes[i].n), int(shapes[i].k), 1.0f, x.data(),
+                        int(shapes[i].k), w[i].data(), int(shapes[i].k), 0.0f, y.data(), int(shapes[i].n));
+    };
+    run();
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        run();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return memo[t] = layer_gemm_flops(c, t) / best * 1e-9;
+}
+
+void BM_openblas_sgemm(benchmark::State& state) {
+    const int t = int(state.range(0));
+    double g = 0;
+    for (auto _ : state) g = openblas_gflops(t);
+    state.counters["gflops"] = g;
+    state.counters["tokens"] = t;
+}
+#endif
+
+// Our GEMM alone on the same shapes (F32 or BF16 weights), for comparison with SGEMM.
+void BM_cpu_gemm_layer(benchmark::State& state) {
+    const int t = int(state.range(0));
+    const bool bf16 = state.range(1) != 0;
+    const SynthModel& m = model(bf16);
+    const ModelConfig& c = m.w.config;
+    cpu::ThreadPool pool(cpu::ThreadPool::available_cores());
+    cpu::Workspace ws(pool.n_threads());
+    const cpu::Kernels& k = cpu::kernels_for(cpu::best_isa());
+    std::vector<float> x(size_t(t) * c.ffn_dim, 0.01f), y(size_t(t) * c.ffn_dim);
+    const LayerWeights& L = m.w.layers[0];
+    const Tensor* ts[] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down};
+    for (auto _ : state) {
+        for (const Tensor* tt : ts) {
+            cpu::Matrix mat{tt->data, bf16, tt->shape[0], tt->shape[1]};
+            k.gemm(pool, ws, x.data(), t, mat, y.data());
+        }
+        benchmark::ClobberMemory();
+    }
+    const double flops = layer_gemm_flops(c, t);
+    state.counters["gflops"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+#ifdef CC_HAVE_OPENBLAS
+    state.counters["openblas_gflops"] = openblas_gflops(t);
+#endif
+}
+
+void BM_prefill(benchmark::State& state) {
+    const int t = int(state.range(0));
+    const bool bf16 = state.range(1) != 0;
+    const SynthModel& m = model(bf16);
+    CpuBackendOptions o;
+    auto be = make_cpu_backend(m.w, o);
+    std::vector<token_id> tokens(static_cast<size_t>(t));
+    Rng rng{7};
+    for (auto& id : tokens) id = token_id(rng.next() % uint64_t(m.w.config.vocab_size));
+    const std::vector<int> last{t - 1};
+    {  // warm-up: grows the scratch and touches the weights
+        auto kv = be->allocate_kv(t);
+        benchmark::DoNotOptimize(be->forward(tokens, {nullptr, 0, kv.get()}, last));
+    }
+    double seconds = 0;
+    for (auto _ : state) {
+        state.PauseTiming();
+        auto kv = be->allocate_kv(t);
+        state.ResumeTiming();
+        const auto t0 = std::chrono::steady_clock::now();
+        auto logits = be->forward(tokens, {nullptr, 0, kv.get()}, last);
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        benchmark::DoNotOptimize(logits.data());
+    }
+    const double per_iter = seconds / double(state.iterations());
+    const double gflops = forward_flops(m.w.config, t) / per_iter * 1e-9;
+    state.counters["tokens_per_s"] = double(t) / per_iter;
+    state.counters["gflops"] = gflops;
+    state.counters["attention_share"] =
+        attention_flops(m.w.config, t) / (layer_gemm_flops(m.w.config, t) + attention_flops(m.w.config, t));
+    state.SetLabel(be->numerics_id() + (bf16 ? " weights bf16" : " weights f32"));
+#ifdef CC_HAVE_OPENBLAS
+    const double ob = openblas_gflops(t);
+    state.counters["openblas_gflops"] = ob;
+    state.counters["fraction_of_openblas"] = gflops / ob;
+#endif
+}
+
+// Generation: one token at a time after a 512-token prompt (memory-bound: every weight is read
+// once per token).
+void BM_decode(benchmark::State& state) {
+    const bool bf16 = state.range(0) != 0;
+    const SynthModel& m = model(bf16);
+    auto be = make_cpu_backend(m.w, CpuBackendOptions{});
+    const int prompt = 512, n_new = 16;
+    std::vector<token_id> tokens(static_cast<size_t>(prompt));
+    Rng rng{9};
+    for (auto& id : tokens) id = token_id(rng.next() % uint64_t(m.w.config.vocab_size));
+    const std::vector<int> last{0};
+    double seconds = 0;
+    for (auto _ : state) {
+        state.PauseTiming();
+        auto kv = be->allocate_kv(prompt + n_new);
+        be->forward(tokens, {nullptr, 0, kv.get()}, std::vector<int>{prompt - 1});
+        state.ResumeTiming();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < n_new; ++i) {
+            const token_id one[1] = {token_id(i + 3)};
+            benchmark::DoNotOptimize(be->forward(one, {nullptr, 0, kv.get()}, last).data());
+        }
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    const double per_token = seconds / double(state.iterations()) / n_new;
+    state.counters["ms_per_token"] = per_token * 1e3;
+    state.counters["tokens_per_s"] = 1.0 / per_token;
+    state.SetLabel(be->numerics_id() + (bf16 ? " weights bf16" : " weights f32"));
+}
+
+}  // namespace
+
+#ifdef CC_HAVE_OPENBLAS
+BENCHMARK(BM_openblas_sgemm)->Arg(512)->Arg(3000)->Iterations(1)->Unit(benchmark::kMillisecond);
+#endif
+BENCHMARK(BM_cpu_gemm_layer)->Args({512, 1})->Args({3000, 1})->Args({3000, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_decode)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_prefill)->Args({512, 1})->Args({3000, 1})->Args({3000, 0})->Iterations(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+int main(int argc, char** argv) {
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::AddCustomContext("cpu_isa", cc::cpu::isa_name(cc::cpu::best_isa()));
+    benchmark::AddCustomContext("threads", std::to_string(cc::cpu::ThreadPool::available_cores()));
+#ifdef CC_HAVE_OPENBLAS
+    benchmark::AddCustomContext("openblas", "yes");
+#else
+    benchmark::AddCustomContext("openblas", "absent: no SGEMM comparison");
+#endif
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
