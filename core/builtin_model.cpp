@@ -1,5 +1,7 @@
 #include "core/builtin_model.h"
 
+#include "core/kernel_math.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -45,12 +47,6 @@ struct SplitMix64 {
     }
 };
 
-uint16_t to_bf16_rne(float f) {
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    const uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
-    return static_cast<uint16_t>((bits + rounding) >> 16);
-}
 
 // How one tensor's values are drawn: uniform in [mean - half_width, mean + half_width].
 struct TensorSpec {
@@ -72,7 +68,7 @@ void fill_chunk(const TensorSpec& spec, uint64_t seed, size_t tensor_index, size
         const float u = static_cast<float>(static_cast<int64_t>(rng.next() >> 40) - (1 << 23)) * (1.0f / (1 << 23));
         const float v = spec.mean + spec.half_width * u;
         if (dtype == DType::bf16) {
-            const uint16_t b = to_bf16_rne(v);
+            const uint16_t b = km::f32_to_bf16(v);
             std::memcpy(out + i * 2, &b, 2);
         } else {
             std::memcpy(out + i * 4, &v, 4);

@@ -299,15 +299,21 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
 
     const int n_prefix = static_cast<int>(group->prefix_ids.size());
     auto suffix_block = backend_->allocate_kv(static_cast<int>(rendered.suffix_ids.size()) + options.max_new_tokens);
-    const KvView view{group->kv.get(), n_prefix, suffix_block.get()};
+    prefill_and_decode(rendered.suffix_ids, KvView{group->kv.get(), n_prefix, suffix_block.get()}, options, on_token,
+                       result, submit);
+    return result;
+}
+
+void Engine::prefill_and_decode(std::span<const token_id> ids, const KvView& view, const QueryOptions& options,
+                                const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
+                                const Stopwatch& submit) {
     Stopwatch prefill_clock;
-    const int last_row = static_cast<int>(rendered.suffix_ids.size()) - 1;
-    auto logits = backend_->forward(rendered.suffix_ids, view, std::span<const int>(&last_row, 1), &cancel_);
+    const int last_row = static_cast<int>(ids.size()) - 1;
+    auto logits = backend_->forward(ids, view, std::span<const int>(&last_row, 1), &cancel_);
     result.timings.prefill_ms = prefill_clock.elapsed_ms();
-    result.timings.prefill_tok_s = rendered.suffix_ids.size() / (result.timings.prefill_ms / 1000.0);
+    result.timings.prefill_tok_s = static_cast<double>(ids.size()) / (result.timings.prefill_ms / 1000.0);
     decode_loop(std::move(logits), view, options, on_token, result, submit);
     result.timings.total_ms = submit.elapsed_ms();
-    return result;
 }
 
 QueryResult Engine::run_full(const std::string& text, const QueryOptions& options,
@@ -328,14 +334,7 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
     result.suffix_tokens = rendered.suffix_ids.size();
 
     auto block = backend_->allocate_kv(static_cast<int>(ids.size()) + options.max_new_tokens);
-    const KvView view{nullptr, 0, block.get()};
-    Stopwatch prefill_clock;
-    const int last_row = static_cast<int>(ids.size()) - 1;
-    auto logits = backend_->forward(ids, view, std::span<const int>(&last_row, 1), &cancel_);
-    result.timings.prefill_ms = prefill_clock.elapsed_ms();
-    result.timings.prefill_tok_s = ids.size() / (result.timings.prefill_ms / 1000.0);
-    decode_loop(std::move(logits), view, options, on_token, result, submit);
-    result.timings.total_ms = submit.elapsed_ms();
+    prefill_and_decode(ids, KvView{nullptr, 0, block.get()}, options, on_token, result, submit);
     return result;
 }
 

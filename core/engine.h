@@ -162,6 +162,10 @@ private:
                            const std::function<void(const TokenEvent&)>& on_token);
     QueryResult run_full(const std::string& text, const QueryOptions& options,
                          const std::function<void(const TokenEvent&)>& on_token);
+    // Forwards the prompt ids against `view`, then samples and decodes; fills timings.
+    void prefill_and_decode(std::span<const token_id> ids, const KvView& view, const QueryOptions& options,
+                            const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
+                            const Stopwatch& submit);
     // Samples and decodes after the prompt's last logits; fills tokens, text, timings.decode.
     void decode_loop(std::vector<float> first_logits, const KvView& view, const QueryOptions& options,
                      const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,

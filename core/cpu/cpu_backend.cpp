@@ -26,16 +26,6 @@ std::string shape_str(const std::vector<int64_t>& shape) {
     return s + "]";
 }
 
-const char* dtype_str(DType t) {
-    switch (t) {
-        case DType::f32: return "F32";
-        case DType::f16: return "F16";
-        case DType::bf16: return "BF16";
-    }
-    return "?";
-}
-
-size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
 
 float element_to_f32(const std::byte* data, DType t, size_t i) {
     switch (t) {
@@ -310,9 +300,9 @@ private:
                                      shape_str(shape));
         size_t n = 1;
         for (int64_t d : shape) n *= size_t(d);
-        if (t.n_bytes != n * dtype_size(t.dtype))
+        if (t.n_bytes != n * dtype_bytes(t.dtype))
             throw std::runtime_error("cpu backend: weight " + name + " holds " + std::to_string(t.n_bytes) + " bytes, expected " +
-                                     std::to_string(n * dtype_size(t.dtype)) + " for " + dtype_str(t.dtype));
+                                     std::to_string(n * dtype_bytes(t.dtype)) + " for " + dtype_name(t.dtype));
     }
 
     // A vector weight as f32 (converted once when stored as BF16/F16).
