@@ -94,7 +94,8 @@ GroupFileHeader parse_group_header(std::span<const std::byte> bytes, size_t file
                                    size_t* payload_offset = nullptr);
 
 // Reads the whole file, verifying the header and every layer's checksum in the same pass as the
-// copy into `payload_out` (resized to the payload size). Throws naming the file and the layer.
+// copy into `payload_out` (resized to the payload size; reuse it across calls to skip zeroing and
+// page faults). Throws naming the file and the layer; `payload_out` is then unspecified.
 GroupFileHeader read_group_file(const std::filesystem::path& path, std::vector<std::byte>& payload_out);
 
 }  // namespace cc
