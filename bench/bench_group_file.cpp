@@ -15,10 +15,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include <filesystem>
-#include <cstring>
-#include <random>
 #include <unistd.h>
+#include <cstring>
+#include <filesystem>
+#include <random>
 
 namespace {
 
@@ -131,8 +131,10 @@ BENCHMARK(BM_WriteGroupFile)->Unit(benchmark::kMillisecond)->UseRealTime()->MinT
 int main(int argc, char** argv) {
     benchmark::Initialize(&argc, argv);
     const auto machine = cc::bench::machine_json();
-    for (const auto& [k, v] : machine.items()) benchmark::AddCustomContext("cc_" + k, v.is_string() ? v.get<std::string>() : v.dump());
-    benchmark::AddCustomContext("group", "built-in demo: 20 tools, 2952 tokens, 8 layers, 4 KV heads, head_dim 64, f32");
+    for (const auto& [k, v] : machine.items())
+        benchmark::AddCustomContext("cc_" + k, v.is_string() ? v.get<std::string>() : v.dump());
+    benchmark::AddCustomContext("group",
+                                "built-in demo: 20 tools, 2952 tokens, 8 layers, 4 KV heads, head_dim 64, f32");
     benchmark::AddCustomContext("dir", fs::temp_directory_path().string());
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();

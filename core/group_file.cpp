@@ -18,8 +18,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <system_error>
@@ -52,8 +52,12 @@ uint32_t load_u32(const std::byte* p) {
     std::memcpy(&v, p, 4);
     return v;
 }
-void store_u64(std::byte* p, uint64_t v) { std::memcpy(p, &v, 8); }
-void store_u32(std::byte* p, uint32_t v) { std::memcpy(p, &v, 4); }
+void store_u64(std::byte* p, uint64_t v) {
+    std::memcpy(p, &v, 8);
+}
+void store_u32(std::byte* p, uint32_t v) {
+    std::memcpy(p, &v, 4);
+}
 
 // a * b, or fail when it does not fit in size_t.
 size_t mul_checked(size_t a, size_t b, const char* what) {
@@ -67,21 +71,33 @@ size_t add_checked(size_t a, size_t b, const char* what) {
     return r;
 }
 
-size_t round_up(size_t n, size_t align) { return add_checked(n, align - 1, "payload offset") / align * align; }
+size_t round_up(size_t n, size_t align) {
+    return add_checked(n, align - 1, "payload offset") / align * align;
+}
 
 bool is_lower_hex64(const std::string& s) {
-    return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-               return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-           });
+    return s.size() == 64 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 // ---- the JSON header ----------------------------------------------------------------------
 
 // Every field, in the order they are written. A reader refuses a header missing any or with others.
-constexpr const char* kFieldNames[] = {
-    "group_key", "model_fingerprint", "chat_format", "backend_numerics", "tools_hash", "tool_names",
-    "system_prompt_sha256", "n_layers", "n_kv_heads", "head_dim", "kv_dtype", "n_tokens", "prefix_ids",
-    "tool_token_boundaries", "created_unix_ms"};
+constexpr const char* kFieldNames[] = {"group_key",
+                                       "model_fingerprint",
+                                       "chat_format",
+                                       "backend_numerics",
+                                       "tools_hash",
+                                       "tool_names",
+                                       "system_prompt_sha256",
+                                       "n_layers",
+                                       "n_kv_heads",
+                                       "head_dim",
+                                       "kv_dtype",
+                                       "n_tokens",
+                                       "prefix_ids",
+                                       "tool_token_boundaries",
+                                       "created_unix_ms"};
 
 ordered_json header_to_json(const GroupFileHeader& h) {
     ordered_json j;
@@ -184,9 +200,9 @@ size_t count_top_level_keys(std::string_view text) {
 // by the JSON decoding; this is every rule between fields.
 void validate_header(const GroupFileHeader& h, const std::string& source) {
     const std::pair<const char*, const std::string*> hex_fields[] = {{"group_key", &h.group_key},
-                                                                       {"model_fingerprint", &h.model_fingerprint},
-                                                                       {"tools_hash", &h.tools_hash},
-                                                                       {"system_prompt_sha256", &h.system_prompt_sha256}};
+                                                                     {"model_fingerprint", &h.model_fingerprint},
+                                                                     {"tools_hash", &h.tools_hash},
+                                                                     {"system_prompt_sha256", &h.system_prompt_sha256}};
     for (const auto& [name, value] : hex_fields)
         if (!is_lower_hex64(*value))
             fail(source, std::string("header field \"") + name + "\" must be 64 lowercase hex digits");
@@ -204,8 +220,8 @@ void validate_header(const GroupFileHeader& h, const std::string& source) {
     for (size_t i = 0; i < h.prefix_ids.size(); ++i)
         if (h.prefix_ids[i] < 0) fail(source, "prefix_ids[" + std::to_string(i) + "] is negative");
     if (h.tool_token_boundaries.size() != h.tool_names.size())
-        fail(source, "tool_token_boundaries has " + std::to_string(h.tool_token_boundaries.size()) +
-                         " entries for " + std::to_string(h.tool_names.size()) + " tool names");
+        fail(source, "tool_token_boundaries has " + std::to_string(h.tool_token_boundaries.size()) + " entries for " +
+                         std::to_string(h.tool_names.size()) + " tool names");
     for (size_t i = 0; i < h.tool_token_boundaries.size(); ++i) {
         const int b = h.tool_token_boundaries[i];
         if (b < 0 || b > h.n_tokens)
@@ -230,8 +246,8 @@ GroupFileHeader header_from_json(std::string_view text, const std::string& sourc
     for (const char* name : kFieldNames)
         if (!j.contains(name)) fail(source, std::string("header has no field \"") + name + "\"");
     for (const auto& [key, value] : j.items())
-        if (std::find_if(std::begin(kFieldNames), std::end(kFieldNames),
-                         [&](const char* n) { return key == n; }) == std::end(kFieldNames))
+        if (std::find_if(std::begin(kFieldNames), std::end(kFieldNames), [&](const char* n) { return key == n; }) ==
+            std::end(kFieldNames))
             fail(source, "header has an unknown field \"" + key + "\"");
     if (count_top_level_keys(text) != j.size()) fail(source, "header names a field twice");
 
@@ -262,7 +278,9 @@ GroupFileHeader header_from_json(std::string_view text, const std::string& sourc
 
 // ---- file IO ------------------------------------------------------------------------------
 
-[[noreturn]] void throw_errno(const std::string& what) { throw std::system_error(errno, std::generic_category(), what); }
+[[noreturn]] void throw_errno(const std::string& what) {
+    throw std::system_error(errno, std::generic_category(), what);
+}
 
 // Owns a file descriptor.
 class Fd {
@@ -366,8 +384,8 @@ std::string temp_name_for(const std::filesystem::path& path) {
 
 // Writes the whole file to an open temp file: preamble + header + padding as one chunk, then each
 // layer in chunks (hashed just before each write, so the payload is read once), then the trailer.
-void write_contents(int fd, const GroupFileHeader& header, const std::string& json,
-                    std::span<const std::byte> payload, const GroupFileWriteOptions& options) {
+void write_contents(int fd, const GroupFileHeader& header, const std::string& json, std::span<const std::byte> payload,
+                    const GroupFileWriteOptions& options) {
     const size_t payload_offset = round_up(kGroupFilePreambleBytes + json.size(), kGroupFilePayloadAlign);
     std::vector<std::byte> head(payload_offset);  // zero padding included
     std::memcpy(head.data(), kGroupFileMagic, 8);
@@ -442,8 +460,8 @@ GroupFileHeader parse_group_header(std::span<const std::byte> bytes, size_t file
     if (load_u32(p + 12) != 0) fail(source, "reserved preamble field is not 0");
     const uint64_t header_bytes = load_u64(p + 16);
     if (header_bytes > kMaxGroupHeaderBytes)
-        fail(source, "header length " + std::to_string(header_bytes) + " exceeds " +
-                         std::to_string(kMaxGroupHeaderBytes));
+        fail(source,
+             "header length " + std::to_string(header_bytes) + " exceeds " + std::to_string(kMaxGroupHeaderBytes));
     if (header_bytes > file_size - kGroupFilePreambleBytes)
         fail(source, "truncated: header length " + std::to_string(header_bytes) + " runs past the end of the file (" +
                          std::to_string(file_size) + " bytes)");
@@ -452,7 +470,8 @@ GroupFileHeader parse_group_header(std::span<const std::byte> bytes, size_t file
     const uint64_t stored_xxh3 = load_u64(p + 24);
     const uint64_t header_xxh3 = XXH3_64bits(json, header_bytes);
     if (stored_xxh3 != header_xxh3)
-        fail(source, "header checksum mismatch (stored " + hex64(stored_xxh3) + ", computed " + hex64(header_xxh3) + ")");
+        fail(source,
+             "header checksum mismatch (stored " + hex64(stored_xxh3) + ", computed " + hex64(header_xxh3) + ")");
     const uint64_t offset = load_u64(p + 32);
     const size_t expected_offset = round_up(kGroupFilePreambleBytes + header_bytes, kGroupFilePayloadAlign);
     if (offset != expected_offset)
@@ -536,7 +555,8 @@ void write_group_file(const std::filesystem::path& path, const GroupFileHeader& 
     } catch (const nlohmann::json::exception& e) {  // e.g. a tool name that is not UTF-8
         fail(source, std::string("cannot encode the header: ") + e.what());
     }
-    if (json.size() > kMaxGroupHeaderBytes) fail(source, "header is " + std::to_string(json.size()) + " bytes, over the limit");
+    if (json.size() > kMaxGroupHeaderBytes)
+        fail(source, "header is " + std::to_string(json.size()) + " bytes, over the limit");
 
     const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
     const std::filesystem::path temp = dir / temp_name_for(path);

@@ -5,8 +5,8 @@
 
 #include "tests/test_support.h"
 
-#include <nlohmann/json.hpp>
 #include <xxhash.h>
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <sched.h>
@@ -30,7 +30,9 @@ using cc::GroupFileHeader;
 
 namespace {
 
-std::string hex_key(char c) { return std::string(64, c); }
+std::string hex_key(char c) {
+    return std::string(64, c);
+}
 
 GroupFileHeader make_header(int n_layers, int n_kv_heads, int head_dim, int n_tokens, const std::string& dtype,
                             int n_tools = 2) {
@@ -80,7 +82,9 @@ void expect_same_header(const GroupFileHeader& a, const GroupFileHeader& b) {
     EXPECT_EQ(a.created_unix_ms, b.created_unix_ms);
 }
 
-std::string read_bytes(const fs::path& p) { return cc::test::read_file(p); }
+std::string read_bytes(const fs::path& p) {
+    return cc::test::read_file(p);
+}
 void write_bytes(const fs::path& p, const std::string& bytes) {
     std::ofstream out(p, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -92,8 +96,12 @@ uint64_t u64_at(const std::string& s, size_t off) {
     std::memcpy(&v, s.data() + off, 8);
     return v;
 }
-void put_u64(std::string& s, size_t off, uint64_t v) { std::memcpy(s.data() + off, &v, 8); }
-void put_u32(std::string& s, size_t off, uint32_t v) { std::memcpy(s.data() + off, &v, 4); }
+void put_u64(std::string& s, size_t off, uint64_t v) {
+    std::memcpy(s.data() + off, &v, 8);
+}
+void put_u32(std::string& s, size_t off, uint32_t v) {
+    std::memcpy(s.data() + off, &v, 4);
+}
 
 // Builds a file by hand from the layout documented in group_file.h (not with the writer), with a
 // correct header checksum, so the reader's field checks are tested on their own.
@@ -411,12 +419,22 @@ TEST(GroupFile, InvalidFieldsUnderAValidChecksumAreRefused) {
         std::function<void(J&)> edit;
         const char* problem;
     } cases[] = {
-        {"prefix_ids shorter than n_tokens", [](J& j) { j["prefix_ids"].erase(0); }, "prefix_ids has 5 ids, n_tokens is 6"},
+        {"prefix_ids shorter than n_tokens", [](J& j) { j["prefix_ids"].erase(0); },
+         "prefix_ids has 5 ids, n_tokens is 6"},
         {"unknown dtype", [](J& j) { j["kv_dtype"] = "f16"; }, "kv_dtype \"f16\" is not supported"},
-        {"uppercase hex key", [](J& j) { j["group_key"] = std::string(64, 'A'); }, "\"group_key\" must be 64 lowercase hex"},
+        {"uppercase hex key", [](J& j) { j["group_key"] = std::string(64, 'A'); },
+         "\"group_key\" must be 64 lowercase hex"},
         {"short hex key", [](J& j) { j["tools_hash"] = "abc"; }, "\"tools_hash\" must be 64 lowercase hex"},
-        {"boundaries decreasing", [](J& j) { j["tool_token_boundaries"] = {4, 2}; }, "is below the one before it"},
-        {"boundary past n_tokens", [](J& j) { j["tool_token_boundaries"] = {0, 7}; }, "is outside [0, n_tokens = 6]"},
+        {"boundaries decreasing",
+         [](J& j) {
+             j["tool_token_boundaries"] = {4, 2};
+         },
+         "is below the one before it"},
+        {"boundary past n_tokens",
+         [](J& j) {
+             j["tool_token_boundaries"] = {0, 7};
+         },
+         "is outside [0, n_tokens = 6]"},
         {"boundary count != tools", [](J& j) { j["tool_token_boundaries"] = {0}; }, "1 entries for 2 tool names"},
         {"n_layers zero", [](J& j) { j["n_layers"] = 0; }, "\"n_layers\" must be an integer in [1,"},
         {"head_dim negative", [](J& j) { j["head_dim"] = -4; }, "\"head_dim\" must be an integer in [1,"},
@@ -427,7 +445,11 @@ TEST(GroupFile, InvalidFieldsUnderAValidChecksumAreRefused) {
         {"tool name not a string", [](J& j) { j["tool_names"][1] = 5; }, "\"tool_names\" must be an array of strings"},
         {"missing field", [](J& j) { j.erase("created_unix_ms"); }, "header has no field \"created_unix_ms\""},
         {"unknown field", [](J& j) { j["extra"] = 1; }, "header has an unknown field \"extra\""},
-        {"not an object", [](J& j) { j = J::array({1, 2}); }, "header is not a JSON object"},
+        {"not an object",
+         [](J& j) {
+             j = J::array({1, 2});
+         },
+         "header is not a JSON object"},
         {"empty chat format", [](J& j) { j["chat_format"] = ""; }, "\"chat_format\" is empty"},
     };
     const fs::path p = dir.path() / "hand.kv";
@@ -476,8 +498,9 @@ TEST(GroupFile, WriterRefusesAnInvalidHeaderOrPayloadAndWritesNothing) {
     payload.pop_back();
     EXPECT_NE(error_of([&] { cc::write_group_file(p, h, payload); }).find("payload is"), std::string::npos);
     h.prefix_ids.pop_back();
-    EXPECT_NE(error_of([&] { cc::write_group_file(p, h, make_payload(make_header(2, 2, 4, 6, "f32"))); })
-                  .find("prefix_ids has 5 ids"),
+    EXPECT_NE(error_of([&] {
+                  cc::write_group_file(p, h, make_payload(make_header(2, 2, 4, 6, "f32")));
+              }).find("prefix_ids has 5 ids"),
               std::string::npos);
     EXPECT_TRUE(dir_names(dir.path()).empty());
 }
