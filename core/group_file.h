@@ -1,18 +1,24 @@
 // Group files (DESIGN §7): one compiled prefix per file, groups/<group_key>.kv, immutable once
 // renamed into place.
 //
-// Layout (all integers little-endian):
+// Layout (all integers little-endian; the preamble is kGroupFilePreambleBytes = 48 bytes):
 //   offset 0   magic            8 bytes  "CCKVGRP1"
 //   offset 8   format_version   u32      kGroupFileVersion
 //   offset 12  reserved         u32      0
-//   offset 16  header_bytes     u64      length of the JSON header
+//   offset 16  header_bytes     u64      length of the JSON header (at most kMaxGroupHeaderBytes)
 //   offset 24  header_xxh3      u64      XXH3_64bits of the JSON header bytes
-//   offset 32  payload_offset   u64      where the KV starts: (32 + header_bytes) rounded up to 4096
+//   offset 32  payload_offset   u64      where the KV starts: (48 + header_bytes) rounded up to 4096
 //   offset 40  payload_bytes    u64      n_layers * 2 * n_kv_heads * n_tokens * head_dim * dtype bytes
 //   offset 48  JSON header      header_bytes (UTF-8), then zero padding to payload_offset
 //   payload    per layer: K then V, each [n_kv_heads, n_tokens, head_dim] in kv_dtype (canonical layout)
 //   trailer    n_layers * u64: XXH3_64bits of each layer's K and V bytes (in that order)
 // The file size must be exactly payload_offset + payload_bytes + 8 * n_layers.
+//
+// The JSON header is one object with exactly the fields of GroupFileHeader, under the same names
+// (written in declaration order): group_key, model_fingerprint, tools_hash and
+// system_prompt_sha256 are 64 lowercase hex digits; kv_dtype is "f32" or "bf16"; n_layers,
+// n_kv_heads, head_dim > 0; n_tokens >= 0 and equal to prefix_ids' length; one
+// tool_token_boundaries entry per tool name, non-decreasing, each in [0, n_tokens].
 #pragma once
 
 #include "core/tokenizer.h"
@@ -20,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,6 +35,10 @@ namespace cc {
 
 inline constexpr uint32_t kGroupFileVersion = 1;
 inline constexpr char kGroupFileMagic[8] = {'C', 'C', 'K', 'V', 'G', 'R', 'P', '1'};
+inline constexpr size_t kGroupFilePreambleBytes = 48;
+inline constexpr size_t kGroupFilePayloadAlign = 4096;
+// The header of a 1M-token prefix is ~7 MB of JSON (the ids); anything larger is not a group file.
+inline constexpr uint64_t kMaxGroupHeaderBytes = 64ull << 20;
 
 struct GroupFileHeader {
     std::string group_key;
@@ -48,22 +59,37 @@ struct GroupFileHeader {
 };
 
 size_t kv_dtype_bytes(const std::string& kv_dtype);          // throws on an unknown name
-size_t group_payload_bytes(const GroupFileHeader& header);   // canonical KV bytes
+// Canonical KV bytes. Throws std::runtime_error for an unknown dtype, a negative dimension or a
+// size that overflows.
+size_t group_payload_bytes(const GroupFileHeader& header);
+// Bytes of one layer (K and V); group_payload_bytes == n_layers * group_layer_bytes.
+size_t group_layer_bytes(const GroupFileHeader& header);
 
-// Writes the file atomically: a temp file in the same directory, fsync, rename to `path`, fsync
-// of the directory. `payload` is the canonical KV (group_payload_bytes(header) bytes). Throws
-// std::runtime_error naming the file (e.g. disk full, read-only directory); never leaves a partial
-// file at `path`.
+struct GroupFileWriteOptions {
+    // Called after each chunk reaches the file, with the bytes written so far (preamble included).
+    // A test hook: it may throw (treated as a failed write: the temp file is removed) or block.
+    std::function<void(size_t bytes_written)> on_progress;
+    // Bytes per write(2) call for the payload; large, so a 50 MB group is a handful of syscalls.
+    size_t chunk_bytes = size_t(8) << 20;
+};
+
+// Writes the file atomically: a temp file ".<name>.tmp-<pid>-<random>" in the same directory,
+// fsync, rename to `path`, fsync of the directory. `payload` is the canonical KV
+// (group_payload_bytes(header) bytes); the header is validated as a reader would. Throws
+// std::runtime_error "<path>: <problem>" (e.g. disk full, read-only directory) after removing the
+// temp file; never leaves a partial file at `path`. An exception thrown by options.on_progress
+// that is not a std::system_error propagates unchanged (after the same clean-up).
 void write_group_file(const std::filesystem::path& path, const GroupFileHeader& header,
-                      std::span<const std::byte> payload);
+                      std::span<const std::byte> payload, const GroupFileWriteOptions& options = {});
 
 // Reads and checks the preamble and header only (cheap; used to rebuild the index). Throws
 // std::runtime_error "<file>: <problem>" for a bad magic, version, header checksum, JSON, field or
 // file size.
 GroupFileHeader read_group_header(const std::filesystem::path& path);
 
-// Parses the preamble + header from bytes (the fuzz entry point's target). `file_size` is the whole
-// file's size. Returns the header and the payload offset.
+// Parses the preamble + header from bytes (the fuzz entry point's target). `bytes` holds at least
+// the preamble and the JSON header (it may be the whole file); `file_size` is the whole file's
+// size. Returns the header and the payload offset.
 GroupFileHeader parse_group_header(std::span<const std::byte> bytes, size_t file_size, const std::string& source,
                                    size_t* payload_offset = nullptr);
 
