@@ -1,7 +1,9 @@
 // The SQLite cache index (core/group_index.h): round trips, usage counters, ordering, damage
-// handling (garbage, corrupt pages, other schema version) and several processes on one directory.
+// handling (garbage, corrupt pages, other schema version), rebuild/reconcile from real group files
+// and several processes on one directory.
 #include "core/group_index.h"
 
+#include "core/group_file.h"
 #include "tests/test_support.h"
 
 #include <sqlite3.h>
@@ -463,4 +465,201 @@ TEST(GroupIndex, ConcurrentOpensOfADamagedIndexReplaceItOnce) {
     EXPECT_EQ(damaged_files(dir.path()).size(), 1u);  // the fresh index was never moved aside
     cc::GroupIndex index(dir.path());
     EXPECT_EQ(index.list().size(), 4u);  // every child wrote into the same, live index
+}
+
+// ---- rebuilding from group files (core/group_file) ------------------------------------------------
+
+namespace {
+
+std::string hex64(char c) {
+    return std::string(64, c);
+}
+
+// A valid header for group key_of(n) with `n_tokens` tokens.
+cc::GroupFileHeader make_header(int n, int n_tokens = 6) {
+    cc::GroupFileHeader h;
+    h.group_key = key_of(n);
+    h.model_fingerprint = hex64('f');
+    h.chat_format = "qwen3";
+    h.backend_numerics = "cpu/f32";
+    h.tools_hash = hex64('b');
+    h.system_prompt_sha256 = hex64('c');
+    h.n_layers = 2;
+    h.n_kv_heads = 2;
+    h.head_dim = 4;
+    h.kv_dtype = "f32";
+    h.n_tokens = n_tokens;
+    for (int i = 0; i < n_tokens; ++i) h.prefix_ids.push_back(151644 - i * 7 - n);
+    h.tool_names = {"get_weather", "tool_" + std::to_string(n)};
+    h.tool_token_boundaries = {0, n_tokens / 2};
+    h.created_unix_ms = 1714000000000 + n;
+    return h;
+}
+
+fs::path group_path(const fs::path& cache, const std::string& key) {
+    return cache / "groups" / (key + ".kv");
+}
+
+// Writes groups/<key_of(n)>.kv (or `as_key`.kv) through the real writer.
+cc::GroupFileHeader write_group(const fs::path& cache, int n, int n_tokens = 6, const std::string& as_key = "") {
+    const cc::GroupFileHeader h = make_header(n, n_tokens);
+    fs::create_directories(cache / "groups");
+    const std::vector<std::byte> payload(cc::group_payload_bytes(h), std::byte{0x3c});
+    cc::write_group_file(group_path(cache, as_key.empty() ? h.group_key : as_key), h, payload);
+    return h;
+}
+
+void expect_entry_from_header(const cc::IndexEntry& e, const cc::GroupFileHeader& h, const fs::path& file) {
+    EXPECT_EQ(e.group_key, h.group_key);
+    EXPECT_EQ(e.tools_hash, h.tools_hash);
+    EXPECT_EQ(e.tool_names, h.tool_names);
+    EXPECT_EQ(e.model_fingerprint, h.model_fingerprint);
+    EXPECT_EQ(e.chat_format, h.chat_format);
+    EXPECT_EQ(e.backend_numerics, h.backend_numerics);
+    EXPECT_EQ(e.n_tokens, h.n_tokens);
+    EXPECT_EQ(e.prefix_ids, h.prefix_ids);
+    EXPECT_EQ(e.kv_bytes, cc::group_payload_bytes(h));
+    EXPECT_EQ(e.file_bytes, fs::file_size(file));
+    EXPECT_EQ(e.created_unix_ms, h.created_unix_ms);
+}
+
+bool mentions(const std::vector<std::string>& problems, const fs::path& file) {
+    for (const auto& p : problems)
+        if (p.find(file.string()) != std::string::npos) return true;
+    return false;
+}
+
+}  // namespace
+
+TEST(GroupIndexRebuild, MissingIndexBesideGroupFilesIsRebuiltOnOpen) {
+    cc::test::TempDir dir;
+    std::vector<cc::GroupFileHeader> headers;
+    for (int n = 1; n <= 3; ++n) headers.push_back(write_group(dir.path(), n, 4 + n));
+    cc::GroupIndex index(dir.path());
+    EXPECT_TRUE(index.was_rebuilt());
+    EXPECT_TRUE(damaged_files(dir.path()).empty());  // nothing was damaged, only missing
+    ASSERT_EQ(index.list().size(), 3u);
+    uint64_t total = 0;
+    for (const auto& h : headers) {
+        const auto e = index.get(h.group_key);
+        ASSERT_TRUE(e.has_value()) << h.group_key;
+        expect_entry_from_header(*e, h, group_path(dir.path(), h.group_key));
+        EXPECT_EQ(e->hits, 0u);
+        EXPECT_EQ(e->last_used_unix_ms, h.created_unix_ms);
+        total += e->file_bytes;
+    }
+    EXPECT_EQ(index.total_file_bytes(), total);
+    EXPECT_EQ(keys_of(index.candidates(hex64('f'), "qwen3", "cpu/f32")),
+              (std::vector<std::string>{key_of(3), key_of(2), key_of(1)}));
+}
+
+TEST(GroupIndexRebuild, DamagedIndexIsRebuiltFromGroupFiles) {
+    cc::test::TempDir dir;
+    const auto h1 = write_group(dir.path(), 1);
+    const auto h2 = write_group(dir.path(), 2);
+    {
+        cc::GroupIndex index(dir.path());
+        index.touch(h1.group_key);
+    }
+    const std::string garbage(5000, '\x01');
+    {
+        std::ofstream out(dir.path() / "index.sqlite", std::ios::binary | std::ios::trunc);
+        out << garbage;
+    }
+    cc::GroupIndex index(dir.path());
+    EXPECT_TRUE(index.was_rebuilt());
+    const auto aside = damaged_files(dir.path());
+    ASSERT_EQ(aside.size(), 1u);
+    EXPECT_EQ(cc::test::read_file(aside[0]), garbage);
+    ASSERT_EQ(index.list().size(), 2u);
+    const auto e1 = index.get(h1.group_key);
+    ASSERT_TRUE(e1.has_value());
+    expect_entry_from_header(*e1, h1, group_path(dir.path(), h1.group_key));
+    EXPECT_EQ(e1->hits, 0u);  // usage counters lived only in the damaged index
+    EXPECT_TRUE(index.get(h2.group_key).has_value());
+}
+
+TEST(GroupIndexRebuild, OtherSchemaVersionIsRebuiltFromGroupFiles) {
+    cc::test::TempDir dir;
+    const auto h = write_group(dir.path(), 1);
+    { cc::GroupIndex index(dir.path()); }
+    query_db(dir.path() / "index.sqlite", "PRAGMA user_version = 2");
+    cc::GroupIndex index(dir.path());
+    EXPECT_TRUE(index.was_rebuilt());
+    EXPECT_TRUE(index.get(h.group_key).has_value());
+    EXPECT_EQ(damaged_files(dir.path()).size(), 1u);
+}
+
+TEST(GroupIndexRebuild, RebuildReportsBadFilesAndSkipsTempAndQuarantine) {
+    cc::test::TempDir dir;
+    const fs::path cache = dir.path();
+    const auto good = write_group(cache, 1);
+    cc::GroupIndex index(cache);
+    index.upsert(make_entry(50));  // no file: dropped by rebuild
+
+    // Problems: a file that is not a group file, a name that is not a key, a key that does not match.
+    const fs::path garbage = group_path(cache, key_of(2));
+    std::ofstream(garbage, std::ios::binary) << std::string(5000, 'x');
+    write_group(cache, 3, 6, "not-a-key");
+    const fs::path not_a_key = cache / "groups" / "not-a-key.kv";
+    write_group(cache, 4, 6, key_of(5));
+    const fs::path mismatched = group_path(cache, key_of(5));
+    write_group(cache, 6, 6, std::string(64, 'A'));  // upper case is not a group key
+    const fs::path upper = group_path(cache, std::string(64, 'A'));
+    // Not looked at: temp/hidden names, other extensions, the quarantine folder.
+    std::ofstream(cache / "groups" / ("." + key_of(7) + ".kv.tmp-1-2"), std::ios::binary) << "partial";
+    std::ofstream(cache / "groups" / ("." + key_of(8) + ".kv"), std::ios::binary) << "hidden";
+    std::ofstream(cache / "groups" / "notes.txt") << "hello";
+    fs::create_directories(cache / "groups" / "quarantine");
+    std::ofstream(cache / "groups" / "quarantine" / (key_of(9) + ".kv"), std::ios::binary) << "bad";
+
+    const auto problems = index.rebuild();
+    EXPECT_EQ(problems.size(), 4u) << ::testing::PrintToString(problems);
+    EXPECT_TRUE(mentions(problems, garbage)) << ::testing::PrintToString(problems);
+    EXPECT_TRUE(mentions(problems, not_a_key)) << ::testing::PrintToString(problems);
+    EXPECT_TRUE(mentions(problems, mismatched)) << ::testing::PrintToString(problems);
+    EXPECT_TRUE(mentions(problems, upper)) << ::testing::PrintToString(problems);
+    EXPECT_EQ(keys_of(index.list()), std::vector<std::string>{good.group_key});
+    // Bad files are reported, never deleted by the index.
+    EXPECT_TRUE(fs::exists(garbage));
+    EXPECT_TRUE(fs::exists(mismatched));
+}
+
+TEST(GroupIndexRebuild, ReconcileDropsGoneEntriesAddsNewFilesAndKeepsCounters) {
+    cc::test::TempDir dir;
+    const fs::path cache = dir.path();
+    const auto a = write_group(cache, 1);
+    cc::GroupIndex index(cache);
+    ASSERT_TRUE(index.get(a.group_key).has_value());
+    index.touch(a.group_key);
+    index.touch(a.group_key);
+    index.upsert(make_entry(3));           // its file never existed
+    const auto b = write_group(cache, 2);  // a file the index has not seen
+
+    EXPECT_TRUE(index.reconcile().empty());
+    EXPECT_FALSE(index.get(key_of(3)).has_value());
+    const auto eb = index.get(b.group_key);
+    ASSERT_TRUE(eb.has_value());
+    expect_entry_from_header(*eb, b, group_path(cache, b.group_key));
+    const auto ea = index.get(a.group_key);
+    ASSERT_TRUE(ea.has_value());
+    EXPECT_EQ(ea->hits, 2u);
+
+    // A file replaced under the same key (another size) is read again; its counters stay.
+    fs::remove(group_path(cache, a.group_key));
+    const auto a2 = write_group(cache, 1, 40);
+    EXPECT_TRUE(index.reconcile().empty());
+    const auto ea2 = index.get(a.group_key);
+    ASSERT_TRUE(ea2.has_value());
+    expect_entry_from_header(*ea2, a2, group_path(cache, a.group_key));
+    EXPECT_EQ(ea2->hits, 2u);
+
+    // A file that no longer reads is reported and its entry dropped.
+    fs::remove(group_path(cache, b.group_key));
+    std::ofstream(group_path(cache, b.group_key), std::ios::binary) << "truncated";
+    const auto problems = index.reconcile();
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_TRUE(mentions(problems, group_path(cache, b.group_key))) << problems[0];
+    EXPECT_FALSE(index.get(b.group_key).has_value());
+    EXPECT_EQ(keys_of(index.list()), std::vector<std::string>{a.group_key});
 }
