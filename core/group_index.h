@@ -23,9 +23,9 @@ struct IndexEntry {
     std::string chat_format;
     std::string backend_numerics;
     int n_tokens = 0;
-    std::vector<token_id> prefix_ids;   // for longest-prefix reuse
-    uint64_t kv_bytes = 0;              // canonical payload bytes
-    uint64_t file_bytes = 0;            // size of groups/<key>.kv
+    std::vector<token_id> prefix_ids;  // for longest-prefix reuse
+    uint64_t kv_bytes = 0;             // canonical payload bytes
+    uint64_t file_bytes = 0;           // size of groups/<key>.kv
     int64_t created_unix_ms = 0;
     int64_t last_used_unix_ms = 0;
     uint64_t hits = 0;
@@ -44,8 +44,9 @@ public:
 
     // Inserts or replaces the metadata of one group; keeps its hits and last_used when it exists.
     void upsert(const IndexEntry& entry);
-    // last_used = now, hits += 1 (one statement: safe against concurrent processes).
-    void touch(const std::string& group_key);
+    // last_used = now, hits += 1 (one statement: safe against concurrent processes). Returns false
+    // (and changes nothing) when there is no entry for `group_key`.
+    bool touch(const std::string& group_key);
     std::optional<IndexEntry> get(const std::string& group_key) const;
     std::vector<IndexEntry> list() const;  // most recently used first
     // Entries that could share a prefix with a group of this model/format/numerics.
