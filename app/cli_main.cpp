@@ -5,6 +5,7 @@
 #include "core/chat_format.h"
 #include "core/embedded_resources.h"
 #include "core/engine.h"
+#include "core/group_store.h"
 #include "core/keys.h"
 #include "core/result_json.h"
 #include "core/model_spec.h"
@@ -47,7 +48,9 @@ global options:
   --threads N         CPU threads (default: all cores)
   --kv-dtype D        f32 | bf16 (default f32)
   --chat-format F     qwen3 | llama3 | mistral | plain (default: chosen from config.json)
-  --cache-dir DIR     cache directory (default $XDG_CACHE_HOME/contextcache): model fingerprints
+  --cache-dir DIR     cache directory (default $XDG_CACHE_HOME/contextcache): group files, index, fingerprints
+  --host-budget-bytes N  memory tier budget (default 4 GiB)
+  --disk-budget-bytes N  disk tier budget (default 32 GiB)
   --json              print one JSON object (JSON lines for --jsonl)
   --help              this text
 
@@ -61,6 +64,8 @@ commands:
   generate (--prompt-ids 1,2,3 | --prompt T) [--max-new-tokens N] [--ignore-eos]
                                               raw LM greedy continuation, no chat format
   logits (--prompt-ids 1,2,3 | --prompt T)    all last-position logits
+  cache ls | verify | rm KEY | clear | gc --max-bytes N
+                                              the persistent group cache in --cache-dir
   export --out DIR                            write a built-in model as an HF directory (config.json,
                                               model.safetensors, the Qwen3 tokenizer files)
   tokenize (--text T | --file F | --jsonl F)  token ids; [--mode plain|template] [--add-special-tokens]
@@ -340,7 +345,70 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
     else throw UsageError("--kv-dtype must be f32 or bf16, not \"" + kv + "\"");
     if (auto f = args.get("chat-format")) o.chat_format = *f;
     o.cache_dir = args.get_or("cache-dir", cc::default_cache_dir().string());
+    o.cache.dir = o.cache_dir;
+    if (auto v = args.get("host-budget-bytes")) o.cache.host_budget_bytes = static_cast<size_t>(parse_int(*v, "--host-budget-bytes", 0, INT64_MAX));
+    if (auto v = args.get("disk-budget-bytes")) o.cache.disk_budget_bytes = static_cast<size_t>(parse_int(*v, "--disk-budget-bytes", 0, INT64_MAX));
     return o;
+}
+
+// Cache problems (a damaged file quarantined, a failed write) are warnings: one line each on stderr.
+void report_warnings(cc::Engine& engine) {
+    for (const auto& w : engine.cache_warnings()) std::cerr << "contextcache-cli: warning: " << w << "\n";
+}
+
+int cmd_cache(Args& args, const cc::EngineOptions& options, bool json) {
+    if (args.positional().size() < 2) throw UsageError("cache needs a subcommand: ls, verify, rm KEY, clear, gc --max-bytes N");
+    const std::string sub = args.positional()[1];
+    std::optional<std::string> max_bytes = sub == "gc" ? args.get("max-bytes") : std::nullopt;
+    args.check_all_used();
+    if (sub != "rm" && args.positional().size() > 2) throw UsageError("unexpected argument \"" + args.positional()[2] + "\"");
+    cc::GroupStore store(options.cache);
+    for (const auto& w : store.take_warnings()) std::cerr << "contextcache-cli: warning: " << w << "\n";
+    ordered_json out{{"cache_dir", options.cache.dir.string()}};
+    int rc = 0;
+    if (sub == "ls") {
+        out["groups"] = ordered_json::array();
+        for (const auto& g : store.list()) out["groups"].push_back(cc::to_json(g));
+        out["disk_bytes"] = store.disk_bytes();
+        out["disk_budget_bytes"] = options.cache.disk_budget_bytes;
+        if (!json) {
+            std::cout << "key           tools  tokens        bytes  tier    hits  last used (unix ms)\n";
+            for (const auto& g : store.list())
+                std::cout << g.group_key.substr(0, 12) << "  " << g.tool_names.size() << "  " << g.n_tokens << "  "
+                          << g.file_bytes << "  " << g.tier << "  " << g.hits << "  " << g.last_used_unix_ms << "\n";
+            std::cout << store.disk_bytes() << " bytes on disk in " << options.cache.dir.string() << "\n";
+        }
+    } else if (sub == "verify") {
+        const auto problems = store.verify();
+        out["problems"] = problems;
+        out["ok"] = problems.empty();
+        rc = problems.empty() ? 0 : 1;
+        if (!json) {
+            for (const auto& p : problems) std::cout << "BAD  " << p << "\n";
+            std::cout << (problems.empty() ? "all group files verified\n" : "some group files were bad and were quarantined\n");
+        }
+    } else if (sub == "rm") {
+        if (args.positional().size() != 3) throw UsageError("cache rm needs exactly one KEY");
+        const std::string key = args.positional()[2];
+        if (!cc::is_group_key(key)) throw UsageError("\"" + key + "\" is not a group key (64 hex characters)");
+        const bool removed = store.remove(key);
+        out["removed"] = removed;
+        rc = removed ? 0 : 1;
+        if (!removed) std::cerr << "contextcache-cli: error: " << key << ": no such group in " << options.cache.dir.string() << "\n";
+    } else if (sub == "clear") {
+        store.clear();
+        out["cleared"] = true;
+    } else if (sub == "gc") {
+        if (!max_bytes) throw UsageError("cache gc needs --max-bytes N");
+        const auto removed = store.gc(static_cast<size_t>(parse_int(*max_bytes, "--max-bytes", 0, INT64_MAX)));
+        out["removed"] = removed;
+        out["disk_bytes"] = store.disk_bytes();
+        if (!json) std::cout << removed.size() << " groups removed; " << store.disk_bytes() << " bytes left\n";
+    } else {
+        throw UsageError("unknown cache subcommand \"" + sub + "\"");
+    }
+    if (json) print_json(out);
+    return rc;
 }
 
 int cmd_info(Args& args, cc::EngineOptions options, bool json) {
@@ -381,7 +449,10 @@ int cmd_compile(Args& args, cc::EngineOptions options, bool json) {
     args.check_all_used();
     cc::Engine engine(options);
     engine.load_model();
-    const auto result = engine.set_tools(tools, system);
+    engine.set_tools(tools, system);
+    engine.wait_for_persist();
+    const auto result = *engine.current_tools();
+    report_warnings(engine);
     if (json) {
         print_json(cc::to_json(result));
     } else {
@@ -433,9 +504,12 @@ int cmd_query(Args& args, cc::EngineOptions options, bool json) {
 
     cc::Engine engine(options);
     engine.load_model();
-    const auto compiled = engine.set_tools(tools, system);
+    engine.set_tools(tools, system);
     std::vector<cc::QueryResult> runs;
     for (int i = 0; i < repeat; ++i) runs.push_back(engine.query(query, q));
+    engine.wait_for_persist();  // the group file is written while the query runs; do not exit before it is
+    const auto compiled = *engine.current_tools();
+    report_warnings(engine);
     if (json) {
         auto out = cc::to_json(runs.front());
         out["compile"] = cc::to_json(compiled);
@@ -525,7 +599,8 @@ int main(int argc, char** argv) {
             return args.flag("help") ? 0 : 2;
         }
         const std::string command = args.positional()[0];
-        if (args.positional().size() > 1) throw UsageError("unexpected argument \"" + args.positional()[1] + "\"");
+        if (args.positional().size() > 1 && command != "cache")
+            throw UsageError("unexpected argument \"" + args.positional()[1] + "\"");
         const bool json = args.flag("json");
         const std::string backend = args.get_or("backend", "auto");
         if (backend != "auto" && backend != "cpu" && backend != "cuda")
@@ -541,6 +616,7 @@ int main(int argc, char** argv) {
             return cmd_logits(args, options, json);
         }
         if (command == "export") return cmd_export(args, model_spec, json);
+        if (command == "cache") return cmd_cache(args, options, json);
         const auto model = cc::resolve_model(model_spec);
         if (command == "tokenize") return cmd_tokenize(args, model, json);
         if (command == "key") return cmd_key(args, model, json, options);

@@ -78,8 +78,46 @@ QueryMode parse_query_mode(const std::string& name) {
     throw std::invalid_argument("mode must be cached, full or compare, not \"" + name + "\"");
 }
 
-Engine::Engine(EngineOptions options) : options_(std::move(options)), cache_(options_.cache) {}
-Engine::~Engine() = default;
+Engine::Engine(EngineOptions options) : options_(std::move(options)) {
+    try {
+        cache_ = std::make_unique<GroupStore>(options_.cache);
+        for (auto& w : cache_->take_warnings()) warnings_.push_back(std::move(w));
+    } catch (const std::exception& e) {
+        // An unusable cache directory costs persistence, not answers.
+        warnings_.push_back(std::string(e.what()) + "; the cache works in memory only");
+        GroupStoreOptions memory_only = options_.cache;
+        memory_only.dir.clear();
+        cache_ = std::make_unique<GroupStore>(memory_only);
+    }
+}
+
+Engine::~Engine() {
+    try {
+        wait_for_persist();
+    } catch (...) {
+    }
+}
+
+std::vector<PersistResult> Engine::wait_for_persist() {
+    std::vector<PersistResult> results;
+    for (auto& [key, f] : pending_persist_) {
+        PersistResult r = f.get();
+        if (!r.ok) warnings_.push_back("group " + key.substr(0, 12) + ": not written to the cache: " + r.error);
+        if (compile_ && compile_->group_key == key) {
+            compile_->persist_ms = r.persist_ms;
+            compile_->persisted = r.ok;
+            compile_->persist_error = r.error;
+        }
+        results.push_back(std::move(r));
+    }
+    pending_persist_.clear();
+    return results;
+}
+
+std::vector<std::string> Engine::cache_warnings() {
+    for (auto& w : cache_->take_warnings()) warnings_.push_back(std::move(w));
+    return std::exchange(warnings_, {});
+}
 
 const Tokenizer& Engine::tokenizer() const {
     if (!tokenizer_) throw std::runtime_error(info_.spec + ": this model has no tokenizer (weights-only directory); use token ids");
@@ -177,13 +215,61 @@ std::string Engine::group_key_for(const ToolSet& tools, const std::string& syste
     return engine_group_key(info_.fingerprint, info_.chat_format, info_.numerics, tools, system_prompt);
 }
 
+namespace {
+
+// Token index at which each tool's text starts in the prefix: the line holding the tool's
+// "name" field (for Qwen3 that line is the whole tool). Computed from each token's decoded bytes;
+// left empty when those do not add up to the prefix text (then no boundary is claimed).
+std::vector<int> tool_token_boundaries(const Tokenizer& tokenizer, std::span<const token_id> ids,
+                                       const std::string& text, const ToolSet& tools) {
+    std::vector<size_t> token_end;  // byte offset where each token ends
+    size_t offset = 0;
+    for (const token_id id : ids) {
+        offset += tokenizer.decode(std::span<const token_id>(&id, 1)).size();
+        token_end.push_back(offset);
+    }
+    if (offset != text.size()) return {};
+    std::vector<int> out;
+    size_t from = 0;
+    for (const auto& tool : tools.tools()) {
+        const size_t at = text.find("\"name\": \"" + tool.name + "\"", from);
+        if (at == std::string::npos) return {};
+        const size_t line = text.rfind('\n', at);
+        const size_t start = line == std::string::npos ? 0 : line + 1;
+        const auto it = std::upper_bound(token_end.begin(), token_end.end(), start);
+        out.push_back(static_cast<int>(it - token_end.begin()));
+        from = at + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
 std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const std::string& system_prompt,
                                                      const RenderedPrompt& rendered, CompileResult& result,
                                                      Timings* timings) {
-    Stopwatch lookup_clock;
-    auto found = cache_.find(result.group_key, rendered.prefix_ids);
-    const double lookup_ms = lookup_clock.elapsed_ms();
-    if (timings) timings->lookup_ms = lookup_ms;
+    // What a stored group must be to serve this prefix (besides its key and token ids).
+    auto expected = std::make_shared<Group>();
+    expected->group_key = result.group_key;
+    expected->tools_hash = tools.tools_hash();
+    expected->tool_names = tools.names();
+    expected->prefix_ids = rendered.prefix_ids;
+    expected->model_fingerprint = info_.fingerprint;
+    expected->chat_format = info_.chat_format;
+    expected->backend_numerics = info_.numerics;
+    expected->system_prompt_sha256 = sha256_hex(system_prompt);
+    expected->n_layers = info_.config.n_layers;
+    expected->n_kv_heads = info_.config.n_kv_heads;
+    expected->head_dim = info_.config.head_dim;
+    expected->kv_dtype = kv_dtype_name(backend_->kv_dtype());
+
+    auto found = cache_->find(result.group_key, rendered.prefix_ids, *expected, *backend_);
+    if (timings) {
+        timings->lookup_ms = found.lookup_ms;
+        timings->disk_load_ms = found.disk_load_ms;
+        timings->upload_ms = found.upload_ms;
+        timings->disk_load_gb_s = found.disk_load_gb_s;
+    }
     result.problem = found.problem;
     if (found.group) {
         result.cache_hit = true;
@@ -191,28 +277,56 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
         result.kv_bytes = found.group->kv_bytes;
         return found.group;
     }
-    // A miss: compute the prefix's K/V.
+
+    // A miss: compute the prefix's K/V, reusing the longest stored prefix it shares (the same
+    // system prompt and first tools give the same leading tokens, hence the same K/V bits).
     Stopwatch compile_clock;
-    auto group = std::make_shared<Group>();
-    group->group_key = result.group_key;
-    group->tools_hash = tools.tools_hash();
-    group->tool_names = tools.names();
-    group->prefix_ids = rendered.prefix_ids;
-    group->kv = backend_->allocate_kv(static_cast<int>(rendered.prefix_ids.size()));
-    if (!rendered.prefix_ids.empty()) {
-        cancel_.store(false);
-        backend_->forward(rendered.prefix_ids, KvView{nullptr, 0, group->kv.get()}, {}, &cancel_);
+    cancel_.store(false);
+    const int n = static_cast<int>(rendered.prefix_ids.size());
+    std::unique_ptr<KvBlock> block;
+    size_t reused = 0;
+    // Below kMinReusedTokens the shared part is only the template's opening (e.g. "<|im_start|>system\n"):
+    // copying it costs more than computing it.
+    constexpr size_t kMinReusedTokens = 32;
+    if (auto match = cache_->longest_prefix(rendered.prefix_ids, *expected); match && match->n_common >= kMinReusedTokens) {
+        auto donor = cache_->find(match->group_key, match->prefix_ids, *expected, *backend_);
+        if (donor.group) {
+            reused = std::min(match->n_common, rendered.prefix_ids.size());
+            std::vector<std::byte> head(backend_->kv_bytes(static_cast<int>(reused)));
+            backend_->export_kv(*donor.group->kv, static_cast<int>(reused), head);
+            block = backend_->import_kv(head, static_cast<int>(reused), n);
+        }
     }
-    group->kv_bytes = backend_->kv_bytes(static_cast<int>(rendered.prefix_ids.size()));
+    if (!block) block = backend_->allocate_kv(n);
+    if (static_cast<int>(reused) < n) {
+        const auto rest = std::span<const token_id>(rendered.prefix_ids).subspan(reused);
+        backend_->forward(rest, KvView{nullptr, 0, block.get()}, {}, &cancel_);
+    }
+    auto group = expected;
+    group->kv = std::move(block);
+    group->kv_bytes = backend_->kv_bytes(n);
     group->created_unix_ms = unix_ms_now();
+    group->tool_token_boundaries = tool_token_boundaries(*tokenizer_, rendered.prefix_ids, rendered.prefix_text, tools);
     result.compile_ms = compile_clock.elapsed_ms();
     if (timings) timings->compile_ms = result.compile_ms;
     result.cache_hit = false;
     result.tier = "miss";
+    result.reused_tokens = reused;
     result.kv_bytes = group->kv_bytes;
-    (void)system_prompt;
     std::shared_ptr<const Group> shared = group;
-    cache_.insert(shared);
+    cache_->insert(shared);
+
+    // Persist in the background: the canonical bytes are taken now (the block is immutable from
+    // here on), the file is written while the query goes on.
+    if (cache_->persistent()) {
+        std::vector<std::byte> canonical(group->kv_bytes);
+        backend_->export_kv(*shared->kv, n, canonical);
+        GroupStore* store = cache_.get();
+        pending_persist_.emplace_back(shared->group_key,
+                                      std::async(std::launch::async, [store, shared, bytes = std::move(canonical)]() mutable {
+                                          return store->persist(shared, std::move(bytes));
+                                      }));
+    }
     return shared;
 }
 
@@ -227,10 +341,12 @@ CompileResult Engine::set_tools(const ToolSet& tools, const std::string& system_
     RenderedPrompt rendered;
     const auto pieces = format_->prefix_pieces(tools, system_prompt);
     rendered.prefix_ids = tokenize_pieces(*tokenizer_, pieces);
+    rendered.prefix_text = pieces_text(pieces, &*tokenizer_);
     result.prefix_tokens = rendered.prefix_ids.size();
     link_or_compile(tools, system_prompt, rendered, result, nullptr);
     prefix_ids_ = std::move(rendered.prefix_ids);
     prefix_pieces_ = pieces;
+    prefix_text_ = rendered.prefix_text;
     tools_ = tools;
     system_prompt_ = system_prompt;
     compile_ = result;
@@ -284,6 +400,7 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     RenderedPrompt rendered;
     rendered.suffix_ids = tokenize_suffix(*format_, *tokenizer_, prefix_pieces_, prefix_ids_, suffix_pieces);
     rendered.prefix_ids = prefix_ids_;  // rendered by set_tools; checked against the stored group's ids
+    rendered.prefix_text = prefix_text_;
     result.timings.tokenize_ms = tokenize_clock.elapsed_ms();
     if (rendered.suffix_ids.empty()) throw std::runtime_error("the rendered query suffix is empty");
 
@@ -293,6 +410,8 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.upload_ms;
     result.cache_hit = link.cache_hit;
     result.tier = link.tier;
+    result.problem = link.problem;
+    result.reused_tokens = link.reused_tokens;
     result.group_key = link.group_key;
     result.prefix_tokens = group->prefix_ids.size();
     result.suffix_tokens = rendered.suffix_ids.size();

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,7 +32,7 @@ struct EngineOptions {
     std::string chat_format;                             // overrides the format chosen from config.json
     std::filesystem::path cache_dir;                     // fingerprints.json (and later the group files);
                                                          // empty = no memo (every file hashed each load)
-    GroupStoreOptions cache;
+    GroupStoreOptions cache;                             // cache.dir empty = memory tier only
 };
 
 struct ModelInfo {
@@ -63,7 +64,9 @@ struct CompileResult {
     std::string tier = "miss";        // "memory" | "disk" | "miss"
     size_t reused_tokens = 0;         // prefix tokens taken from another stored group (longest-prefix reuse)
     double compile_ms = 0;            // forward pass over the prefix (0 on a hit)
-    double persist_ms = 0;            // writing the group to disk (0 until the disk tier exists)
+    double persist_ms = 0;            // writing the group file (in the background; see Engine::wait_for_persist)
+    bool persisted = false;           // the group file was written
+    std::string persist_error;        // a failed write is a warning: the answer is still given
     size_t kv_bytes = 0;
     std::string problem;              // a stored entry that was refused, if any
 };
@@ -100,6 +103,7 @@ struct QueryResult {
     size_t generated_tokens = 0;
     size_t reused_tokens = 0;
     std::string stop_reason;          // "stop_token" | "max_new_tokens" | "cancelled"
+    std::string problem;              // a stored group that was refused (damaged, foreign) and recompiled
     Timings timings;
     std::vector<std::vector<float>> step_logits;  // logits before each generated token (kept for compare)
     // compare mode: the full-prefill run and the comparison
@@ -150,7 +154,12 @@ public:
     // Any thread: stops the running query/compile at the next token or layer.
     void cancel() { cancel_.store(true); }
 
-    GroupStore& cache() { return cache_; }
+    GroupStore& cache() { return *cache_; }
+    // Waits for the background writes of newly compiled groups; returns their results (and fills
+    // persist_ms / persisted / persist_error of current_tools()).
+    std::vector<PersistResult> wait_for_persist();
+    // Problems met by the cache (damaged files quarantined, index rebuilt, failed writes).
+    std::vector<std::string> cache_warnings();
     const Tokenizer& tokenizer() const;
     Backend& backend();
 
@@ -179,7 +188,9 @@ private:
     std::unique_ptr<ChatFormat> format_;
     std::unique_ptr<ModelWeights> weights_;
     std::unique_ptr<Backend> backend_;
-    GroupStore cache_;
+    std::unique_ptr<GroupStore> cache_;
+    std::vector<std::pair<std::string, std::future<PersistResult>>> pending_persist_;
+    std::vector<std::string> warnings_;
     std::atomic<bool> cancel_{false};
 
     // the current tool set
@@ -187,6 +198,7 @@ private:
     std::string system_prompt_;
     std::vector<token_id> prefix_ids_;
     std::vector<Piece> prefix_pieces_;
+    std::string prefix_text_;
     std::optional<CompileResult> compile_;
     std::vector<token_id> stop_ids_;
 };

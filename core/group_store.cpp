@@ -1,36 +1,194 @@
 #include "core/group_store.h"
 
+#include "core/group_file.h"
+#include "core/group_index.h"
+#include "core/paths.h"
+#include "core/timings.h"
+
 #include <algorithm>
 #include <chrono>
 
 namespace cc {
+namespace fs = std::filesystem;
 
 int64_t unix_ms_now() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
 }
 
-GroupStore::GroupStore(GroupStoreOptions options) : options_(options) {}
+bool is_group_key(const std::string& text) {
+    return text.size() == 64 &&
+           std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
 
-GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<const token_id> prefix_ids) {
+namespace {
+
+GroupFileHeader header_of(const Group& g) {
+    GroupFileHeader h;
+    h.group_key = g.group_key;
+    h.model_fingerprint = g.model_fingerprint;
+    h.chat_format = g.chat_format;
+    h.backend_numerics = g.backend_numerics;
+    h.tools_hash = g.tools_hash;
+    h.tool_names = g.tool_names;
+    h.system_prompt_sha256 = g.system_prompt_sha256;
+    h.n_layers = g.n_layers;
+    h.n_kv_heads = g.n_kv_heads;
+    h.head_dim = g.head_dim;
+    h.kv_dtype = g.kv_dtype;
+    h.n_tokens = static_cast<int>(g.prefix_ids.size());
+    h.prefix_ids = g.prefix_ids;
+    h.tool_token_boundaries = g.tool_token_boundaries;
+    h.created_unix_ms = g.created_unix_ms;
+    return h;
+}
+
+IndexEntry index_entry_of(const GroupFileHeader& h, uint64_t file_bytes) {
+    IndexEntry e;
+    e.group_key = h.group_key;
+    e.tools_hash = h.tools_hash;
+    e.tool_names = h.tool_names;
+    e.model_fingerprint = h.model_fingerprint;
+    e.chat_format = h.chat_format;
+    e.backend_numerics = h.backend_numerics;
+    e.n_tokens = h.n_tokens;
+    e.prefix_ids = h.prefix_ids;
+    e.kv_bytes = group_payload_bytes(h);
+    e.file_bytes = file_bytes;
+    e.created_unix_ms = h.created_unix_ms;
+    e.last_used_unix_ms = unix_ms_now();
+    return e;
+}
+
+}  // namespace
+
+GroupStore::GroupStore(GroupStoreOptions options) : options_(std::move(options)) {
+    if (options_.dir.empty()) return;
+    ensure_private_dir(options_.dir);
+    ensure_private_dir(options_.dir / "groups");
+    index_ = std::make_unique<GroupIndex>(options_.dir);
+    if (index_->was_rebuilt()) warnings_.push_back((options_.dir / "index.sqlite").string() + ": missing or damaged; rebuilt from the group files");
+    for (auto& p : index_->reconcile()) warnings_.push_back(std::move(p));
+}
+
+GroupStore::~GroupStore() = default;
+
+fs::path GroupStore::group_path(const std::string& group_key) const { return options_.dir / "groups" / (group_key + ".kv"); }
+
+std::vector<std::string> GroupStore::take_warnings() {
     std::lock_guard lock(mutex_);
+    return std::exchange(warnings_, {});
+}
+
+fs::path GroupStore::quarantine(const std::string& group_key, const std::string& reason) {
+    const fs::path from = group_path(group_key);
+    const fs::path dir = options_.dir / "groups" / "quarantine";
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    const fs::path to = dir / (group_key + "." + std::to_string(unix_ms_now()) + ".kv");
+    fs::rename(from, to, ec);
+    if (ec) fs::remove(from, ec);  // could not move it aside: at least never read it again
+    std::lock_guard lock(mutex_);
+    warnings_.push_back(reason + " (moved to " + to.string() + ")");
+    if (index_) {
+        try {
+            index_->remove(group_key);
+        } catch (const std::exception&) {
+        }
+    }
+    return to;
+}
+
+GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<const token_id> prefix_ids,
+                                    const Group& expected, Backend& backend) {
+    Stopwatch clock;
     Lookup result;
-    auto it = entries_.find(group_key);
-    if (it == entries_.end()) return result;
-    const auto& stored = it->second.group->prefix_ids;
-    if (!std::equal(stored.begin(), stored.end(), prefix_ids.begin(), prefix_ids.end())) {
-        result.problem = "group " + group_key.substr(0, 12) + ": stored prefix token ids differ from the rendered prefix (" +
-                         std::to_string(stored.size()) + " vs " + std::to_string(prefix_ids.size()) +
-                         " tokens); entry dropped and recompiled";
-        bytes_ -= it->second.group->kv_bytes;
-        entries_.erase(it);
+    {
+        std::lock_guard lock(mutex_);
+        auto it = entries_.find(group_key);
+        if (it != entries_.end()) {
+            const Group& g = *it->second.group;
+            if (std::equal(g.prefix_ids.begin(), g.prefix_ids.end(), prefix_ids.begin(), prefix_ids.end())) {
+                it->second.last_used_unix_ms = unix_ms_now();
+                it->second.use_tick = ++tick_;
+                it->second.hits += 1;
+                result.group = it->second.group;
+                result.tier = "memory";
+                if (index_) {
+                    try {
+                        index_->touch(group_key);
+                    } catch (const std::exception&) {
+                    }
+                }
+                result.lookup_ms = clock.elapsed_ms();
+                return result;
+            }
+            result.problem = "group " + group_key.substr(0, 12) + ": stored prefix token ids differ from the rendered prefix (" +
+                             std::to_string(g.prefix_ids.size()) + " vs " + std::to_string(prefix_ids.size()) +
+                             " tokens); entry dropped and recompiled";
+            bytes_ -= g.kv_bytes;
+            entries_.erase(it);
+        }
+    }
+    result.lookup_ms = clock.elapsed_ms();
+    if (!index_) return result;
+    const fs::path path = group_path(group_key);
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return result;
+
+    // Disk: read with checksums, then check that the file is the group we rendered.
+    Stopwatch load_clock;
+    std::vector<std::byte> payload;
+    GroupFileHeader h;
+    try {
+        h = read_group_file(path, payload);
+        const auto& c = backend.config();
+        std::string mismatch;
+        if (h.group_key != group_key) mismatch = "header group_key " + h.group_key.substr(0, 12) + " differs from the file name";
+        else if (h.model_fingerprint != expected.model_fingerprint) mismatch = "written for another model fingerprint";
+        else if (h.backend_numerics != backend.numerics_id()) mismatch = "written by backend " + h.backend_numerics;
+        else if (h.chat_format != expected.chat_format) mismatch = "written for chat format " + h.chat_format;
+        else if (h.n_layers != c.n_layers || h.n_kv_heads != c.n_kv_heads || h.head_dim != c.head_dim ||
+                 h.kv_dtype != kv_dtype_name(backend.kv_dtype()))
+            mismatch = "KV shape or dtype differs from this model's";
+        else if (!std::equal(h.prefix_ids.begin(), h.prefix_ids.end(), prefix_ids.begin(), prefix_ids.end()))
+            mismatch = "stored prefix token ids differ from the rendered prefix";
+        if (!mismatch.empty()) throw std::runtime_error(path.string() + ": " + mismatch);
+    } catch (const std::exception& e) {
+        const auto moved = quarantine(group_key, e.what());
+        result.problem = std::string(e.what()) + "; moved to " + moved.string() + " and recompiled";
         return result;
     }
-    it->second.last_used_unix_ms = unix_ms_now();
-    it->second.use_tick = ++tick_;
-    it->second.hits += 1;
-    result.group = it->second.group;
-    result.tier = "memory";
+    result.disk_load_ms = load_clock.elapsed_ms();
+    result.disk_load_gb_s = result.disk_load_ms > 0 ? payload.size() / (result.disk_load_ms * 1e6) : 0;
+
+    Stopwatch upload_clock;
+    auto group = std::make_shared<Group>();
+    group->group_key = h.group_key;
+    group->tools_hash = h.tools_hash;
+    group->tool_names = h.tool_names;
+    group->prefix_ids = h.prefix_ids;
+    group->kv = backend.import_kv(payload, h.n_tokens, h.n_tokens);
+    group->kv_bytes = payload.size();
+    group->created_unix_ms = h.created_unix_ms;
+    group->model_fingerprint = h.model_fingerprint;
+    group->chat_format = h.chat_format;
+    group->backend_numerics = h.backend_numerics;
+    group->system_prompt_sha256 = h.system_prompt_sha256;
+    group->tool_token_boundaries = h.tool_token_boundaries;
+    group->n_layers = h.n_layers;
+    group->n_kv_heads = h.n_kv_heads;
+    group->head_dim = h.head_dim;
+    group->kv_dtype = h.kv_dtype;
+    result.upload_ms = upload_clock.elapsed_ms();
+    result.group = group;
+    result.tier = "disk";
+    insert(group);
+    std::lock_guard lock(mutex_);
+    try {
+        index_->touch(group_key);
+    } catch (const std::exception&) {
+    }
     return result;
 }
 
@@ -43,10 +201,10 @@ void GroupStore::insert(std::shared_ptr<const Group> group) {
     }
     bytes_ += group->kv_bytes;
     entries_[key] = Entry{std::move(group), unix_ms_now(), 0, ++tick_};
-    evict_locked(key);
+    evict_memory_locked(key);
 }
 
-void GroupStore::evict_locked(const std::string& keep) {
+void GroupStore::evict_memory_locked(const std::string& keep) {
     while (bytes_ > options_.host_budget_bytes) {
         // The least recently used entry that no query holds (use_count 1 = only this map).
         auto victim = entries_.end();
@@ -60,9 +218,64 @@ void GroupStore::evict_locked(const std::string& keep) {
     }
 }
 
+PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, std::vector<std::byte> canonical_kv) {
+    PersistResult r;
+    if (!index_) {
+        r.error = "no cache directory";
+        return r;
+    }
+    Stopwatch clock;
+    try {
+        const fs::path path = group_path(group->group_key);
+        const GroupFileHeader h = header_of(*group);
+        write_group_file(path, h, canonical_kv);
+        const auto entry = index_entry_of(h, fs::file_size(path));
+        std::lock_guard lock(mutex_);
+        index_->upsert(entry);
+        gc_locked(options_.disk_budget_bytes);
+        r.ok = true;
+    } catch (const std::exception& e) {
+        r.error = e.what();
+    }
+    r.persist_ms = clock.elapsed_ms();
+    return r;
+}
+
+}  // namespace cc
+
+namespace cc {
+
+std::optional<GroupStore::PrefixMatch> GroupStore::longest_prefix(std::span<const token_id> prefix_ids,
+                                                                  const Group& expected) const {
+    std::optional<PrefixMatch> best;
+    auto consider = [&](const std::string& key, const std::vector<token_id>& ids) {
+        const size_t n = std::min(ids.size(), prefix_ids.size());
+        size_t common = 0;
+        while (common < n && ids[common] == prefix_ids[common]) ++common;
+        if (common == 0 || (best && best->n_common >= common)) return;
+        best = PrefixMatch{key, ids, common};
+    };
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, e] : entries_) {
+        const Group& g = *e.group;
+        if (g.model_fingerprint == expected.model_fingerprint && g.chat_format == expected.chat_format &&
+            g.backend_numerics == expected.backend_numerics)
+            consider(key, g.prefix_ids);
+    }
+    if (index_) {
+        try {
+            for (const auto& e : index_->candidates(expected.model_fingerprint, expected.chat_format, expected.backend_numerics))
+                consider(e.group_key, e.prefix_ids);
+        } catch (const std::exception&) {
+        }
+    }
+    return best;
+}
+
 std::vector<GroupInfo> GroupStore::list() const {
     std::lock_guard lock(mutex_);
-    std::vector<std::pair<uint64_t, GroupInfo>> rows;
+    std::vector<std::pair<int64_t, GroupInfo>> rows;
+    std::unordered_map<std::string, size_t> position;
     for (const auto& [key, e] : entries_) {
         GroupInfo info;
         info.group_key = key;
@@ -75,15 +288,90 @@ std::vector<GroupInfo> GroupStore::list() const {
         info.last_used_unix_ms = e.last_used_unix_ms;
         info.hits = e.hits;
         info.in_use = e.group.use_count() > 1;
-        rows.emplace_back(e.use_tick, std::move(info));
+        position[key] = rows.size();
+        rows.emplace_back(e.last_used_unix_ms, std::move(info));
     }
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    if (index_) {
+        try {
+            for (const auto& e : index_->list()) {
+                if (auto it = position.find(e.group_key); it != position.end()) {
+                    auto& info = rows[it->second].second;
+                    info.file_bytes = e.file_bytes;
+                    info.hits = std::max<uint64_t>(info.hits, e.hits);
+                    continue;
+                }
+                GroupInfo info;
+                info.group_key = e.group_key;
+                info.tools_hash = e.tools_hash;
+                info.tool_names = e.tool_names;
+                info.n_tokens = static_cast<size_t>(e.n_tokens);
+                info.kv_bytes = e.kv_bytes;
+                info.file_bytes = e.file_bytes;
+                info.tier = "disk";
+                info.created_unix_ms = e.created_unix_ms;
+                info.last_used_unix_ms = e.last_used_unix_ms;
+                info.hits = e.hits;
+                rows.emplace_back(e.last_used_unix_ms, std::move(info));
+            }
+        } catch (const std::exception&) {
+        }
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     std::vector<GroupInfo> out;
     for (auto& r : rows) out.push_back(std::move(r.second));
     return out;
 }
 
+std::vector<std::string> GroupStore::verify() {
+    std::vector<std::string> problems;
+    if (!index_) return problems;
+    std::vector<std::string> keys;
+    std::error_code ec;
+    for (const auto& f : fs::directory_iterator(options_.dir / "groups", ec)) {
+        if (!f.is_regular_file()) continue;
+        const std::string name = f.path().filename().string();
+        if (name.starts_with(".") || f.path().extension() != ".kv") continue;
+        keys.push_back(f.path().stem().string());
+    }
+    std::sort(keys.begin(), keys.end());
+    for (const auto& key : keys) {
+        const fs::path path = group_path(key);
+        try {
+            if (!is_group_key(key)) throw std::runtime_error(path.string() + ": file name is not a group key");
+            std::vector<std::byte> payload;
+            const auto h = read_group_file(path, payload);
+            if (h.group_key != key) throw std::runtime_error(path.string() + ": header group_key differs from the file name");
+        } catch (const std::exception& e) {
+            const auto moved = quarantine(key, e.what());
+            problems.push_back(std::string(e.what()) + " (moved to " + moved.string() + ")");
+        }
+    }
+    std::lock_guard lock(mutex_);
+    try {
+        for (auto& p : index_->reconcile()) problems.push_back(std::move(p));
+    } catch (const std::exception& e) {
+        problems.push_back(e.what());
+    }
+    return problems;
+}
+
 bool GroupStore::remove(const std::string& group_key) {
+    std::lock_guard lock(mutex_);
+    bool found = false;
+    if (auto it = entries_.find(group_key); it != entries_.end()) {
+        bytes_ -= it->second.group->kv_bytes;
+        entries_.erase(it);
+        found = true;
+    }
+    if (index_ && is_group_key(group_key)) {
+        std::error_code ec;
+        if (fs::remove(group_path(group_key), ec)) found = true;
+        index_->remove(group_key);
+    }
+    return found;
+}
+
+bool GroupStore::drop_from_memory(const std::string& group_key) {
     std::lock_guard lock(mutex_);
     auto it = entries_.find(group_key);
     if (it == entries_.end()) return false;
@@ -96,16 +384,51 @@ void GroupStore::clear() {
     std::lock_guard lock(mutex_);
     entries_.clear();
     bytes_ = 0;
+    if (!index_) return;
+    std::error_code ec;
+    for (const auto& f : fs::directory_iterator(options_.dir / "groups", ec))
+        if (f.is_regular_file() && f.path().extension() == ".kv" && is_group_key(f.path().stem().string()))
+            fs::remove(f.path(), ec);
+    index_->clear();
 }
 
-size_t GroupStore::bytes() const {
+std::vector<std::string> GroupStore::gc(size_t max_bytes) {
+    std::lock_guard lock(mutex_);
+    return gc_locked(max_bytes);
+}
+
+std::vector<std::string> GroupStore::gc_locked(size_t max_bytes) {
+    std::vector<std::string> removed;
+    if (!index_) return removed;
+    auto entries = index_->list();  // most recently used first
+    uint64_t total = 0;
+    for (const auto& e : entries) total += e.file_bytes;
+    for (auto it = entries.rbegin(); it != entries.rend() && total > max_bytes; ++it) {
+        // A group a query of this process holds stays (another process reading a file keeps its
+        // open descriptor valid after the unlink, so removing it cannot disturb that reader).
+        if (auto m = entries_.find(it->group_key); m != entries_.end() && m->second.group.use_count() > 1) continue;
+        std::error_code ec;
+        fs::remove(group_path(it->group_key), ec);
+        index_->remove(it->group_key);
+        total -= it->file_bytes;
+        removed.push_back(it->group_key);
+    }
+    return removed;
+}
+
+size_t GroupStore::memory_bytes() const {
     std::lock_guard lock(mutex_);
     return bytes_;
 }
 
-size_t GroupStore::size() const {
+size_t GroupStore::memory_size() const {
     std::lock_guard lock(mutex_);
     return entries_.size();
+}
+
+uint64_t GroupStore::disk_bytes() const {
+    std::lock_guard lock(mutex_);
+    return index_ ? index_->total_file_bytes() : 0;
 }
 
 }  // namespace cc

@@ -1,20 +1,27 @@
 // The group cache (DESIGN §7): compiled prefixes (K/V of the system prompt + tool schemas) keyed by
-// group_key. This is the memory tier; the disk tier and the index come with the persistent-cache
-// work and plug in behind the same find/insert calls.
+// group_key, in two tiers: host memory (shared KvBlocks, LRU within a byte budget) and disk (one
+// immutable file per group, groups/<group_key>.kv, with an SQLite index of usage; LRU within a
+// byte budget). A group found on disk is verified (header, size, checksums, stored prefix token
+// ids) before any byte reaches the model, then promoted to memory. Anything that does not verify
+// is reported, moved to groups/quarantine/ and treated as a miss.
 #pragma once
 
 #include "core/backend.h"
 #include "core/tokenizer.h"
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace cc {
+
+class GroupIndex;
 
 // One compiled prefix. Immutable once inserted; shared read-only by every query that links it.
 struct Group {
@@ -25,6 +32,16 @@ struct Group {
     std::unique_ptr<KvBlock> kv;   // n_tokens() == prefix_ids.size()
     size_t kv_bytes = 0;           // canonical bytes (Backend::kv_bytes)
     int64_t created_unix_ms = 0;
+    // What the file header records besides the above.
+    std::string model_fingerprint;
+    std::string chat_format;
+    std::string backend_numerics;
+    std::string system_prompt_sha256;
+    std::vector<int> tool_token_boundaries;
+    int n_layers = 0;              // the KV's shape, for the file header
+    int n_kv_heads = 0;
+    int head_dim = 0;
+    std::string kv_dtype;          // "f32" | "bf16"
 };
 
 struct GroupInfo {
@@ -33,7 +50,8 @@ struct GroupInfo {
     std::vector<std::string> tool_names;
     size_t n_tokens = 0;
     size_t kv_bytes = 0;
-    std::string tier;              // "memory"
+    size_t file_bytes = 0;         // 0 when not on disk
+    std::string tier;              // "memory" (also on disk when file_bytes > 0) or "disk"
     int64_t created_unix_ms = 0;
     int64_t last_used_unix_ms = 0;
     uint64_t hits = 0;
@@ -41,48 +59,94 @@ struct GroupInfo {
 };
 
 struct GroupStoreOptions {
-    size_t host_budget_bytes = size_t(4) << 30;  // memory tier budget
+    std::filesystem::path dir;                     // empty = memory tier only (no files)
+    size_t host_budget_bytes = size_t(4) << 30;    // memory tier
+    size_t disk_budget_bytes = size_t(32) << 30;   // group files
+};
+
+struct PersistResult {
+    bool ok = false;
+    double persist_ms = 0;
+    std::string error;   // why the write failed (disk full, read-only directory, ...); a warning
 };
 
 class GroupStore {
 public:
     explicit GroupStore(GroupStoreOptions options = {});
+    ~GroupStore();
+    GroupStore(const GroupStore&) = delete;
+    GroupStore& operator=(const GroupStore&) = delete;
 
     struct Lookup {
         std::shared_ptr<const Group> group;  // null on a miss
-        std::string tier = "miss";           // "memory" or "miss"
-        std::string problem;                 // why a stored entry was refused (e.g. token-id mismatch)
+        std::string tier = "miss";           // "memory", "disk" or "miss"
+        std::string problem;                 // why a stored entry was refused, if one was
+        double lookup_ms = 0;
+        double disk_load_ms = 0;             // read + checksum verification
+        double upload_ms = 0;                // canonical layout -> the backend's KV block
+        double disk_load_gb_s = 0;
     };
-    // A hit needs the key AND the stored prefix ids to equal `prefix_ids` (fail closed: a
-    // mismatching entry is dropped and reported, never used).
-    Lookup find(const std::string& group_key, std::span<const token_id> prefix_ids);
-    // Inserts (or replaces) a group, then evicts least-recently-used entries not in use until the
-    // memory tier is within budget. The entry just inserted is never evicted by its own insert.
+    // A hit needs the key AND the stored prefix ids to equal `prefix_ids` AND the stored group to
+    // match `expected`'s model fingerprint, chat format and numerics (fail closed). A disk hit
+    // is imported into `backend` and promoted to memory.
+    Lookup find(const std::string& group_key, std::span<const token_id> prefix_ids, const Group& expected,
+                Backend& backend);
+    // Memory tier insert, then LRU eviction (never of an entry a query holds).
     void insert(std::shared_ptr<const Group> group);
+    // Writes the group file (temp + fsync + rename) and its index entry, then keeps the disk tier
+    // within budget. Safe to call from a background thread; never throws.
+    PersistResult persist(const std::shared_ptr<const Group>& group, std::vector<std::byte> canonical_kv);
 
-    std::vector<GroupInfo> list() const;  // most recently used first
-    bool remove(const std::string& group_key);
-    void clear();
-    size_t bytes() const;
-    size_t size() const;
+    // The stored group (memory or disk) sharing the longest run of leading token ids with
+    // `prefix_ids` (same model, chat format and numerics), if it shares at least one token.
+    struct PrefixMatch {
+        std::string group_key;
+        std::vector<token_id> prefix_ids;
+        size_t n_common = 0;
+    };
+    std::optional<PrefixMatch> longest_prefix(std::span<const token_id> prefix_ids, const Group& expected) const;
+
+    std::vector<GroupInfo> list() const;          // memory and disk, most recently used first
+    // Reads every group file in full (header, size, checksums); bad ones are quarantined. Returns
+    // one line per problem (empty when all are good).
+    std::vector<std::string> verify();
+    bool remove(const std::string& group_key);    // from every tier
+    bool drop_from_memory(const std::string& group_key);  // evict from the memory tier only
+    void clear();                                 // every tier
+    // Removes least-recently-used group files (not in use here) until they total <= max_bytes.
+    // Returns the keys removed.
+    std::vector<std::string> gc(size_t max_bytes);
+
+    size_t memory_bytes() const;
+    size_t memory_size() const;
+    uint64_t disk_bytes() const;
+    bool persistent() const { return !options_.dir.empty(); }
     const GroupStoreOptions& options() const { return options_; }
+    std::filesystem::path group_path(const std::string& group_key) const;
+    // Moves a bad file to groups/quarantine/ and drops its index entry; returns the new path.
+    std::filesystem::path quarantine(const std::string& group_key, const std::string& reason);
+    std::vector<std::string> take_warnings();     // problems met while opening (index rebuilt, ...)
 
 private:
     struct Entry {
         std::shared_ptr<const Group> group;
         int64_t last_used_unix_ms = 0;
         uint64_t hits = 0;
-        uint64_t use_tick = 0;  // LRU order (a clock's milliseconds can tie)
+        uint64_t use_tick = 0;
     };
-    void evict_locked(const std::string& keep);
+    void evict_memory_locked(const std::string& keep);
+    std::vector<std::string> gc_locked(size_t max_bytes);
 
     GroupStoreOptions options_;
     mutable std::mutex mutex_;
     std::unordered_map<std::string, Entry> entries_;
     size_t bytes_ = 0;
     uint64_t tick_ = 0;
+    std::unique_ptr<GroupIndex> index_;   // null for a memory-only store
+    std::vector<std::string> warnings_;
 };
 
 int64_t unix_ms_now();
+bool is_group_key(const std::string& text);  // 64 lowercase hex characters
 
 }  // namespace cc

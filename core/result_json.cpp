@@ -20,8 +20,9 @@ ordered_json to_json(const CompileResult& r) {
                    {"prefix_tokens", r.prefix_tokens}, {"cache_hit", r.cache_hit},
                    {"tier", r.tier},                   {"reused_tokens", r.reused_tokens},
                    {"compile_ms", r.compile_ms},       {"persist_ms", r.persist_ms},
-                   {"kv_bytes", r.kv_bytes}};
+                   {"persisted", r.persisted},         {"kv_bytes", r.kv_bytes}};
     if (!r.problem.empty()) j["problem"] = r.problem;
+    if (!r.persist_error.empty()) j["persist_error"] = r.persist_error;
     return j;
 }
 
@@ -43,6 +44,7 @@ ordered_json to_json(const QueryResult& r) {
     j["suffix_tokens"] = r.suffix_tokens;
     j["generated_tokens"] = r.generated_tokens;
     j["reused_tokens"] = r.reused_tokens;
+    if (!r.problem.empty()) j["problem"] = r.problem;
     j["stop_reason"] = r.stop_reason;
     j["timings"] = to_json(r.timings);
     if (r.identical) {
@@ -79,7 +81,8 @@ ordered_json to_json(const ModelInfo& m) {
 ordered_json to_json(const GroupInfo& g) {
     return ordered_json{{"group_key", g.group_key},       {"tools_hash", g.tools_hash},
                         {"tool_names", g.tool_names},     {"n_tokens", g.n_tokens},
-                        {"kv_bytes", g.kv_bytes},         {"tier", g.tier},
+                        {"kv_bytes", g.kv_bytes},         {"file_bytes", g.file_bytes},
+                        {"tier", g.tier},
                         {"created_unix_ms", g.created_unix_ms}, {"last_used_unix_ms", g.last_used_unix_ms},
                         {"hits", g.hits},                 {"in_use", g.in_use}};
 }
