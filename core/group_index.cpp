@@ -149,12 +149,13 @@ struct Connection {
 struct GroupIndex::Impl : Connection {
     fs::path cache_dir;
     bool rebuilt = false;
+    std::vector<std::string> open_report;  // what opening found and did, one line each
     // One connection per GroupIndex, shared by the caller's threads: statements are reused, so calls
     // are serialised here (SQLite serialises processes itself).
     mutable std::mutex mutex;
 
     void open_checked(bool* created_schema);
-    void move_aside();
+    fs::path move_aside();
     void create_schema();
     // In one write transaction: clears the table (replace_all), deletes `remove_keys`, then inserts or
     // updates `entries` (metadata only for existing keys: hits and last_used stay).
@@ -433,7 +434,7 @@ void GroupIndex::Impl::open_checked(bool* created_schema) {
 
 // Moves index.sqlite and its -wal/-shm aside as index.sqlite.damaged-<unix ms>[-wal|-shm], kept for
 // inspection. Called with the connection closed and the open lock held.
-void GroupIndex::Impl::move_aside() {
+fs::path GroupIndex::Impl::move_aside() {
     fs::path aside;
     for (int i = 0;; ++i) {
         aside = db_path;
@@ -452,6 +453,7 @@ void GroupIndex::Impl::move_aside() {
             throw std::runtime_error(from.string() + ": cannot move the damaged index aside to " + to.string() + ": " +
                                      ec.message());
     }
+    return aside;
 }
 
 GroupIndex::GroupIndex(const fs::path& cache_dir) : impl_(std::make_unique<Impl>()) {
@@ -471,9 +473,11 @@ GroupIndex::GroupIndex(const fs::path& cache_dir) : impl_(std::make_unique<Impl>
         impl_->open_checked(&created_schema);
         // A new index beside existing group files: the old one was deleted, so fill it from them.
         need_rebuild = created_schema && has_group_files(cache_dir);
-    } catch (const DamagedIndex&) {
+    } catch (const DamagedIndex& damage) {
         impl_->close();
-        impl_->move_aside();
+        const fs::path aside = impl_->move_aside();
+        impl_->open_report.push_back(impl_->db_path.string() + ": " + damage.what() + "; moved aside to " +
+                                     aside.filename().string());
         try {
             impl_->open_checked(&created_schema);
         } catch (const DamagedIndex& ex) {  // a fresh file cannot be damaged: something else is wrong
@@ -482,8 +486,8 @@ GroupIndex::GroupIndex(const fs::path& cache_dir) : impl_(std::make_unique<Impl>
         need_rebuild = true;
     }
     if (need_rebuild) {
-        // Problems are not fatal here: the files stay where they are and `reconcile`/`rebuild` report them.
-        rebuild();
+        // Bad group files are not fatal here: they stay where they are and are reported.
+        for (std::string& problem : rebuild()) impl_->open_report.push_back(std::move(problem));
         impl_->rebuilt = true;
     }
 }
@@ -649,6 +653,10 @@ const fs::path& GroupIndex::path() const {
 
 bool GroupIndex::was_rebuilt() const {
     return impl_->rebuilt;
+}
+
+const std::vector<std::string>& GroupIndex::open_report() const {
+    return impl_->open_report;
 }
 
 }  // namespace cc

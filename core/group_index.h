@@ -42,7 +42,8 @@ public:
     GroupIndex(const GroupIndex&) = delete;
     GroupIndex& operator=(const GroupIndex&) = delete;
 
-    // Inserts or replaces the metadata of one group; keeps its hits and last_used when it exists.
+    // Inserts or replaces the metadata of one group; keeps its hits and last_used when it exists. A new
+    // entry starts with entry.hits and entry.last_used_unix_ms (created_unix_ms when that is 0).
     void upsert(const IndexEntry& entry);
     // last_used = now, hits += 1 (one statement: safe against concurrent processes). Returns false
     // (and changes nothing) when there is no entry for `group_key`.
@@ -57,12 +58,16 @@ public:
     // Drops every entry, then re-reads each groups/*.kv header (bad files are skipped and reported).
     // Returns the problems found, one line each, naming the file.
     std::vector<std::string> rebuild();
-    // Entries whose file is gone are dropped; files without an entry are added. Returns problems.
+    // Entries whose file is gone (or no longer reads) are dropped; files without an entry, or whose
+    // size differs from the entry's, are read and added with their counters kept. Returns problems.
     std::vector<std::string> reconcile();
     uint64_t total_file_bytes() const;
 
     const std::filesystem::path& path() const;  // index.sqlite
     bool was_rebuilt() const;                   // true when opening found it missing/damaged and rebuilt
+    // What opening found, one line each, for the log: why a damaged index was moved aside (and where
+    // to), and the problems the rebuild on open reported. Empty after an ordinary open.
+    const std::vector<std::string>& open_report() const;
 
 private:
     struct Impl;

@@ -258,6 +258,9 @@ TEST(GroupIndex, GarbageFileIsMovedAsideAndReplaced) {
     {
         cc::GroupIndex index(dir.path());
         EXPECT_TRUE(index.was_rebuilt());
+        ASSERT_EQ(index.open_report().size(), 1u);
+        EXPECT_NE(index.open_report()[0].find("moved aside to index.sqlite.damaged-"), std::string::npos)
+            << index.open_report()[0];
         EXPECT_TRUE(index.list().empty());
         index.upsert(make_entry(1));
         EXPECT_TRUE(index.get(key_of(1)).has_value());
@@ -267,6 +270,7 @@ TEST(GroupIndex, GarbageFileIsMovedAsideAndReplaced) {
     EXPECT_EQ(cc::test::read_file(aside[0]), garbage);
     cc::GroupIndex again(dir.path());  // the replacement is sound
     EXPECT_FALSE(again.was_rebuilt());
+    EXPECT_TRUE(again.open_report().empty());
     EXPECT_TRUE(again.get(key_of(1)).has_value());
 }
 
@@ -314,6 +318,8 @@ TEST(GroupIndex, OtherSchemaVersionIsMovedAsideAndReplaced) {
     EXPECT_TRUE(index.was_rebuilt());
     EXPECT_FALSE(index.get(key_of(1)).has_value());  // no group files to rebuild from
     EXPECT_EQ(query_db(index.path(), "PRAGMA user_version"), std::vector<std::string>{"1"});
+    ASSERT_EQ(index.open_report().size(), 1u);
+    EXPECT_NE(index.open_report()[0].find("schema version 99"), std::string::npos) << index.open_report()[0];
     const auto aside = damaged_files(dir.path());
     ASSERT_EQ(aside.size(), 1u);
     EXPECT_EQ(query_db(aside[0], "PRAGMA user_version"), std::vector<std::string>{"99"});
@@ -623,6 +629,18 @@ TEST(GroupIndexRebuild, RebuildReportsBadFilesAndSkipsTempAndQuarantine) {
     // Bad files are reported, never deleted by the index.
     EXPECT_TRUE(fs::exists(garbage));
     EXPECT_TRUE(fs::exists(mismatched));
+}
+
+TEST(GroupIndexRebuild, ProblemsOfTheRebuildOnOpenAreReported) {
+    cc::test::TempDir dir;
+    const auto good = write_group(dir.path(), 1);
+    const fs::path garbage = group_path(dir.path(), key_of(2));
+    std::ofstream(garbage, std::ios::binary) << std::string(100, 'x');
+    cc::GroupIndex index(dir.path());
+    EXPECT_TRUE(index.was_rebuilt());
+    EXPECT_EQ(index.open_report().size(), 1u);
+    EXPECT_TRUE(mentions(index.open_report(), garbage)) << ::testing::PrintToString(index.open_report());
+    EXPECT_EQ(keys_of(index.list()), std::vector<std::string>{good.group_key});
 }
 
 TEST(GroupIndexRebuild, ReconcileDropsGoneEntriesAddsNewFilesAndKeepsCounters) {
