@@ -1,11 +1,16 @@
 // bench_ttft: full-prefill TTFT vs cache-hit TTFT (link + suffix prefill) for growing tool sets,
 // compile time, decode speed and KV size. Prints one JSON object.
 //   bench_ttft [--model SPEC] [--tools 5,10,20,50] [--runs 5] [--warmup 1] [--max-new-tokens 16]
-//              [--threads N] [--query TEXT]
+//              [--threads N] [--query TEXT] [--cache-dir DIR]
+// Besides the memory-tier hit it measures the disk tier: the group dropped from memory, so the
+// query links it from its file (lookup + read with checksums + import), with the page cache warm
+// and with the file's pages dropped first (posix_fadvise DONTNEED; the disk may still cache).
 #include "bench/bench_common.h"
 #include "core/engine.h"
 
 #include <cstdlib>
+#include <fcntl.h>
+#include <unistd.h>
 #include <iostream>
 #include <sstream>
 
@@ -38,6 +43,7 @@ std::string read_text(const std::string& path) {
 int main(int argc, char** argv) {
     std::string model = "builtin:qwen3-demo", query = "What's the weather in Oslo tomorrow, in Celsius?";
     std::vector<int> counts{5, 10, 20, 50};
+    std::string cache_dir;
     int runs = 5, warmup = 1, max_new = 16, threads = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];
@@ -48,14 +54,19 @@ int main(int argc, char** argv) {
         else if (a == "--max-new-tokens") max_new = std::atoi(v.c_str());
         else if (a == "--threads") threads = std::atoi(v.c_str());
         else if (a == "--query") query = v;
+        else if (a == "--cache-dir") cache_dir = v;
         else {
             std::cerr << "bench_ttft: unknown option " << a << "\n";
             return 2;
         }
     }
+    char tmpl[] = "/tmp/bench_ttft_cache_XXXXXX";
+    const bool own_cache_dir = cache_dir.empty();
+    if (own_cache_dir) cache_dir = mkdtemp(tmpl);
     cc::EngineOptions options;
     options.model_spec = model;
     options.n_threads = threads;
+    options.cache.dir = cache_dir;
     cc::Engine engine(options);
     const auto& info = engine.load_model();
     const std::string system = read_text(std::string(CC_SOURCE_DIR) + "/resources/system_prompt.txt");
@@ -75,7 +86,8 @@ int main(int argc, char** argv) {
     for (const int n_tools : counts) {
         const auto tools = first_tools(n_tools);
         std::vector<double> compile_ms, prefix_prefill_ms, full_ttft, cached_ttft, cached_link, cached_prefill,
-            decode_tok_s, full_prefill;
+            decode_tok_s, full_prefill, persist_ms, disk_ttft, disk_link, disk_load, disk_gb_s, cold_ttft, cold_load,
+            cold_gb_s;
         cc::CompileResult compiled;
         cc::QueryOptions q;
         q.max_new_tokens = max_new;
@@ -103,7 +115,35 @@ int main(int argc, char** argv) {
                 std::cerr << "bench_ttft: cached and full prefill produced different tokens\n";
                 return 1;
             }
+            // The disk tier: drop the memory copy so the query links from the file.
+            engine.wait_for_persist();
+            persist_ms.push_back(engine.current_tools()->persist_ms);
+            const std::string file = cache_dir + "/groups/" + compiled.group_key + ".kv";
+            engine.cache().drop_from_memory(compiled.group_key);
+            const auto disk = engine.query(query, q);
+            for (const bool cold : {true}) {
+                engine.cache().drop_from_memory(compiled.group_key);
+                if (cold) {
+                    const int fd = open(file.c_str(), O_RDONLY);
+                    if (fd >= 0) {
+                        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+                        close(fd);
+                    }
+                }
+            }
+            const auto cold_run = engine.query(query, q);
+            if (disk.tier != "disk" || cold_run.tier != "disk" || disk.tokens != full.tokens || cold_run.tokens != full.tokens) {
+                std::cerr << "bench_ttft: the disk-tier query did not link from disk or gave other tokens\n";
+                return 1;
+            }
             if (!keep) continue;
+            disk_ttft.push_back(disk.timings.ttft_ms);
+            disk_link.push_back(disk.timings.link_ms);
+            disk_load.push_back(disk.timings.disk_load_ms);
+            disk_gb_s.push_back(disk.timings.disk_load_gb_s);
+            cold_ttft.push_back(cold_run.timings.ttft_ms);
+            cold_load.push_back(cold_run.timings.disk_load_ms);
+            cold_gb_s.push_back(cold_run.timings.disk_load_gb_s);
             compile_ms.push_back(compiled.compile_ms);
             prefix_prefill_ms.push_back(plain_prefill);
             full_ttft.push_back(full.timings.ttft_ms);
@@ -128,11 +168,21 @@ int main(int argc, char** argv) {
         row["cached_prefill_ms"] = median(cached_prefill);
         row["speedup"] = median(full_ttft) / median(cached_ttft);
         row["decode_tok_s"] = median(decode_tok_s);
+        row["persist_ms"] = median(persist_ms);
+        row["disk_ttft_ms"] = median(disk_ttft);
+        row["disk_link_ms"] = median(disk_link);
+        row["disk_load_ms"] = median(disk_load);
+        row["disk_load_gb_s"] = median(disk_gb_s);
+        row["disk_cold_ttft_ms"] = median(cold_ttft);
+        row["disk_cold_load_ms"] = median(cold_load);
+        row["disk_cold_load_gb_s"] = median(cold_gb_s);
         out["results"].push_back(row);
         std::cerr << n_tools << " tools: " << compiled.prefix_tokens << " prefix tokens, full TTFT " << median(full_ttft)
                   << " ms, cached TTFT " << median(cached_ttft) << " ms (" << median(full_ttft) / median(cached_ttft)
-                  << "x), compile " << median(compile_ms) << " ms\n";
+                  << "x), compile " << median(compile_ms) << " ms; disk hit TTFT " << median(disk_ttft) << " ms (load "
+                  << median(disk_gb_s) << " GB/s warm, " << median(cold_gb_s) << " GB/s after DONTNEED)\n";
     }
+    if (own_cache_dir) std::filesystem::remove_all(cache_dir);
     std::cout << out.dump(2) << "\n";
     return 0;
 }

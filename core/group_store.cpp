@@ -67,7 +67,7 @@ GroupStore::GroupStore(GroupStoreOptions options) : options_(std::move(options))
     ensure_private_dir(options_.dir);
     ensure_private_dir(options_.dir / "groups");
     index_ = std::make_unique<GroupIndex>(options_.dir);
-    if (index_->was_rebuilt()) warnings_.push_back((options_.dir / "index.sqlite").string() + ": missing or damaged; rebuilt from the group files");
+    for (const auto& line : index_->open_report()) warnings_.push_back(line);
     for (auto& p : index_->reconcile()) warnings_.push_back(std::move(p));
 }
 
