@@ -245,10 +245,12 @@ GroupFileHeader header_from_json(std::string_view text, const std::string& sourc
     if (!j.is_object()) fail(source, "header is not a JSON object");
     for (const char* name : kFieldNames)
         if (!j.contains(name)) fail(source, std::string("header has no field \"") + name + "\"");
-    for (const auto& [key, value] : j.items())
+    for (const auto& item : j.items()) {
+        const std::string& key = item.key();
         if (std::find_if(std::begin(kFieldNames), std::end(kFieldNames), [&](const char* n) { return key == n; }) ==
             std::end(kFieldNames))
             fail(source, "header has an unknown field \"" + key + "\"");
+    }
     if (count_top_level_keys(text) != j.size()) fail(source, "header names a field twice");
 
     GroupFileHeader h;
