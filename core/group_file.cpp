@@ -516,8 +516,10 @@ GroupFileHeader read_group_file(const std::filesystem::path& path, std::vector<s
 
     // pread straight into the destination in L2-sized chunks, each hashed right after it lands
     // while it is still in cache: the page cache is read once (the kernel's copy) and the hash
-    // reads L2. Measured as fast as an mmap + hash + memcpy, and a file truncated by someone
-    // else is a short read here, not a SIGBUS.
+    // reads L2. An mmap + hash + memcpy per chunk measured 5-10% faster on the 2-core dev VM
+    // (3.7 vs 3.4 GB/s best of 40, 48 MB warm), but a file truncated or failing underneath a
+    // mapping is a SIGBUS that kills the app, where pread gives an error naming the file: the
+    // store must report and rebuild damaged files, so pread it is.
     std::vector<std::byte> trailer(8 * static_cast<size_t>(h.n_layers));
     if (!pread_all(fd.get(), trailer.data(), trailer.size(), opened.payload_offset + payload_bytes, source))
         fail(source, "file shrank while being read");
