@@ -245,10 +245,12 @@ GroupFileHeader header_from_json(std::string_view text, const std::string& sourc
     if (!j.is_object()) fail(source, "header is not a JSON object");
     for (const char* name : kFieldNames)
         if (!j.contains(name)) fail(source, std::string("header has no field \"") + name + "\"");
-    for (const auto& [key, value] : j.items())
+    for (const auto& item : j.items()) {
+        const std::string& key = item.key();
         if (std::find_if(std::begin(kFieldNames), std::end(kFieldNames), [&](const char* n) { return key == n; }) ==
             std::end(kFieldNames))
             fail(source, "header has an unknown field \"" + key + "\"");
+    }
     if (count_top_level_keys(text) != j.size()) fail(source, "header names a field twice");
 
     GroupFileHeader h;
@@ -514,8 +516,10 @@ GroupFileHeader read_group_file(const std::filesystem::path& path, std::vector<s
 
     // pread straight into the destination in L2-sized chunks, each hashed right after it lands
     // while it is still in cache: the page cache is read once (the kernel's copy) and the hash
-    // reads L2. Measured as fast as an mmap + hash + memcpy, and a file truncated by someone
-    // else is a short read here, not a SIGBUS.
+    // reads L2. An mmap + hash + memcpy per chunk measured 5-10% faster on the 2-core dev VM
+    // (3.7 vs 3.4 GB/s best of 40, 48 MB warm), but a file truncated or failing underneath a
+    // mapping is a SIGBUS that kills the app, where pread gives an error naming the file: the
+    // store must report and rebuild damaged files, so pread it is.
     std::vector<std::byte> trailer(8 * static_cast<size_t>(h.n_layers));
     if (!pread_all(fd.get(), trailer.data(), trailer.size(), opened.payload_offset + payload_bytes, source))
         fail(source, "file shrank while being read");

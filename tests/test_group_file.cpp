@@ -175,6 +175,11 @@ std::string run_in_child(const std::function<std::string()>& fn) {
     int fds[2];
     if (::pipe(fds) != 0) return "pipe failed";
     const pid_t pid = ::fork();
+    if (pid < 0) {
+        ::close(fds[0]);
+        ::close(fds[1]);
+        return "fork failed";
+    }
     if (pid == 0) {
         ::close(fds[0]);
         std::string r;
