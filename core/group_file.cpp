@@ -219,7 +219,8 @@ void validate_header(const GroupFileHeader& h, const std::string& source) {
                          std::to_string(h.n_tokens));
     for (size_t i = 0; i < h.prefix_ids.size(); ++i)
         if (h.prefix_ids[i] < 0) fail(source, "prefix_ids[" + std::to_string(i) + "] is negative");
-    if (h.tool_token_boundaries.size() != h.tool_names.size())
+    // Empty means "not known" (the tokenizer's pieces did not map to bytes one to one).
+    if (!h.tool_token_boundaries.empty() && h.tool_token_boundaries.size() != h.tool_names.size())
         fail(source, "tool_token_boundaries has " + std::to_string(h.tool_token_boundaries.size()) + " entries for " +
                          std::to_string(h.tool_names.size()) + " tool names");
     for (size_t i = 0; i < h.tool_token_boundaries.size(); ++i) {

@@ -17,8 +17,8 @@
 // The JSON header is one object with exactly the fields of GroupFileHeader, under the same names
 // (written in declaration order): group_key, model_fingerprint, tools_hash and
 // system_prompt_sha256 are 64 lowercase hex digits; kv_dtype is "f32" or "bf16"; n_layers,
-// n_kv_heads, head_dim > 0; n_tokens >= 0 and equal to prefix_ids' length; one
-// tool_token_boundaries entry per tool name, non-decreasing, each in [0, n_tokens].
+// n_kv_heads, head_dim > 0; n_tokens >= 0 and equal to prefix_ids' length; tool_token_boundaries is empty (not
+// known) or has one entry per tool name, non-decreasing, each in [0, n_tokens].
 #pragma once
 
 #include "core/tokenizer.h"

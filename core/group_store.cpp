@@ -138,7 +138,9 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
 
     // Disk: read with checksums, then check that the file is the group we rendered.
     Stopwatch load_clock;
-    std::vector<std::byte> payload;
+    // One staging buffer, reused: a fresh vector would be zeroed and page-faulted on every load.
+    std::lock_guard staging_lock(staging_mutex_);
+    std::vector<std::byte>& payload = staging_;
     GroupFileHeader h;
     try {
         h = read_group_file(path, payload);

@@ -143,6 +143,8 @@ private:
     size_t bytes_ = 0;
     uint64_t tick_ = 0;
     std::unique_ptr<GroupIndex> index_;   // null for a memory-only store
+    std::mutex staging_mutex_;
+    std::vector<std::byte> staging_;      // disk loads read here, then import into the backend
     std::vector<std::string> warnings_;
 };
 

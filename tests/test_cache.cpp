@@ -318,3 +318,28 @@ TEST(Cache, FailedWriteIsAWarningAndTheAnswerIsGiven) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Cache, PlainFormatGroupsPersistToo) {
+    CC_REQUIRE_FIXTURE("stories260k");
+    cc::test::TempDir dir;
+    cc::EngineOptions o;
+    o.model_spec = cc::test::fixture("stories260k").string();
+    o.cache.dir = dir.path();
+    std::string key;
+    {
+        cc::Engine e(o);
+        e.load_model();
+        key = e.set_tools(tools_from({0}), "Once upon a time").group_key;
+        e.wait_for_persist();
+        EXPECT_TRUE(e.current_tools()->persisted) << e.current_tools()->persist_error;
+    }
+    cc::Engine e(o);
+    e.load_model();
+    const auto c = e.set_tools(tools_from({0}), "Once upon a time");
+    EXPECT_EQ(c.tier, "disk");
+    EXPECT_EQ(c.group_key, key);
+}
+
+}  // namespace

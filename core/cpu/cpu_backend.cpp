@@ -13,6 +13,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace cc {
@@ -124,26 +125,53 @@ public:
 
     // Canonical copy of one layer's K (which = 0) or V (which = 1) for positions [0, n).
     void export_part(int layer, int which, int n, std::byte* out) const {
-        const size_t es = bf16_ ? 2 : 4;
-        for (int h = 0; h < n_kv_; ++h)
-            for (int t = 0; t < n; ++t)
-                for (int d = 0; d < hd_; ++d) {
-                    const size_t i = which == 0 ? k_index(layer, h, t, d) : v_index(layer, h, t, d);
-                    std::memcpy(out + ((size_t(h) * size_t(n) + size_t(t)) * size_t(hd_) + size_t(d)) * es, at(i), es);
-                }
+        if (bf16_) copy_part<uint16_t, true>(layer, which, n, reinterpret_cast<uint16_t*>(out), nullptr);
+        else copy_part<float, true>(layer, which, n, reinterpret_cast<float*>(out), nullptr);
     }
+
     void import_part(int layer, int which, int n, const std::byte* in) {
-        const size_t es = bf16_ ? 2 : 4;
-        for (int h = 0; h < n_kv_; ++h)
-            for (int t = 0; t < n; ++t)
-                for (int d = 0; d < hd_; ++d) {
-                    const size_t i = which == 0 ? k_index(layer, h, t, d) : v_index(layer, h, t, d);
-                    void* dst = bf16_ ? static_cast<void*>(b16_.data() + i) : static_cast<void*>(f32_.data() + i);
-                    std::memcpy(dst, in + ((size_t(h) * size_t(n) + size_t(t)) * size_t(hd_) + size_t(d)) * es, es);
-                }
+        if (bf16_) copy_part<uint16_t, false>(layer, which, n, nullptr, reinterpret_cast<const uint16_t*>(in));
+        else copy_part<float, false>(layer, which, n, nullptr, reinterpret_cast<const float*>(in));
     }
 
 private:
+    // Between the canonical [n_kv_heads, n, head_dim] layout and ours. V rows are stored as in the
+    // canonical layout (one memcpy per head); K is stored in tiles of kKeyTile positions, each tile
+    // [head_dim][kKeyTile] (so attention reads a key tile's dimension d as one vector): a transpose
+    // per tile, walked with running pointers (no index arithmetic per element).
+    template <class T, bool kExport>
+    void copy_part(int layer, int which, int n, T* out, const T* in) const {
+        T* base = const_cast<T*>(storage<T>());
+        const size_t hd = size_t(hd_);
+        for (int h = 0; h < n_kv_; ++h) {
+            const size_t canon = size_t(h) * size_t(n) * hd;  // this head's first element, canonical
+            if (which == 1) {
+                T* ours = base + v_index(layer, h, 0, 0);
+                if (kExport) std::memcpy(out + canon, ours, size_t(n) * hd * sizeof(T));
+                else std::memcpy(ours, in + canon, size_t(n) * hd * sizeof(T));
+                continue;
+            }
+            T* head = base + k_index(layer, h, 0, 0);
+            for (int t0 = 0; t0 < n; t0 += kKeyTile) {
+                T* tile = head + size_t(t0 / kKeyTile) * hd * kKeyTile;
+                const int tn = std::min<int>(kKeyTile, n - t0);
+                for (int dt = 0; dt < tn; ++dt) {
+                    const size_t row = canon + size_t(t0 + dt) * hd;
+                    T* col = tile + dt;
+                    for (size_t d = 0; d < hd; ++d) {
+                        if (kExport) out[row + d] = col[d * kKeyTile];
+                        else col[d * kKeyTile] = in[row + d];
+                    }
+                }
+            }
+        }
+    }
+    template <class T>
+    const T* storage() const {
+        if constexpr (std::is_same_v<T, float>) return f32_.data();
+        else return b16_.data();
+    }
+
     const void* owner_;
     bool bf16_;
     int n_layers_, n_kv_, hd_;
