@@ -11,8 +11,14 @@
 #include <stdexcept>
 #include <type_traits>
 
+// GCC takes the target for the rest of the file; clang has no "GCC target" pragma and takes it as
+// a function attribute applied to every function below.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 
 namespace cc::cpu::avx2 {
 namespace {
@@ -101,4 +107,8 @@ const Kernels& table() { return table_impl(Isa::avx2); }
 
 }  // namespace cc::cpu::avx2
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif

@@ -5,7 +5,9 @@
 // GCC 12's AVX-512 intrinsics initialise their "undefined" operand as `__m512i __Y = __Y;`, which
 // -Wmaybe-uninitialized reports once inlined (GCC bug 105593, fixed in GCC 13); not our code.
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
@@ -16,8 +18,14 @@
 #include <stdexcept>
 #include <type_traits>
 
+// GCC takes the target for the rest of the file; clang has no "GCC target" pragma and takes it as
+// a function attribute applied to every function below.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
+#endif
 
 namespace cc::cpu::avx512 {
 namespace {
@@ -113,5 +121,9 @@ const Kernels& table() { return table_impl(Isa::avx512); }
 
 }  // namespace cc::cpu::avx512
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #pragma GCC diagnostic pop
