@@ -311,6 +311,29 @@ bool has_group_files(const fs::path& cache_dir) {
     return !files.by_key.empty();
 }
 
+}  // namespace
+
+IndexEntry index_entry_from_header(const GroupFileHeader& h, uint64_t file_bytes) {
+    IndexEntry e;
+    e.group_key = h.group_key;
+    e.tools_hash = h.tools_hash;
+    e.tool_names = h.tool_names;
+    e.model_fingerprint = h.model_fingerprint;
+    e.chat_format = h.chat_format;
+    e.backend_numerics = h.backend_numerics;
+    e.n_tokens = h.n_tokens;
+    e.prefix_ids = h.prefix_ids;
+    e.kv_bytes = group_payload_bytes(h);
+    e.file_bytes = file_bytes;
+    e.created_unix_ms = h.created_unix_ms;
+    // Usage history lives only in the index; a re-read group starts as if just created.
+    e.last_used_unix_ms = h.created_unix_ms;
+    e.hits = 0;
+    return e;
+}
+
+namespace {
+
 // The index entry for one group file, from its header; a problem line instead when it cannot be used.
 std::optional<IndexEntry> entry_from_file(const std::string& key, const fs::path& path,
                                           std::vector<std::string>& problems) {
@@ -320,22 +343,7 @@ std::optional<IndexEntry> entry_from_file(const std::string& key, const fs::path
             problems.push_back(path.string() + ": header group_key " + h.group_key + " does not match the file name");
             return std::nullopt;
         }
-        IndexEntry e;
-        e.group_key = h.group_key;
-        e.tools_hash = h.tools_hash;
-        e.tool_names = h.tool_names;
-        e.model_fingerprint = h.model_fingerprint;
-        e.chat_format = h.chat_format;
-        e.backend_numerics = h.backend_numerics;
-        e.n_tokens = h.n_tokens;
-        e.prefix_ids = h.prefix_ids;
-        e.kv_bytes = group_payload_bytes(h);
-        e.file_bytes = fs::file_size(path);
-        e.created_unix_ms = h.created_unix_ms;
-        // Usage history lives only in the index; a re-read group starts as if just created.
-        e.last_used_unix_ms = h.created_unix_ms;
-        e.hits = 0;
-        return e;
+        return index_entry_from_header(h, fs::file_size(path));
     } catch (const std::exception& ex) {
         // read_group_header names the file itself; other failures (file_size, dtype) may not.
         std::string what = ex.what();

@@ -31,6 +31,11 @@ struct IndexEntry {
     uint64_t hits = 0;
 };
 
+struct GroupFileHeader;
+
+// The index entry a group file's header describes (hits 0; last_used = created).
+IndexEntry index_entry_from_header(const GroupFileHeader& header, uint64_t file_bytes);
+
 class GroupIndex {
 public:
     // Opens (creating when missing) `cache_dir`/index.sqlite. A file that is not a usable SQLite

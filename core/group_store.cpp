@@ -43,23 +43,6 @@ GroupFileHeader header_of(const Group& g) {
     return h;
 }
 
-IndexEntry index_entry_of(const GroupFileHeader& h, uint64_t file_bytes) {
-    IndexEntry e;
-    e.group_key = h.group_key;
-    e.tools_hash = h.tools_hash;
-    e.tool_names = h.tool_names;
-    e.model_fingerprint = h.model_fingerprint;
-    e.chat_format = h.chat_format;
-    e.backend_numerics = h.backend_numerics;
-    e.n_tokens = h.n_tokens;
-    e.prefix_ids = h.prefix_ids;
-    e.kv_bytes = group_payload_bytes(h);
-    e.file_bytes = file_bytes;
-    e.created_unix_ms = h.created_unix_ms;
-    e.last_used_unix_ms = unix_ms_now();
-    return e;
-}
-
 }  // namespace
 
 GroupStore::GroupStore(GroupStoreOptions options) : options_(std::move(options)) {
@@ -231,7 +214,8 @@ PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, std
         const fs::path path = group_path(group->group_key);
         const GroupFileHeader h = header_of(*group);
         write_group_file(path, h, canonical_kv);
-        const auto entry = index_entry_of(h, fs::file_size(path));
+        auto entry = index_entry_from_header(h, fs::file_size(path));
+        entry.last_used_unix_ms = unix_ms_now();
         std::lock_guard lock(mutex_);
         index_->upsert(entry);
         gc_locked(options_.disk_budget_bytes);
