@@ -422,6 +422,14 @@ int cmd_info(Args& args, cc::EngineOptions options, bool json) {
 #else
     out["cuda"] = {{"compiled", false}, {"available", false}, {"message", "built without the CUDA backend"}};
 #endif
+    const auto groups = engine.cache().list();
+    out["cache"] = {{"dir", options.cache.dir.empty() ? ordered_json(nullptr) : ordered_json(options.cache.dir.string())},
+                    {"persistent", engine.cache().persistent()},
+                    {"groups", groups.size()},
+                    {"disk_bytes", engine.cache().disk_bytes()},
+                    {"disk_budget_bytes", options.cache.disk_budget_bytes},
+                    {"host_budget_bytes", options.cache.host_budget_bytes}};
+    report_warnings(engine);
     if (json) {
         print_json(out);
         return 0;
@@ -439,7 +447,9 @@ int cmd_info(Args& args, cc::EngineOptions options, bool json) {
               << "kv per token " << info.kv_bytes_per_token << " bytes\n"
               << "fingerprint  " << info.fingerprint << "\n"
               << "load         " << info.load_ms << " ms\n"
-              << "cuda         " << out["cuda"]["message"].get<std::string>() << "\n";
+              << "cuda         " << out["cuda"]["message"].get<std::string>() << "\n"
+              << "cache        " << (engine.cache().persistent() ? options.cache.dir.string() : std::string("memory only"))
+              << ": " << groups.size() << " groups, " << engine.cache().disk_bytes() << " bytes on disk\n";
     return 0;
 }
 

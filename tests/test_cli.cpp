@@ -175,6 +175,7 @@ TEST(Cli, InfoReportsCudaCleanly) {
     EXPECT_EQ(j["fingerprint"].get<std::string>().size(), 64u);
     EXPECT_TRUE(j["cuda"].contains("available"));
     EXPECT_NE(j["note"].get<std::string>().find("synthetic"), std::string::npos);
+    EXPECT_EQ(j["cache"]["persistent"], true);
 }
 
 // ---- engine commands ------------------------------------------------------------------------
