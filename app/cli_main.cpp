@@ -529,8 +529,12 @@ int cmd_query(Args& args, cc::EngineOptions options, bool json) {
         }
         print_json(out);
     } else {
-        std::cout << "compiled " << compiled.n_tools << " tools (" << compiled.prefix_tokens << " prefix tokens) in "
-                  << compiled.compile_ms << " ms\n";
+        if (engine.model_info().synthetic_weights)
+            std::cout << "(" << engine.model_info().spec
+                      << ": synthetic weights - timings and exactness are real, the text is not meaningful)\n";
+        std::cout << "compiled " << compiled.n_tools << " tools (" << compiled.prefix_tokens << " prefix tokens): "
+                  << compiled.tier << (compiled.tier == "miss" ? ", computed in " + std::to_string(compiled.compile_ms) + " ms" : "")
+                  << (compiled.reused_tokens ? ", " + std::to_string(compiled.reused_tokens) + " tokens reused" : "") << "\n";
         for (const auto& r : runs) print_query_human(r);
     }
     for (const auto& r : runs)
