@@ -298,9 +298,15 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
         }
     }
     if (!block) block = backend_->allocate_kv(n);
-    if (static_cast<int>(reused) < n) {
-        const auto rest = std::span<const token_id>(rendered.prefix_ids).subspan(reused);
-        backend_->forward(rest, KvView{nullptr, 0, block.get()}, {}, &cancel_);
+    // In chunks, so that progress is reported and a cancel lands within one chunk. Exact: a row's
+    // result does not depend on how the rows are batched (the backend contract, backend.h).
+    constexpr size_t kCompileChunkTokens = 512;
+    for (size_t done = reused; done < rendered.prefix_ids.size();) {
+        const size_t count = std::min(kCompileChunkTokens, rendered.prefix_ids.size() - done);
+        backend_->forward(std::span<const token_id>(rendered.prefix_ids).subspan(done, count),
+                          KvView{nullptr, 0, block.get()}, {}, &cancel_);
+        done += count;
+        if (progress_) progress_(EngineProgress{"compile", done, rendered.prefix_ids.size()});
     }
     auto group = expected;
     group->kv = std::move(block);
@@ -351,6 +357,19 @@ CompileResult Engine::set_tools(const ToolSet& tools, const std::string& system_
     system_prompt_ = system_prompt;
     compile_ = result;
     return result;
+}
+
+ToolsPreview Engine::preview_tools(const ToolSet& tools, const std::string& system_prompt) {
+    if (!backend_) throw std::logic_error("Engine: load_model() has not been called");
+    if (!format_) tokenizer();  // throws: no tokenizer, no chat format
+    ToolsPreview out;
+    out.tools_hash = tools.tools_hash();
+    out.group_key = group_key_for(tools, system_prompt);
+    out.n_tools = tools.size();
+    out.prefix_tokens = tokenize_pieces(*tokenizer_, format_->prefix_pieces(tools, system_prompt)).size();
+    out.kv_bytes = backend_->kv_bytes(static_cast<int>(out.prefix_tokens));
+    out.tier = cache_->tier_of(out.group_key);
+    return out;
 }
 
 QueryResult Engine::query(const std::string& text, const QueryOptions& options,

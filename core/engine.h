@@ -113,6 +113,23 @@ struct QueryResult {
     std::optional<size_t> first_difference;  // index of the first generated position that differs
 };
 
+// What set_tools would do for a tool set, without computing anything (the app shows it live).
+struct ToolsPreview {
+    std::string tools_hash;
+    std::string group_key;
+    size_t n_tools = 0;
+    size_t prefix_tokens = 0;
+    size_t kv_bytes = 0;              // canonical KV bytes of the prefix
+    std::string tier;                 // "memory" | "disk" | "" (not cached)
+};
+
+// Reported during long steps (a compile's prefix forward, chunk by chunk).
+struct EngineProgress {
+    std::string stage;                // "compile"
+    size_t done = 0;                  // tokens
+    size_t total = 0;
+};
+
 struct GenerateResult {
     std::vector<token_id> ids;        // generated only
     std::string text;                 // "" without a tokenizer
@@ -142,6 +159,10 @@ public:
     // Renders and tokenizes the prefix, then links it from the cache or computes it (a miss).
     CompileResult set_tools(const ToolSet& tools, const std::string& system_prompt);
     const std::optional<CompileResult>& current_tools() const { return compile_; }
+    // Keys, prefix length and cache tier of a tool set; renders and tokenizes only.
+    ToolsPreview preview_tools(const ToolSet& tools, const std::string& system_prompt);
+    // Called on the engine's thread during long steps; may call cancel().
+    void set_progress_handler(std::function<void(const EngineProgress&)> handler) { progress_ = std::move(handler); }
 
     QueryResult query(const std::string& text, const QueryOptions& options,
                       const std::function<void(const TokenEvent&)>& on_token = {});
@@ -192,6 +213,7 @@ private:
     std::vector<std::pair<std::string, std::future<PersistResult>>> pending_persist_;
     std::vector<std::string> warnings_;
     std::atomic<bool> cancel_{false};
+    std::function<void(const EngineProgress&)> progress_;
 
     // the current tool set
     std::optional<ToolSet> tools_;

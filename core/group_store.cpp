@@ -258,6 +258,16 @@ std::optional<GroupStore::PrefixMatch> GroupStore::longest_prefix(std::span<cons
     return best;
 }
 
+std::string GroupStore::tier_of(const std::string& group_key) const {
+    {
+        std::lock_guard lock(mutex_);
+        if (entries_.count(group_key)) return "memory";
+    }
+    if (!persistent() || !is_group_key(group_key)) return "";
+    std::error_code ec;
+    return fs::is_regular_file(group_path(group_key), ec) ? "disk" : "";
+}
+
 std::vector<GroupInfo> GroupStore::list() const {
     std::lock_guard lock(mutex_);
     std::vector<std::pair<int64_t, GroupInfo>> rows;

@@ -106,6 +106,8 @@ public:
     };
     std::optional<PrefixMatch> longest_prefix(std::span<const token_id> prefix_ids, const Group& expected) const;
 
+    // "memory", "disk" (a file exists; not verified until used) or "" (not cached).
+    std::string tier_of(const std::string& group_key) const;
     std::vector<GroupInfo> list() const;          // memory and disk, most recently used first
     // Reads every group file in full (header, size, checksums); bad ones are quarantined. Returns
     // one line per problem (empty when all are good).
