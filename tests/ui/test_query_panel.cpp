@@ -1,0 +1,170 @@
+// QueryPanel against a real EngineController with the tiny built-in model (offscreen).
+#include "ui/query_panel.h"
+
+#include "ui/engine_controller.h"
+#include "ui/resources.h"
+
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <memory>
+
+using cc::ui::EngineController;
+using cc::ui::QueryPanel;
+
+namespace {
+
+constexpr int kTimeoutMs = 60000;
+
+std::unique_ptr<EngineController> loadedController(const QString& cacheDir) {
+    auto engine = std::make_unique<EngineController>();
+    cc::ui::ModelRequest request;
+    request.spec = "builtin:qwen3-test";
+    request.backend = "cpu";
+    request.threads = 2;
+    request.cacheDir = cacheDir.toStdString();
+    QSignalSpy loaded(engine.get(), &EngineController::modelLoaded);
+    engine->loadModel(request);
+    if (!loaded.wait(kTimeoutMs)) return nullptr;
+    return engine;
+}
+
+}  // namespace
+
+class TestQueryPanel : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir m_cacheDir;
+    std::unique_ptr<EngineController> m_engine;
+
+private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        cc::ui::initResources();
+        QVERIFY(m_cacheDir.isValid());
+        m_engine = loadedController(m_cacheDir.path());
+        QVERIFY(m_engine);
+        QSignalSpy compiled(m_engine.get(), &EngineController::compiled);
+        m_engine->compileTools(cc::ui::ToolsRequest{cc::ui::sampleToolSetJson(QStringLiteral("tools_5.json")).toStdString(),
+                                                    "tools_5.json", cc::ui::defaultSystemPrompt().toStdString()});
+        QVERIFY(compiled.wait(kTimeoutMs));
+        QTRY_VERIFY_WITH_TIMEOUT(!m_engine->busy(), kTimeoutMs);
+    }
+    void cleanupTestCase() { m_engine.reset(); }
+
+    void refusesWithoutACompiledToolSet() {
+        QTemporaryDir dir;
+        auto engine = loadedController(dir.path());
+        QVERIFY(engine);
+        QVERIFY(!engine->currentTools());
+        QueryPanel panel(engine.get());
+        QSignalSpy started(&panel, &QueryPanel::queryStarted);
+        panel.setQuery(QStringLiteral("What's the weather in Lisbon?"));
+        panel.run();
+        QVERIFY(!panel.running());
+        QCOMPARE(started.count(), 0);
+        QVERIFY2(panel.messageText().contains(QStringLiteral("No tool set is compiled")), qPrintable(panel.messageText()));
+        QVERIFY(panel.findChild<QLabel*>(QStringLiteral("queryMessage"))->isVisibleTo(&panel));
+
+        // and without a model at all
+        EngineController bare;
+        QueryPanel idle(&bare);
+        idle.setQuery(QStringLiteral("hello"));
+        idle.run();
+        QVERIFY(!idle.running());
+        QVERIFY(idle.messageText().contains(QStringLiteral("No model is loaded")));
+    }
+
+    void ctrlEnterRunsAndStreams() {
+        QueryPanel panel(m_engine.get());
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        panel.setMaxTokens(12);
+        panel.setIgnoreEos(true);   // synthetic weights may pick the stop token first
+        QSignalSpy tokens(m_engine.get(), &EngineController::tokens);
+        QSignalSpy finished(m_engine.get(), &EngineController::queryFinished);
+        QSignalSpy done(&panel, &QueryPanel::queryDone);
+        auto* input = panel.findChild<QPlainTextEdit*>(QStringLiteral("queryInput"));
+        QVERIFY(input);
+        input->setFocus();
+        QTest::keyClicks(input, QStringLiteral("Convert 250 US dollars to euros."));
+        QTest::keyClick(input, Qt::Key_Return, Qt::ControlModifier);
+        QVERIFY(panel.running());
+        QCOMPARE(input->toPlainText(), QStringLiteral("Convert 250 US dollars to euros."));   // Ctrl+Enter typed no newline
+        QVERIFY(!panel.findChild<QPushButton*>(QStringLiteral("runButton"))->isEnabled());
+        QVERIFY(finished.wait(kTimeoutMs));
+        QTRY_COMPARE(done.count(), 1);
+        QVERIFY(tokens.count() >= 1);
+        const auto outcome = finished.first().at(0).value<cc::ui::QueryOutcome>();
+        QCOMPARE(outcome.result.generated_tokens, size_t(12));
+        QVERIFY(!panel.outputText().isEmpty());
+        QCOMPARE(panel.outputText(), QString::fromStdString(outcome.result.text));
+        QVERIFY2(panel.statusText().contains(QStringLiteral("TTFT")) && panel.statusText().contains(QStringLiteral("tier memory")),
+                 qPrintable(panel.statusText()));
+        QVERIFY(panel.messageText().isEmpty());
+        QVERIFY(panel.badgeText().isEmpty());
+
+        // Ctrl+Enter on the keypad's Enter too
+        QTest::keyClick(input, Qt::Key_Enter, Qt::ControlModifier);
+        QVERIFY(panel.running());
+        QTRY_COMPARE_WITH_TIMEOUT(done.count(), 2, kTimeoutMs);
+    }
+
+    void compareModeSaysIdentical() {
+        QueryPanel panel(m_engine.get());
+        panel.setMode(cc::QueryMode::compare);
+        panel.setMaxTokens(8);
+        panel.setIgnoreEos(true);
+        panel.setQuery(QStringLiteral("Find me flights from Boston to Denver on 2026-12-03."));
+        QSignalSpy done(&panel, &QueryPanel::queryDone);
+        panel.run();
+        QTRY_COMPARE_WITH_TIMEOUT(done.count(), 1, kTimeoutMs);
+        QVERIFY2(panel.badgeText().startsWith(QStringLiteral("identical")), qPrintable(panel.badgeText() + panel.messageText()));
+        QVERIFY(panel.badgeText().contains(QStringLiteral("8 tokens")));
+        QVERIFY(!panel.fullOutputText().isEmpty());
+        QCOMPARE(panel.fullOutputText(), panel.outputText());
+        QVERIFY(panel.findChild<QPlainTextEdit*>(QStringLiteral("fullOutput"))->isVisibleTo(&panel));
+
+        // back to cached: no badge, no second output
+        panel.setMode(cc::QueryMode::cached);
+        panel.run();
+        QTRY_COMPARE_WITH_TIMEOUT(done.count(), 2, kTimeoutMs);
+        QVERIFY(panel.badgeText().isEmpty());
+        QVERIFY(!panel.findChild<QPlainTextEdit*>(QStringLiteral("fullOutput"))->isVisibleTo(&panel));
+    }
+
+    void cancelStopsALongQuery() {
+        QueryPanel panel(m_engine.get());
+        panel.setMaxTokens(32768);
+        panel.setIgnoreEos(true);
+        panel.setQuery(QStringLiteral("Write a very long story."));
+        QSignalSpy tokens(m_engine.get(), &EngineController::tokens);
+        QSignalSpy finished(m_engine.get(), &EngineController::queryFinished);
+        QSignalSpy cancelled(m_engine.get(), &EngineController::cancelled);
+        QSignalSpy done(&panel, &QueryPanel::queryDone);
+        panel.run();
+        QVERIFY(panel.running());
+        QVERIFY(tokens.wait(kTimeoutMs));   // it is generating
+        auto* cancel = panel.findChild<QPushButton*>(QStringLiteral("cancelButton"));
+        QVERIFY(cancel->isEnabled());
+        QTest::mouseClick(cancel, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(done.count(), 1, 20000);
+        QVERIFY(!panel.running());
+        QVERIFY(cancelled.count() >= 1 || finished.count() == 1);
+        if (finished.count() == 1) {
+            const auto outcome = finished.first().at(0).value<cc::ui::QueryOutcome>();
+            QCOMPARE(QString::fromStdString(outcome.result.stop_reason), QStringLiteral("cancelled"));
+            QVERIFY(outcome.result.generated_tokens < 32768);
+        }
+        QVERIFY2(panel.messageText().startsWith(QStringLiteral("Cancelled")), qPrintable(panel.messageText()));
+        QTRY_VERIFY_WITH_TIMEOUT(!m_engine->busy(), kTimeoutMs);
+    }
+};
+
+QTEST_MAIN(TestQueryPanel)
+#include "test_query_panel.moc"
