@@ -138,9 +138,9 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_status->setToolTip(tr("Time to first token, the cache tier the prefix came from, tokens and why generation stopped"));
 
-    auto* statusRow = new QHBoxLayout;
-    statusRow->addWidget(m_badge);
-    statusRow->addWidget(m_status, 1);
+    auto* badgeRow = new QHBoxLayout;
+    badgeRow->addWidget(m_badge);
+    badgeRow->addStretch(1);
 
     // outputs: the cached (or only) run, and in compare mode the full-prefill run beside it
     auto* mainBox = new QWidget(this);
@@ -180,7 +180,7 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_args->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_args->setFont(monospace());
     m_args->setToolTip(tr("The call's arguments, each value as compact JSON"));
-    m_args->setMaximumHeight(m_args->fontMetrics().lineSpacing() * 7 + 12);
+    m_args->setMaximumHeight(m_args->fontMetrics().lineSpacing() * 6 + 12);
     auto* callLayout = new QVBoxLayout(m_callBox);
     callLayout->addWidget(m_callName);
     callLayout->addWidget(m_args);
@@ -189,7 +189,8 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     layout->addWidget(m_input);
     layout->addLayout(controls);
     layout->addWidget(m_message);
-    layout->addLayout(statusRow);
+    layout->addWidget(m_status);
+    layout->addLayout(badgeRow);
     layout->addWidget(outputs, 1);
     layout->addWidget(m_callBox);
 

@@ -32,6 +32,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <exception>
 
 namespace cc::ui {
@@ -179,8 +180,9 @@ ToolSetPanel::ToolSetPanel(EngineController* engine, QWidget* parent) : QWidget(
     m_sampleQueries = new QListWidget(this);
     m_sampleQueries->setObjectName(QStringLiteral("sampleQueries"));
     m_sampleQueries->setToolTip(tr("Queries this sample set can answer; click one to put it in the Query panel and run it"));
-    m_sampleQueries->setWordWrap(true);
-    m_sampleQueries->setMaximumHeight(m_sampleQueries->fontMetrics().height() * 6 + 8);
+    m_sampleQueries->setTextElideMode(Qt::ElideRight);
+    m_sampleQueries->setVerticalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+    m_sampleQueries->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     connect(m_sampleQueries, &QListWidget::itemClicked, this,
             [this](QListWidgetItem* item) { emit sampleQueryChosen(item->text()); });
     connect(m_sampleQueries, &QListWidget::itemActivated, this,
@@ -299,9 +301,18 @@ QWidget* ToolSetPanel::buildJsonTab() {
     m_jsonError = new QLabel(tab);
     m_jsonError->setObjectName(QStringLiteral("jsonErrorLabel"));
     m_jsonError->setWordWrap(true);
-    m_jsonError->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_jsonError->setStyleSheet(QStringLiteral("color: #c62828;"));
     m_jsonError->setToolTip(tr("What is wrong with the edited JSON; the list keeps the last valid set"));
+    m_jsonError->setTextFormat(Qt::RichText);
+    m_jsonError->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
+    connect(m_jsonError, &QLabel::linkActivated, this, [this](const QString& link) {
+        if (!link.startsWith(QLatin1String("line:"))) return;
+        const QTextBlock block = m_jsonEdit->document()->findBlockByNumber(link.mid(5).toInt());
+        if (!block.isValid()) return;
+        m_jsonEdit->setTextCursor(QTextCursor(block));
+        m_jsonEdit->centerCursor();
+        m_jsonEdit->setFocus();
+    });
     m_jsonError->hide();
     auto* layout = new QVBoxLayout(tab);
     layout->setContentsMargins(4, 4, 4, 4);
@@ -492,8 +503,9 @@ void ToolSetPanel::validateEditor() {
 
 void ToolSetPanel::markEditorError(const QString& message, const QString& text) {
     const int line = errorLine(message, text);
-    QString shown = message;
-    if (line >= 0) shown += tr("  (line %1 is marked)").arg(line + 1);
+    m_editorError = message;
+    QString shown = message.toHtmlEscaped();
+    if (line >= 0) shown += QStringLiteral(" &nbsp;<a href=\"line:%1\">%2</a>").arg(line).arg(tr("go to line %1").arg(line + 1));
     m_jsonError->setText(shown + tr(" — the list keeps the last valid set."));
     m_jsonError->show();
     m_tabs->setTabText(1, tr("JSON ⚠"));
@@ -510,6 +522,7 @@ void ToolSetPanel::markEditorError(const QString& message, const QString& text) 
 }
 
 void ToolSetPanel::clearEditorError() {
+    m_editorError.clear();
     m_jsonError->clear();
     m_jsonError->hide();
     m_tabs->setTabText(1, tr("JSON"));
@@ -517,7 +530,7 @@ void ToolSetPanel::clearEditorError() {
 }
 
 QString ToolSetPanel::errorText() const {
-    if (!m_jsonError->isHidden() && !m_jsonError->text().isEmpty()) return m_jsonError->text();
+    if (!m_editorError.isEmpty()) return m_editorError;
     if (!m_message->isHidden() && m_message->property("error").toBool()) return m_message->text();
     return QString();
 }
@@ -648,6 +661,9 @@ void ToolSetPanel::setSampleQueries(const QStringList& queries) {
         auto* item = new QListWidgetItem(q, m_sampleQueries);
         item->setToolTip(tr("Run: %1").arg(q));
     }
+    // Tall enough for every query of a bundled set (up to 7) without a scroll bar.
+    const int rows = std::min(int(queries.size()), 7);
+    m_sampleQueries->setFixedHeight(m_sampleQueries->sizeHintForRow(0) * rows + 2 * m_sampleQueries->frameWidth() + 2);
     m_sampleQueries->setVisible(!queries.isEmpty());
     m_sampleQueriesTitle->setVisible(!queries.isEmpty());
 }

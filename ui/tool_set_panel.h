@@ -61,7 +61,7 @@ public:
     QString sourceName() const { return m_source; }
     // Enables or disables a tool by name (as clicking its checkbox does).
     void setToolEnabled(const QString& name, bool enabled);
-    QString errorText() const;     // the visible editor / file error, "" when none
+    QString errorText() const;     // the editor's error (plain text), else the visible file error; "" when none
     QString groupKey() const { return m_groupKey; }     // from the last description, "" before one
     QString cacheState() const { return m_cacheState; } // "memory" | "disk" | "not cached" | ""
 
@@ -121,6 +121,7 @@ private:
     bool m_describeInFlight = false;
     bool m_describeDirty = false;
     bool m_compiling = false;
+    QString m_editorError;                 // the editor's current error, "" when its text is valid
     QString m_groupKey;
     QString m_cacheState;
 

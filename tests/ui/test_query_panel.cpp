@@ -3,11 +3,15 @@
 
 #include "ui/engine_controller.h"
 #include "ui/resources.h"
+#include "ui/tool_set_panel.h"
+
+#include <QHBoxLayout>
 
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QTabWidget>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -163,6 +167,47 @@ private slots:
         }
         QVERIFY2(panel.messageText().startsWith(QStringLiteral("Cancelled")), qPrintable(panel.messageText()));
         QTRY_VERIFY_WITH_TIMEOUT(!m_engine->busy(), kTimeoutMs);
+    }
+    // Both panels side by side at 1280x800 after a compile and a compare query; the grab is saved
+    // to $CC_UI_SHOTS (a directory) for a look by eye.
+    void looksRightAt1280x800() {
+        QWidget window;
+        auto* tools = new cc::ui::ToolSetPanel(m_engine.get(), &window);
+        auto* query = new QueryPanel(m_engine.get(), &window);
+        auto* layout = new QHBoxLayout(&window);
+        layout->addWidget(tools, 2);
+        layout->addWidget(query, 3);
+        connect(tools, &cc::ui::ToolSetPanel::sampleQueryChosen, query, [query](const QString& text) {
+            query->setQuery(text);
+            query->run();
+        });
+        window.resize(1280, 800);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        QVERIFY(tools->loadSample(QStringLiteral("tools_20.json")));
+        tools->setToolEnabled(QStringLiteral("book_hotel"), false);
+        QSignalSpy compiled(m_engine.get(), &EngineController::compiled);
+        tools->compile();
+        QVERIFY(compiled.wait(kTimeoutMs));
+        QTRY_COMPARE_WITH_TIMEOUT(tools->cacheState(), QStringLiteral("memory"), kTimeoutMs);
+        query->setMode(cc::QueryMode::compare);
+        query->setMaxTokens(24);
+        query->setIgnoreEos(true);
+        QSignalSpy done(query, &QueryPanel::queryDone);
+        emit tools->sampleQueryChosen(cc::ui::sampleQueries(QStringLiteral("tools_20.json")).first());
+        QTRY_COMPARE_WITH_TIMEOUT(done.count(), 1, kTimeoutMs);
+        QVERIFY(query->badgeText().startsWith(QStringLiteral("identical")));
+        const QImage shot = window.grab().toImage();
+        QVERIFY(!shot.isNull());
+        if (const QString dir = qEnvironmentVariable("CC_UI_SHOTS"); !dir.isEmpty()) {
+            QVERIFY(shot.save(dir + QStringLiteral("/tool_query_panels.png")));
+            auto* edit = tools->findChild<QPlainTextEdit*>(QStringLiteral("jsonEdit"));
+            auto* tabs = tools->findChild<QTabWidget*>();
+            tabs->setCurrentIndex(1);
+            edit->setPlainText(edit->toPlainText().replace(QStringLiteral("\"check_inventory\""), QStringLiteral("\"check inventory\"")));
+            QTRY_VERIFY(!tools->errorText().isEmpty());
+            QVERIFY(tools->grab().save(dir + QStringLiteral("/tool_set_panel_error.png")));
+        }
     }
 };
 

@@ -4,7 +4,9 @@
 #include "ui/engine_controller.h"
 #include "ui/resources.h"
 
+#include <QApplication>
 #include <QLabel>
+#include <QMimeData>
 #include <QListWidget>
 #include <QPlainTextEdit>
 #include <QPushButton>
@@ -188,7 +190,8 @@ private slots:
         edit->moveCursor(QTextCursor::End);
         QTest::keyClicks(edit, QStringLiteral("x"));
         QTRY_VERIFY(!error->isHidden());
-        QVERIFY2(error->text().contains(QStringLiteral("invalid JSON")), qPrintable(error->text()));
+        QVERIFY2(panel.errorText().contains(QStringLiteral("invalid JSON")), qPrintable(panel.errorText()));
+        QVERIFY(error->text().contains(QStringLiteral("go to line")));
         QVERIFY(!edit->extraSelections().isEmpty());
         QCOMPARE(edit->extraSelections().first().cursor.blockNumber(), edit->document()->blockCount() - 1);
         QCOMPARE(panel.toolCount(), 5);
@@ -197,6 +200,7 @@ private slots:
         // deleting it makes the text valid again
         QTest::keyClick(edit, Qt::Key_Backspace);
         QTRY_VERIFY(error->isHidden());
+        QVERIFY(panel.errorText().isEmpty());
         QVERIFY(edit->extraSelections().isEmpty());
         QCOMPARE(panel.toolsHash(), hash0);
 
@@ -204,7 +208,8 @@ private slots:
         edit->setPlainText(QStringLiteral("[\n  {\"name\": \"a\", \"parameters\": {\"type\": \"object\", \"properties\": {}}},\n"
                                           "  {\"name\": \"b c\", \"parameters\": {\"type\": \"object\"}}\n]"));
         QTRY_VERIFY(!error->isHidden());
-        QVERIFY2(error->text().contains(QStringLiteral("tool 1")) && error->text().contains(QStringLiteral("\"name\"")), qPrintable(error->text()));
+        QVERIFY2(panel.errorText().contains(QStringLiteral("tool 1")) && panel.errorText().contains(QStringLiteral("\"name\"")),
+                 qPrintable(panel.errorText()));
         QVERIFY(!edit->extraSelections().isEmpty());
         QCOMPARE(edit->extraSelections().first().cursor.blockNumber(), 2);
         QCOMPARE(panel.toolsHash(), hash0);
@@ -269,6 +274,47 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(panel.cacheState(), QStringLiteral("memory"), kTimeoutMs);
         QTRY_VERIFY(button->isEnabled());
         QCOMPARE(QString::fromStdString(m_engine->currentTools()->group_key), panel.groupKey());
+    }
+    void droppedFilesLoadOrShowTheirError() {
+        ToolSetPanel panel(m_engine.get());
+        QVERIFY(panel.loadSample(QStringLiteral("tools_5.json")));
+        const QString hash0 = panel.toolsHash();
+        QSignalSpy errors(&panel, &ToolSetPanel::errorOccurred);
+        auto drop = [](QWidget* target, const QString& path) {
+            QMimeData mime;
+            mime.setUrls({QUrl::fromLocalFile(path)});
+            QDragEnterEvent enter(QPoint(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+            QApplication::sendEvent(target, &enter);
+            if (!enter.isAccepted()) return false;
+            QDropEvent dropEvent(QPointF(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+            QApplication::sendEvent(target, &dropEvent);
+            return dropEvent.isAccepted();
+        };
+        const QString bad = m_files.filePath(QStringLiteral("dropped_bad.json"));
+        writeFile(bad, "{\"tools\": 3}");
+        QVERIFY(drop(&panel, bad));
+        QCOMPARE(errors.count(), 1);
+        QVERIFY(errors.last().at(0).toString().contains(bad));
+        QCOMPARE(panel.toolsHash(), hash0);
+
+        const QString good = m_files.filePath(QStringLiteral("dropped.json"));
+        writeFile(good, cc::ui::sampleToolSetJson(QStringLiteral("tools_10.json")).toUtf8());
+        QVERIFY(drop(&panel, good));
+        QCOMPARE(panel.toolCount(), 10);
+        QCOMPARE(panel.sourceName(), good);
+
+        // onto the JSON editor: the file is loaded, not pasted as text
+        auto* edit = panel.findChild<QPlainTextEdit*>(QStringLiteral("jsonEdit"));
+        QVERIFY(panel.loadSample(QStringLiteral("tools_5.json")));
+        QVERIFY(drop(edit->viewport(), good));
+        QCOMPARE(panel.toolCount(), 10);
+        QVERIFY(!edit->toPlainText().contains(QStringLiteral("file://")));
+
+        // a non-JSON file is refused at the door
+        const QString text = m_files.filePath(QStringLiteral("notes.txt"));
+        writeFile(text, "hello");
+        QVERIFY(!drop(&panel, text));
+        QCOMPARE(panel.toolCount(), 10);
     }
 };
 
