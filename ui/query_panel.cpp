@@ -322,6 +322,7 @@ void QueryPanel::onFinished(const QueryOutcome& outcome) {
     parts << tr("TTFT %1 ms").arg(r.timings.ttft_ms, 0, 'f', 1);
     if (r.full) parts << tr("full TTFT %1 ms").arg(r.full->timings.ttft_ms, 0, 'f', 1);
     parts << tr("tier %1").arg(QString::fromStdString(r.tier));
+    if (outcome.nTools > 0) parts << tr("%1 tools").arg(outcome.nTools);
     parts << tr("%1 prefix + %2 query tokens").arg(r.prefix_tokens).arg(r.suffix_tokens);
     parts << tr("%1 generated").arg(r.generated_tokens == 1 ? tr("1 token") : tr("%1 tokens").arg(r.generated_tokens));
     if (r.timings.decode_tok_s > 0) parts << tr("%1 tok/s").arg(r.timings.decode_tok_s, 0, 'f', 1);

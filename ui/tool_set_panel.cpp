@@ -262,6 +262,7 @@ QWidget* ToolSetPanel::buildToolsTab() {
         enabledSetChanged();
     });
     auto* all = new QPushButton(tr("All"), tab);
+    all->setObjectName(QStringLiteral("allButton"));
     all->setToolTip(tr("Enable every tool"));
     connect(all, &QPushButton::clicked, this, [this] {
         if (m_disabled.isEmpty()) return;
@@ -270,6 +271,7 @@ QWidget* ToolSetPanel::buildToolsTab() {
         enabledSetChanged();
     });
     auto* none = new QPushButton(tr("None"), tab);
+    none->setObjectName(QStringLiteral("noneButton"));
     none->setToolTip(tr("Disable every tool"));
     connect(none, &QPushButton::clicked, this, [this] {
         if (!m_set) return;
@@ -675,8 +677,8 @@ void ToolSetPanel::compile() {
         showMessage(tr("Load a model before compiling."), true);
         return;
     }
-    if (!m_set) {
-        showMessage(tr("Load a tool set before compiling."), true);
+    if (!m_set || enabledCount() == 0) {
+        showMessage(m_set ? tr("Enable at least one tool before compiling.") : tr("Load a tool set before compiling."), true);
         return;
     }
     showMessage(QString(), false);
@@ -755,7 +757,7 @@ void ToolSetPanel::onBusyChanged(bool busy, const QString&) {
 
 void ToolSetPanel::updateButtons() {
     const bool model = m_engine->modelInfo() != nullptr;
-    m_compileButton->setEnabled(model && m_set && !m_compiling);
+    m_compileButton->setEnabled(model && m_set && enabledCount() > 0 && !m_compiling);
     m_compileButton->setToolTip(model ? tr("Compute (or link from the cache) the KV of the system prompt + enabled tools")
                                       : tr("Load a model first"));
     m_cancelButton->setEnabled(m_compiling);

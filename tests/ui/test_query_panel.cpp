@@ -12,6 +12,7 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTabWidget>
+#include <QTableWidget>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -168,6 +169,62 @@ private slots:
         QVERIFY2(panel.messageText().startsWith(QStringLiteral("Cancelled")), qPrintable(panel.messageText()));
         QTRY_VERIFY_WITH_TIMEOUT(!m_engine->busy(), kTimeoutMs);
     }
+    // The synthetic weights never produce a real tool call or a difference, so these answers are
+    // fed to the panel as the controller would deliver them, under the id of a running request.
+    void showsToolCallDifferenceAndErrors() {
+        QueryPanel panel(m_engine.get());
+        panel.setMaxTokens(4);
+        panel.setQuery(QStringLiteral("Convert 250 US dollars to euros."));
+        QSignalSpy started(&panel, &QueryPanel::queryStarted);
+        QSignalSpy done(&panel, &QueryPanel::queryDone);
+        panel.run();
+        QCOMPARE(started.count(), 1);
+        cc::ui::QueryOutcome fake;
+        fake.requestId = started.first().at(0).value<quint64>();
+        fake.result.text = "<tool_call>...</tool_call>";
+        fake.result.tokens = {1, 2, 3, 4};
+        fake.result.generated_tokens = 4;
+        fake.result.tier = "disk";
+        fake.result.stop_reason = "stop_token";
+        fake.result.problem = "group abc: damaged file quarantined, recompiled";
+        fake.result.timings.ttft_ms = 42.5;
+        cc::ToolCall call;
+        call.name = "convert_currency";
+        call.arguments = cc::ordered_json::parse(R"({"amount": 250, "from": "USD", "to": "EUR", "extra": {"a": [1, 2]}})");
+        fake.result.tool_call = call;
+        fake.result.identical = false;
+        fake.result.first_difference = 3;
+        fake.result.max_abs_logit_diff = 0.25;
+        emit m_engine->queryFinished(fake);
+        QCOMPARE(done.count(), 1);
+        QVERIFY(!panel.running());
+
+        QCOMPARE(panel.toolCallName(), QStringLiteral("convert_currency"));
+        auto* args = panel.findChild<QTableWidget*>(QStringLiteral("toolCallArgs"));
+        QVERIFY(args);
+        QCOMPARE(args->rowCount(), 4);
+        QCOMPARE(args->item(0, 0)->text(), QStringLiteral("amount"));
+        QCOMPARE(args->item(0, 1)->text(), QStringLiteral("250"));
+        QCOMPARE(args->item(1, 1)->text(), QStringLiteral("\"USD\""));
+        QCOMPARE(args->item(3, 0)->text(), QStringLiteral("extra"));
+        QCOMPARE(args->item(3, 1)->text(), QStringLiteral("{\"a\":[1,2]}"));
+        QVERIFY2(panel.badgeText().startsWith(QStringLiteral("differs at token 3")), qPrintable(panel.badgeText()));
+        QVERIFY2(panel.statusText().contains(QStringLiteral("TTFT 42.5 ms")) && panel.statusText().contains(QStringLiteral("tier disk")) &&
+                     panel.statusText().contains(QStringLiteral("damaged file quarantined")),
+                 qPrintable(panel.statusText()));
+        // the real answer to that id arrives later and is ignored
+        QTRY_VERIFY_WITH_TIMEOUT(!m_engine->busy(), kTimeoutMs);
+        QCOMPARE(panel.toolCallName(), QStringLiteral("convert_currency"));
+
+        // a failed query shows its message in the panel
+        panel.run();
+        QVERIFY(panel.running());
+        emit m_engine->failed(QStringLiteral("query"), QStringLiteral("backend exploded"));
+        QVERIFY(!panel.running());
+        QVERIFY2(panel.messageText().contains(QStringLiteral("backend exploded")), qPrintable(panel.messageText()));
+        QTRY_VERIFY_WITH_TIMEOUT(!m_engine->busy(), kTimeoutMs);
+    }
+
     // Both panels side by side at 1280x800 after a compile and a compare query; the grab is saved
     // to $CC_UI_SHOTS (a directory) for a look by eye.
     void looksRightAt1280x800() {

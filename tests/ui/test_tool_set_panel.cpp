@@ -251,7 +251,15 @@ private slots:
         QVERIFY(!compile->isEnabled());
         ToolSetPanel loaded(m_engine.get());
         QVERIFY(loaded.loadSample(QStringLiteral("tools_5.json")));
-        QVERIFY(loaded.findChild<QPushButton*>(QStringLiteral("compileButton"))->isEnabled());
+        auto* button = loaded.findChild<QPushButton*>(QStringLiteral("compileButton"));
+        QVERIFY(button->isEnabled());
+        // nor with every tool unticked
+        QTest::mouseClick(loaded.findChild<QPushButton*>(QStringLiteral("noneButton")), Qt::LeftButton);
+        QCOMPARE(loaded.enabledCount(), 0);
+        QVERIFY(!button->isEnabled());
+        QTest::mouseClick(loaded.findChild<QPushButton*>(QStringLiteral("allButton")), Qt::LeftButton);
+        QCOMPARE(loaded.enabledCount(), 5);
+        QVERIFY(button->isEnabled());
     }
 
     void compileReportsAndCacheTurnsToMemory() {
