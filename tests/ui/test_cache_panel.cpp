@@ -126,6 +126,25 @@ private slots:
                     .entryList({QStringLiteral("*.kv")}, QDir::Files).isEmpty());
     }
 
+    // Not a check: with CC_UI_SHOTS=<dir> set, saves the panel with real data.
+    void screenshots() {
+        const QString dir = qEnvironmentVariable("CC_UI_SHOTS");
+        if (dir.isEmpty()) QSKIP("set CC_UI_SHOTS=<dir> to save screenshots");
+        Rig rig(uint64_t(4) << 20, uint64_t(64) << 20);
+        CachePanel panel(&rig.controller);
+        panel.resize(1280, 600);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        QVERIFY(rig.load());
+        QVERIFY(rig.compile());
+        QVERIFY(rig.compile(QStringLiteral("tools_10.json")));
+        QVERIFY(rig.compile(QStringLiteral("tools_20.json")));
+        QTRY_COMPARE_WITH_TIMEOUT(panel.model()->rowCount(), 3, 10000);
+        QVERIFY(panel.selectGroup(QString::fromStdString(rig.controller.currentTools()->group_key)));
+        QTest::qWait(100);
+        panel.grab().save(dir + QStringLiteral("/cache.png"));
+    }
+
     void sortsNumbersAsNumbers() {
         CacheTableModel model;
         CacheSnapshot s;

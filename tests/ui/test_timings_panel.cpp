@@ -13,6 +13,7 @@
 #include <QLineSeries>
 #include <QScatterSeries>
 #include <QStandardPaths>
+#include <QTabWidget>
 
 #include <cmath>
 #include <set>
@@ -265,6 +266,45 @@ private slots:
             for (int x = 0; x < image.width(); x += 7) colours.insert(image.pixel(x, y));
         QVERIFY2(colours.size() > 20, "the image is (nearly) blank");
         QVERIFY(!panel.exportPng(QStringLiteral("pie"), path, &error));
+    }
+
+    // Not a check: with CC_UI_SHOTS=<dir> set, saves the panel at a projector-ish size with real data.
+    void screenshots() {
+        const QString dir = qEnvironmentVariable("CC_UI_SHOTS");
+        if (dir.isEmpty()) QSKIP("set CC_UI_SHOTS=<dir> to save screenshots");
+        Rig rig;
+        TimingsPanel panel(&rig.controller);
+        panel.resize(1280, 800);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        QVERIFY(rig.load());
+        QVERIFY(rig.compile());
+        QVERIFY(rig.query(cc::QueryMode::cached, 8));
+        QVERIFY(rig.query(cc::QueryMode::full, 8));
+        QVERIFY(rig.query(cc::QueryMode::compare, 8));
+        QSignalSpy finished(&rig.controller, &EngineController::sweepFinished);
+        panel.startSweep({QStringLiteral("tools_5.json"), QStringLiteral("tools_10.json"),
+                          QStringLiteral("tools_20.json"), QStringLiteral("tools_50.json")}, 1, 2);
+        QVERIFY(finished.wait(cc::ui::test::kTimeoutMs) || !finished.isEmpty());
+        QVERIFY(rig.idle());
+        auto* tabs = panel.findChild<QTabWidget*>();
+        for (int i = 0; i < tabs->count(); ++i) {
+            tabs->setCurrentIndex(i);
+            QTest::qWait(100);
+            panel.grab().save(dir + QStringLiteral("/timings_%1.png").arg(i));
+        }
+        QString error;
+        for (const char* which : {"request", "sweep", "amortisation"})
+            QVERIFY(panel.exportPng(QString::fromLatin1(which), dir + QStringLiteral("/export_%1.png").arg(QLatin1String(which)), &error));
+        QPalette dark;
+        dark.setColor(QPalette::Window, QColor(0x20, 0x20, 0x24));
+        dark.setColor(QPalette::WindowText, Qt::white);
+        dark.setColor(QPalette::Base, QColor(0x2a, 0x2a, 0x2e));
+        dark.setColor(QPalette::Text, Qt::white);
+        panel.setPalette(dark);
+        tabs->setCurrentIndex(1);
+        QTest::qWait(100);
+        panel.grab().save(dir + QStringLiteral("/timings_dark_1.png"));
     }
 
     void followsTheApplicationPalette() {
