@@ -1,0 +1,325 @@
+// The Timings panel shows exactly what the engine measured: history and chart data equal the
+// QueryOutcome's Timings, compare mode draws both runs, the sweep plots both TTFTs, the break-even
+// is ceil(compile / saving), and the exports write what they say.
+#include "ui/timings_panel.h"
+
+#include "tests/ui/ui_test_rig.h"
+#include "ui/timing_charts.h"
+
+#include <QBarSet>
+#include <QFile>
+#include <QHorizontalStackedBarSeries>
+#include <QImage>
+#include <QLineSeries>
+#include <QScatterSeries>
+#include <QStandardPaths>
+#include <QTabWidget>
+
+#include <cmath>
+#include <set>
+
+using namespace cc::ui;
+using cc::ui::test::Rig;
+
+#define COMPARE_TIMINGS(a, b)                                                                                         \
+    do {                                                                                                              \
+        QCOMPARE((a).tokenize_ms, (b).tokenize_ms);                                                                   \
+        QCOMPARE((a).lookup_ms, (b).lookup_ms);                                                                       \
+        QCOMPARE((a).disk_load_ms, (b).disk_load_ms);                                                                 \
+        QCOMPARE((a).upload_ms, (b).upload_ms);                                                                       \
+        QCOMPARE((a).link_ms, (b).link_ms);                                                                           \
+        QCOMPARE((a).compile_ms, (b).compile_ms);                                                                     \
+        QCOMPARE((a).prefill_ms, (b).prefill_ms);                                                                     \
+        QCOMPARE((a).ttft_ms, (b).ttft_ms);                                                                           \
+        QCOMPARE((a).decode_ms, (b).decode_ms);                                                                       \
+        QCOMPARE((a).total_ms, (b).total_ms);                                                                         \
+        QCOMPARE((a).prefill_tok_s, (b).prefill_tok_s);                                                               \
+        QCOMPARE((a).decode_tok_s, (b).decode_tok_s);                                                                 \
+        QCOMPARE((a).disk_load_gb_s, (b).disk_load_gb_s);                                                             \
+    } while (0)
+
+class TestTimingsPanel : public QObject {
+    Q_OBJECT
+
+    // The bar chart's segment values for bar `bar` equal segmentValues(t), and the TTFT marker sits at t.ttft_ms.
+    static bool barMatches(RequestChart* chart, int bar, const cc::Timings& t, QString* why) {
+        const auto expected = segmentValues(t);
+        for (int s = 0; s < SegCount; ++s) {
+            QBarSet* set = chart->segmentSet(s);
+            if (set->count() <= bar || set->at(bar) != expected[size_t(s)]) {
+                *why = QStringLiteral("bar %1 segment %2: expected %3, got %4")
+                           .arg(bar).arg(segmentNames()[s]).arg(expected[size_t(s)])
+                           .arg(set->count() > bar ? set->at(bar) : -1);
+                return false;
+            }
+        }
+        const auto marker = chart->ttftMarker(bar)->points();
+        if (marker.size() != 2 || marker[0].x() != t.ttft_ms || marker[1].x() != t.ttft_ms) {
+            *why = QStringLiteral("bar %1: TTFT marker not at %2").arg(bar).arg(t.ttft_ms);
+            return false;
+        }
+        return true;
+    }
+
+private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        initResources();
+    }
+
+    void historyAndBarEqualTheEngineTimings() {
+        Rig rig;
+        TimingsPanel panel(&rig.controller);
+        QVERIFY(rig.load());
+        const auto compiled = rig.compile();
+        QVERIFY(compiled);
+        const auto cached = rig.query(cc::QueryMode::cached);
+        QVERIFY(cached);
+        QCOMPARE(panel.history().size(), size_t(1));
+        const RequestRecord& r = panel.history().back();
+        COMPARE_TIMINGS(r.timings, cached->result.timings);
+        QCOMPARE(r.requestId, cached->requestId);
+        QCOMPARE(r.mode, QStringLiteral("cached"));
+        QCOMPARE(r.tier, QString::fromStdString(cached->result.tier));
+        QCOMPARE(r.prefixTokens, cached->result.prefix_tokens);
+        QCOMPARE(r.suffixTokens, cached->result.suffix_tokens);
+        QCOMPARE(r.nTools, 5);
+        QVERIFY(!r.fullTimings);
+        QVERIFY(r.cacheHit);   // compiled just before: a memory hit
+
+        // the chart: one bar, its segments and the TTFT marker from the same numbers
+        QCOMPARE(panel.requestChart()->categories().size(), 1);
+        QString why;
+        QVERIFY2(barMatches(panel.requestChart(), 0, cached->result.timings, &why), qPrintable(why));
+        // segments up to the marker add up to TTFT
+        const auto seg = segmentValues(cached->result.timings);
+        double beforeDecode = 0;
+        for (int s = 0; s < SegDecode; ++s) beforeDecode += seg[size_t(s)];
+        QVERIFY(std::abs(beforeDecode - cached->result.timings.ttft_ms) < 1e-9);
+
+        // counters: one lookup, one hit, no full run of that prefix yet so nothing counted as saved
+        QCOMPARE(panel.counters().queries, 1);
+        QCOMPARE(panel.counters().hits, 1);
+        QCOMPARE(panel.counters().hitsCounted, 0);
+        QCOMPARE(panel.counters().savedMs, 0.0);
+    }
+
+    void compareModeShowsBothBars() {
+        Rig rig;
+        TimingsPanel panel(&rig.controller);
+        QVERIFY(rig.load());
+        QVERIFY(rig.compile());
+        const auto outcome = rig.query(cc::QueryMode::compare);
+        QVERIFY(outcome);
+        QVERIFY(outcome->result.full);
+        const RequestRecord& r = panel.history().back();
+        QCOMPARE(r.mode, QStringLiteral("compare"));
+        QVERIFY(r.fullTimings);
+        COMPARE_TIMINGS(r.timings, outcome->result.timings);
+        COMPARE_TIMINGS(*r.fullTimings, outcome->result.full->timings);
+        QCOMPARE(r.identical, outcome->result.identical);
+
+        RequestChart* chart = panel.requestChart();
+        QCOMPARE(chart->categories().size(), 2);
+        QCOMPARE(chart->segmentSet(SegPrefill)->count(), 2);
+        QString why;
+        QVERIFY2(barMatches(chart, 0, outcome->result.full->timings, &why), qPrintable(why));   // bottom: full
+        QVERIFY2(barMatches(chart, 1, outcome->result.timings, &why), qPrintable(why));         // top: cached
+        QVERIFY(chart->ttftMarker(1)->isVisible());
+        // the TTFT labels carry both values
+        const QStringList labels = chart->labelTexts();
+        QVERIFY(labels.contains(QStringLiteral("TTFT ") + formatMs(outcome->result.timings.ttft_ms)));
+        QVERIFY(labels.contains(QStringLiteral("TTFT ") + formatMs(outcome->result.full->timings.ttft_ms)));
+
+        // the cached run of a compare query is a hit with a measured full run of the same prefix
+        QCOMPARE(panel.counters().hitsCounted, 1);
+        QCOMPARE(panel.counters().savedMs, outcome->result.full->timings.ttft_ms - outcome->result.timings.ttft_ms);
+
+        // a later cached query goes back to one bar
+        QVERIFY(rig.query(cc::QueryMode::cached));
+        QCOMPARE(chart->categories().size(), 1);
+        QCOMPARE(chart->segmentSet(SegPrefill)->count(), 1);
+        QVERIFY(!chart->ttftMarker(1)->isVisible());
+    }
+
+    void sweepPlotsBothModes() {
+        Rig rig;
+        TimingsPanel panel(&rig.controller);
+        QVERIFY(rig.load());
+        QSignalSpy finished(&rig.controller, &EngineController::sweepFinished);
+        panel.startSweep({QStringLiteral("tools_5.json"), QStringLiteral("tools_10.json")}, 1, 2);
+        QVERIFY(finished.wait(cc::ui::test::kTimeoutMs) || !finished.isEmpty());
+        const auto points = finished.first().first().value<QList<SweepPoint>>();
+        QCOMPARE(points.size(), 2);
+        QCOMPARE(panel.sweepPoints().size(), size_t(2));
+        QList<QPointF> cached, full;
+        for (int i = 0; i < 2; ++i) {
+            const SweepPoint& p = panel.sweepPoints()[size_t(i)];
+            QCOMPARE(p.nTools, points[i].nTools);
+            QCOMPARE(p.cachedTtftMs, points[i].cachedTtftMs);
+            QCOMPARE(p.fullTtftMs, points[i].fullTtftMs);
+            QVERIFY(p.cachedTtftMs > 0);
+            QVERIFY(p.fullTtftMs > 0);
+            cached << QPointF(double(p.nTools), p.cachedTtftMs);
+            full << QPointF(double(p.nTools), p.fullTtftMs);
+        }
+        QCOMPARE(points[0].nTools, size_t(5));
+        QCOMPARE(points[1].nTools, size_t(10));
+        QCOMPARE(panel.sweepChart()->cachedSeries()->points(), cached);
+        QCOMPARE(panel.sweepChart()->fullSeries()->points(), full);
+        // a speed-up label per point
+        const QString speedup = QString::number(points[1].fullTtftMs / points[1].cachedTtftMs, 'f',
+                                                points[1].fullTtftMs / points[1].cachedTtftMs < 10 ? 1 : 0) +
+                                QStringLiteral("×");
+        bool found = false;
+        for (const QString& l : panel.sweepChart()->labelTexts()) found = found || l.endsWith(speedup);
+        QVERIFY2(found, qPrintable(panel.sweepChart()->labelTexts().join(QStringLiteral(" | "))));
+        // log y keeps the data
+        panel.sweepChart()->setLogY(true);
+        QCOMPARE(panel.sweepChart()->cachedSeries()->points(), cached);
+        QVERIFY(rig.idle());
+    }
+
+    void breakEvenIsCeilOfCompileOverSaving() {
+        Rig rig;
+        TimingsPanel panel(&rig.controller);
+        QVERIFY(rig.load());
+        QVERIFY(!panel.amortisation().valid);
+        const auto compiled = rig.compile();
+        QVERIFY(compiled);
+        QVERIFY(!compiled->cache_hit);   // a fresh cache directory: the compile was measured
+        QVERIFY(compiled->compile_ms > 0);
+        const auto outcome = rig.query(cc::QueryMode::compare);
+        QVERIFY(outcome);
+        const double saving = outcome->result.full->timings.ttft_ms - outcome->result.timings.ttft_ms;
+        const int expected = saving > 0 ? int(std::ceil(compiled->compile_ms / saving)) : 0;
+        const Amortisation a = panel.amortisation();
+        QVERIFY(a.valid);
+        QVERIFY(a.compileMeasured);
+        QCOMPARE(a.compileMs, compiled->compile_ms);
+        QCOMPARE(a.savingMs, saving);
+        QCOMPARE(a.breakEven, expected);
+        QVERIFY(a.source.contains(QStringLiteral("compare")));
+        if (expected > 0) {
+            const auto marked = panel.amortisationChart()->breakEvenSeries()->points();
+            QCOMPARE(marked.size(), 1);
+            QCOMPARE(marked[0].x(), double(expected));
+            QCOMPARE(marked[0].y(), expected * saving - compiled->compile_ms);
+            QVERIFY(marked[0].y() >= 0);
+            QVERIFY((expected - 1) * saving - compiled->compile_ms < 0);   // the request before has not paid off
+        }
+        const auto curve = panel.amortisationChart()->savedSeries()->points();
+        QVERIFY(!curve.isEmpty());
+        QCOMPARE(curve.first(), QPointF(0, -compiled->compile_ms));
+    }
+
+    void csvHasHeaderAndOneRowPerRequest() {
+        Rig rig;
+        TimingsPanel panel(&rig.controller);
+        QVERIFY(rig.load());
+        QVERIFY(rig.compile());
+        const auto a = rig.query(cc::QueryMode::cached);
+        const auto b = rig.query(cc::QueryMode::compare, 2, QStringLiteral("Convert 250 US dollars, to \"euros\"."));
+        QVERIFY(a && b);
+        QTemporaryDir out;
+        const QString path = out.filePath(QStringLiteral("requests.csv"));
+        QString error;
+        QVERIFY2(panel.exportCsv(path, &error), qPrintable(error));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadOnly | QIODevice::Text));
+        const QStringList lines = QString::fromUtf8(file.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        QCOMPARE(lines.size(), 3);
+        QCOMPARE(lines[0], TimingsData::requestsCsvHeader().join(QLatin1Char(',')));
+        const int ttftColumn = int(TimingsData::requestsCsvHeader().indexOf(QStringLiteral("ttft_ms")));
+        const QStringList row1 = lines[1].split(QLatin1Char(','));
+        QCOMPARE(row1.size(), TimingsData::requestsCsvHeader().size());
+        QCOMPARE(row1[ttftColumn].toDouble(), a->result.timings.ttft_ms);   // exact round trip
+        QVERIFY(lines[2].contains(QStringLiteral("\"Convert 250 US dollars, to \"\"euros\"\".\"")));
+        QVERIFY(lines[2].endsWith(QString::number(b->result.full->timings.total_ms, 'g', QLocale::FloatingPointShortest)));
+        QVERIFY(!panel.exportCsv(out.filePath(QStringLiteral("no/such/dir/x.csv")), &error));
+        QVERIFY(!error.isEmpty());
+    }
+
+    void pngHasTheExportSize_data() {
+        QTest::addColumn<QString>("which");
+        QTest::newRow("request") << QStringLiteral("request");
+        QTest::newRow("sweep") << QStringLiteral("sweep");
+        QTest::newRow("amortisation") << QStringLiteral("amortisation");
+    }
+    void pngHasTheExportSize() {
+        QFETCH(QString, which);
+        Rig rig;
+        TimingsPanel panel(&rig.controller);
+        panel.resize(900, 600);
+        QVERIFY(rig.load());
+        QVERIFY(rig.compile());
+        QVERIFY(rig.query(cc::QueryMode::compare));
+        QTemporaryDir out;
+        const QString path = out.filePath(which + QStringLiteral(".png"));
+        QString error;
+        QVERIFY2(panel.exportPng(which, path, &error), qPrintable(error));
+        QImage image(path);
+        QVERIFY(!image.isNull());
+        QCOMPARE(image.size(), TimingsPanel::exportSize());
+        std::set<QRgb> colours;
+        for (int y = 0; y < image.height(); y += 7)
+            for (int x = 0; x < image.width(); x += 7) colours.insert(image.pixel(x, y));
+        QVERIFY2(colours.size() > 20, "the image is (nearly) blank");
+        QVERIFY(!panel.exportPng(QStringLiteral("pie"), path, &error));
+    }
+
+    // Not a check: with CC_UI_SHOTS=<dir> set, saves the panel at a projector-ish size with real data.
+    void screenshots() {
+        const QString dir = qEnvironmentVariable("CC_UI_SHOTS");
+        if (dir.isEmpty()) QSKIP("set CC_UI_SHOTS=<dir> to save screenshots");
+        Rig rig;
+        TimingsPanel panel(&rig.controller);
+        panel.resize(1280, 800);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        QVERIFY(rig.load());
+        QVERIFY(rig.compile());
+        QVERIFY(rig.query(cc::QueryMode::cached, 8));
+        QVERIFY(rig.query(cc::QueryMode::full, 8));
+        QVERIFY(rig.query(cc::QueryMode::compare, 8));
+        QSignalSpy finished(&rig.controller, &EngineController::sweepFinished);
+        panel.startSweep({QStringLiteral("tools_5.json"), QStringLiteral("tools_10.json"),
+                          QStringLiteral("tools_20.json"), QStringLiteral("tools_50.json")}, 1, 2);
+        QVERIFY(finished.wait(cc::ui::test::kTimeoutMs) || !finished.isEmpty());
+        QVERIFY(rig.idle());
+        auto* tabs = panel.findChild<QTabWidget*>();
+        for (int i = 0; i < tabs->count(); ++i) {
+            tabs->setCurrentIndex(i);
+            QTest::qWait(100);
+            panel.grab().save(dir + QStringLiteral("/timings_%1.png").arg(i));
+        }
+        QString error;
+        for (const char* which : {"request", "sweep", "amortisation"})
+            QVERIFY(panel.exportPng(QString::fromLatin1(which), dir + QStringLiteral("/export_%1.png").arg(QLatin1String(which)), &error));
+        QPalette dark;
+        dark.setColor(QPalette::Window, QColor(0x20, 0x20, 0x24));
+        dark.setColor(QPalette::WindowText, Qt::white);
+        dark.setColor(QPalette::Base, QColor(0x2a, 0x2a, 0x2e));
+        dark.setColor(QPalette::Text, Qt::white);
+        panel.setPalette(dark);
+        tabs->setCurrentIndex(1);
+        QTest::qWait(100);
+        panel.grab().save(dir + QStringLiteral("/timings_dark_1.png"));
+    }
+
+    void followsTheApplicationPalette() {
+        Rig rig;
+        TimingsPanel panel(&rig.controller);
+        QCOMPARE(panel.requestChart()->theme(), QChart::ChartThemeLight);
+        QPalette dark;
+        dark.setColor(QPalette::Window, QColor(0x20, 0x20, 0x24));
+        dark.setColor(QPalette::WindowText, Qt::white);
+        panel.setPalette(dark);
+        QTRY_COMPARE(panel.requestChart()->theme(), QChart::ChartThemeDark);
+        QCOMPARE(panel.sweepChart()->theme(), QChart::ChartThemeDark);
+        QVERIFY(panel.requestChart()->axes().first()->labelsFont().pointSizeF() >= 11);
+    }
+};
+
+QTEST_MAIN(TestTimingsPanel)
+#include "test_timings_panel.moc"

@@ -1,0 +1,452 @@
+#include "ui/timing_charts.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QFont>
+#include <QGraphicsSimpleTextItem>
+#include <QHorizontalStackedBarSeries>
+#include <QLegend>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QPen>
+#include <QScatterSeries>
+#include <QValueAxis>
+
+#include <algorithm>
+#include <cmath>
+
+namespace cc::ui {
+
+namespace {
+
+constexpr double kAxisPt = 12;     // axis labels and titles
+constexpr double kLabelPt = 12;    // value labels on bars and points
+constexpr double kTitlePt = 15;
+constexpr double kLegendPt = 12;
+
+QFont pointFont(double pt, bool bold = false) {
+    QFont f;
+    f.setPointSizeF(pt);
+    f.setBold(bold);
+    return f;
+}
+
+// Readable text on a filled segment.
+QColor onColor(const QColor& fill) { return fill.lightnessF() > 0.55 ? QColor(Qt::black) : QColor(Qt::white); }
+
+QColor cachedColor(bool dark) { return dark ? QColor(0x56, 0xB4, 0xE9) : QColor(0x00, 0x72, 0xB2); }
+QColor fullColor(bool dark) { return dark ? QColor(0xF0, 0x8C, 0x3C) : QColor(0xD5, 0x5E, 0x00); }
+QColor savedColor(bool dark) { return dark ? QColor(0x3C, 0xC8, 0x96) : QColor(0x00, 0x9E, 0x73); }
+
+}  // namespace
+
+bool paletteIsDark(const QPalette& palette) { return palette.color(QPalette::Window).lightness() < 128; }
+
+QColor segmentColor(int segment) {
+    // Okabe-Ito: distinguishable with the common colour-vision deficiencies, on white and on dark grey.
+    static const QColor colors[SegCount] = {QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9), QColor(0x00, 0x9E, 0x73),
+                                            QColor(0xCC, 0x79, 0xA7), QColor(0x00, 0x72, 0xB2), QColor(0x99, 0x99, 0x99),
+                                            QColor(0xD5, 0x5E, 0x00)};
+    return colors[segment];
+}
+
+// ---- labels ----------------------------------------------------------------------------------
+
+void ChartLabels::clear() {
+    for (auto& l : m_labels) delete l.item;
+    m_labels.clear();
+}
+
+void ChartLabels::add(QPointF value, QAbstractSeries* series, const QString& text, const QColor& color, Place place,
+                      bool bold) {
+    auto* item = new QGraphicsSimpleTextItem(text, m_chart);
+    item->setFont(pointFont(kLabelPt, bold));
+    item->setBrush(color);
+    item->setZValue(100);
+    m_labels.push_back(Label{value, series, item, place});
+}
+
+void ChartLabels::reposition() {
+    const QRectF plot = m_chart->plotArea();
+    for (auto& l : m_labels) {
+        const QPointF p = m_chart->mapToPosition(l.value, l.series);
+        const QRectF r = l.item->boundingRect();
+        QPointF at;
+        switch (l.place) {
+            case Center: at = p - QPointF(r.width() / 2, r.height() / 2); break;
+            case Above: at = p - QPointF(r.width() / 2, r.height() + 6); break;
+            case Below: at = p + QPointF(-r.width() / 2, 6); break;
+            case Right: at = p + QPointF(8, -r.height() / 2); break;
+        }
+        // keep it inside the plot area horizontally
+        at.setX(std::clamp(at.x(), plot.left() + 2, std::max(plot.left() + 2, plot.right() - r.width() - 2)));
+        l.item->setPos(at);
+        l.item->setVisible(plot.isValid());
+    }
+}
+
+QStringList ChartLabels::texts() const {
+    QStringList out;
+    for (const auto& l : m_labels) out << l.item->text();
+    return out;
+}
+
+// ---- base ------------------------------------------------------------------------------------
+
+TimingChart::TimingChart(QGraphicsItem* parent) : QChart(parent) {
+    setAnimationOptions(QChart::NoAnimation);   // live data: no animations (STYLE §8)
+    legend()->setAlignment(Qt::AlignBottom);
+    connect(this, &QChart::plotAreaChanged, this, [this] { m_labels.reposition(); });
+}
+
+void TimingChart::applyPalette(const QPalette& palette) {
+    m_dark = paletteIsDark(palette);
+    setTheme(m_dark ? QChart::ChartThemeDark : QChart::ChartThemeLight);
+    setTitleFont(pointFont(kTitlePt, true));
+    legend()->setFont(pointFont(kLegendPt));
+    for (QAbstractAxis* axis : axes()) styleAxis(axis);
+    restyle();
+}
+
+void TimingChart::styleAxis(QAbstractAxis* axis) {
+    axis->setLabelsFont(pointFont(kAxisPt));
+    axis->setTitleFont(pointFont(kAxisPt, true));
+}
+
+QColor TimingChart::textColor() const { return m_dark ? QColor(0xF0, 0xF0, 0xF0) : QColor(0x20, 0x20, 0x20); }
+
+// ---- request ---------------------------------------------------------------------------------
+
+RequestChart::RequestChart(QGraphicsItem* parent) : TimingChart(parent) {
+    m_bars = new QHorizontalStackedBarSeries(this);
+    m_bars->setBarWidth(0.55);
+    for (int s = 0; s < SegCount; ++s) {
+        auto* set = new QBarSet(segmentNames()[s], m_bars);
+        m_sets.push_back(set);
+        m_bars->append(set);
+    }
+    addSeries(m_bars);
+    m_categoryAxis = new QBarCategoryAxis(this);
+    m_msAxis = new QValueAxis(this);
+    m_msAxis->setTitleText(QStringLiteral("milliseconds since the request was submitted"));
+    m_msAxis->setLabelFormat(QStringLiteral("%.3g"));
+    addAxis(m_categoryAxis, Qt::AlignLeft);
+    addAxis(m_msAxis, Qt::AlignBottom);
+    m_bars->attachAxis(m_categoryAxis);
+    m_bars->attachAxis(m_msAxis);
+    for (int i = 0; i < 2; ++i) {
+        auto* marker = new QLineSeries(this);
+        marker->setName(QStringLiteral("TTFT"));
+        addSeries(marker);
+        marker->attachAxis(m_msAxis);
+        marker->attachAxis(m_categoryAxis);
+        m_markers.push_back(marker);
+    }
+    legend()->markers(m_markers[1]).value(0)->setVisible(false);
+    applyPalette(QPalette());
+    setRecord(nullptr);
+}
+
+QStringList RequestChart::categories() const { return m_categoryAxis->categories(); }
+
+void RequestChart::setRecord(const RequestRecord* record) {
+    m_shown.clear();
+    QStringList categories;
+    if (record && record->fullTimings) {
+        m_shown = {*record->fullTimings, record->timings};
+        categories = {QStringLiteral("full prefill"), QStringLiteral("cached (%1)").arg(record->tier)};
+    } else if (record) {
+        m_shown = {record->timings};
+        categories = {record->mode == QLatin1String("full") ? QStringLiteral("full prefill")
+                                                             : QStringLiteral("cached (%1)").arg(record->tier)};
+    }
+    if (record)
+        setTitle(QStringLiteral("Request #%1 · %2 · %3 tools · %4 + %5 tokens")
+                     .arg(record->index).arg(record->mode).arg(record->nTools)
+                     .arg(record->prefixTokens).arg(record->suffixTokens));
+    else
+        setTitle(QStringLiteral("No request yet: run a query (compare mode shows cached and full side by side)"));
+
+    double maxEnd = 0;
+    std::vector<std::array<double, SegCount>> values;
+    for (const auto& t : m_shown) {
+        values.push_back(segmentValues(t));
+        double end = 0;
+        for (double v : values.back()) end += v;
+        maxEnd = std::max(maxEnd, end);
+    }
+    for (int s = 0; s < SegCount; ++s) {
+        QBarSet* set = m_sets[size_t(s)];
+        set->remove(0, set->count());
+        QList<qreal> row;
+        double sum = 0;
+        for (const auto& v : values) {
+            row << v[size_t(s)];
+            sum += v[size_t(s)];
+        }
+        set->append(row);
+        // a segment that is zero in every bar is left out of the legend
+        if (auto* lm = legend()->markers(m_bars).value(s)) lm->setVisible(sum > 0 || s == SegPrefill);
+    }
+    m_categoryAxis->setCategories(categories.isEmpty() ? QStringList{QString()} : categories);
+    m_msAxis->setRange(0, maxEnd > 0 ? maxEnd * 1.22 : 1.0);
+    for (size_t i = 0; i < m_markers.size(); ++i) {
+        if (i < m_shown.size()) {
+            const double ttft = m_shown[i].ttft_ms;
+            m_markers[i]->replace(QList<QPointF>{QPointF(ttft, double(i) - 0.36), QPointF(ttft, double(i) + 0.36)});
+            m_markers[i]->setVisible(true);
+        } else {
+            m_markers[i]->clear();
+            m_markers[i]->setVisible(false);
+        }
+    }
+    legend()->markers(m_markers[1]).value(0)->setVisible(false);
+    relabel();
+}
+
+void RequestChart::restyle() {
+    for (int s = 0; s < SegCount; ++s) {
+        m_sets[size_t(s)]->setColor(segmentColor(s));
+        m_sets[size_t(s)]->setBorderColor(segmentColor(s));
+    }
+    for (auto* marker : m_markers) {
+        QPen pen(textColor());
+        pen.setWidthF(3);
+        pen.setStyle(Qt::DashLine);
+        marker->setPen(pen);
+    }
+    relabel();
+}
+
+void RequestChart::relabel() {
+    m_labels.clear();
+    const double range = m_msAxis->max() - m_msAxis->min();
+    for (size_t i = 0; i < m_shown.size(); ++i) {
+        const auto v = segmentValues(m_shown[i]);
+        double start = 0;
+        for (int s = 0; s < SegCount; ++s) {
+            // a value inside its segment where it fits; the small ones are in the table and the CSV
+            if (v[size_t(s)] >= range * 0.07)
+                m_labels.add(QPointF(start + v[size_t(s)] / 2, double(i)), m_bars, formatMs(v[size_t(s)]),
+                             onColor(segmentColor(s)), ChartLabels::Center);
+            start += v[size_t(s)];
+        }
+        m_labels.add(QPointF(m_shown[i].ttft_ms, double(i) + 0.36), m_markers[i],
+                     QStringLiteral("TTFT %1").arg(formatMs(m_shown[i].ttft_ms)), textColor(), ChartLabels::Above, true);
+        m_labels.add(QPointF(start, double(i)), m_bars, formatMs(start), textColor(), ChartLabels::Right);
+    }
+    m_labels.reposition();
+}
+
+// ---- sweep -----------------------------------------------------------------------------------
+
+SweepChart::SweepChart(QGraphicsItem* parent) : TimingChart(parent) {
+    m_full = new QLineSeries(this);
+    m_full->setName(QStringLiteral("full prefill TTFT"));
+    m_cached = new QLineSeries(this);
+    m_cached->setName(QStringLiteral("cached TTFT"));
+    m_fullDots = new QScatterSeries(this);
+    m_cachedDots = new QScatterSeries(this);
+    m_toolsAxis = new QValueAxis(this);
+    m_toolsAxis->setTitleText(QStringLiteral("number of tools"));
+    m_toolsAxis->setLabelFormat(QStringLiteral("%d"));
+    m_linearY = new QValueAxis(this);
+    m_linearY->setTitleText(QStringLiteral("TTFT (ms, median)"));
+    m_linearY->setLabelFormat(QStringLiteral("%.3g"));
+    m_logAxis = new QLogValueAxis(this);
+    m_logAxis->setTitleText(QStringLiteral("TTFT (ms, median, log scale)"));
+    m_logAxis->setLabelFormat(QStringLiteral("%.3g"));
+    m_logAxis->setBase(10);
+    m_logAxis->setMinorTickCount(8);
+    addAxis(m_toolsAxis, Qt::AlignBottom);
+    addAxis(m_linearY, Qt::AlignLeft);
+    for (QXYSeries* s : {static_cast<QXYSeries*>(m_full), static_cast<QXYSeries*>(m_cached),
+                         static_cast<QXYSeries*>(m_fullDots), static_cast<QXYSeries*>(m_cachedDots)}) {
+        addSeries(s);
+        s->attachAxis(m_toolsAxis);
+        s->attachAxis(m_linearY);
+    }
+    legend()->markers(m_fullDots).value(0)->setVisible(false);
+    legend()->markers(m_cachedDots).value(0)->setVisible(false);
+    applyPalette(QPalette());
+    setPoints({});
+}
+
+void SweepChart::setPoints(const std::vector<SweepPoint>& points) {
+    m_points = points;
+    QList<QPointF> cached, full;
+    for (const auto& p : points) {
+        cached << QPointF(double(p.nTools), p.cachedTtftMs);
+        full << QPointF(double(p.nTools), p.fullTtftMs);
+    }
+    m_cached->replace(cached);
+    m_full->replace(full);
+    m_cachedDots->replace(cached);
+    m_fullDots->replace(full);
+    setTitle(points.empty() ? QStringLiteral("Tool-count sweep: press Run sweep")
+                            : QStringLiteral("TTFT vs number of tools · speed-up = full ÷ cached"));
+    rescale();
+}
+
+void SweepChart::setLogY(bool logY) {
+    if (logY == m_logY) return;
+    m_logY = logY;
+    QAbstractAxis* from = logY ? static_cast<QAbstractAxis*>(m_linearY) : m_logAxis;
+    QAbstractAxis* to = logY ? static_cast<QAbstractAxis*>(m_logAxis) : m_linearY;
+    for (QAbstractSeries* s : series()) s->detachAxis(from);
+    removeAxis(from);
+    from->setParent(this);   // removeAxis gives it back; keep it for the next toggle
+    addAxis(to, Qt::AlignLeft);
+    styleAxis(to);
+    for (QAbstractSeries* s : series()) s->attachAxis(to);
+    rescale();
+}
+
+void SweepChart::rescale() {
+    double maxTools = 10, minMs = 0, maxMs = 1;
+    bool first = true;
+    for (const auto& p : m_points) {
+        maxTools = std::max(maxTools, double(p.nTools));
+        for (double v : {p.cachedTtftMs, p.fullTtftMs}) {
+            if (v <= 0) continue;
+            minMs = first ? v : std::min(minMs, v);
+            maxMs = first ? v : std::max(maxMs, v);
+            first = false;
+        }
+    }
+    m_toolsAxis->setRange(0, maxTools * 1.12);
+    m_toolsAxis->applyNiceNumbers();
+    m_linearY->setRange(0, maxMs * 1.25);
+    m_linearY->applyNiceNumbers();
+    const double lo = first ? 0.1 : std::pow(10.0, std::floor(std::log10(minMs)));
+    const double hi = first ? 10 : std::pow(10.0, std::ceil(std::log10(maxMs * 1.5)));
+    m_logAxis->setRange(lo, std::max(hi, lo * 10));
+    relabel();
+}
+
+void SweepChart::restyle() {
+    for (auto [line, dots, color] : {std::tuple{m_cached, m_cachedDots, cachedColor(m_dark)},
+                                     std::tuple{m_full, m_fullDots, fullColor(m_dark)}}) {
+        QPen pen(color);
+        pen.setWidthF(3);
+        line->setPen(pen);
+        dots->setColor(color);
+        dots->setBorderColor(color);
+        dots->setMarkerSize(12);
+    }
+    relabel();
+}
+
+void SweepChart::relabel() {
+    m_labels.clear();
+    for (const auto& p : m_points) {
+        const double x = double(p.nTools);
+        const double speedup = p.cachedTtftMs > 0 ? p.fullTtftMs / p.cachedTtftMs : 0.0;
+        m_labels.add(QPointF(x, p.fullTtftMs), m_full,
+                     QStringLiteral("%1 · %2×").arg(formatMs(p.fullTtftMs)).arg(speedup, 0, 'f', speedup < 10 ? 1 : 0),
+                     fullColor(m_dark), ChartLabels::Above, true);
+        m_labels.add(QPointF(x, p.cachedTtftMs), m_cached, formatMs(p.cachedTtftMs), cachedColor(m_dark),
+                     ChartLabels::Below);
+    }
+    m_labels.reposition();
+}
+
+// ---- amortisation ----------------------------------------------------------------------------
+
+AmortisationChart::AmortisationChart(QGraphicsItem* parent) : TimingChart(parent) {
+    m_zero = new QLineSeries(this);
+    m_saved = new QLineSeries(this);
+    m_saved->setName(QStringLiteral("cumulative time saved"));
+    m_breakEven = new QScatterSeries(this);
+    m_breakEven->setName(QStringLiteral("break-even"));
+    m_requestsAxis = new QValueAxis(this);
+    m_requestsAxis->setTitleText(QStringLiteral("number of requests with this tool set"));
+    m_requestsAxis->setLabelFormat(QStringLiteral("%d"));
+    m_savedAxis = new QValueAxis(this);
+    m_savedAxis->setTitleText(QStringLiteral("time saved (ms)"));
+    m_savedAxis->setLabelFormat(QStringLiteral("%.3g"));
+    addAxis(m_requestsAxis, Qt::AlignBottom);
+    addAxis(m_savedAxis, Qt::AlignLeft);
+    for (QXYSeries* s : {static_cast<QXYSeries*>(m_zero), static_cast<QXYSeries*>(m_saved),
+                         static_cast<QXYSeries*>(m_breakEven)}) {
+        addSeries(s);
+        s->attachAxis(m_requestsAxis);
+        s->attachAxis(m_savedAxis);
+    }
+    legend()->markers(m_zero).value(0)->setVisible(false);
+    applyPalette(QPalette());
+    setAmortisation(Amortisation{});
+}
+
+void AmortisationChart::setAmortisation(const Amortisation& a) {
+    m_a = a;
+    if (!a.valid) {
+        m_n = 0;
+        m_saved->clear();
+        m_breakEven->clear();
+        m_zero->clear();
+        setTitle(QStringLiteral("Amortisation: run a compare-mode query or a sweep"));
+        m_requestsAxis->setRange(0, 10);
+        m_savedAxis->setRange(-1, 1);
+        relabel();
+        return;
+    }
+    m_n = a.breakEven > 0 ? std::clamp(2 * a.breakEven, 10, 1000000) : 20;
+    QList<QPointF> saved;
+    const int step = std::max(1, m_n / 200);
+    for (int k = 0; k <= m_n; k += step) saved << QPointF(k, a.savedAfter(k));
+    if (saved.back().x() != m_n) saved << QPointF(m_n, a.savedAfter(m_n));
+    m_saved->replace(saved);
+    m_zero->replace(QList<QPointF>{QPointF(0, 0), QPointF(m_n, 0)});
+    if (a.breakEven > 0)
+        m_breakEven->replace(QList<QPointF>{QPointF(a.breakEven, a.savedAfter(a.breakEven))});
+    else
+        m_breakEven->clear();
+    const double lo = std::min(0.0, std::min(a.savedAfter(0), a.savedAfter(m_n)));
+    const double hi = std::max(0.0, std::max(a.savedAfter(0), a.savedAfter(m_n)));
+    const double pad = std::max(1e-3, (hi - lo) * 0.15);
+    m_requestsAxis->setRange(0, m_n);
+    m_savedAxis->setRange(lo - pad, hi + pad);
+    m_savedAxis->applyNiceNumbers();
+    QString title = QStringLiteral("Cumulative time saved vs requests · compile %1%2, saving %3 per request")
+                        .arg(formatMs(a.compileMs), a.compileMeasured ? QString() : QStringLiteral(" (est.)"),
+                             formatMs(a.savingMs));
+    title += QStringLiteral("\nfrom %1").arg(a.source);
+    if (!a.compileMeasured) title += QStringLiteral("; compile not measured this session: the full prefill stands in");
+    setTitle(title);
+    relabel();
+}
+
+void AmortisationChart::restyle() {
+    QPen pen(savedColor(m_dark));
+    pen.setWidthF(3);
+    m_saved->setPen(pen);
+    QPen zero(textColor());
+    zero.setWidthF(1.5);
+    zero.setStyle(Qt::DashLine);
+    m_zero->setPen(zero);
+    m_breakEven->setColor(fullColor(m_dark));
+    m_breakEven->setBorderColor(fullColor(m_dark));
+    m_breakEven->setMarkerSize(16);
+    relabel();
+}
+
+void AmortisationChart::relabel() {
+    m_labels.clear();
+    if (m_a.valid && m_a.breakEven > 0)
+        m_labels.add(QPointF(m_a.breakEven, m_a.savedAfter(m_a.breakEven)), m_breakEven,
+                     QStringLiteral("break-even at request %1").arg(m_a.breakEven), fullColor(m_dark),
+                     ChartLabels::Above, true);
+    if (m_a.valid && m_n > 0) {
+        const double end = m_a.savedAfter(m_n);
+        m_labels.add(QPointF(m_n, end), m_saved, QStringLiteral("%1 after %2").arg(formatMs(end)).arg(m_n),
+                     savedColor(m_dark), end >= 0 ? ChartLabels::Below : ChartLabels::Above, true);
+    }
+    if (m_a.valid && m_a.breakEven == 0)
+        m_labels.add(QPointF(m_n / 2.0, 0), m_zero, QStringLiteral("no saving measured: never breaks even"),
+                     textColor(), ChartLabels::Above, true);
+    m_labels.reposition();
+}
+
+}  // namespace cc::ui
