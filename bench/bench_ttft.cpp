@@ -3,7 +3,7 @@
 //   bench_ttft [--model SPEC] [--tools 5,10,20,50] [--runs 5] [--warmup 1] [--max-new-tokens 16]
 //              [--threads N] [--query TEXT] [--cache-dir DIR]
 // Besides the memory-tier hit it measures the disk tier: the group dropped from memory, so the
-// query links it from its file (lookup + read with checksums + import), with the page cache warm
+// query links it from its file (lookup + map with checksums verified in place + link), page cache warm
 // and with the file's pages dropped first (posix_fadvise DONTNEED; the disk may still cache).
 #include "bench/bench_common.h"
 #include "core/engine.h"

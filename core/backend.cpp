@@ -10,6 +10,10 @@ const char* kv_dtype_name(KvDType t) {
     return "?";
 }
 
+std::unique_ptr<KvBlock> Backend::link_kv(std::span<const std::byte> data, int n_tokens, std::shared_ptr<const void>) {
+    return import_kv(data, n_tokens, n_tokens);
+}
+
 size_t Backend::kv_bytes(int n_tokens) const {
     const ModelConfig& c = config();
     const size_t elem_bytes = kv_dtype() == KvDType::f32 ? 4 : 2;

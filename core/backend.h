@@ -69,6 +69,16 @@ public:
     virtual std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens,
                                                int capacity_tokens) = 0;
 
+    // Links a canonical KV image (as export_kv writes it) for use as a read-only prefix block.
+    // A backend that can attend to the canonical layout where it lies reads it in place: the block
+    // holds `keep_alive` (e.g. the group file's mapping), so the bytes outlive every query using
+    // the block, and it is never written (forward refuses it as a suffix block). The default
+    // copies it with import_kv and drops `keep_alive` (a device backend uploads anyway).
+    virtual std::unique_ptr<KvBlock> link_kv(std::span<const std::byte> data, int n_tokens,
+                                             std::shared_ptr<const void> keep_alive);
+    // Whether link_kv reads the bytes in place (no copy; its cost is then ~0).
+    virtual bool links_in_place() const { return false; }
+
     size_t kv_bytes(int n_tokens) const;  // canonical bytes for n_tokens positions
 };
 

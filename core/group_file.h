@@ -21,12 +21,14 @@
 // known) or has one entry per tool name, non-decreasing, each in [0, n_tokens].
 #pragma once
 
+#include "core/mapped_file.h"
 #include "core/tokenizer.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -97,5 +99,18 @@ GroupFileHeader parse_group_header(std::span<const std::byte> bytes, size_t file
 // copy into `payload_out` (resized to the payload size; reuse it across calls to skip zeroing and
 // page faults). Throws naming the file and the layer; `payload_out` is then unspecified.
 GroupFileHeader read_group_file(const std::filesystem::path& path, std::vector<std::byte>& payload_out);
+
+// A group file mapped read-only and checked in place: the same checks as read_group_file
+// (preamble, header, file size, every layer's XXH3), hashing the mapping itself; nothing is copied.
+// `payload` points into `file`; whoever keeps using it keeps `file` (shared ownership). The
+// verification pass runs under MappedFile::read_guarded, so a file truncated underneath it is an
+// error like any other damage, never a crash.
+struct MappedGroupFile {
+    std::shared_ptr<const MappedFile> file;
+    GroupFileHeader header;
+    std::span<const std::byte> payload;   // group_payload_bytes(header) bytes of canonical KV
+};
+// Throws std::runtime_error "<file>: <problem>", as read_group_file.
+MappedGroupFile map_group_file(const std::filesystem::path& path);
 
 }  // namespace cc

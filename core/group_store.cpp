@@ -119,14 +119,16 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
     std::error_code ec;
     if (!fs::exists(path, ec)) return result;
 
-    // Disk: read with checksums, then check that the file is the group we rendered.
+    // Disk: map the file and verify its checksums in place, then check that it is the group we
+    // rendered. Nothing is copied: a backend that links in place (CPU) attends to the mapping
+    // itself, and the Group's KV block keeps the mapping alive for as long as any query holds it.
+    // (Replacing the file by rename or removing it leaves this mapping valid; see mapped_file.h
+    // for an outside program truncating it in place.)
     Stopwatch load_clock;
-    // One staging buffer, reused: a fresh vector would be zeroed and page-faulted on every load.
-    std::lock_guard staging_lock(staging_mutex_);
-    std::vector<std::byte>& payload = staging_;
-    GroupFileHeader h;
+    MappedGroupFile mapped;
     try {
-        h = read_group_file(path, payload);
+        mapped = map_group_file(path);
+        const GroupFileHeader& h = mapped.header;
         const auto& c = backend.config();
         std::string mismatch;
         if (h.group_key != group_key) mismatch = "header group_key " + h.group_key.substr(0, 12) + " differs from the file name";
@@ -145,16 +147,21 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
         return result;
     }
     result.disk_load_ms = load_clock.elapsed_ms();
-    result.disk_load_gb_s = result.disk_load_ms > 0 ? payload.size() / (result.disk_load_ms * 1e6) : 0;
+    const size_t file_bytes = mapped.file->size();
+    result.disk_load_gb_s = result.disk_load_ms > 0 ? double(file_bytes) / (result.disk_load_ms * 1e6) : 0;
 
     Stopwatch upload_clock;
+    const GroupFileHeader& h = mapped.header;
     auto group = std::make_shared<Group>();
     group->group_key = h.group_key;
     group->tools_hash = h.tools_hash;
     group->tool_names = h.tool_names;
     group->prefix_ids = h.prefix_ids;
-    group->kv = backend.import_kv(payload, h.n_tokens, h.n_tokens);
-    group->kv_bytes = payload.size();
+    // In place (CPU: ~0 ms) or a copy into the backend's memory (the default import_kv).
+    group->kv = backend.link_kv(mapped.payload, h.n_tokens, mapped.file);
+    // The memory tier counts a linked group's bytes like an imported one's: they are the mapped
+    // file's pages, resident while the group is used.
+    group->kv_bytes = mapped.payload.size();
     group->created_unix_ms = h.created_unix_ms;
     group->model_fingerprint = h.model_fingerprint;
     group->chat_format = h.chat_format;
@@ -334,8 +341,7 @@ std::vector<std::string> GroupStore::verify() {
         const fs::path path = group_path(key);
         try {
             if (!is_group_key(key)) throw std::runtime_error(path.string() + ": file name is not a group key");
-            std::vector<std::byte> payload;
-            const auto h = read_group_file(path, payload);
+            const auto h = map_group_file(path).header;  // verified in place, unmapped again
             if (h.group_key != key) throw std::runtime_error(path.string() + ": header group_key differs from the file name");
         } catch (const std::exception& e) {
             const auto moved = quarantine(key, e.what());

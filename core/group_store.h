@@ -1,8 +1,9 @@
 // The group cache (DESIGN §7): compiled prefixes (K/V of the system prompt + tool schemas) keyed by
 // group_key, in two tiers: host memory (shared KvBlocks, LRU within a byte budget) and disk (one
 // immutable file per group, groups/<group_key>.kv, with an SQLite index of usage; LRU within a
-// byte budget). A group found on disk is verified (header, size, checksums, stored prefix token
-// ids) before any byte reaches the model, then promoted to memory. Anything that does not verify
+// byte budget). A group found on disk is mapped and verified in place (header, size, checksums,
+// stored prefix token ids) before any byte reaches the model, then promoted to memory, where the
+// CPU backend attends to the mapping itself (zero copy). Anything that does not verify
 // is reported, moved to groups/quarantine/ and treated as a miss.
 #pragma once
 
@@ -82,13 +83,13 @@ public:
         std::string tier = "miss";           // "memory", "disk" or "miss"
         std::string problem;                 // why a stored entry was refused, if one was
         double lookup_ms = 0;
-        double disk_load_ms = 0;             // read + checksum verification
-        double upload_ms = 0;                // canonical layout -> the backend's KV block
-        double disk_load_gb_s = 0;
+        double disk_load_ms = 0;             // map + checksum verification in place (the file's pages)
+        double upload_ms = 0;                // the mapping -> a KV block (Backend::link_kv; ~0 when in place)
+        double disk_load_gb_s = 0;           // file bytes / disk_load_ms
     };
     // A hit needs the key AND the stored prefix ids to equal `prefix_ids` AND the stored group to
     // match `expected`'s model fingerprint, chat format and numerics (fail closed). A disk hit
-    // is imported into `backend` and promoted to memory.
+    // is linked into `backend` (Backend::link_kv) and promoted to memory.
     Lookup find(const std::string& group_key, std::span<const token_id> prefix_ids, const Group& expected,
                 Backend& backend);
     // Memory tier insert, then LRU eviction (never of an entry a query holds).
@@ -145,8 +146,6 @@ private:
     size_t bytes_ = 0;
     uint64_t tick_ = 0;
     std::unique_ptr<GroupIndex> index_;   // null for a memory-only store
-    std::mutex staging_mutex_;
-    std::vector<std::byte> staging_;      // disk loads read here, then import into the backend
     std::vector<std::string> warnings_;
 };
 

@@ -119,6 +119,67 @@ TEST(Cache, QueryLinkingFromDiskReportsLoadAndUpload) {
     EXPECT_EQ(r.timings.link_ms, r.timings.lookup_ms + r.timings.disk_load_ms + r.timings.upload_ms);
 }
 
+bool is_mapped(const fs::path& file) {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line))
+        if (line.find(file.string()) != std::string::npos) return true;
+    return false;
+}
+
+// Zero copy: a disk hit maps the group file, verifies it in place and attends to the mapping.
+// Its logits equal a full prefill's and a memory hit's (the compiled, tiled block) bit for bit;
+// the mapping lives exactly as long as the group is held, also after the file is unlinked.
+TEST(Cache, DiskHitIsServedZeroCopyWithTheBitsOfAFullPrefillAndAMemoryHit) {
+    cc::test::TempDir dir;
+    const auto tools = tools_from({5, 6, 7});
+    const fs::path file = [&] {
+        auto e = make_engine(dir.path());
+        return dir.path() / "groups" / (e->set_tools(tools, "sys").group_key + ".kv");
+    }();
+    cc::QueryResult memory_hit;
+    {
+        auto e = make_engine(dir.path());  // a fresh compile would be a miss: build the memory hit from it
+        e->cache().clear();
+        EXPECT_EQ(e->set_tools(tools, "sys").tier, "miss");
+        memory_hit = ask(*e);
+        EXPECT_EQ(memory_hit.tier, "memory");
+        e->wait_for_persist();
+    }
+    auto e = make_engine(dir.path());
+    const auto c = e->set_tools(tools, "sys");
+    EXPECT_EQ(c.tier, "disk");
+    ASSERT_TRUE(e->cache().drop_from_memory(c.group_key));
+    EXPECT_FALSE(is_mapped(file));
+    const auto disk_hit = ask(*e);
+    EXPECT_EQ(disk_hit.tier, "disk");
+    ASSERT_TRUE(disk_hit.identical.has_value());
+    EXPECT_TRUE(*disk_hit.identical) << "max |d logit| " << disk_hit.max_abs_logit_diff;
+    EXPECT_EQ(disk_hit.max_abs_logit_diff, 0.0);
+    ASSERT_EQ(disk_hit.step_logits.size(), memory_hit.step_logits.size());
+    for (size_t i = 0; i < disk_hit.step_logits.size(); ++i) {
+        ASSERT_EQ(disk_hit.step_logits[i].size(), memory_hit.step_logits[i].size());
+        EXPECT_EQ(std::memcmp(disk_hit.step_logits[i].data(), memory_hit.step_logits[i].data(),
+                              disk_hit.step_logits[i].size() * sizeof(float)),
+                  0)
+            << "step " << i;
+    }
+    EXPECT_EQ(disk_hit.tokens, memory_hit.tokens);
+    EXPECT_TRUE(is_mapped(file)) << "the linked group reads the file's mapping";
+    EXPECT_GT(disk_hit.timings.disk_load_gb_s, 0.0);
+
+    // Removed from disk while linked: the mapping stays valid, the answer stays exact.
+    ASSERT_TRUE(fs::remove(file));
+    const auto after_unlink = ask(*e);
+    EXPECT_EQ(after_unlink.tier, "memory");
+    EXPECT_TRUE(*after_unlink.identical);
+    EXPECT_EQ(after_unlink.tokens, memory_hit.tokens);
+    // Evicted and no longer held: unmapped.
+    ASSERT_TRUE(e->cache().drop_from_memory(c.group_key));
+    e->set_tools(tools_from({8}), "sys");  // the engine lets go of the old group
+    EXPECT_FALSE(is_mapped(file));
+}
+
 enum class Damage { truncate, flip_payload, flip_header, bad_magic, bad_version, foreign_key, token_ids };
 
 class CacheDamage : public ::testing::TestWithParam<Damage> {};

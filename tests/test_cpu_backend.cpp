@@ -383,6 +383,71 @@ TEST(cpu_backend, export_import_round_trip_gives_the_same_logits) {
     }
 }
 
+// Zero copy: a prefix linked in place from its canonical image (as a group file's mapping is)
+// gives the bits of a full prefill and of the tiled prefix block it was exported from, for every
+// ISA, family, KV dtype, thread count and split (ragged tiles, head_dim 24 not a multiple of the
+// vector width, a shorter view, token-by-token decode).
+TEST(cpu_backend, linked_canonical_prefix_is_bit_identical_to_full_prefill) {
+    const int n = 61;
+    for (cpu::Isa isa : isas())
+        for (ModelFamily fam : {ModelFamily::qwen3, ModelFamily::llama, ModelFamily::mistral})
+            for (KvDType kv : {KvDType::f32, KvDType::bf16}) {
+                auto s = make_synth(fam, DType::bf16);
+                const auto tokens = random_tokens(n, s->w.config.vocab_size, 13);
+                const std::span<const token_id> all(tokens);
+                const int V = s->w.config.vocab_size;
+                std::vector<float> full;
+                {
+                    auto be = make_cpu_backend(s->w, opts(isa, 1, kv));
+                    auto block = be->allocate_kv(n);
+                    full = be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
+                }
+                for (int threads : {1, 2}) {
+                    auto be = make_cpu_backend(s->w, opts(isa, threads, kv));
+                    EXPECT_TRUE(be->links_in_place());
+                    for (int split : {1, 15, 16, 17, 33, 48, n - 1}) {
+                        const std::string ctx = std::string(cpu::isa_name(isa)) + " " + family_str(fam) + " kv " +
+                                                kv_dtype_name(kv) + " threads " + std::to_string(threads) + " split " +
+                                                std::to_string(split);
+                        auto prefix = be->allocate_kv(split);
+                        be->forward(all.first(size_t(split)), {nullptr, 0, prefix.get()}, {});
+                        auto image = std::make_shared<std::vector<std::byte>>(be->kv_bytes(split));
+                        be->export_kv(*prefix, split, *image);
+                        auto linked = be->link_kv(*image, split, image);
+                        ASSERT_EQ(linked->n_tokens(), split);
+                        // what the store writes again from a linked block: the same canonical bytes
+                        std::vector<std::byte> again(image->size());
+                        be->export_kv(*linked, split, again);
+                        ASSERT_EQ(again, *image) << ctx;
+                        // suffix in one call, against the linked and against the tiled prefix
+                        auto s1 = be->allocate_kv(n - split), s2 = be->allocate_kv(n - split);
+                        auto got = be->forward(all.subspan(size_t(split)), {linked.get(), split, s1.get()}, iota_rows(n - split));
+                        auto mem = be->forward(all.subspan(size_t(split)), {prefix.get(), split, s2.get()}, iota_rows(n - split));
+                        ASSERT_TRUE(same_bits(got, full.data() + size_t(split) * V, size_t(n - split) * V)) << ctx;
+                        ASSERT_TRUE(same_bits(got, mem.data(), mem.size())) << ctx;
+                        // token by token (decode reads the linked block once per step)
+                        auto s3 = be->allocate_kv(n - split);
+                        for (int t = split; t < n; t += 5) {
+                            auto one = be->forward(all.subspan(size_t(t), 1), {linked.get(), split, s3.get()}, std::vector<int>{0});
+                            ASSERT_TRUE(same_bits(one, full.data() + size_t(t) * V, size_t(V))) << ctx << " token " << t;
+                            if (t + 5 < n) be->forward(all.subspan(size_t(t + 1), 4), {linked.get(), split, s3.get()}, {});
+                        }
+                        // a shorter view of the linked block (longest-prefix reuse)
+                        if (split > 3) {
+                            auto s4 = be->allocate_kv(n);
+                            auto part = be->forward(all.subspan(size_t(split - 3)), {linked.get(), split - 3, s4.get()},
+                                                    iota_rows(n - split + 3));
+                            ASSERT_TRUE(same_bits(part, full.data() + size_t(split - 3) * V, size_t(n - split + 3) * V)) << ctx;
+                        }
+                        // read-only: never a suffix block
+                        EXPECT_THROW(be->forward(all.first(1), {nullptr, 0, linked.get()}, {}), std::runtime_error);
+                        EXPECT_THROW(be->link_kv(std::span<const std::byte>(*image).first(image->size() - 1), split, image),
+                                     std::runtime_error);
+                    }
+                }
+            }
+}
+
 TEST(cpu_backend, cancel_throws_and_leaves_the_suffix_unchanged) {
     auto s = make_synth(ModelFamily::mistral, DType::f32);
     auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), 2));

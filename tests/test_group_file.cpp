@@ -323,9 +323,11 @@ TEST(GroupFile, TruncatedFileIsRefusedAtEveryCutPoint) {
         std::vector<std::byte> out;
         const std::string e1 = error_of([&] { cc::read_group_header(p); });
         const std::string e2 = error_of([&] { cc::read_group_file(p, out); });
+        const std::string e3 = error_of([&] { cc::map_group_file(p); });
         EXPECT_TRUE(e1.starts_with(p.string() + ": ")) << e1;
         EXPECT_NE(e1.find("truncated"), std::string::npos) << e1;
         EXPECT_EQ(e1, e2);
+        EXPECT_EQ(e1, e3);
     }
 }
 
@@ -345,6 +347,7 @@ TEST(GroupFile, FlippedPayloadByteNamesTheLayer) {
     const std::string e = error_of([&] { cc::read_group_file(p, out); });
     EXPECT_TRUE(e.starts_with(p.string() + ": layer 2 checksum mismatch (stored 0x")) << e;
     EXPECT_NE(e.find(", computed 0x"), std::string::npos) << e;
+    EXPECT_EQ(error_of([&] { cc::map_group_file(p); }), e) << "verified in place, the same check";
 }
 
 TEST(GroupFile, FlippedHeaderByteFailsTheHeaderChecksum) {
@@ -373,6 +376,49 @@ TEST(GroupFile, FlippedTrailerByteIsAChecksumMismatch) {
     std::vector<std::byte> out;
     const std::string e = error_of([&] { cc::read_group_file(p, out); });
     EXPECT_TRUE(e.starts_with(p.string() + ": layer 2 checksum mismatch")) << e;
+    EXPECT_EQ(error_of([&] { cc::map_group_file(p); }), e);
+}
+
+TEST(GroupFile, MappedFileIsVerifiedInPlaceAndOutlivesTheName) {
+    cc::test::TempDir dir;
+    const auto h = make_header(3, 2, 8, 21, "bf16");
+    const auto payload = make_payload(h);
+    const fs::path p = dir.path() / "g.kv";
+    cc::write_group_file(p, h, payload);
+    auto m = cc::map_group_file(p);
+    expect_same_header(m.header, h);
+    ASSERT_EQ(m.payload.size(), payload.size());
+    EXPECT_EQ(std::memcmp(m.payload.data(), payload.data(), payload.size()), 0);
+    EXPECT_GE(m.payload.data(), m.file->data());
+    EXPECT_EQ(size_t(m.payload.data() - m.file->data()) % cc::kGroupFilePayloadAlign, 0u);
+    // Replaced by rename and then unlinked (what the store and gc do): the mapping still reads
+    // the old bytes.
+    const auto h2 = make_header(2, 1, 8, 9, "f32");
+    cc::write_group_file(p, h2, make_payload(h2));
+    fs::remove(p);
+    EXPECT_EQ(std::memcmp(m.payload.data(), payload.data(), payload.size()), 0);
+}
+
+// A file truncated in place underneath a mapping (an outside program; our files are only renamed
+// or unlinked): inside a guarded pass it is an error naming the file; anywhere else the process
+// exits with a line naming it, never silently computing with missing bytes.
+TEST(GroupFile, TruncationUnderAMappingIsAnErrorOrAClearExit) {
+    cc::test::TempDir dir;
+    const fs::path p = dir.path() / "t.kv";
+    write_bytes(p, std::string(size_t(64) << 10, 'x'));
+    cc::MappedFile m(p);
+    ASSERT_EQ(::truncate(p.c_str(), 0), 0);
+    volatile unsigned sum = 0;
+    const std::string e = error_of([&] {
+        m.read_guarded("checksum verification", [&] {
+            for (size_t i = 0; i < m.size(); i += 4096) sum = sum + unsigned(m.data()[i]);
+        });
+    });
+    EXPECT_TRUE(e.starts_with(p.string() + ": checksum verification: the file was truncated")) << e;
+    // the guard is gone once the pass ended: a plain read now ends the process, naming the file
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT({ sum = sum + unsigned(m.data()[8192]); }, ::testing::ExitedWithCode(128 + SIGBUS),
+                "SIGBUS reading the memory-mapped file .*t\\.kv");
 }
 
 TEST(GroupFile, WrongMagicVersionOrSizeIsRefused) {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -56,8 +57,30 @@ float element_to_f32(const std::byte* data, DType t, size_t i) {
 //               V [n_kv_heads][cap][head_dim]            one row per position
 // Elements are f32 or bf16 (rounded to nearest even when written). export_kv/import_kv convert to
 // and from the canonical [n_kv_heads][n_tokens][head_dim] layout.
+//
+// A linked block (link_kv) is the other kind: read-only, over a canonical image it does not own
+// (a group file's mapping, kept alive by `keep_alive_`), per layer K then V, each
+// [n_kv_heads][n_tokens][head_dim]. Attention reads its K rows through k_rows_to_tiles, which
+// moves them into the tile layout above in L1 scratch, so both kinds give the same scores bit for
+// bit. Why not rows for every block: the tile layout lets the score kernel load 16 keys' dimension
+// d as one vector with no shuffles, which the private blocks (every prefill and decode step) keep;
+// the transpose costs only where a linked group is read, and moves values without arithmetic, so
+// exactness holds by construction rather than by a second score kernel matching the first.
 class CpuKvBlock final : public KvBlock {
 public:
+    CpuKvBlock(const void* owner, const ModelConfig& c, bool bf16, const std::byte* image, int n_tokens,
+               std::shared_ptr<const void> keep_alive)
+        : owner_(owner),
+          bf16_(bf16),
+          n_layers_(c.n_layers),
+          n_kv_(c.n_kv_heads),
+          hd_(c.head_dim),
+          capacity_(n_tokens),
+          cap_(n_tokens),
+          n_tokens_(n_tokens),
+          image_(image),
+          keep_alive_(std::move(keep_alive)) {}
+
     CpuKvBlock(const void* owner, const ModelConfig& c, bool bf16, int capacity)
         : owner_(owner),
           bf16_(bf16),
@@ -84,6 +107,7 @@ public:
     }
     void set_n_tokens(int n) { n_tokens_ = n; }
     const void* owner() const { return owner_; }
+    bool linked() const { return image_ != nullptr; }  // read-only, over a canonical image
 
     size_t head_elems() const { return size_t(cap_) * size_t(hd_); }
     size_t layer_elems() const { return 2 * size_t(n_kv_) * head_elems(); }
@@ -115,8 +139,14 @@ public:
 
     cpu::KvSegment segment(int layer, int first_pos, int n) const {
         cpu::KvSegment s;
-        s.k = at(k_index(layer, 0, 0, 0));
-        s.v = at(v_index(layer, 0, 0, 0));
+        if (linked()) {
+            s.k = image_ + (2 * size_t(layer)) * image_part_bytes();
+            s.v = image_ + (2 * size_t(layer) + 1) * image_part_bytes();
+            s.k_rows = true;
+        } else {
+            s.k = at(k_index(layer, 0, 0, 0));
+            s.v = at(v_index(layer, 0, 0, 0));
+        }
         s.capacity = cap_;
         s.first_pos = first_pos;
         s.n_tokens = n;
@@ -125,6 +155,14 @@ public:
 
     // Canonical copy of one layer's K (which = 0) or V (which = 1) for positions [0, n).
     void export_part(int layer, int which, int n, std::byte* out) const {
+        if (linked()) {  // already canonical; the image's heads are cap_ positions apart
+            const size_t row_bytes = size_t(hd_) * (bf16_ ? 2 : 4);
+            const std::byte* part = image_ + (2 * size_t(layer) + size_t(which)) * image_part_bytes();
+            for (int h = 0; h < n_kv_; ++h)
+                std::memcpy(out + size_t(h) * size_t(n) * row_bytes, part + size_t(h) * size_t(cap_) * row_bytes,
+                            size_t(n) * row_bytes);
+            return;
+        }
         if (bf16_) copy_part<uint16_t, true>(layer, which, n, reinterpret_cast<uint16_t*>(out), nullptr);
         else copy_part<float, true>(layer, which, n, reinterpret_cast<float*>(out), nullptr);
     }
@@ -135,6 +173,8 @@ public:
     }
 
 private:
+    size_t image_part_bytes() const { return size_t(n_kv_) * size_t(cap_) * size_t(hd_) * (bf16_ ? 2 : 4); }
+
     // Between the canonical [n_kv_heads, n, head_dim] layout and ours. V rows are stored as in the
     // canonical layout (one memcpy per head); K is stored in tiles of kKeyTile positions, each tile
     // [head_dim][kKeyTile] (so attention reads a key tile's dimension d as one vector): a transpose
@@ -178,8 +218,10 @@ private:
     int capacity_;   // as requested
     int cap_;        // rounded up to a key tile
     int n_tokens_ = 0;
-    std::vector<float> f32_;
+    std::vector<float> f32_;      // owned storage (empty when linked)
     std::vector<uint16_t> b16_;
+    const std::byte* image_ = nullptr;        // linked: the canonical image, read in place
+    std::shared_ptr<const void> keep_alive_;  // linked: owns the image (the file mapping)
 };
 
 // ---- the backend ---------------------------------------------------------------------------------
@@ -320,6 +362,17 @@ public:
         return block;
     }
 
+    // Zero copy: the block reads `data` where it lies. Only the size is checked here; the caller
+    // (the group store) has verified the bytes' checksums before linking them.
+    std::unique_ptr<KvBlock> link_kv(std::span<const std::byte> data, int n_tokens, std::shared_ptr<const void> keep_alive) override {
+        if (n_tokens < 0) throw std::runtime_error("link_kv: negative n_tokens");
+        if (data.size() != kv_bytes(n_tokens))
+            throw std::runtime_error("link_kv: data is " + std::to_string(data.size()) + " bytes, expected " +
+                                     std::to_string(kv_bytes(n_tokens)) + " for " + std::to_string(n_tokens) + " positions");
+        return std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, data.data(), n_tokens, std::move(keep_alive));
+    }
+    bool links_in_place() const override { return true; }
+
 private:
     static void check(const Tensor& t, const std::string& name, std::vector<int64_t> shape) {
         if (t.data == nullptr) throw std::runtime_error("cpu backend: weight " + name + " is missing");
@@ -399,6 +452,7 @@ std::vector<float> CpuBackend::forward(std::span<const token_id> tokens, const K
 
     // ---- validate the request before touching any state
     auto* suffix = const_cast<CpuKvBlock*>(&own(kv.suffix, "forward (suffix block)"));
+    if (suffix->linked()) throw std::runtime_error("forward: the suffix block is a read-only linked block");
     const CpuKvBlock* prefix = nullptr;
     if (kv.prefix_tokens < 0) throw std::runtime_error("forward: negative prefix_tokens");
     if (kv.prefix_tokens > 0) {

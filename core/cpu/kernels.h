@@ -6,7 +6,8 @@
 //   over K stores the running float and reloads it, which is exact. (The AVX-512 kernel keeps 16
 //   output columns in the lanes of a register and broadcasts x; the order per element is the same.)
 // - Attention: each (query row, head) computes every score q·k as an FMA chain over head_dim,
-//   keys in the lanes of a vector of 16 keys; the softmax sum uses lane = absolute key position
+//   keys in the lanes of a vector of 16 keys (keys stored as rows are first moved into that tile
+//   layout, which moves values and computes nothing); the softmax sum uses lane = absolute key position
 //   mod the vector width, then a fixed reduction tree; P·V is an FMA chain over the key positions in
 //   order, head_dim in the lanes. None of it depends on which block (prefix or suffix) holds a
 //   key, on the other rows of the batch, or on the threads.
@@ -46,10 +47,14 @@ struct Matrix {
 };
 
 // One K/V segment of one layer: positions [first_pos, first_pos + n_tokens).
+// K comes in one of two layouts: tiled (a block the backend allocated and writes) or canonical rows
+// (a read-only block linked in place from a group file's mapping, DESIGN §7); V is rows in both.
 struct KvSegment {
-    const void* k = nullptr;   // [n_kv_heads][capacity / 16][head_dim][16]
+    const void* k = nullptr;   // tiled: [n_kv_heads][capacity / 16][head_dim][16]
+                               // k_rows: [n_kv_heads][capacity][head_dim]
     const void* v = nullptr;   // [n_kv_heads][capacity][head_dim]
-    int capacity = 0;          // tokens, a multiple of kKeyTile
+    int capacity = 0;          // positions stored per head (a multiple of kKeyTile when tiled)
+    bool k_rows = false;       // K in the canonical row layout
     int first_pos = 0;
     int n_tokens = 0;
 };

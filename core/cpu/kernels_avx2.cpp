@@ -74,6 +74,25 @@ struct V {
         const __m128 m1 = _mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1));
         return _mm_cvtss_f32(m1);
     }
+    // r[i][j] -> r[j][i] for an 8 x 8 block: unpack pairs, 4x4 shuffles within 128-bit lanes, then
+    // swap the lanes' halves.
+    static void transpose_w(reg* r) {
+        reg t[8], u[8];
+        for (int i = 0; i < 8; i += 2) {
+            t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+        }
+        for (int g = 0; g < 2; ++g) {  // u[4g + c]: column c (lane 0) and c + 4 (lane 1) of rows 4g..4g+3
+            u[4 * g + 0] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+            u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+            u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+            u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+        }
+        for (int c = 0; c < 4; ++c) {
+            r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+            r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+        }
+    }
     // As the AVX-512 exp (same clamp, reduction and polynomial); 2^n is applied as two exact
     // power-of-two factors 2^(n>>1) * 2^(n - (n>>1)), each a normal float, so the result is rounded
     // once, as scalef does (gradual underflow included).

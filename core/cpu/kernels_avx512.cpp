@@ -94,6 +94,7 @@ struct V {
             r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xDD);
         }
     }
+    static void transpose_w(reg* r) { transpose16(r); }
     // exp(x) = 2^n e^r, n = round(x log2 e), r = x - n ln 2 (Cody-Waite), Cephes polynomial; about
     // 1 ulp. scalef handles overflow to inf and gradual underflow.
     static reg exp(reg x) {

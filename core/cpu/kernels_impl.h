@@ -6,7 +6,8 @@
 //
 // Requires, before inclusion: kernels.h, kernel_math.h, <algorithm>, <cstring>, <cstdint>.
 //
-// V provides: reg, W, n_regs, gemm_mr, gemm_nrv, qk_r, qk_tt, has_transpose16 (and transpose16); zero, set1, load, load_n, store,
+// V provides: reg, W, n_regs, gemm_mr, gemm_nrv, qk_r, qk_tt, has_transpose16 (and transpose16),
+// transpose_w (a W x W block in W registers); zero, set1, load, load_n, store,
 // store_n (float and, for loads, uint16_t bf16), fma(a, b, c) = a*b+c, add, sub, mul, div, max,
 // keep_lanes(v, first, n, fill), hsum (a fixed tree), hmax, exp.
 
@@ -268,6 +269,44 @@ void qk_tiles(const float* const* q, const KT* ktile, int hd, float scale, float
             for (int v = 0; v < kNT; ++v) V::store(out[r] + t * kKeyTile + v * V::W, V::mul(acc[r][t][v], s));
 }
 
+// Keys stored as canonical rows ([n][head_dim], a group file read in place) into the tile layout
+// qk_tiles reads: key i of tile t, dimension d at out[(t * hd + d) * kKeyTile + i]; keys at or past
+// n_rows read as 0 (they lie outside the block: their scores are never used). The values are only
+// moved (bf16 widening is exact), so qk_tiles then runs the very FMA chains it runs on a tiled
+// block: a linked group's scores are the bits a full prefill computes. W x W blocks go through an
+// in-register transpose; the ragged edges element by element.
+template <class KT>
+void k_rows_to_tiles(const KT* rows, int n_rows, int n_tiles, int hd, float* out) {
+    for (int t = 0; t < n_tiles; ++t) {
+        float* tile = out + size_t(t) * size_t(hd) * kKeyTile;
+        for (int i0 = 0; i0 < kKeyTile; i0 += V::W) {
+            const int key0 = t * kKeyTile + i0;
+            const int valid = std::clamp(n_rows - key0, 0, V::W);
+            const KT* src = rows + size_t(key0) * size_t(hd);
+            int d0 = 0;
+            if (valid == V::W) {
+                for (; d0 + V::W <= hd; d0 += V::W) {
+                    typename V::reg r[V::W];
+#pragma GCC unroll 16
+                    for (int i = 0; i < V::W; ++i) r[i] = V::load(src + size_t(i) * size_t(hd) + size_t(d0));
+                    V::transpose_w(r);
+#pragma GCC unroll 16
+                    for (int j = 0; j < V::W; ++j) V::store(tile + size_t(d0 + j) * kKeyTile + i0, r[j]);
+                }
+            }
+            for (; d0 < hd; ++d0)
+                for (int i = 0; i < V::W; ++i) {
+                    float x = 0.0f;
+                    if (i < valid) {
+                        if constexpr (std::is_same_v<KT, float>) x = src[size_t(i) * size_t(hd) + size_t(d0)];
+                        else x = km::bf16_to_f32(src[size_t(i) * size_t(hd) + size_t(d0)]);
+                    }
+                    tile[size_t(d0) * kKeyTile + i0 + i] = x;
+                }
+        }
+    }
+}
+
 template <int R, class KT>
 void qk_rows(int rows, int tiles, const float* const* q, const KT* ktile, int hd, float scale, float* const* out) {
     if constexpr (R > 1) {
@@ -422,7 +461,11 @@ struct AttentionTask {
             clo[c] = *std::min_element(lo + c0, lo + c0 + cn);
             chi[c] = *std::max_element(hi + c0, hi + c0 + cn);
         }
+        //    A segment whose K is in canonical rows (a group file linked in place) is moved into
+        //    the tile layout one tile pair at a time (k_rows_to_tiles, into L1 scratch), then
+        //    scored by the same qk_rows.
         const int all_lo = *std::min_element(clo, clo + n_chunks), all_hi = *std::max_element(chi, chi + n_chunks);
+        float* const tile_scratch = buf + size_t(nvr) * s_stride + size_t(nvr) * size_t(hd_pad);  // (qk_tt, hd, 16)
         for (int si = 0; si < 2; ++si) {
             const KvSegment& s = a.seg[si];
             const int klo = std::max(all_lo, s.first_pos), khi = std::min(all_hi, s.first_pos + s.n_tokens - 1);
@@ -432,12 +475,22 @@ struct AttentionTask {
             for (int ti = ti0; ti <= ti1; ti += V::qk_tt) {
                 const int tiles = std::min(V::qk_tt, ti1 - ti + 1);
                 const int tile_lo = s.first_pos + ti * kKeyTile, tile_hi = tile_lo + tiles * kKeyTile - 1;
+                bool moved = false;
                 for (int c = 0; c < n_chunks; ++c) {
                     if (tile_hi < clo[c] || tile_lo > chi[c]) continue;
                     const int c0 = c * V::qk_r, cn = std::min(V::qk_r, nvr - c0);
                     float* out[V::qk_r];
                     for (int r = 0; r < cn; ++r) out[r] = srow[c0 + r] + tile_lo;
-                    qk_rows<V::qk_r>(cn, tiles, q + c0, kt + size_t(ti) * size_t(hd) * kKeyTile, hd, a.scale, out);
+                    if (s.k_rows) {
+                        if (!moved) {
+                            k_rows_to_tiles(kt + size_t(ti) * kKeyTile * size_t(hd), s.capacity - ti * kKeyTile, tiles, hd,
+                                            tile_scratch);
+                            moved = true;
+                        }
+                        qk_rows<V::qk_r>(cn, tiles, q + c0, static_cast<const float*>(tile_scratch), hd, a.scale, out);
+                    } else {
+                        qk_rows<V::qk_r>(cn, tiles, q + c0, kt + size_t(ti) * size_t(hd) * kKeyTile, hd, a.scale, out);
+                    }
                 }
             }
         }
@@ -531,7 +584,7 @@ void attention(ThreadPool& pool, Workspace& ws, const AttentionArgs& a) {
     const size_t s_stride = size_t((total_keys + kKeyTile - 1) / kKeyTile * kKeyTile + 3 * kKeyTile);
     const int nvr = qb * G;
     if (nvr > 64) throw std::runtime_error("attention: more than 64 query heads per kv head");
-    const size_t per_thread = size_t(nvr) * s_stride + size_t(nvr) * size_t(hd_pad);
+    const size_t per_thread = size_t(nvr) * s_stride + size_t(nvr) * size_t(hd_pad) + size_t(V::qk_tt) * size_t(hd) * kKeyTile;
     for (int t = 0; t < pool.n_threads(); ++t) ws.per_thread(t, per_thread);
     const int64_t n_tasks = int64_t(n_blocks) * a.n_kv_heads;
     pool.parallel_for(n_tasks, [&](int64_t task, int thread) {

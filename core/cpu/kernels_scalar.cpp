@@ -43,6 +43,7 @@ struct V {
     static float hsum(reg v) { return v; }
     static float hmax(reg v) { return v; }
     static reg exp(reg x) { return std::exp(x); }
+    static void transpose_w(reg*) {}  // a 1 x 1 block
 };
 
 #include "core/cpu/kernels_impl.h"
