@@ -60,6 +60,7 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
 
     m_mode = new QComboBox(this);
     m_mode->setObjectName(QStringLiteral("modeCombo"));
+    m_mode->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     m_mode->addItem(tr("cached"), int(cc::QueryMode::cached));
     m_mode->addItem(tr("full"), int(cc::QueryMode::full));
     m_mode->addItem(tr("compare"), int(cc::QueryMode::compare));
@@ -107,17 +108,24 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     tempLabel->setBuddy(m_temperature);
     controls->addWidget(modeLabel);
     controls->addWidget(m_mode);
-    controls->addSpacing(8);
+    controls->addSpacing(6);
     controls->addWidget(maxLabel);
     controls->addWidget(m_maxTokens);
-    controls->addSpacing(8);
+    controls->addSpacing(6);
     controls->addWidget(tempLabel);
     controls->addWidget(m_temperature);
-    controls->addSpacing(8);
+    controls->addSpacing(6);
     controls->addWidget(m_ignoreEos);
     controls->addStretch(1);
-    controls->addWidget(m_runButton);
-    controls->addWidget(m_cancelButton);
+
+    // Run / Cancel beside the input, so the options row stays short in a narrow dock.
+    auto* buttons = new QVBoxLayout;
+    buttons->addWidget(m_runButton);
+    buttons->addWidget(m_cancelButton);
+    buttons->addStretch(1);
+    auto* inputRow = new QHBoxLayout;
+    inputRow->addWidget(m_input, 1);
+    inputRow->addLayout(buttons);
 
     m_message = new QLabel(this);
     m_message->setObjectName(QStringLiteral("queryMessage"));
@@ -186,7 +194,7 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     callLayout->addWidget(m_args);
 
     auto* layout = new QVBoxLayout(this);
-    layout->addWidget(m_input);
+    layout->addLayout(inputRow);
     layout->addLayout(controls);
     layout->addWidget(m_message);
     layout->addWidget(m_status);
