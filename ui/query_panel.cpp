@@ -238,7 +238,7 @@ QString QueryPanel::fullOutputText() const { return m_fullOutput->toPlainText();
 QString QueryPanel::badgeText() const { return m_badge->isHidden() ? QString() : m_badge->text(); }
 QString QueryPanel::statusText() const { return m_status->text(); }
 QString QueryPanel::messageText() const { return m_message->isHidden() ? QString() : m_message->text(); }
-QString QueryPanel::toolCallName() const { return m_callName->property("toolName").toString(); }
+QString QueryPanel::toolCallName() const { return m_toolCallName; }
 
 bool QueryPanel::eventFilter(QObject* watched, QEvent* event) {
     if (watched == m_input && event->type() == QEvent::KeyPress) {
@@ -289,7 +289,7 @@ void QueryPanel::run() {
     m_fullOutput->clear();
     m_badge->hide();
     m_callName->setText(tr("—"));
-    m_callName->setProperty("toolName", QString());
+    m_toolCallName.clear();
     m_args->setRowCount(0);
     const cc::QueryOptions o = options();
     updateCompareVisibility();
@@ -361,12 +361,12 @@ void QueryPanel::showToolCall(const cc::QueryResult& r) {
     m_args->setRowCount(0);
     if (!r.tool_call) {
         m_callName->setText(tr("— (no tool call in the output)"));
-        m_callName->setProperty("toolName", QString());
+        m_toolCallName.clear();
         return;
     }
     const cc::ToolCall& call = *r.tool_call;
     const QString name = QString::fromStdString(call.name);
-    m_callName->setProperty("toolName", name);
+    m_toolCallName = name;
     m_callName->setText(call.arguments_valid ? name : tr("%1  (arguments are not a valid JSON object)").arg(name));
     if (!call.arguments_valid) {
         m_args->setRowCount(1);
