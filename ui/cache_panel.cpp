@@ -72,7 +72,7 @@ CachePanel::CachePanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_view->setSelectionMode(QAbstractItemView::ExtendedSelection);
     m_view->verticalHeader()->hide();
     m_view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    m_view->horizontalHeader()->setStretchLastSection(true);
+    m_view->horizontalHeader()->setStretchLastSection(false);
     m_view->setToolTip(tr("Cached tool-set groups; click a header to sort, hover a key for the whole of it"));
     layout->addWidget(m_view, 1);
 

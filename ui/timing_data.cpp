@@ -58,7 +58,10 @@ const RequestRecord& TimingsData::addOutcome(const QueryOutcome& outcome) {
     m_history.push_back(rec);
 
     // A cached-mode miss computed the prefix inside the query: that is a measured compile.
-    if (r.timings.compile_ms > 0) m_compileMs[r.group_key] = r.timings.compile_ms;
+    if (r.timings.compile_ms > 0) {
+        m_compileMs[r.group_key] = r.timings.compile_ms;
+        m_compileByPrefix[r.prefix_tokens] = r.timings.compile_ms;
+    }
     if (rec.mode == QLatin1String("full")) m_fullTtftByPrefix[r.prefix_tokens] = r.timings.ttft_ms;
     if (r.full) m_fullTtftByPrefix[r.full->prefix_tokens] = r.full->timings.ttft_ms;
     if (rec.mode != QLatin1String("full")) {
@@ -75,7 +78,9 @@ const RequestRecord& TimingsData::addOutcome(const QueryOutcome& outcome) {
 }
 
 void TimingsData::noteCompile(const cc::CompileResult& result) {
-    if (!result.cache_hit && result.compile_ms > 0) m_compileMs[result.group_key] = result.compile_ms;
+    if (result.cache_hit || result.compile_ms <= 0) return;
+    m_compileMs[result.group_key] = result.compile_ms;
+    m_compileByPrefix[result.prefix_tokens] = result.compile_ms;
 }
 
 void TimingsData::beginSweep() {
@@ -86,6 +91,7 @@ void TimingsData::beginSweep() {
 void TimingsData::addSweepPoint(const SweepPoint& point) {
     m_sweep.push_back(point);
     m_sweepSeq.push_back(++m_seq);
+    if (point.compileMs > 0) m_compileByPrefix[point.prefixTokens] = point.compileMs;
     if (point.fullTtftMs > 0) m_fullTtftByPrefix[point.prefixTokens] = point.fullTtftMs;
     recount();
 }
@@ -125,8 +131,11 @@ Amortisation TimingsData::amortisation(int nTools) const {
         const SweepPoint& p = m_sweep[size_t(sweepIdx)];
         a.fullTtftMs = p.fullTtftMs;
         a.cachedTtftMs = p.cachedTtftMs;
-        a.compileMeasured = p.compileMs > 0;
-        a.compileMs = a.compileMeasured ? p.compileMs : p.fullTtftMs;
+        // a set that was already cached compiled in 0 ms during the sweep: use an earlier measurement
+        // of the same prefix length when there is one
+        const auto earlier = m_compileByPrefix.find(p.prefixTokens);
+        a.compileMeasured = p.compileMs > 0 || earlier != m_compileByPrefix.end();
+        a.compileMs = p.compileMs > 0 ? p.compileMs : a.compileMeasured ? earlier->second : p.fullTtftMs;
         a.source = QStringLiteral("sweep point %1 (%2 tools, %3 prefix tokens, medians)")
                        .arg(QString::fromStdString(p.name)).arg(p.nTools).arg(p.prefixTokens);
     }

@@ -90,6 +90,7 @@ private:
     uint64_t m_lastCompareSeq = 0;
     int m_lastCompare = -1;                // index into m_history
     std::map<std::string, double> m_compileMs;     // group_key -> measured compile (a miss)
+    std::map<size_t, double> m_compileByPrefix;    // prefix tokens -> measured compile (sweep points carry no key)
     std::map<size_t, double> m_fullTtftByPrefix;   // prefix tokens -> latest measured full TTFT
     struct Hit { size_t prefixTokens; double ttftMs; };
     std::vector<Hit> m_hits;

@@ -9,6 +9,7 @@
 #include <QCheckBox>
 #include <QEvent>
 #include <QFileDialog>
+#include <QGraphicsLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QImage>
@@ -98,13 +99,15 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     m_historyView->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_historyView->setSelectionMode(QAbstractItemView::SingleSelection);
     m_historyView->verticalHeader()->hide();
-    m_historyView->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    m_historyView->horizontalHeader()->setSectionResizeMode(HistoryModel::Query, QHeaderView::Stretch);
+    m_historyView->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+    m_historyView->horizontalHeader()->setStretchLastSection(false);
     m_historyView->setToolTip(tr("Every request of this session; select one to show it in the chart above"));
     split->addWidget(m_requestView);
     split->addWidget(m_historyView);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
+    split->setSizes({480, 260});
+    m_historyView->setMinimumHeight(120);
     m_tabs->addTab(split, tr("Requests"));
     m_tabs->setTabToolTip(0, tr("Per-request timing split and history"));
     connect(m_historyView->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
@@ -179,7 +182,7 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     m_amortChart = new AmortisationChart;
     m_amortView = makeView(m_amortChart, m_tabs);
     m_amortView->setToolTip(tr("Cumulative time saved after n requests = n × (full TTFT − cached TTFT) − compile. "
-                               "The subtitle says which measurement it uses."));
+                               "The line in the top-left corner says which measurement it uses."));
     m_tabs->addTab(m_amortView, tr("Amortisation"));
     m_tabs->setTabToolTip(2, tr("When the one-time compile has paid for itself"));
 
@@ -284,6 +287,8 @@ void TimingsPanel::onQueryFinished(const QueryOutcome& outcome) {
         m_historyView->selectRow(last);
     }
     m_historyView->scrollToBottom();
+    m_historyView->resizeColumnsToContents();
+    m_historyView->setColumnWidth(HistoryModel::Query, std::min(m_historyView->columnWidth(HistoryModel::Query), 360));
     showRequest(last);
     refreshCounters();
     refreshAmortisation();
@@ -369,6 +374,8 @@ bool TimingsPanel::exportPng(const QString& which, const QString& path, QString*
         return false;
     }
     chart->applyPalette(palette());
+    chart->setBackgroundRoundness(0);            // the background fills the whole image
+    chart->layout()->setContentsMargins(0, 0, 0, 0);
     QChartView view(chart);   // owns the chart
     view.setRenderHint(QPainter::Antialiasing);
     view.resize(exportSize());
