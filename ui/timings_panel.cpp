@@ -148,6 +148,8 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     m_runSweepButton->setToolTip(tr("Compile each checked set, then time full prefill and cached queries on it. "
                                     "Your current tool set is restored afterwards."));
     m_cancelSweepButton = new QPushButton(tr("Cancel"), sweepPage);
+    m_cancelSweepButton->setObjectName(QStringLiteral("cancelSweepButton"));
+    m_runSweepButton->setObjectName(QStringLiteral("runSweepButton"));
     m_cancelSweepButton->setToolTip(tr("Stop the sweep after the current step; finished points stay"));
     controls->addWidget(m_runSweepButton);
     controls->addWidget(m_cancelSweepButton);

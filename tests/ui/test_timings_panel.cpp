@@ -12,6 +12,7 @@
 #include <QImage>
 #include <QLineSeries>
 #include <QScatterSeries>
+#include <QPushButton>
 #include <QStandardPaths>
 #include <QTabWidget>
 
@@ -21,21 +22,29 @@
 using namespace cc::ui;
 using cc::ui::test::Rig;
 
+// QCOMPARE on doubles is fuzzy; the panel must hold the engine's numbers bit for bit.
+#define EXACT(actual, expected)                                                                                       \
+    QVERIFY2(double(actual) == double(expected),                                                                      \
+             qPrintable(QStringLiteral("%1: expected %2, got %3")                                                     \
+                            .arg(QStringLiteral(#actual))                                                             \
+                            .arg(double(expected), 0, 'g', 17)                                                        \
+                            .arg(double(actual), 0, 'g', 17)))
+
 #define COMPARE_TIMINGS(a, b)                                                                                         \
     do {                                                                                                              \
-        QCOMPARE((a).tokenize_ms, (b).tokenize_ms);                                                                   \
-        QCOMPARE((a).lookup_ms, (b).lookup_ms);                                                                       \
-        QCOMPARE((a).disk_load_ms, (b).disk_load_ms);                                                                 \
-        QCOMPARE((a).upload_ms, (b).upload_ms);                                                                       \
-        QCOMPARE((a).link_ms, (b).link_ms);                                                                           \
-        QCOMPARE((a).compile_ms, (b).compile_ms);                                                                     \
-        QCOMPARE((a).prefill_ms, (b).prefill_ms);                                                                     \
-        QCOMPARE((a).ttft_ms, (b).ttft_ms);                                                                           \
-        QCOMPARE((a).decode_ms, (b).decode_ms);                                                                       \
-        QCOMPARE((a).total_ms, (b).total_ms);                                                                         \
-        QCOMPARE((a).prefill_tok_s, (b).prefill_tok_s);                                                               \
-        QCOMPARE((a).decode_tok_s, (b).decode_tok_s);                                                                 \
-        QCOMPARE((a).disk_load_gb_s, (b).disk_load_gb_s);                                                             \
+        EXACT((a).tokenize_ms, (b).tokenize_ms);                                                                   \
+        EXACT((a).lookup_ms, (b).lookup_ms);                                                                       \
+        EXACT((a).disk_load_ms, (b).disk_load_ms);                                                                 \
+        EXACT((a).upload_ms, (b).upload_ms);                                                                       \
+        EXACT((a).link_ms, (b).link_ms);                                                                           \
+        EXACT((a).compile_ms, (b).compile_ms);                                                                     \
+        EXACT((a).prefill_ms, (b).prefill_ms);                                                                     \
+        EXACT((a).ttft_ms, (b).ttft_ms);                                                                           \
+        EXACT((a).decode_ms, (b).decode_ms);                                                                       \
+        EXACT((a).total_ms, (b).total_ms);                                                                         \
+        EXACT((a).prefill_tok_s, (b).prefill_tok_s);                                                               \
+        EXACT((a).decode_tok_s, (b).decode_tok_s);                                                                 \
+        EXACT((a).disk_load_gb_s, (b).disk_load_gb_s);                                                             \
     } while (0)
 
 class TestTimingsPanel : public QObject {
@@ -101,7 +110,7 @@ private slots:
         QCOMPARE(panel.counters().queries, 1);
         QCOMPARE(panel.counters().hits, 1);
         QCOMPARE(panel.counters().hitsCounted, 0);
-        QCOMPARE(panel.counters().savedMs, 0.0);
+        EXACT(panel.counters().savedMs, 0.0);
     }
 
     void compareModeShowsBothBars() {
@@ -133,7 +142,7 @@ private slots:
 
         // the cached run of a compare query is a hit with a measured full run of the same prefix
         QCOMPARE(panel.counters().hitsCounted, 1);
-        QCOMPARE(panel.counters().savedMs, outcome->result.full->timings.ttft_ms - outcome->result.timings.ttft_ms);
+        EXACT(panel.counters().savedMs, outcome->result.full->timings.ttft_ms - outcome->result.timings.ttft_ms);
 
         // a later cached query goes back to one bar
         QVERIFY(rig.query(cc::QueryMode::cached));
@@ -156,8 +165,8 @@ private slots:
         for (int i = 0; i < 2; ++i) {
             const SweepPoint& p = panel.sweepPoints()[size_t(i)];
             QCOMPARE(p.nTools, points[i].nTools);
-            QCOMPARE(p.cachedTtftMs, points[i].cachedTtftMs);
-            QCOMPARE(p.fullTtftMs, points[i].fullTtftMs);
+            EXACT(p.cachedTtftMs, points[i].cachedTtftMs);
+            EXACT(p.fullTtftMs, points[i].fullTtftMs);
             QVERIFY(p.cachedTtftMs > 0);
             QVERIFY(p.fullTtftMs > 0);
             cached << QPointF(double(p.nTools), p.cachedTtftMs);
@@ -180,6 +189,27 @@ private slots:
         QVERIFY(rig.idle());
     }
 
+    void sweepCancelKeepsFinishedPoints() {
+        Rig rig;
+        TimingsPanel panel(&rig.controller);
+        QVERIFY(rig.load());
+        QSignalSpy point(&rig.controller, &EngineController::sweepPoint);
+        QSignalSpy cancelled(&rig.controller, &EngineController::cancelled);
+        panel.startSweep({QStringLiteral("tools_5.json"), QStringLiteral("tools_50.json"),
+                          QStringLiteral("tools_100.json")}, 3, 4);
+        QVERIFY(point.wait(cc::ui::test::kTimeoutMs) || !point.isEmpty());
+        auto* cancel = panel.findChild<QPushButton*>(QStringLiteral("cancelSweepButton"));
+        QVERIFY(cancel);
+        QVERIFY(cancel->isEnabled());
+        cancel->click();
+        QTRY_VERIFY_WITH_TIMEOUT(!cancelled.isEmpty(), cc::ui::test::kTimeoutMs);
+        QCOMPARE(cancelled.first().first().toString(), QStringLiteral("sweep"));
+        QVERIFY(rig.idle());
+        QVERIFY(panel.sweepPoints().size() >= 1 && panel.sweepPoints().size() < 3);
+        QCOMPARE(panel.sweepChart()->cachedSeries()->count(), int(panel.sweepPoints().size()));
+        QTRY_VERIFY(!cancel->isEnabled());
+    }
+
     void breakEvenIsCeilOfCompileOverSaving() {
         Rig rig;
         TimingsPanel panel(&rig.controller);
@@ -196,15 +226,15 @@ private slots:
         const Amortisation a = panel.amortisation();
         QVERIFY(a.valid);
         QVERIFY(a.compileMeasured);
-        QCOMPARE(a.compileMs, compiled->compile_ms);
-        QCOMPARE(a.savingMs, saving);
+        EXACT(a.compileMs, compiled->compile_ms);
+        EXACT(a.savingMs, saving);
         QCOMPARE(a.breakEven, expected);
         QVERIFY(a.source.contains(QStringLiteral("compare")));
         if (expected > 0) {
             const auto marked = panel.amortisationChart()->breakEvenSeries()->points();
             QCOMPARE(marked.size(), 1);
             QCOMPARE(marked[0].x(), double(expected));
-            QCOMPARE(marked[0].y(), expected * saving - compiled->compile_ms);
+            EXACT(marked[0].y(), expected * saving - compiled->compile_ms);
             QVERIFY(marked[0].y() >= 0);
             QVERIFY((expected - 1) * saving - compiled->compile_ms < 0);   // the request before has not paid off
         }
@@ -233,7 +263,7 @@ private slots:
         const int ttftColumn = int(TimingsData::requestsCsvHeader().indexOf(QStringLiteral("ttft_ms")));
         const QStringList row1 = lines[1].split(QLatin1Char(','));
         QCOMPARE(row1.size(), TimingsData::requestsCsvHeader().size());
-        QCOMPARE(row1[ttftColumn].toDouble(), a->result.timings.ttft_ms);   // exact round trip
+        EXACT(row1[ttftColumn].toDouble(), a->result.timings.ttft_ms);   // exact round trip
         QVERIFY(lines[2].contains(QStringLiteral("\"Convert 250 US dollars, to \"\"euros\"\".\"")));
         QVERIFY(lines[2].endsWith(QString::number(b->result.full->timings.total_ms, 'g', QLocale::FloatingPointShortest)));
         QVERIFY(!panel.exportCsv(out.filePath(QStringLiteral("no/such/dir/x.csv")), &error));
