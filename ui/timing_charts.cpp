@@ -351,7 +351,7 @@ void SweepChart::rescale() {
     m_toolsAxis->setRange(std::pow(2.0, std::floor(std::log2(minTools))), std::pow(2.0, std::ceil(std::log2(maxTools))));
     niceAxis(m_linearY, 0, maxMs * 1.2, 6, false);
     const double lo = first ? 0.1 : std::pow(10.0, std::floor(std::log10(minMs)));
-    const double hi = first ? 10 : std::pow(10.0, std::ceil(std::log10(maxMs * 1.5)));
+    const double hi = first ? 10 : maxMs * 2;   // room for the labels above the top point
     m_logAxis->setRange(lo, std::max(hi, lo * 10));
     relabel();
 }

@@ -183,6 +183,18 @@ private slots:
         bool found = false;
         for (const QString& l : panel.sweepChart()->labelTexts()) found = found || l.endsWith(speedup);
         QVERIFY2(found, qPrintable(panel.sweepChart()->labelTexts().join(QStringLiteral(" | "))));
+        // the sweep CSV: a header and a row per point, the TTFTs exact
+        QTemporaryDir out;
+        QString error;
+        QVERIFY2(panel.exportSweepCsv(out.filePath(QStringLiteral("sweep.csv")), &error), qPrintable(error));
+        QFile csv(out.filePath(QStringLiteral("sweep.csv")));
+        QVERIFY(csv.open(QIODevice::ReadOnly | QIODevice::Text));
+        const QStringList lines = QString::fromUtf8(csv.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        QCOMPARE(lines.size(), 3);
+        QVERIFY(lines[0].startsWith(QStringLiteral("set,tools,prefix_tokens,compile_ms,cached_ttft_ms,full_ttft_ms")));
+        QCOMPARE(lines[2].split(QLatin1Char(','))[0], QStringLiteral("tools_10"));
+        EXACT(lines[2].split(QLatin1Char(','))[4].toDouble(), points[1].cachedTtftMs);
+        EXACT(lines[2].split(QLatin1Char(','))[5].toDouble(), points[1].fullTtftMs);
         // log y keeps the data
         panel.sweepChart()->setLogY(true);
         QCOMPARE(panel.sweepChart()->cachedSeries()->points(), cached);
@@ -332,9 +344,15 @@ private slots:
         dark.setColor(QPalette::Base, QColor(0x2a, 0x2a, 0x2e));
         dark.setColor(QPalette::Text, Qt::white);
         panel.setPalette(dark);
+        for (int i = 0; i < tabs->count(); ++i) {
+            tabs->setCurrentIndex(i);
+            QTest::qWait(100);
+            panel.grab().save(dir + QStringLiteral("/timings_dark_%1.png").arg(i));
+        }
+        panel.sweepChart()->setLogY(true);
         tabs->setCurrentIndex(1);
         QTest::qWait(100);
-        panel.grab().save(dir + QStringLiteral("/timings_dark_1.png"));
+        panel.grab().save(dir + QStringLiteral("/timings_dark_logy.png"));
     }
 
     void followsTheApplicationPalette() {
