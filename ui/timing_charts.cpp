@@ -20,8 +20,8 @@ namespace cc::ui {
 
 namespace {
 
-constexpr double kAxisPt = 12;     // axis labels and titles
-constexpr double kLabelPt = 12;    // value labels on bars and points
+constexpr double kAxisPt = 12;   // axis labels and titles
+constexpr double kLabelPt = 12;  // value labels on bars and points
 constexpr double kTitlePt = 15;
 constexpr double kLegendPt = 12;
 
@@ -33,11 +33,19 @@ QFont pointFont(double pt, bool bold = false) {
 }
 
 // Readable text on a filled segment.
-QColor onColor(const QColor& fill) { return fill.lightnessF() > 0.55 ? QColor(Qt::black) : QColor(Qt::white); }
+QColor onColor(const QColor& fill) {
+    return fill.lightnessF() > 0.55 ? QColor(Qt::black) : QColor(Qt::white);
+}
 
-QColor cachedColor(bool dark) { return dark ? QColor(0x56, 0xB4, 0xE9) : QColor(0x00, 0x72, 0xB2); }
-QColor fullColor(bool dark) { return dark ? QColor(0xF0, 0x8C, 0x3C) : QColor(0xD5, 0x5E, 0x00); }
-QColor savedColor(bool dark) { return dark ? QColor(0x3C, 0xC8, 0x96) : QColor(0x00, 0x9E, 0x73); }
+QColor cachedColor(bool dark) {
+    return dark ? QColor(0x56, 0xB4, 0xE9) : QColor(0x00, 0x72, 0xB2);
+}
+QColor fullColor(bool dark) {
+    return dark ? QColor(0xF0, 0x8C, 0x3C) : QColor(0xD5, 0x5E, 0x00);
+}
+QColor savedColor(bool dark) {
+    return dark ? QColor(0x3C, 0xC8, 0x96) : QColor(0x00, 0x9E, 0x73);
+}
 
 // Round steps (1, 2, 5 x 10^k) and a label format with just enough decimals: "500", "2.5", "0.05".
 void niceAxis(QValueAxis* axis, double lo, double hi, int targetTicks, bool integer) {
@@ -57,13 +65,15 @@ void niceAxis(QValueAxis* axis, double lo, double hi, int targetTicks, bool inte
 
 }  // namespace
 
-bool paletteIsDark(const QPalette& palette) { return palette.color(QPalette::Window).lightness() < 128; }
+bool paletteIsDark(const QPalette& palette) {
+    return palette.color(QPalette::Window).lightness() < 128;
+}
 
 QColor segmentColor(int segment) {
     // Okabe-Ito: distinguishable with the common colour-vision deficiencies, on white and on dark grey.
-    static const QColor colors[SegCount] = {QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9), QColor(0x00, 0x9E, 0x73),
-                                            QColor(0xCC, 0x79, 0xA7), QColor(0x00, 0x72, 0xB2), QColor(0x99, 0x99, 0x99),
-                                            QColor(0xD5, 0x5E, 0x00)};
+    static const QColor colors[SegCount] = {
+        QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9), QColor(0x00, 0x9E, 0x73), QColor(0xCC, 0x79, 0xA7),
+        QColor(0x00, 0x72, 0xB2), QColor(0x99, 0x99, 0x99), QColor(0xD5, 0x5E, 0x00)};
     return colors[segment];
 }
 
@@ -90,12 +100,24 @@ void ChartLabels::reposition() {
         const QRectF r = l.item->boundingRect();
         QPointF at;
         switch (l.place) {
-            case Center: at = p - QPointF(r.width() / 2, r.height() / 2); break;
-            case Above: at = p - QPointF(r.width() / 2, r.height() + 6); break;
-            case Below: at = p + QPointF(-r.width() / 2, 6); break;
-            case Right: at = p + QPointF(8, -r.height() / 2); break;
-            case AboveLeft: at = p - QPointF(r.width() + 8, r.height() + 2); break;
-            case AboveRight: at = p + QPointF(8, -r.height() - 2); break;
+            case Center:
+                at = p - QPointF(r.width() / 2, r.height() / 2);
+                break;
+            case Above:
+                at = p - QPointF(r.width() / 2, r.height() + 6);
+                break;
+            case Below:
+                at = p + QPointF(-r.width() / 2, 6);
+                break;
+            case Right:
+                at = p + QPointF(8, -r.height() / 2);
+                break;
+            case AboveLeft:
+                at = p - QPointF(r.width() + 8, r.height() + 2);
+                break;
+            case AboveRight:
+                at = p + QPointF(8, -r.height() - 2);
+                break;
         }
         // keep it inside the plot area horizontally
         at.setX(std::clamp(at.x(), plot.left() + 2, std::max(plot.left() + 2, plot.right() - r.width() - 2)));
@@ -113,7 +135,7 @@ QStringList ChartLabels::texts() const {
 // ---- base ------------------------------------------------------------------------------------
 
 TimingChart::TimingChart(QGraphicsItem* parent) : QChart(parent) {
-    setAnimationOptions(QChart::NoAnimation);   // live data: no animations (STYLE §8)
+    setAnimationOptions(QChart::NoAnimation);  // live data: no animations (STYLE §8)
     legend()->setAlignment(Qt::AlignBottom);
     m_subtitle = new QGraphicsSimpleTextItem(this);
     m_subtitle->setFont(pointFont(kLabelPt - 1));
@@ -129,7 +151,9 @@ void TimingChart::setSubtitle(const QString& text) {
     m_subtitle->setPos(plotArea().topLeft() + QPointF(10, 8));
 }
 
-QString TimingChart::subtitle() const { return m_subtitle->text(); }
+QString TimingChart::subtitle() const {
+    return m_subtitle->text();
+}
 
 void TimingChart::applyPalette(const QPalette& palette) {
     m_dark = paletteIsDark(palette);
@@ -146,7 +170,9 @@ void TimingChart::styleAxis(QAbstractAxis* axis) {
     axis->setTitleFont(pointFont(kAxisPt, true));
 }
 
-QColor TimingChart::textColor() const { return m_dark ? QColor(0xF0, 0xF0, 0xF0) : QColor(0x20, 0x20, 0x20); }
+QColor TimingChart::textColor() const {
+    return m_dark ? QColor(0xF0, 0xF0, 0xF0) : QColor(0x20, 0x20, 0x20);
+}
 
 // ---- request ---------------------------------------------------------------------------------
 
@@ -179,7 +205,9 @@ RequestChart::RequestChart(QGraphicsItem* parent) : TimingChart(parent) {
     setRecord(nullptr);
 }
 
-QStringList RequestChart::categories() const { return m_categoryAxis->categories(); }
+QStringList RequestChart::categories() const {
+    return m_categoryAxis->categories();
+}
 
 void RequestChart::setRecord(const RequestRecord* record) {
     m_shown.clear();
@@ -190,12 +218,15 @@ void RequestChart::setRecord(const RequestRecord* record) {
     } else if (record) {
         m_shown = {record->timings};
         categories = {record->mode == QLatin1String("full") ? QStringLiteral("full prefill")
-                                                             : QStringLiteral("cached (%1)").arg(record->tier)};
+                                                            : QStringLiteral("cached (%1)").arg(record->tier)};
     }
     if (record)
         setTitle(QStringLiteral("Request #%1 · %2 · %3 tools · %4 + %5 tokens")
-                     .arg(record->index).arg(record->mode).arg(record->nTools)
-                     .arg(record->prefixTokens).arg(record->suffixTokens));
+                     .arg(record->index)
+                     .arg(record->mode)
+                     .arg(record->nTools)
+                     .arg(record->prefixTokens)
+                     .arg(record->suffixTokens));
     else
         setTitle(QStringLiteral("No request yet: run a query (compare mode shows cached and full side by side)"));
 
@@ -264,7 +295,8 @@ void RequestChart::relabel() {
             start += v[size_t(s)];
         }
         m_labels.add(QPointF(m_shown[i].ttft_ms, double(i) + 0.3), m_markers[i],
-                     QStringLiteral("TTFT %1").arg(formatMs(m_shown[i].ttft_ms)), textColor(), ChartLabels::Above, true);
+                     QStringLiteral("TTFT %1").arg(formatMs(m_shown[i].ttft_ms)), textColor(), ChartLabels::Above,
+                     true);
         m_labels.add(QPointF(start, double(i)), m_bars, formatMs(start), textColor(), ChartLabels::Right);
     }
     m_labels.reposition();
@@ -328,7 +360,7 @@ void SweepChart::setLogY(bool logY) {
     QAbstractAxis* to = logY ? static_cast<QAbstractAxis*>(m_logAxis) : m_linearY;
     for (QAbstractSeries* s : series()) s->detachAxis(from);
     removeAxis(from);
-    from->setParent(this);   // removeAxis gives it back; keep it for the next toggle
+    from->setParent(this);  // removeAxis gives it back; keep it for the next toggle
     addAxis(to, Qt::AlignLeft);
     styleAxis(to);
     for (QAbstractSeries* s : series()) s->attachAxis(to);
@@ -348,17 +380,18 @@ void SweepChart::rescale() {
             first = false;
         }
     }
-    m_toolsAxis->setRange(std::pow(2.0, std::floor(std::log2(minTools))), std::pow(2.0, std::ceil(std::log2(maxTools))));
+    m_toolsAxis->setRange(std::pow(2.0, std::floor(std::log2(minTools))),
+                          std::pow(2.0, std::ceil(std::log2(maxTools))));
     niceAxis(m_linearY, 0, maxMs * 1.2, 6, false);
     const double lo = first ? 0.1 : std::pow(10.0, std::floor(std::log10(minMs)));
-    const double hi = first ? 10 : maxMs * 2;   // room for the labels above the top point
+    const double hi = first ? 10 : maxMs * 2;  // room for the labels above the top point
     m_logAxis->setRange(lo, std::max(hi, lo * 10));
     relabel();
 }
 
 void SweepChart::restyle() {
-    for (auto [line, dots, color] : {std::tuple{m_cached, m_cachedDots, cachedColor(m_dark)},
-                                     std::tuple{m_full, m_fullDots, fullColor(m_dark)}}) {
+    for (auto [line, dots, color] :
+         {std::tuple{m_cached, m_cachedDots, cachedColor(m_dark)}, std::tuple{m_full, m_fullDots, fullColor(m_dark)}}) {
         QPen pen(color);
         pen.setWidthF(3);
         line->setPen(pen);
@@ -397,8 +430,8 @@ AmortisationChart::AmortisationChart(QGraphicsItem* parent) : TimingChart(parent
     m_savedAxis->setTitleText(QStringLiteral("time saved (ms)"));
     addAxis(m_requestsAxis, Qt::AlignBottom);
     addAxis(m_savedAxis, Qt::AlignLeft);
-    for (QXYSeries* s : {static_cast<QXYSeries*>(m_zero), static_cast<QXYSeries*>(m_saved),
-                         static_cast<QXYSeries*>(m_breakEven)}) {
+    for (QXYSeries* s :
+         {static_cast<QXYSeries*>(m_zero), static_cast<QXYSeries*>(m_saved), static_cast<QXYSeries*>(m_breakEven)}) {
         addSeries(s);
         s->attachAxis(m_requestsAxis);
         s->attachAxis(m_savedAxis);
@@ -441,8 +474,10 @@ void AmortisationChart::setAmortisation(const Amortisation& a) {
     setTitle(QStringLiteral("Time saved · compile %1%2 once, then %3 saved per request")
                  .arg(formatMs(a.compileMs), a.compileMeasured ? QString() : QStringLiteral(" (est.)"),
                       formatMs(a.savingMs)));
-    QString sub = QStringLiteral("after %1 requests: %2 saved · from %3").arg(m_n).arg(formatMs(a.savedAfter(m_n)), a.source);
-    if (!a.compileMeasured) sub += QStringLiteral("\ncompile not measured this session (it was cached): the full prefill stands in");
+    QString sub =
+        QStringLiteral("after %1 requests: %2 saved · from %3").arg(m_n).arg(formatMs(a.savedAfter(m_n)), a.source);
+    if (!a.compileMeasured)
+        sub += QStringLiteral("\ncompile not measured this session (it was cached): the full prefill stands in");
     setSubtitle(sub);
     relabel();
 }

@@ -75,7 +75,7 @@ class RequestChart : public TimingChart {
     Q_OBJECT
 public:
     explicit RequestChart(QGraphicsItem* parent = nullptr);
-    void setRecord(const RequestRecord* record);   // nullptr: empty
+    void setRecord(const RequestRecord* record);  // nullptr: empty
 
     QHorizontalStackedBarSeries* barSeries() const { return m_bars; }
     QBarSet* segmentSet(int segment) const { return m_sets[size_t(segment)]; }
@@ -89,10 +89,10 @@ private:
     void relabel();
     QHorizontalStackedBarSeries* m_bars;
     std::vector<QBarSet*> m_sets;
-    std::vector<QLineSeries*> m_markers;           // one per bar, at most two bars
+    std::vector<QLineSeries*> m_markers;  // one per bar, at most two bars
     QBarCategoryAxis* m_categoryAxis;
     QValueAxis* m_msAxis;
-    std::vector<cc::Timings> m_shown;               // the bars, bottom to top
+    std::vector<cc::Timings> m_shown;  // the bars, bottom to top
 };
 
 // TTFT vs number of tools, full prefill and cached, with the speed-up at each point.

@@ -126,7 +126,9 @@ Amortisation TimingsData::amortisation(int nTools) const {
         a.compileMeasured = it != m_compileMs.end();
         a.compileMs = a.compileMeasured ? it->second : r.fullTimings->prefill_ms;
         a.source = QStringLiteral("request #%1 (compare mode, %2 tools, %3 prefix tokens)")
-                       .arg(r.index).arg(r.nTools).arg(r.prefixTokens);
+                       .arg(r.index)
+                       .arg(r.nTools)
+                       .arg(r.prefixTokens);
     } else {
         const SweepPoint& p = m_sweep[size_t(sweepIdx)];
         a.fullTtftMs = p.fullTtftMs;
@@ -137,7 +139,9 @@ Amortisation TimingsData::amortisation(int nTools) const {
         a.compileMeasured = p.compileMs > 0 || earlier != m_compileByPrefix.end();
         a.compileMs = p.compileMs > 0 ? p.compileMs : a.compileMeasured ? earlier->second : p.fullTtftMs;
         a.source = QStringLiteral("sweep point %1 (%2 tools, %3 prefix tokens, medians)")
-                       .arg(QString::fromStdString(p.name)).arg(p.nTools).arg(p.prefixTokens);
+                       .arg(QString::fromStdString(p.name))
+                       .arg(p.nTools)
+                       .arg(p.prefixTokens);
     }
     a.valid = true;
     a.savingMs = a.fullTtftMs - a.cachedTtftMs;
@@ -148,7 +152,9 @@ Amortisation TimingsData::amortisation(int nTools) const {
 namespace {
 
 // Shortest text that reads back as the same double: the CSV holds the engine's numbers exactly.
-QString num(double v) { return QString::number(v, 'g', QLocale::FloatingPointShortest); }
+QString num(double v) {
+    return QString::number(v, 'g', QLocale::FloatingPointShortest);
+}
 
 QString csvField(const QString& s) {
     if (!s.contains(QLatin1Char(',')) && !s.contains(QLatin1Char('"')) && !s.contains(QLatin1Char('\n'))) return s;
@@ -173,13 +179,13 @@ bool finish(QFile& file, QTextStream& out, QString* error) {
 }  // namespace
 
 QStringList TimingsData::requestsCsvHeader() {
-    return {QStringLiteral("index"),         QStringLiteral("request_id"),   QStringLiteral("query"),
-            QStringLiteral("mode"),          QStringLiteral("tier"),         QStringLiteral("tools"),
-            QStringLiteral("prefix_tokens"), QStringLiteral("suffix_tokens"), QStringLiteral("generated_tokens"),
-            QStringLiteral("tokenize_ms"),   QStringLiteral("lookup_ms"),    QStringLiteral("disk_load_ms"),
-            QStringLiteral("upload_ms"),     QStringLiteral("link_ms"),      QStringLiteral("compile_ms"),
-            QStringLiteral("prefill_ms"),    QStringLiteral("ttft_ms"),      QStringLiteral("decode_ms"),
-            QStringLiteral("total_ms"),      QStringLiteral("identical"),    QStringLiteral("full_prefill_ms"),
+    return {QStringLiteral("index"),         QStringLiteral("request_id"),     QStringLiteral("query"),
+            QStringLiteral("mode"),          QStringLiteral("tier"),           QStringLiteral("tools"),
+            QStringLiteral("prefix_tokens"), QStringLiteral("suffix_tokens"),  QStringLiteral("generated_tokens"),
+            QStringLiteral("tokenize_ms"),   QStringLiteral("lookup_ms"),      QStringLiteral("disk_load_ms"),
+            QStringLiteral("upload_ms"),     QStringLiteral("link_ms"),        QStringLiteral("compile_ms"),
+            QStringLiteral("prefill_ms"),    QStringLiteral("ttft_ms"),        QStringLiteral("decode_ms"),
+            QStringLiteral("total_ms"),      QStringLiteral("identical"),      QStringLiteral("full_prefill_ms"),
             QStringLiteral("full_ttft_ms"),  QStringLiteral("full_decode_ms"), QStringLiteral("full_total_ms")};
 }
 
@@ -190,11 +196,25 @@ bool TimingsData::writeRequestsCsv(const QString& path, QString* error) const {
     out << requestsCsvHeader().join(QLatin1Char(',')) << '\n';
     for (const RequestRecord& r : m_history) {
         const cc::Timings& t = r.timings;
-        QStringList row{QString::number(r.index), QString::number(r.requestId), csvField(r.query), r.mode, r.tier,
-                        QString::number(r.nTools), QString::number(r.prefixTokens), QString::number(r.suffixTokens),
-                        QString::number(r.generatedTokens), num(t.tokenize_ms), num(t.lookup_ms),
-                        num(t.disk_load_ms), num(t.upload_ms), num(t.link_ms), num(t.compile_ms), num(t.prefill_ms),
-                        num(t.ttft_ms), num(t.decode_ms), num(t.total_ms),
+        QStringList row{QString::number(r.index),
+                        QString::number(r.requestId),
+                        csvField(r.query),
+                        r.mode,
+                        r.tier,
+                        QString::number(r.nTools),
+                        QString::number(r.prefixTokens),
+                        QString::number(r.suffixTokens),
+                        QString::number(r.generatedTokens),
+                        num(t.tokenize_ms),
+                        num(t.lookup_ms),
+                        num(t.disk_load_ms),
+                        num(t.upload_ms),
+                        num(t.link_ms),
+                        num(t.compile_ms),
+                        num(t.prefill_ms),
+                        num(t.ttft_ms),
+                        num(t.decode_ms),
+                        num(t.total_ms),
                         r.identical ? QString::fromLatin1(*r.identical ? "true" : "false") : QString()};
         if (r.fullTimings)
             row << num(r.fullTimings->prefill_ms) << num(r.fullTimings->ttft_ms) << num(r.fullTimings->decode_ms)
@@ -215,9 +235,8 @@ bool TimingsData::writeSweepCsv(const QString& path, QString* error) const {
     for (const SweepPoint& p : m_sweep) {
         const double speedup = p.cachedTtftMs > 0 ? p.fullTtftMs / p.cachedTtftMs : 0.0;
         out << csvField(QString::fromStdString(p.name)) << ',' << p.nTools << ',' << p.prefixTokens << ','
-            << num(p.compileMs) << ',' << num(p.cachedTtftMs) << ',' << num(p.fullTtftMs) << ',' << num(speedup)
-            << ',' << num(p.cachedLinkMs) << ',' << num(p.cachedPrefillMs) << ','
-            << (p.identical ? "true" : "false") << '\n';
+            << num(p.compileMs) << ',' << num(p.cachedTtftMs) << ',' << num(p.fullTtftMs) << ',' << num(speedup) << ','
+            << num(p.cachedLinkMs) << ',' << num(p.cachedPrefillMs) << ',' << (p.identical ? "true" : "false") << '\n';
     }
     return finish(file, out, error);
 }

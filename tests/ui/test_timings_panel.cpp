@@ -11,8 +11,8 @@
 #include <QHorizontalStackedBarSeries>
 #include <QImage>
 #include <QLineSeries>
-#include <QScatterSeries>
 #include <QPushButton>
+#include <QScatterSeries>
 #include <QStandardPaths>
 #include <QTabWidget>
 
@@ -23,28 +23,27 @@ using namespace cc::ui;
 using cc::ui::test::Rig;
 
 // QCOMPARE on doubles is fuzzy; the panel must hold the engine's numbers bit for bit.
-#define EXACT(actual, expected)                                                                                       \
-    QVERIFY2(double(actual) == double(expected),                                                                      \
-             qPrintable(QStringLiteral("%1: expected %2, got %3")                                                     \
-                            .arg(QStringLiteral(#actual))                                                             \
-                            .arg(double(expected), 0, 'g', 17)                                                        \
-                            .arg(double(actual), 0, 'g', 17)))
+#define EXACT(actual, expected)                                                                       \
+    QVERIFY2(double(actual) == double(expected), qPrintable(QStringLiteral("%1: expected %2, got %3") \
+                                                                .arg(QStringLiteral(#actual))         \
+                                                                .arg(double(expected), 0, 'g', 17)    \
+                                                                .arg(double(actual), 0, 'g', 17)))
 
-#define COMPARE_TIMINGS(a, b)                                                                                         \
-    do {                                                                                                              \
-        EXACT((a).tokenize_ms, (b).tokenize_ms);                                                                   \
-        EXACT((a).lookup_ms, (b).lookup_ms);                                                                       \
-        EXACT((a).disk_load_ms, (b).disk_load_ms);                                                                 \
-        EXACT((a).upload_ms, (b).upload_ms);                                                                       \
-        EXACT((a).link_ms, (b).link_ms);                                                                           \
-        EXACT((a).compile_ms, (b).compile_ms);                                                                     \
-        EXACT((a).prefill_ms, (b).prefill_ms);                                                                     \
-        EXACT((a).ttft_ms, (b).ttft_ms);                                                                           \
-        EXACT((a).decode_ms, (b).decode_ms);                                                                       \
-        EXACT((a).total_ms, (b).total_ms);                                                                         \
-        EXACT((a).prefill_tok_s, (b).prefill_tok_s);                                                               \
-        EXACT((a).decode_tok_s, (b).decode_tok_s);                                                                 \
-        EXACT((a).disk_load_gb_s, (b).disk_load_gb_s);                                                             \
+#define COMPARE_TIMINGS(a, b)                          \
+    do {                                               \
+        EXACT((a).tokenize_ms, (b).tokenize_ms);       \
+        EXACT((a).lookup_ms, (b).lookup_ms);           \
+        EXACT((a).disk_load_ms, (b).disk_load_ms);     \
+        EXACT((a).upload_ms, (b).upload_ms);           \
+        EXACT((a).link_ms, (b).link_ms);               \
+        EXACT((a).compile_ms, (b).compile_ms);         \
+        EXACT((a).prefill_ms, (b).prefill_ms);         \
+        EXACT((a).ttft_ms, (b).ttft_ms);               \
+        EXACT((a).decode_ms, (b).decode_ms);           \
+        EXACT((a).total_ms, (b).total_ms);             \
+        EXACT((a).prefill_tok_s, (b).prefill_tok_s);   \
+        EXACT((a).decode_tok_s, (b).decode_tok_s);     \
+        EXACT((a).disk_load_gb_s, (b).disk_load_gb_s); \
     } while (0)
 
 class TestTimingsPanel : public QObject {
@@ -57,7 +56,9 @@ class TestTimingsPanel : public QObject {
             QBarSet* set = chart->segmentSet(s);
             if (set->count() <= bar || set->at(bar) != expected[size_t(s)]) {
                 *why = QStringLiteral("bar %1 segment %2: expected %3, got %4")
-                           .arg(bar).arg(segmentNames()[s]).arg(expected[size_t(s)])
+                           .arg(bar)
+                           .arg(segmentNames()[s])
+                           .arg(expected[size_t(s)])
                            .arg(set->count() > bar ? set->at(bar) : -1);
                 return false;
             }
@@ -94,7 +95,7 @@ private slots:
         QCOMPARE(r.suffixTokens, cached->result.suffix_tokens);
         QCOMPARE(r.nTools, 5);
         QVERIFY(!r.fullTimings);
-        QVERIFY(r.cacheHit);   // compiled just before: a memory hit
+        QVERIFY(r.cacheHit);  // compiled just before: a memory hit
 
         // the chart: one bar, its segments and the TTFT marker from the same numbers
         QCOMPARE(panel.requestChart()->categories().size(), 1);
@@ -132,8 +133,8 @@ private slots:
         QCOMPARE(chart->categories().size(), 2);
         QCOMPARE(chart->segmentSet(SegPrefill)->count(), 2);
         QString why;
-        QVERIFY2(barMatches(chart, 0, outcome->result.full->timings, &why), qPrintable(why));   // bottom: full
-        QVERIFY2(barMatches(chart, 1, outcome->result.timings, &why), qPrintable(why));         // top: cached
+        QVERIFY2(barMatches(chart, 0, outcome->result.full->timings, &why), qPrintable(why));  // bottom: full
+        QVERIFY2(barMatches(chart, 1, outcome->result.timings, &why), qPrintable(why));        // top: cached
         QVERIFY(chart->ttftMarker(1)->isVisible());
         // the TTFT labels carry both values
         const QStringList labels = chart->labelTexts();
@@ -207,8 +208,8 @@ private slots:
         QVERIFY(rig.load());
         QSignalSpy point(&rig.controller, &EngineController::sweepPoint);
         QSignalSpy cancelled(&rig.controller, &EngineController::cancelled);
-        panel.startSweep({QStringLiteral("tools_5.json"), QStringLiteral("tools_50.json"),
-                          QStringLiteral("tools_100.json")}, 3, 4);
+        panel.startSweep(
+            {QStringLiteral("tools_5.json"), QStringLiteral("tools_50.json"), QStringLiteral("tools_100.json")}, 3, 4);
         QVERIFY(point.wait(cc::ui::test::kTimeoutMs) || !point.isEmpty());
         auto* cancel = panel.findChild<QPushButton*>(QStringLiteral("cancelSweepButton"));
         QVERIFY(cancel);
@@ -229,7 +230,7 @@ private slots:
         QVERIFY(!panel.amortisation().valid);
         const auto compiled = rig.compile();
         QVERIFY(compiled);
-        QVERIFY(!compiled->cache_hit);   // a fresh cache directory: the compile was measured
+        QVERIFY(!compiled->cache_hit);  // a fresh cache directory: the compile was measured
         QVERIFY(compiled->compile_ms > 0);
         const auto outcome = rig.query(cc::QueryMode::compare);
         QVERIFY(outcome);
@@ -248,7 +249,7 @@ private slots:
             QCOMPARE(marked[0].x(), double(expected));
             EXACT(marked[0].y(), expected * saving - compiled->compile_ms);
             QVERIFY(marked[0].y() >= 0);
-            QVERIFY((expected - 1) * saving - compiled->compile_ms < 0);   // the request before has not paid off
+            QVERIFY((expected - 1) * saving - compiled->compile_ms < 0);  // the request before has not paid off
         }
         const auto curve = panel.amortisationChart()->savedSeries()->points();
         QVERIFY(!curve.isEmpty());
@@ -275,9 +276,10 @@ private slots:
         const int ttftColumn = int(TimingsData::requestsCsvHeader().indexOf(QStringLiteral("ttft_ms")));
         const QStringList row1 = lines[1].split(QLatin1Char(','));
         QCOMPARE(row1.size(), TimingsData::requestsCsvHeader().size());
-        EXACT(row1[ttftColumn].toDouble(), a->result.timings.ttft_ms);   // exact round trip
+        EXACT(row1[ttftColumn].toDouble(), a->result.timings.ttft_ms);  // exact round trip
         QVERIFY(lines[2].contains(QStringLiteral("\"Convert 250 US dollars, to \"\"euros\"\".\"")));
-        QVERIFY(lines[2].endsWith(QString::number(b->result.full->timings.total_ms, 'g', QLocale::FloatingPointShortest)));
+        QVERIFY(
+            lines[2].endsWith(QString::number(b->result.full->timings.total_ms, 'g', QLocale::FloatingPointShortest)));
         QVERIFY(!panel.exportCsv(out.filePath(QStringLiteral("no/such/dir/x.csv")), &error));
         QVERIFY(!error.isEmpty());
     }
@@ -326,7 +328,8 @@ private slots:
         QVERIFY(rig.query(cc::QueryMode::compare, 8));
         QSignalSpy finished(&rig.controller, &EngineController::sweepFinished);
         panel.startSweep({QStringLiteral("tools_5.json"), QStringLiteral("tools_10.json"),
-                          QStringLiteral("tools_20.json"), QStringLiteral("tools_50.json")}, 1, 2);
+                          QStringLiteral("tools_20.json"), QStringLiteral("tools_50.json")},
+                         1, 2);
         QVERIFY(finished.wait(cc::ui::test::kTimeoutMs) || !finished.isEmpty());
         QVERIFY(rig.idle());
         auto* tabs = panel.findChild<QTabWidget*>();
@@ -337,7 +340,8 @@ private slots:
         }
         QString error;
         for (const char* which : {"request", "sweep", "amortisation"})
-            QVERIFY(panel.exportPng(QString::fromLatin1(which), dir + QStringLiteral("/export_%1.png").arg(QLatin1String(which)), &error));
+            QVERIFY(panel.exportPng(QString::fromLatin1(which),
+                                    dir + QStringLiteral("/export_%1.png").arg(QLatin1String(which)), &error));
         QPalette dark;
         dark.setColor(QPalette::Window, QColor(0x20, 0x20, 0x24));
         dark.setColor(QPalette::WindowText, Qt::white);
