@@ -6,13 +6,14 @@
 #include <QEvent>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QPainter>
 #include <QToolButton>
 
 namespace cc::ui {
 
 MessageBanner::MessageBanner(Kind kind, const QString& text, QWidget* parent)
     : QFrame(parent), m_kind(kind), m_label(new QLabel(this)), m_close(new QToolButton(this)) {
-    setFrameShape(QFrame::StyledPanel);
+    setFrameShape(QFrame::NoFrame);
     setAutoFillBackground(true);
     auto* layout = new QHBoxLayout(this);
     layout->setContentsMargins(10, 4, 4, 4);
@@ -50,28 +51,38 @@ void MessageBanner::setClosable(bool closable) { m_close->setVisible(closable); 
 
 void MessageBanner::changeEvent(QEvent* event) {
     QFrame::changeEvent(event);
-    if (event->type() == QEvent::PaletteChange || event->type() == QEvent::ApplicationPaletteChange) applyColours();
+    if (event->type() == QEvent::ApplicationPaletteChange) applyColours();
 }
 
 void MessageBanner::refreshColours() { applyColours(); }
 
 void MessageBanner::applyColours() {
-    // Tinted from the window colour, so the banner is legible in light and dark palettes alike.
-    // The application palette: this frame's own one is shadowed by its style sheet.
+    // Tinted from the application palette, so the banner is legible in light and dark alike.
+    // A palette, not a style sheet: a style sheet would stop the window's font (presentation
+    // mode) from reaching the labels.
     const bool dark = QApplication::palette().color(QPalette::Window).lightness() < 128;
-    QColor accent = m_kind == Kind::error     ? QColor(0xcf, 0x22, 0x2e)
-                    : m_kind == Kind::warning ? QColor(0xbf, 0x87, 0x00)
-                                              : QColor(0x1f, 0x6f, 0xeb);
-    QColor background = dark ? accent.darker(260) : accent.lighter(185);
-    if (!dark && m_kind == Kind::warning) background = QColor(0xff, 0xf3, 0xc4);
-    if (!dark && m_kind == Kind::error) background = QColor(0xff, 0xe3, 0xe3);
-    if (!dark && m_kind == Kind::info) background = QColor(0xdd, 0xec, 0xff);
+    m_accent = m_kind == Kind::error     ? QColor(0xcf, 0x22, 0x2e)
+               : m_kind == Kind::warning ? QColor(0xbf, 0x87, 0x00)
+                                         : QColor(0x1f, 0x6f, 0xeb);
+    QColor background;
+    if (dark) background = m_accent.darker(260);
+    else if (m_kind == Kind::warning) background = QColor(0xff, 0xf3, 0xc4);
+    else if (m_kind == Kind::error) background = QColor(0xff, 0xe3, 0xe3);
+    else background = QColor(0xdd, 0xec, 0xff);
     const QColor foreground = dark ? QColor(0xf0, 0xf0, 0xf0) : QColor(0x1f, 0x23, 0x28);
-    // A style sheet on this frame only (not the app), with the accent as a left stripe.
-    const QString sheet = QStringLiteral("cc--ui--MessageBanner { background: %1; border: 1px solid %2; border-left: 5px solid %2; "
-                                 "border-radius: 3px; } cc--ui--MessageBanner QLabel { color: %3; background: transparent; }")
-                      .arg(background.name(), accent.name(), foreground.name());
-    if (sheet != styleSheet()) setStyleSheet(sheet);   // a sheet change sends events of its own: set it once
+    QPalette p = palette();
+    p.setColor(QPalette::Window, background);
+    p.setColor(QPalette::WindowText, foreground);
+    p.setColor(QPalette::Text, foreground);
+    setPalette(p);
+}
+
+void MessageBanner::paintEvent(QPaintEvent* event) {
+    QFrame::paintEvent(event);
+    QPainter painter(this);
+    painter.fillRect(QRect(0, 0, 5, height()), m_accent);   // the kind's stripe on the left
+    painter.setPen(m_accent);
+    painter.drawRect(rect().adjusted(0, 0, -1, -1));
 }
 
 }  // namespace cc::ui

@@ -2,6 +2,7 @@
 // Non-modal, so errors are visible without blocking the event loop (or a test).
 #pragma once
 
+#include <QColor>
 #include <QFrame>
 
 class QLabel;
@@ -27,11 +28,13 @@ signals:
 
 protected:
     void changeEvent(QEvent* event) override;
+    void paintEvent(QPaintEvent* event) override;
 
 private:
     void applyColours();
 
     Kind m_kind;
+    QColor m_accent;
     QLabel* m_label;
     QToolButton* m_close;
 };
