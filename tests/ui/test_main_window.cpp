@@ -8,6 +8,7 @@
 #include <QAction>
 #include <QDockWidget>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QLabel>
 #include <QSettings>
 #include <QStandardPaths>
@@ -191,6 +192,26 @@ private slots:
         QVERIFY(about.contains(QStringLiteral("builtin:qwen3-test")));
         window.showAbout();
         QTRY_VERIFY(window.findChild<QWidget*>(QStringLiteral("aboutDialog")) != nullptr);
+    }
+
+    void importToolsCompilesOrSaysWhyNot() {
+        MainWindow window;
+        window.show();
+        QVERIFY(waitForModel(window));
+        QSignalSpy compiled(window.engine(), &EngineController::compiled);
+        window.importToolsFile(m_cache.filePath(QStringLiteral("missing_tools.json")));
+        QVERIFY(window.statusBar()->currentMessage().contains(QStringLiteral("missing_tools.json")));
+        QCOMPARE(window.findChildren<MessageBanner*>(QStringLiteral("errorBanner")).size(), 1);
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("five.json"));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write(sampleToolSetJson(QStringLiteral("tools_5.json")).toUtf8());
+        file.close();
+        window.importToolsFile(path);
+        QTRY_VERIFY_WITH_TIMEOUT(!compiled.isEmpty(), 60000);
+        QCOMPARE(compiled.first().at(0).value<cc::CompileResult>().n_tools, size_t(5));
+        QVERIFY(window.statusBar()->currentMessage().contains(QStringLiteral("Compiled 5 tools")));
     }
 
     void closingDuringACompileDoesNotHang() {
