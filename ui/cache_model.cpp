@@ -50,14 +50,17 @@ int CacheTableModel::rowOf(const QString& groupKey) const {
 int CacheTableModel::rowCount(const QModelIndex& parent) const {
     return parent.isValid() ? 0 : int(m_snapshot.groups.size());
 }
-int CacheTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int CacheTableModel::columnCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : ColumnCount;
+}
 
 QVariant CacheTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
     if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount) return {};
-    static const char* const names[ColumnCount] = {"Key", "Tools", "Tokens", "Size", "Tier", "Created", "Last used",
-                                                    "Hits"};
+    static const char* const names[ColumnCount] = {"Key",  "Tools",   "Tokens",    "Size",
+                                                   "Tier", "Created", "Last used", "Hits"};
     static const char* const tips[ColumnCount] = {
-        "group_key: SHA-256 of the model, chat format, numerics, system prompt and tool set (hover a key for all of it)",
+        "group_key: SHA-256 of the model, chat format, numerics, system prompt and tool set (hover a key for all of "
+        "it)",
         "Tools in the group",
         "Prefix tokens whose K/V are stored",
         "Bytes of the group file on disk (or of the KV in memory when not written)",
@@ -85,32 +88,50 @@ QVariant CacheTableModel::data(const QModelIndex& index, int role) const {
         QStringList names;
         for (const auto& n : g->tool_names) names << QString::fromStdString(n);
         return QStringLiteral("%1\ntools_hash %2\n%3 tools: %4\nKV %5 · file %6%7")
-            .arg(key, QString::fromStdString(g->tools_hash)).arg(names.size()).arg(names.join(QStringLiteral(", ")))
+            .arg(key, QString::fromStdString(g->tools_hash))
+            .arg(names.size())
+            .arg(names.join(QStringLiteral(", ")))
             .arg(humanBytes(g->kv_bytes), g->file_bytes ? humanBytes(g->file_bytes) : QStringLiteral("not written"),
                  g->in_use ? QStringLiteral("\nin use by the current tool set") : QString());
     }
     if (role == kSortRole) {
         switch (index.column()) {
-            case Key: return key;
-            case Tools: return qulonglong(g->tool_names.size());
-            case Tokens: return qulonglong(g->n_tokens);
-            case Size: return qulonglong(size);
-            case Tier: return tierText(*g);
-            case Created: return qlonglong(g->created_unix_ms);
-            case LastUsed: return qlonglong(g->last_used_unix_ms);
-            case Hits: return qulonglong(g->hits);
+            case Key:
+                return key;
+            case Tools:
+                return qulonglong(g->tool_names.size());
+            case Tokens:
+                return qulonglong(g->n_tokens);
+            case Size:
+                return qulonglong(size);
+            case Tier:
+                return tierText(*g);
+            case Created:
+                return qlonglong(g->created_unix_ms);
+            case LastUsed:
+                return qlonglong(g->last_used_unix_ms);
+            case Hits:
+                return qulonglong(g->hits);
         }
     }
     if (role != Qt::DisplayRole) return {};
     switch (index.column()) {
-        case Key: return key.left(12) + QStringLiteral("…");
-        case Tools: return qulonglong(g->tool_names.size());
-        case Tokens: return qulonglong(g->n_tokens);
-        case Size: return humanBytes(size);
-        case Tier: return tierText(*g);
-        case Created: return when(g->created_unix_ms);
-        case LastUsed: return when(g->last_used_unix_ms);
-        case Hits: return qulonglong(g->hits);
+        case Key:
+            return key.left(12) + QStringLiteral("…");
+        case Tools:
+            return qulonglong(g->tool_names.size());
+        case Tokens:
+            return qulonglong(g->n_tokens);
+        case Size:
+            return humanBytes(size);
+        case Tier:
+            return tierText(*g);
+        case Created:
+            return when(g->created_unix_ms);
+        case LastUsed:
+            return when(g->last_used_unix_ms);
+        case Hits:
+            return qulonglong(g->hits);
     }
     return {};
 }

@@ -8,20 +8,20 @@
 
 namespace cc::ui {
 
-QString humanBytes(uint64_t bytes);   // "401.2 MiB"
+QString humanBytes(uint64_t bytes);  // "401.2 MiB"
 
 class CacheTableModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     enum Column { Key, Tools, Tokens, Size, Tier, Created, LastUsed, Hits, ColumnCount };
     static constexpr int kSortRole = Qt::UserRole + 1;
-    static constexpr int kKeyRole = Qt::UserRole + 2;   // the full group key, on every column
+    static constexpr int kKeyRole = Qt::UserRole + 2;  // the full group key, on every column
 
     using QAbstractTableModel::QAbstractTableModel;
     void setSnapshot(const CacheSnapshot& snapshot);
     const CacheSnapshot& snapshot() const { return m_snapshot; }
     const cc::GroupInfo* group(int row) const;
-    int rowOf(const QString& groupKey) const;   // -1 when absent
+    int rowOf(const QString& groupKey) const;  // -1 when absent
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;

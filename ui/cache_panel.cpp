@@ -53,8 +53,9 @@ CachePanel::CachePanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_verifyButton = button(tr("Verify"), tr("Read every group file and check its header, size, token ids and "
                                              "per-layer checksums; damaged files are reported and moved aside"));
     m_deleteButton = button(tr("Delete…"), tr("Remove the selected groups from every tier, their files included"));
-    m_evictButton = button(tr("Evict from memory"), tr("Drop the selected groups from the memory tier; their files "
-                                                       "stay, so the next use is a disk hit (only for groups on disk)"));
+    m_evictButton =
+        button(tr("Evict from memory"), tr("Drop the selected groups from the memory tier; their files "
+                                           "stay, so the next use is a disk hit (only for groups on disk)"));
     m_clearButton = button(tr("Clear…"), tr("Remove every group from every tier and delete all group files"));
     m_openButton = button(tr("Open folder"), tr("Open the cache directory in the file manager"));
     buttons->addStretch(1);
@@ -72,7 +73,7 @@ CachePanel::CachePanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_view->setSelectionMode(QAbstractItemView::ExtendedSelection);
     m_view->verticalHeader()->hide();
     m_view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    m_view->horizontalHeader()->setStretchLastSection(true);
+    m_view->horizontalHeader()->setStretchLastSection(false);
     m_view->setToolTip(tr("Cached tool-set groups; click a header to sort, hover a key for the whole of it"));
     layout->addWidget(m_view, 1);
 
@@ -81,8 +82,9 @@ CachePanel::CachePanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_diskLabel = new QLabel(tr("Disk"), this);
     m_memoryBar = new QProgressBar(this);
     m_diskBar = new QProgressBar(this);
-    m_memoryBar->setToolTip(tr("KV bytes held in host RAM against the host budget; least recently used groups "
-                               "leave memory first when it is exceeded"));
+    m_memoryBar->setToolTip(
+        tr("KV bytes held in host RAM against the host budget; least recently used groups "
+           "leave memory first when it is exceeded"));
     m_diskBar->setToolTip(tr("Group file bytes in the cache directory against the disk budget"));
     m_memoryLabel->setToolTip(m_memoryBar->toolTip());
     m_diskLabel->setToolTip(m_diskBar->toolTip());
@@ -113,7 +115,7 @@ CachePanel::CachePanel(EngineController* engine, QWidget* parent) : QWidget(pare
     connect(m_engine, &EngineController::cacheChanged, this, &CachePanel::refresh);
     connect(m_engine, &EngineController::compiled, this, &CachePanel::refresh);
     connect(m_engine, &EngineController::modelLoaded, this, &CachePanel::refresh);
-    connect(m_engine, &EngineController::queryFinished, this, &CachePanel::refresh);   // hits, last used
+    connect(m_engine, &EngineController::queryFinished, this, &CachePanel::refresh);  // hits, last used
     connect(m_engine, &EngineController::cacheVerified, this, [this](const QStringList& problems) {
         const QString text = problems.isEmpty()
                                  ? tr("All %1 files verified.").arg(m_model->rowCount())
@@ -123,7 +125,7 @@ CachePanel::CachePanel(EngineController* engine, QWidget* parent) : QWidget(pare
                                     tr("Verify cache"), text, QMessageBox::Ok, this);
         box->setAttribute(Qt::WA_DeleteOnClose);
         box->setObjectName(QStringLiteral("verifyMessage"));
-        box->open();   // not exec(): never a nested event loop
+        box->open();  // not exec(): never a nested event loop
     });
     connect(m_engine, &EngineController::failed, this, [this](const QString& task, const QString& message) {
         if (task == QLatin1String("cache") || task == QLatin1String("verify")) setStatus(tr("Failed: %1").arg(message));
@@ -131,7 +133,9 @@ CachePanel::CachePanel(EngineController* engine, QWidget* parent) : QWidget(pare
     refreshEnabled();
 }
 
-QString CachePanel::statusText() const { return m_status->text(); }
+QString CachePanel::statusText() const {
+    return m_status->text();
+}
 
 void CachePanel::setStatus(const QString& text) {
     m_message = text;
@@ -140,7 +144,8 @@ void CachePanel::setStatus(const QString& text) {
 
 void CachePanel::renderStatus() {
     const CacheSnapshot& s = m_model->snapshot();
-    QString head = s.dir.empty() ? tr("Memory-only cache") : tr("Cache directory: %1").arg(QString::fromStdString(s.dir));
+    QString head =
+        s.dir.empty() ? tr("Memory-only cache") : tr("Cache directory: %1").arg(QString::fromStdString(s.dir));
     head += tr(" · %n group(s)", nullptr, int(s.groups.size()));
     m_status->setText(m_message.isEmpty() ? head : head + QLatin1Char('\n') + m_message);
 }
@@ -239,10 +244,9 @@ void CachePanel::evictSelected() {
 
 void CachePanel::clearAll() {
     if (m_model->snapshot().groups.empty()) return;
-    if (m_confirm &&
-        QMessageBox::question(this, tr("Clear the cache"),
-                              tr("Remove all %1 groups from every tier and delete their files?")
-                                  .arg(m_model->snapshot().groups.size())) != QMessageBox::Yes)
+    if (m_confirm && QMessageBox::question(this, tr("Clear the cache"),
+                                           tr("Remove all %1 groups from every tier and delete their files?")
+                                               .arg(m_model->snapshot().groups.size())) != QMessageBox::Yes)
         return;
     m_engine->clearCache();
     setStatus(tr("Cache cleared."));

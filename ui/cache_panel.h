@@ -30,7 +30,7 @@ public:
 
     // Delete and Clear ask first; tests and scripts turn that off.
     void setConfirmDestructive(bool confirm) { m_confirm = confirm; }
-    bool selectGroup(const QString& groupKey);   // false when the table does not show it
+    bool selectGroup(const QString& groupKey);  // false when the table does not show it
 
     void refresh();
     void verify();
@@ -47,7 +47,7 @@ private:
 
     EngineController* m_engine;
     bool m_confirm = true;
-    QString m_message;   // the result of the last action
+    QString m_message;  // the result of the last action
     CacheTableModel* m_model = nullptr;
     QSortFilterProxyModel* m_proxy = nullptr;
     QTableView* m_view = nullptr;

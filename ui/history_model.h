@@ -10,11 +10,26 @@ namespace cc::ui {
 class HistoryModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Index, Query, Mode, Tier, Tools, PrefixTokens, SuffixTokens, Link, Prefill, Ttft, FullTtft, Decode,
-                  Total, Identical, ColumnCount };
+    enum Column {
+        Index,
+        Query,
+        Mode,
+        Tier,
+        Tools,
+        PrefixTokens,
+        SuffixTokens,
+        Link,
+        Prefill,
+        Ttft,
+        FullTtft,
+        Decode,
+        Total,
+        Identical,
+        ColumnCount
+    };
     HistoryModel(const TimingsData* data, QObject* parent = nullptr);
 
-    void appended();   // TimingsData grew by one record
+    void appended();  // TimingsData grew by one record
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;

@@ -60,6 +60,7 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
 
     m_mode = new QComboBox(this);
     m_mode->setObjectName(QStringLiteral("modeCombo"));
+    m_mode->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     m_mode->addItem(tr("cached"), int(cc::QueryMode::cached));
     m_mode->addItem(tr("full"), int(cc::QueryMode::full));
     m_mode->addItem(tr("compare"), int(cc::QueryMode::compare));
@@ -107,17 +108,24 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     tempLabel->setBuddy(m_temperature);
     controls->addWidget(modeLabel);
     controls->addWidget(m_mode);
-    controls->addSpacing(8);
+    controls->addSpacing(6);
     controls->addWidget(maxLabel);
     controls->addWidget(m_maxTokens);
-    controls->addSpacing(8);
+    controls->addSpacing(6);
     controls->addWidget(tempLabel);
     controls->addWidget(m_temperature);
-    controls->addSpacing(8);
+    controls->addSpacing(6);
     controls->addWidget(m_ignoreEos);
     controls->addStretch(1);
-    controls->addWidget(m_runButton);
-    controls->addWidget(m_cancelButton);
+
+    // Run / Cancel beside the input, so the options row stays short in a narrow dock.
+    auto* buttons = new QVBoxLayout;
+    buttons->addWidget(m_runButton);
+    buttons->addWidget(m_cancelButton);
+    buttons->addStretch(1);
+    auto* inputRow = new QHBoxLayout;
+    inputRow->addWidget(m_input, 1);
+    inputRow->addLayout(buttons);
 
     m_message = new QLabel(this);
     m_message->setObjectName(QStringLiteral("queryMessage"));
@@ -186,7 +194,7 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     callLayout->addWidget(m_args);
 
     auto* layout = new QVBoxLayout(this);
-    layout->addWidget(m_input);
+    layout->addLayout(inputRow);
     layout->addLayout(controls);
     layout->addWidget(m_message);
     layout->addWidget(m_status);
@@ -230,7 +238,7 @@ QString QueryPanel::fullOutputText() const { return m_fullOutput->toPlainText();
 QString QueryPanel::badgeText() const { return m_badge->isHidden() ? QString() : m_badge->text(); }
 QString QueryPanel::statusText() const { return m_status->text(); }
 QString QueryPanel::messageText() const { return m_message->isHidden() ? QString() : m_message->text(); }
-QString QueryPanel::toolCallName() const { return m_callName->property("toolName").toString(); }
+QString QueryPanel::toolCallName() const { return m_toolCallName; }
 
 bool QueryPanel::eventFilter(QObject* watched, QEvent* event) {
     if (watched == m_input && event->type() == QEvent::KeyPress) {
@@ -281,7 +289,7 @@ void QueryPanel::run() {
     m_fullOutput->clear();
     m_badge->hide();
     m_callName->setText(tr("—"));
-    m_callName->setProperty("toolName", QString());
+    m_toolCallName.clear();
     m_args->setRowCount(0);
     const cc::QueryOptions o = options();
     updateCompareVisibility();
@@ -353,12 +361,12 @@ void QueryPanel::showToolCall(const cc::QueryResult& r) {
     m_args->setRowCount(0);
     if (!r.tool_call) {
         m_callName->setText(tr("— (no tool call in the output)"));
-        m_callName->setProperty("toolName", QString());
+        m_toolCallName.clear();
         return;
     }
     const cc::ToolCall& call = *r.tool_call;
     const QString name = QString::fromStdString(call.name);
-    m_callName->setProperty("toolName", name);
+    m_toolCallName = name;
     m_callName->setText(call.arguments_valid ? name : tr("%1  (arguments are not a valid JSON object)").arg(name));
     if (!call.arguments_valid) {
         m_args->setRowCount(1);

@@ -72,6 +72,7 @@ private:
 
     EngineController* m_engine;
     uint64_t m_requestId = 0;   // the running request, 0 when none
+    QString m_toolCallName;     // of the last result, "" when it had no tool call
 
     QPlainTextEdit* m_input = nullptr;
     QComboBox* m_mode = nullptr;

@@ -20,8 +20,8 @@ namespace cc::ui {
 
 namespace {
 
-constexpr double kAxisPt = 12;     // axis labels and titles
-constexpr double kLabelPt = 12;    // value labels on bars and points
+constexpr double kAxisPt = 12;   // axis labels and titles
+constexpr double kLabelPt = 12;  // value labels on bars and points
 constexpr double kTitlePt = 15;
 constexpr double kLegendPt = 12;
 
@@ -33,21 +33,47 @@ QFont pointFont(double pt, bool bold = false) {
 }
 
 // Readable text on a filled segment.
-QColor onColor(const QColor& fill) { return fill.lightnessF() > 0.55 ? QColor(Qt::black) : QColor(Qt::white); }
+QColor onColor(const QColor& fill) {
+    return fill.lightnessF() > 0.55 ? QColor(Qt::black) : QColor(Qt::white);
+}
 
-QColor cachedColor(bool dark) { return dark ? QColor(0x56, 0xB4, 0xE9) : QColor(0x00, 0x72, 0xB2); }
-QColor fullColor(bool dark) { return dark ? QColor(0xF0, 0x8C, 0x3C) : QColor(0xD5, 0x5E, 0x00); }
-QColor savedColor(bool dark) { return dark ? QColor(0x3C, 0xC8, 0x96) : QColor(0x00, 0x9E, 0x73); }
+QColor cachedColor(bool dark) {
+    return dark ? QColor(0x56, 0xB4, 0xE9) : QColor(0x00, 0x72, 0xB2);
+}
+QColor fullColor(bool dark) {
+    return dark ? QColor(0xF0, 0x8C, 0x3C) : QColor(0xD5, 0x5E, 0x00);
+}
+QColor savedColor(bool dark) {
+    return dark ? QColor(0x3C, 0xC8, 0x96) : QColor(0x00, 0x9E, 0x73);
+}
+
+// Round steps (1, 2, 5 x 10^k) and a label format with just enough decimals: "500", "2.5", "0.05".
+void niceAxis(QValueAxis* axis, double lo, double hi, int targetTicks, bool integer) {
+    if (!(hi > lo)) hi = lo + 1;
+    double step = (hi - lo) / std::max(1, targetTicks);
+    const double mag = std::pow(10.0, std::floor(std::log10(step)));
+    const double f = step / mag;
+    step = (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+    if (integer) step = std::max(1.0, std::round(step));
+    axis->setRange(std::floor(lo / step) * step, std::ceil(hi / step) * step);
+    axis->setTickType(QValueAxis::TicksDynamic);
+    axis->setTickAnchor(0);
+    axis->setTickInterval(step);
+    const int decimals = integer ? 0 : std::max(0, int(-std::floor(std::log10(step) + 1e-9)));
+    axis->setLabelFormat(QStringLiteral("%.%1f").arg(decimals));
+}
 
 }  // namespace
 
-bool paletteIsDark(const QPalette& palette) { return palette.color(QPalette::Window).lightness() < 128; }
+bool paletteIsDark(const QPalette& palette) {
+    return palette.color(QPalette::Window).lightness() < 128;
+}
 
 QColor segmentColor(int segment) {
     // Okabe-Ito: distinguishable with the common colour-vision deficiencies, on white and on dark grey.
-    static const QColor colors[SegCount] = {QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9), QColor(0x00, 0x9E, 0x73),
-                                            QColor(0xCC, 0x79, 0xA7), QColor(0x00, 0x72, 0xB2), QColor(0x99, 0x99, 0x99),
-                                            QColor(0xD5, 0x5E, 0x00)};
+    static const QColor colors[SegCount] = {
+        QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9), QColor(0x00, 0x9E, 0x73), QColor(0xCC, 0x79, 0xA7),
+        QColor(0x00, 0x72, 0xB2), QColor(0x99, 0x99, 0x99), QColor(0xD5, 0x5E, 0x00)};
     return colors[segment];
 }
 
@@ -74,10 +100,24 @@ void ChartLabels::reposition() {
         const QRectF r = l.item->boundingRect();
         QPointF at;
         switch (l.place) {
-            case Center: at = p - QPointF(r.width() / 2, r.height() / 2); break;
-            case Above: at = p - QPointF(r.width() / 2, r.height() + 6); break;
-            case Below: at = p + QPointF(-r.width() / 2, 6); break;
-            case Right: at = p + QPointF(8, -r.height() / 2); break;
+            case Center:
+                at = p - QPointF(r.width() / 2, r.height() / 2);
+                break;
+            case Above:
+                at = p - QPointF(r.width() / 2, r.height() + 6);
+                break;
+            case Below:
+                at = p + QPointF(-r.width() / 2, 6);
+                break;
+            case Right:
+                at = p + QPointF(8, -r.height() / 2);
+                break;
+            case AboveLeft:
+                at = p - QPointF(r.width() + 8, r.height() + 2);
+                break;
+            case AboveRight:
+                at = p + QPointF(8, -r.height() - 2);
+                break;
         }
         // keep it inside the plot area horizontally
         at.setX(std::clamp(at.x(), plot.left() + 2, std::max(plot.left() + 2, plot.right() - r.width() - 2)));
@@ -95,9 +135,24 @@ QStringList ChartLabels::texts() const {
 // ---- base ------------------------------------------------------------------------------------
 
 TimingChart::TimingChart(QGraphicsItem* parent) : QChart(parent) {
-    setAnimationOptions(QChart::NoAnimation);   // live data: no animations (STYLE §8)
+    setAnimationOptions(QChart::NoAnimation);  // live data: no animations (STYLE §8)
     legend()->setAlignment(Qt::AlignBottom);
-    connect(this, &QChart::plotAreaChanged, this, [this] { m_labels.reposition(); });
+    m_subtitle = new QGraphicsSimpleTextItem(this);
+    m_subtitle->setFont(pointFont(kLabelPt - 1));
+    m_subtitle->setZValue(100);
+    connect(this, &QChart::plotAreaChanged, this, [this] {
+        m_labels.reposition();
+        m_subtitle->setPos(plotArea().topLeft() + QPointF(10, 8));
+    });
+}
+
+void TimingChart::setSubtitle(const QString& text) {
+    m_subtitle->setText(text);
+    m_subtitle->setPos(plotArea().topLeft() + QPointF(10, 8));
+}
+
+QString TimingChart::subtitle() const {
+    return m_subtitle->text();
 }
 
 void TimingChart::applyPalette(const QPalette& palette) {
@@ -106,6 +161,7 @@ void TimingChart::applyPalette(const QPalette& palette) {
     setTitleFont(pointFont(kTitlePt, true));
     legend()->setFont(pointFont(kLegendPt));
     for (QAbstractAxis* axis : axes()) styleAxis(axis);
+    m_subtitle->setBrush(textColor());
     restyle();
 }
 
@@ -114,13 +170,15 @@ void TimingChart::styleAxis(QAbstractAxis* axis) {
     axis->setTitleFont(pointFont(kAxisPt, true));
 }
 
-QColor TimingChart::textColor() const { return m_dark ? QColor(0xF0, 0xF0, 0xF0) : QColor(0x20, 0x20, 0x20); }
+QColor TimingChart::textColor() const {
+    return m_dark ? QColor(0xF0, 0xF0, 0xF0) : QColor(0x20, 0x20, 0x20);
+}
 
 // ---- request ---------------------------------------------------------------------------------
 
 RequestChart::RequestChart(QGraphicsItem* parent) : TimingChart(parent) {
     m_bars = new QHorizontalStackedBarSeries(this);
-    m_bars->setBarWidth(0.55);
+    m_bars->setBarWidth(0.5);
     for (int s = 0; s < SegCount; ++s) {
         auto* set = new QBarSet(segmentNames()[s], m_bars);
         m_sets.push_back(set);
@@ -130,7 +188,6 @@ RequestChart::RequestChart(QGraphicsItem* parent) : TimingChart(parent) {
     m_categoryAxis = new QBarCategoryAxis(this);
     m_msAxis = new QValueAxis(this);
     m_msAxis->setTitleText(QStringLiteral("milliseconds since the request was submitted"));
-    m_msAxis->setLabelFormat(QStringLiteral("%.3g"));
     addAxis(m_categoryAxis, Qt::AlignLeft);
     addAxis(m_msAxis, Qt::AlignBottom);
     m_bars->attachAxis(m_categoryAxis);
@@ -148,7 +205,9 @@ RequestChart::RequestChart(QGraphicsItem* parent) : TimingChart(parent) {
     setRecord(nullptr);
 }
 
-QStringList RequestChart::categories() const { return m_categoryAxis->categories(); }
+QStringList RequestChart::categories() const {
+    return m_categoryAxis->categories();
+}
 
 void RequestChart::setRecord(const RequestRecord* record) {
     m_shown.clear();
@@ -159,12 +218,15 @@ void RequestChart::setRecord(const RequestRecord* record) {
     } else if (record) {
         m_shown = {record->timings};
         categories = {record->mode == QLatin1String("full") ? QStringLiteral("full prefill")
-                                                             : QStringLiteral("cached (%1)").arg(record->tier)};
+                                                            : QStringLiteral("cached (%1)").arg(record->tier)};
     }
     if (record)
         setTitle(QStringLiteral("Request #%1 · %2 · %3 tools · %4 + %5 tokens")
-                     .arg(record->index).arg(record->mode).arg(record->nTools)
-                     .arg(record->prefixTokens).arg(record->suffixTokens));
+                     .arg(record->index)
+                     .arg(record->mode)
+                     .arg(record->nTools)
+                     .arg(record->prefixTokens)
+                     .arg(record->suffixTokens));
     else
         setTitle(QStringLiteral("No request yet: run a query (compare mode shows cached and full side by side)"));
 
@@ -190,11 +252,11 @@ void RequestChart::setRecord(const RequestRecord* record) {
         if (auto* lm = legend()->markers(m_bars).value(s)) lm->setVisible(sum > 0 || s == SegPrefill);
     }
     m_categoryAxis->setCategories(categories.isEmpty() ? QStringList{QString()} : categories);
-    m_msAxis->setRange(0, maxEnd > 0 ? maxEnd * 1.22 : 1.0);
+    niceAxis(m_msAxis, 0, maxEnd > 0 ? maxEnd * 1.15 : 1.0, 8, false);
     for (size_t i = 0; i < m_markers.size(); ++i) {
         if (i < m_shown.size()) {
             const double ttft = m_shown[i].ttft_ms;
-            m_markers[i]->replace(QList<QPointF>{QPointF(ttft, double(i) - 0.36), QPointF(ttft, double(i) + 0.36)});
+            m_markers[i]->replace(QList<QPointF>{QPointF(ttft, double(i) - 0.3), QPointF(ttft, double(i) + 0.3)});
             m_markers[i]->setVisible(true);
         } else {
             m_markers[i]->clear();
@@ -232,8 +294,9 @@ void RequestChart::relabel() {
                              onColor(segmentColor(s)), ChartLabels::Center);
             start += v[size_t(s)];
         }
-        m_labels.add(QPointF(m_shown[i].ttft_ms, double(i) + 0.36), m_markers[i],
-                     QStringLiteral("TTFT %1").arg(formatMs(m_shown[i].ttft_ms)), textColor(), ChartLabels::Above, true);
+        m_labels.add(QPointF(m_shown[i].ttft_ms, double(i) + 0.3), m_markers[i],
+                     QStringLiteral("TTFT %1").arg(formatMs(m_shown[i].ttft_ms)), textColor(), ChartLabels::Above,
+                     true);
         m_labels.add(QPointF(start, double(i)), m_bars, formatMs(start), textColor(), ChartLabels::Right);
     }
     m_labels.reposition();
@@ -248,15 +311,16 @@ SweepChart::SweepChart(QGraphicsItem* parent) : TimingChart(parent) {
     m_cached->setName(QStringLiteral("cached TTFT"));
     m_fullDots = new QScatterSeries(this);
     m_cachedDots = new QScatterSeries(this);
-    m_toolsAxis = new QValueAxis(this);
-    m_toolsAxis->setTitleText(QStringLiteral("number of tools"));
-    m_toolsAxis->setLabelFormat(QStringLiteral("%d"));
+    // log2 tools: 5, 10, 20, 50 spread evenly instead of crowding the left edge
+    m_toolsAxis = new QLogValueAxis(this);
+    m_toolsAxis->setBase(2);
+    m_toolsAxis->setTitleText(QStringLiteral("number of tools (log scale)"));
+    m_toolsAxis->setLabelFormat(QStringLiteral("%g"));
     m_linearY = new QValueAxis(this);
     m_linearY->setTitleText(QStringLiteral("TTFT (ms, median)"));
-    m_linearY->setLabelFormat(QStringLiteral("%.3g"));
     m_logAxis = new QLogValueAxis(this);
     m_logAxis->setTitleText(QStringLiteral("TTFT (ms, median, log scale)"));
-    m_logAxis->setLabelFormat(QStringLiteral("%.3g"));
+    m_logAxis->setLabelFormat(QStringLiteral("%g"));
     m_logAxis->setBase(10);
     m_logAxis->setMinorTickCount(8);
     addAxis(m_toolsAxis, Qt::AlignBottom);
@@ -296,7 +360,7 @@ void SweepChart::setLogY(bool logY) {
     QAbstractAxis* to = logY ? static_cast<QAbstractAxis*>(m_logAxis) : m_linearY;
     for (QAbstractSeries* s : series()) s->detachAxis(from);
     removeAxis(from);
-    from->setParent(this);   // removeAxis gives it back; keep it for the next toggle
+    from->setParent(this);  // removeAxis gives it back; keep it for the next toggle
     addAxis(to, Qt::AlignLeft);
     styleAxis(to);
     for (QAbstractSeries* s : series()) s->attachAxis(to);
@@ -304,10 +368,11 @@ void SweepChart::setLogY(bool logY) {
 }
 
 void SweepChart::rescale() {
-    double maxTools = 10, minMs = 0, maxMs = 1;
+    double minTools = 4, maxTools = 8, minMs = 0, maxMs = 1;
     bool first = true;
     for (const auto& p : m_points) {
-        maxTools = std::max(maxTools, double(p.nTools));
+        maxTools = std::max(maxTools, double(p.nTools) * 1.25);
+        minTools = std::min(minTools, std::max(1.0, double(p.nTools) / 1.25));
         for (double v : {p.cachedTtftMs, p.fullTtftMs}) {
             if (v <= 0) continue;
             minMs = first ? v : std::min(minMs, v);
@@ -315,19 +380,18 @@ void SweepChart::rescale() {
             first = false;
         }
     }
-    m_toolsAxis->setRange(0, maxTools * 1.12);
-    m_toolsAxis->applyNiceNumbers();
-    m_linearY->setRange(0, maxMs * 1.25);
-    m_linearY->applyNiceNumbers();
+    m_toolsAxis->setRange(std::pow(2.0, std::floor(std::log2(minTools))),
+                          std::pow(2.0, std::ceil(std::log2(maxTools))));
+    niceAxis(m_linearY, 0, maxMs * 1.2, 6, false);
     const double lo = first ? 0.1 : std::pow(10.0, std::floor(std::log10(minMs)));
-    const double hi = first ? 10 : std::pow(10.0, std::ceil(std::log10(maxMs * 1.5)));
+    const double hi = first ? 10 : maxMs * 2;  // room for the labels above the top point
     m_logAxis->setRange(lo, std::max(hi, lo * 10));
     relabel();
 }
 
 void SweepChart::restyle() {
-    for (auto [line, dots, color] : {std::tuple{m_cached, m_cachedDots, cachedColor(m_dark)},
-                                     std::tuple{m_full, m_fullDots, fullColor(m_dark)}}) {
+    for (auto [line, dots, color] :
+         {std::tuple{m_cached, m_cachedDots, cachedColor(m_dark)}, std::tuple{m_full, m_fullDots, fullColor(m_dark)}}) {
         QPen pen(color);
         pen.setWidthF(3);
         line->setPen(pen);
@@ -347,7 +411,7 @@ void SweepChart::relabel() {
                      QStringLiteral("%1 · %2×").arg(formatMs(p.fullTtftMs)).arg(speedup, 0, 'f', speedup < 10 ? 1 : 0),
                      fullColor(m_dark), ChartLabels::Above, true);
         m_labels.add(QPointF(x, p.cachedTtftMs), m_cached, formatMs(p.cachedTtftMs), cachedColor(m_dark),
-                     ChartLabels::Below);
+                     ChartLabels::AboveRight);
     }
     m_labels.reposition();
 }
@@ -362,14 +426,12 @@ AmortisationChart::AmortisationChart(QGraphicsItem* parent) : TimingChart(parent
     m_breakEven->setName(QStringLiteral("break-even"));
     m_requestsAxis = new QValueAxis(this);
     m_requestsAxis->setTitleText(QStringLiteral("number of requests with this tool set"));
-    m_requestsAxis->setLabelFormat(QStringLiteral("%d"));
     m_savedAxis = new QValueAxis(this);
     m_savedAxis->setTitleText(QStringLiteral("time saved (ms)"));
-    m_savedAxis->setLabelFormat(QStringLiteral("%.3g"));
     addAxis(m_requestsAxis, Qt::AlignBottom);
     addAxis(m_savedAxis, Qt::AlignLeft);
-    for (QXYSeries* s : {static_cast<QXYSeries*>(m_zero), static_cast<QXYSeries*>(m_saved),
-                         static_cast<QXYSeries*>(m_breakEven)}) {
+    for (QXYSeries* s :
+         {static_cast<QXYSeries*>(m_zero), static_cast<QXYSeries*>(m_saved), static_cast<QXYSeries*>(m_breakEven)}) {
         addSeries(s);
         s->attachAxis(m_requestsAxis);
         s->attachAxis(m_savedAxis);
@@ -387,6 +449,7 @@ void AmortisationChart::setAmortisation(const Amortisation& a) {
         m_breakEven->clear();
         m_zero->clear();
         setTitle(QStringLiteral("Amortisation: run a compare-mode query or a sweep"));
+        setSubtitle(QString());
         m_requestsAxis->setRange(0, 10);
         m_savedAxis->setRange(-1, 1);
         relabel();
@@ -406,15 +469,16 @@ void AmortisationChart::setAmortisation(const Amortisation& a) {
     const double lo = std::min(0.0, std::min(a.savedAfter(0), a.savedAfter(m_n)));
     const double hi = std::max(0.0, std::max(a.savedAfter(0), a.savedAfter(m_n)));
     const double pad = std::max(1e-3, (hi - lo) * 0.15);
-    m_requestsAxis->setRange(0, m_n);
-    m_savedAxis->setRange(lo - pad, hi + pad);
-    m_savedAxis->applyNiceNumbers();
-    QString title = QStringLiteral("Cumulative time saved vs requests · compile %1%2, saving %3 per request")
-                        .arg(formatMs(a.compileMs), a.compileMeasured ? QString() : QStringLiteral(" (est.)"),
-                             formatMs(a.savingMs));
-    title += QStringLiteral("\nfrom %1").arg(a.source);
-    if (!a.compileMeasured) title += QStringLiteral("; compile not measured this session: the full prefill stands in");
-    setTitle(title);
+    niceAxis(m_requestsAxis, 0, m_n, 10, true);
+    niceAxis(m_savedAxis, lo - pad, hi + pad, 6, false);
+    setTitle(QStringLiteral("Time saved · compile %1%2 once, then %3 saved per request")
+                 .arg(formatMs(a.compileMs), a.compileMeasured ? QString() : QStringLiteral(" (est.)"),
+                      formatMs(a.savingMs)));
+    QString sub =
+        QStringLiteral("after %1 requests: %2 saved · from %3").arg(m_n).arg(formatMs(a.savedAfter(m_n)), a.source);
+    if (!a.compileMeasured)
+        sub += QStringLiteral("\ncompile not measured this session (it was cached): the full prefill stands in");
+    setSubtitle(sub);
     relabel();
 }
 
@@ -437,12 +501,7 @@ void AmortisationChart::relabel() {
     if (m_a.valid && m_a.breakEven > 0)
         m_labels.add(QPointF(m_a.breakEven, m_a.savedAfter(m_a.breakEven)), m_breakEven,
                      QStringLiteral("break-even at request %1").arg(m_a.breakEven), fullColor(m_dark),
-                     ChartLabels::Above, true);
-    if (m_a.valid && m_n > 0) {
-        const double end = m_a.savedAfter(m_n);
-        m_labels.add(QPointF(m_n, end), m_saved, QStringLiteral("%1 after %2").arg(formatMs(end)).arg(m_n),
-                     savedColor(m_dark), end >= 0 ? ChartLabels::Below : ChartLabels::Above, true);
-    }
+                     ChartLabels::AboveLeft, true);
     if (m_a.valid && m_a.breakEven == 0)
         m_labels.add(QPointF(m_n / 2.0, 0), m_zero, QStringLiteral("no saving measured: never breaks even"),
                      textColor(), ChartLabels::Above, true);

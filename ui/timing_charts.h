@@ -31,7 +31,7 @@ QColor segmentColor(int segment);
 class ChartLabels {
 public:
     explicit ChartLabels(QChart* chart) : m_chart(chart) {}
-    enum Place { Center, Above, Right, Below };
+    enum Place { Center, Above, Right, Below, AboveLeft, AboveRight };
     void clear();
     void add(QPointF value, QAbstractSeries* series, const QString& text, const QColor& color, Place place,
              bool bold = false);
@@ -56,12 +56,16 @@ public:
     // ChartThemeLight or ChartThemeDark, then our fonts and colours again (a theme resets them).
     void applyPalette(const QPalette& palette);
     QStringList labelTexts() const { return m_labels.texts(); }
+    // A smaller line of text inside the plot's top-left corner (where the numbers come from).
+    void setSubtitle(const QString& text);
+    QString subtitle() const;
 
 protected:
     virtual void restyle() = 0;
     void styleAxis(QAbstractAxis* axis);
     QColor textColor() const;
     ChartLabels m_labels{this};
+    QGraphicsSimpleTextItem* m_subtitle = nullptr;
     bool m_dark = false;
 };
 
@@ -71,7 +75,7 @@ class RequestChart : public TimingChart {
     Q_OBJECT
 public:
     explicit RequestChart(QGraphicsItem* parent = nullptr);
-    void setRecord(const RequestRecord* record);   // nullptr: empty
+    void setRecord(const RequestRecord* record);  // nullptr: empty
 
     QHorizontalStackedBarSeries* barSeries() const { return m_bars; }
     QBarSet* segmentSet(int segment) const { return m_sets[size_t(segment)]; }
@@ -85,10 +89,10 @@ private:
     void relabel();
     QHorizontalStackedBarSeries* m_bars;
     std::vector<QBarSet*> m_sets;
-    std::vector<QLineSeries*> m_markers;           // one per bar, at most two bars
+    std::vector<QLineSeries*> m_markers;  // one per bar, at most two bars
     QBarCategoryAxis* m_categoryAxis;
     QValueAxis* m_msAxis;
-    std::vector<cc::Timings> m_shown;               // the bars, bottom to top
+    std::vector<cc::Timings> m_shown;  // the bars, bottom to top
 };
 
 // TTFT vs number of tools, full prefill and cached, with the speed-up at each point.
@@ -113,7 +117,7 @@ private:
     QLineSeries* m_full;
     QScatterSeries* m_cachedDots;
     QScatterSeries* m_fullDots;
-    QValueAxis* m_toolsAxis;
+    QLogValueAxis* m_toolsAxis;
     QValueAxis* m_linearY;
     QLogValueAxis* m_logAxis;
     bool m_logY = false;

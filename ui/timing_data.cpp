@@ -58,7 +58,10 @@ const RequestRecord& TimingsData::addOutcome(const QueryOutcome& outcome) {
     m_history.push_back(rec);
 
     // A cached-mode miss computed the prefix inside the query: that is a measured compile.
-    if (r.timings.compile_ms > 0) m_compileMs[r.group_key] = r.timings.compile_ms;
+    if (r.timings.compile_ms > 0) {
+        m_compileMs[r.group_key] = r.timings.compile_ms;
+        m_compileByPrefix[r.prefix_tokens] = r.timings.compile_ms;
+    }
     if (rec.mode == QLatin1String("full")) m_fullTtftByPrefix[r.prefix_tokens] = r.timings.ttft_ms;
     if (r.full) m_fullTtftByPrefix[r.full->prefix_tokens] = r.full->timings.ttft_ms;
     if (rec.mode != QLatin1String("full")) {
@@ -75,7 +78,9 @@ const RequestRecord& TimingsData::addOutcome(const QueryOutcome& outcome) {
 }
 
 void TimingsData::noteCompile(const cc::CompileResult& result) {
-    if (!result.cache_hit && result.compile_ms > 0) m_compileMs[result.group_key] = result.compile_ms;
+    if (result.cache_hit || result.compile_ms <= 0) return;
+    m_compileMs[result.group_key] = result.compile_ms;
+    m_compileByPrefix[result.prefix_tokens] = result.compile_ms;
 }
 
 void TimingsData::beginSweep() {
@@ -86,6 +91,7 @@ void TimingsData::beginSweep() {
 void TimingsData::addSweepPoint(const SweepPoint& point) {
     m_sweep.push_back(point);
     m_sweepSeq.push_back(++m_seq);
+    if (point.compileMs > 0) m_compileByPrefix[point.prefixTokens] = point.compileMs;
     if (point.fullTtftMs > 0) m_fullTtftByPrefix[point.prefixTokens] = point.fullTtftMs;
     recount();
 }
@@ -120,15 +126,22 @@ Amortisation TimingsData::amortisation(int nTools) const {
         a.compileMeasured = it != m_compileMs.end();
         a.compileMs = a.compileMeasured ? it->second : r.fullTimings->prefill_ms;
         a.source = QStringLiteral("request #%1 (compare mode, %2 tools, %3 prefix tokens)")
-                       .arg(r.index).arg(r.nTools).arg(r.prefixTokens);
+                       .arg(r.index)
+                       .arg(r.nTools)
+                       .arg(r.prefixTokens);
     } else {
         const SweepPoint& p = m_sweep[size_t(sweepIdx)];
         a.fullTtftMs = p.fullTtftMs;
         a.cachedTtftMs = p.cachedTtftMs;
-        a.compileMeasured = p.compileMs > 0;
-        a.compileMs = a.compileMeasured ? p.compileMs : p.fullTtftMs;
+        // a set that was already cached compiled in 0 ms during the sweep: use an earlier measurement
+        // of the same prefix length when there is one
+        const auto earlier = m_compileByPrefix.find(p.prefixTokens);
+        a.compileMeasured = p.compileMs > 0 || earlier != m_compileByPrefix.end();
+        a.compileMs = p.compileMs > 0 ? p.compileMs : a.compileMeasured ? earlier->second : p.fullTtftMs;
         a.source = QStringLiteral("sweep point %1 (%2 tools, %3 prefix tokens, medians)")
-                       .arg(QString::fromStdString(p.name)).arg(p.nTools).arg(p.prefixTokens);
+                       .arg(QString::fromStdString(p.name))
+                       .arg(p.nTools)
+                       .arg(p.prefixTokens);
     }
     a.valid = true;
     a.savingMs = a.fullTtftMs - a.cachedTtftMs;
@@ -139,7 +152,9 @@ Amortisation TimingsData::amortisation(int nTools) const {
 namespace {
 
 // Shortest text that reads back as the same double: the CSV holds the engine's numbers exactly.
-QString num(double v) { return QString::number(v, 'g', QLocale::FloatingPointShortest); }
+QString num(double v) {
+    return QString::number(v, 'g', QLocale::FloatingPointShortest);
+}
 
 QString csvField(const QString& s) {
     if (!s.contains(QLatin1Char(',')) && !s.contains(QLatin1Char('"')) && !s.contains(QLatin1Char('\n'))) return s;
@@ -164,13 +179,13 @@ bool finish(QFile& file, QTextStream& out, QString* error) {
 }  // namespace
 
 QStringList TimingsData::requestsCsvHeader() {
-    return {QStringLiteral("index"),         QStringLiteral("request_id"),   QStringLiteral("query"),
-            QStringLiteral("mode"),          QStringLiteral("tier"),         QStringLiteral("tools"),
-            QStringLiteral("prefix_tokens"), QStringLiteral("suffix_tokens"), QStringLiteral("generated_tokens"),
-            QStringLiteral("tokenize_ms"),   QStringLiteral("lookup_ms"),    QStringLiteral("disk_load_ms"),
-            QStringLiteral("upload_ms"),     QStringLiteral("link_ms"),      QStringLiteral("compile_ms"),
-            QStringLiteral("prefill_ms"),    QStringLiteral("ttft_ms"),      QStringLiteral("decode_ms"),
-            QStringLiteral("total_ms"),      QStringLiteral("identical"),    QStringLiteral("full_prefill_ms"),
+    return {QStringLiteral("index"),         QStringLiteral("request_id"),     QStringLiteral("query"),
+            QStringLiteral("mode"),          QStringLiteral("tier"),           QStringLiteral("tools"),
+            QStringLiteral("prefix_tokens"), QStringLiteral("suffix_tokens"),  QStringLiteral("generated_tokens"),
+            QStringLiteral("tokenize_ms"),   QStringLiteral("lookup_ms"),      QStringLiteral("disk_load_ms"),
+            QStringLiteral("upload_ms"),     QStringLiteral("link_ms"),        QStringLiteral("compile_ms"),
+            QStringLiteral("prefill_ms"),    QStringLiteral("ttft_ms"),        QStringLiteral("decode_ms"),
+            QStringLiteral("total_ms"),      QStringLiteral("identical"),      QStringLiteral("full_prefill_ms"),
             QStringLiteral("full_ttft_ms"),  QStringLiteral("full_decode_ms"), QStringLiteral("full_total_ms")};
 }
 
@@ -181,11 +196,25 @@ bool TimingsData::writeRequestsCsv(const QString& path, QString* error) const {
     out << requestsCsvHeader().join(QLatin1Char(',')) << '\n';
     for (const RequestRecord& r : m_history) {
         const cc::Timings& t = r.timings;
-        QStringList row{QString::number(r.index), QString::number(r.requestId), csvField(r.query), r.mode, r.tier,
-                        QString::number(r.nTools), QString::number(r.prefixTokens), QString::number(r.suffixTokens),
-                        QString::number(r.generatedTokens), num(t.tokenize_ms), num(t.lookup_ms),
-                        num(t.disk_load_ms), num(t.upload_ms), num(t.link_ms), num(t.compile_ms), num(t.prefill_ms),
-                        num(t.ttft_ms), num(t.decode_ms), num(t.total_ms),
+        QStringList row{QString::number(r.index),
+                        QString::number(r.requestId),
+                        csvField(r.query),
+                        r.mode,
+                        r.tier,
+                        QString::number(r.nTools),
+                        QString::number(r.prefixTokens),
+                        QString::number(r.suffixTokens),
+                        QString::number(r.generatedTokens),
+                        num(t.tokenize_ms),
+                        num(t.lookup_ms),
+                        num(t.disk_load_ms),
+                        num(t.upload_ms),
+                        num(t.link_ms),
+                        num(t.compile_ms),
+                        num(t.prefill_ms),
+                        num(t.ttft_ms),
+                        num(t.decode_ms),
+                        num(t.total_ms),
                         r.identical ? QString::fromLatin1(*r.identical ? "true" : "false") : QString()};
         if (r.fullTimings)
             row << num(r.fullTimings->prefill_ms) << num(r.fullTimings->ttft_ms) << num(r.fullTimings->decode_ms)
@@ -206,9 +235,8 @@ bool TimingsData::writeSweepCsv(const QString& path, QString* error) const {
     for (const SweepPoint& p : m_sweep) {
         const double speedup = p.cachedTtftMs > 0 ? p.fullTtftMs / p.cachedTtftMs : 0.0;
         out << csvField(QString::fromStdString(p.name)) << ',' << p.nTools << ',' << p.prefixTokens << ','
-            << num(p.compileMs) << ',' << num(p.cachedTtftMs) << ',' << num(p.fullTtftMs) << ',' << num(speedup)
-            << ',' << num(p.cachedLinkMs) << ',' << num(p.cachedPrefillMs) << ','
-            << (p.identical ? "true" : "false") << '\n';
+            << num(p.compileMs) << ',' << num(p.cachedTtftMs) << ',' << num(p.fullTtftMs) << ',' << num(speedup) << ','
+            << num(p.cachedLinkMs) << ',' << num(p.cachedPrefillMs) << ',' << (p.identical ? "true" : "false") << '\n';
     }
     return finish(file, out, error);
 }

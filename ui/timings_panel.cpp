@@ -9,6 +9,7 @@
 #include <QCheckBox>
 #include <QEvent>
 #include <QFileDialog>
+#include <QGraphicsLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QImage>
@@ -60,13 +61,15 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     auto* top = new QHBoxLayout;
     m_queriesLabel = counterLabel(tr("Finished queries this session, every mode"), this);
     m_hitsLabel = counterLabel(tr("Cached and compare-mode queries whose prefix KV was found in memory or on disk. "
-                                  "Full-mode queries do not look the cache up and are not counted."), this);
+                                  "Full-mode queries do not look the cache up and are not counted."),
+                               this);
     m_hitRateLabel = counterLabel(tr("Cache hits ÷ queries that looked the cache up (cached and compare mode)"), this);
     m_savedLabel = counterLabel(
         tr("Sum over cache hits of (full-prefill TTFT − the hit's TTFT). The full TTFT is the latest measured full "
            "run with the same prefix length (a full or compare-mode query, or a sweep point); hits without such a "
            "measurement are left out, and the label says how many were counted. Only TTFT is compared: decode "
-           "costs the same either way."), this);
+           "costs the same either way."),
+        this);
     for (QLabel* l : {m_queriesLabel, m_hitsLabel, m_hitRateLabel, m_savedLabel}) {
         l->setObjectName(QStringLiteral("counter"));
         top->addWidget(l);
@@ -74,11 +77,12 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     }
     top->addStretch(1);
     m_exportPngButton = new QPushButton(tr("Export PNG…"), this);
-    m_exportPngButton->setToolTip(tr("Save the chart on the current tab as a %1×%2 PNG")
-                                      .arg(exportSize().width()).arg(exportSize().height()));
+    m_exportPngButton->setToolTip(
+        tr("Save the chart on the current tab as a %1×%2 PNG").arg(exportSize().width()).arg(exportSize().height()));
     m_exportCsvButton = new QPushButton(tr("Export CSV…"), this);
-    m_exportCsvButton->setToolTip(tr("Save the data behind the current tab as CSV (exact values, milliseconds): "
-                                     "the request history, or the sweep points on the sweep tab"));
+    m_exportCsvButton->setToolTip(
+        tr("Save the data behind the current tab as CSV (exact values, milliseconds): "
+           "the request history, or the sweep points on the sweep tab"));
     top->addWidget(m_exportPngButton);
     top->addWidget(m_exportCsvButton);
     layout->addLayout(top);
@@ -90,21 +94,24 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     auto* split = new QSplitter(Qt::Vertical, m_tabs);
     m_requestChart = new RequestChart;
     m_requestView = makeView(m_requestChart, split);
-    m_requestView->setToolTip(tr("The selected request (the latest by default): where its time went, TTFT marked. "
-                                 "In compare mode the full prefill and the cached run side by side."));
+    m_requestView->setToolTip(
+        tr("The selected request (the latest by default): where its time went, TTFT marked. "
+           "In compare mode the full prefill and the cached run side by side."));
     m_historyModel = new HistoryModel(&m_data, this);
     m_historyView = new QTableView(split);
     m_historyView->setModel(m_historyModel);
     m_historyView->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_historyView->setSelectionMode(QAbstractItemView::SingleSelection);
     m_historyView->verticalHeader()->hide();
-    m_historyView->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    m_historyView->horizontalHeader()->setSectionResizeMode(HistoryModel::Query, QHeaderView::Stretch);
+    m_historyView->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+    m_historyView->horizontalHeader()->setStretchLastSection(false);
     m_historyView->setToolTip(tr("Every request of this session; select one to show it in the chart above"));
     split->addWidget(m_requestView);
     split->addWidget(m_historyView);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
+    split->setSizes({480, 260});
+    m_historyView->setMinimumHeight(120);
     m_tabs->addTab(split, tr("Requests"));
     m_tabs->setTabToolTip(0, tr("Per-request timing split and history"));
     connect(m_historyView->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
@@ -142,9 +149,12 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     controls->addWidget(m_logYBox);
     controls->addStretch(1);
     m_runSweepButton = new QPushButton(tr("Run sweep"), sweepPage);
-    m_runSweepButton->setToolTip(tr("Compile each checked set, then time full prefill and cached queries on it. "
-                                    "Your current tool set is restored afterwards."));
+    m_runSweepButton->setToolTip(
+        tr("Compile each checked set, then time full prefill and cached queries on it. "
+           "Your current tool set is restored afterwards."));
     m_cancelSweepButton = new QPushButton(tr("Cancel"), sweepPage);
+    m_cancelSweepButton->setObjectName(QStringLiteral("cancelSweepButton"));
+    m_runSweepButton->setObjectName(QStringLiteral("runSweepButton"));
     m_cancelSweepButton->setToolTip(tr("Stop the sweep after the current step; finished points stay"));
     controls->addWidget(m_runSweepButton);
     controls->addWidget(m_cancelSweepButton);
@@ -161,15 +171,15 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     sweepLayout->addLayout(progressRow);
     m_sweepChart = new SweepChart;
     m_sweepView = makeView(m_sweepChart, sweepPage);
-    m_sweepView->setToolTip(tr("Median TTFT per tool count, full prefill vs cached; the label on the full curve "
-                               "gives its TTFT and the speed-up (full ÷ cached)"));
+    m_sweepView->setToolTip(
+        tr("Median TTFT per tool count, full prefill vs cached; the label on the full curve "
+           "gives its TTFT and the speed-up (full ÷ cached)"));
     sweepLayout->addWidget(m_sweepView, 1);
     m_tabs->addTab(sweepPage, tr("Tool-count sweep"));
     m_tabs->setTabToolTip(1, tr("TTFT against the number of tools, both modes"));
     connect(m_logYBox, &QCheckBox::toggled, m_sweepChart, &SweepChart::setLogY);
-    connect(m_runSweepButton, &QPushButton::clicked, this, [this] {
-        startSweep(checkedSweepSets(), m_repeatsSpin->value(), m_sweepTokensSpin->value());
-    });
+    connect(m_runSweepButton, &QPushButton::clicked, this,
+            [this] { startSweep(checkedSweepSets(), m_repeatsSpin->value(), m_sweepTokensSpin->value()); });
     connect(m_cancelSweepButton, &QPushButton::clicked, this, [this] {
         if (m_engine->currentTask() == QLatin1String("sweep")) m_engine->cancel();
     });
@@ -178,8 +188,9 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     // ---- amortisation
     m_amortChart = new AmortisationChart;
     m_amortView = makeView(m_amortChart, m_tabs);
-    m_amortView->setToolTip(tr("Cumulative time saved after n requests = n × (full TTFT − cached TTFT) − compile. "
-                               "The subtitle says which measurement it uses."));
+    m_amortView->setToolTip(
+        tr("Cumulative time saved after n requests = n × (full TTFT − cached TTFT) − compile. "
+           "The line in the top-left corner says which measurement it uses."));
     m_tabs->addTab(m_amortView, tr("Amortisation"));
     m_tabs->setTabToolTip(2, tr("When the one-time compile has paid for itself"));
 
@@ -284,6 +295,8 @@ void TimingsPanel::onQueryFinished(const QueryOutcome& outcome) {
         m_historyView->selectRow(last);
     }
     m_historyView->scrollToBottom();
+    m_historyView->resizeColumnsToContents();
+    m_historyView->setColumnWidth(HistoryModel::Query, std::min(m_historyView->columnWidth(HistoryModel::Query), 360));
     showRequest(last);
     refreshCounters();
     refreshAmortisation();
@@ -291,7 +304,7 @@ void TimingsPanel::onQueryFinished(const QueryOutcome& outcome) {
 }
 
 void TimingsPanel::onSweepPoint(const SweepPoint& point) {
-    if (m_sweepDone) {   // a sweep this panel did not start (or a second one)
+    if (m_sweepDone) {  // a sweep this panel did not start (or a second one)
         m_data.beginSweep();
         m_sweepDone = false;
     }
@@ -309,12 +322,14 @@ void TimingsPanel::refreshCounters() {
     m_hitRateLabel->setText(c.lookups ? tr("Hit rate <b>%1%</b>").arg(100.0 * c.hitRate(), 0, 'f', 0)
                                       : tr("Hit rate <b>–</b>"));
     QString saved = tr("Time saved <b>%1</b>").arg(formatMs(c.savedMs));
-    if (c.hitsCounted < c.hits) saved += tr(" <small>(%1 of %2 hits have a full run to compare)</small>")
-                                             .arg(c.hitsCounted).arg(c.hits);
+    if (c.hitsCounted < c.hits)
+        saved += tr(" <small>(%1 of %2 hits have a full run to compare)</small>").arg(c.hitsCounted).arg(c.hits);
     m_savedLabel->setText(saved);
 }
 
-void TimingsPanel::refreshAmortisation() { m_amortChart->setAmortisation(amortisation()); }
+void TimingsPanel::refreshAmortisation() {
+    m_amortChart->setAmortisation(amortisation());
+}
 
 QStringList TimingsPanel::checkedSweepSets() const {
     QStringList out;
@@ -369,7 +384,9 @@ bool TimingsPanel::exportPng(const QString& which, const QString& path, QString*
         return false;
     }
     chart->applyPalette(palette());
-    QChartView view(chart);   // owns the chart
+    chart->setBackgroundRoundness(0);  // the background fills the whole image
+    chart->layout()->setContentsMargins(0, 0, 0, 0);
+    QChartView view(chart);  // owns the chart
     view.setRenderHint(QPainter::Antialiasing);
     view.resize(exportSize());
     chart->resize(exportSize());
@@ -390,15 +407,18 @@ bool TimingsPanel::exportPng(const QString& which, const QString& path, QString*
     return true;
 }
 
-bool TimingsPanel::exportCsv(const QString& path, QString* error) const { return m_data.writeRequestsCsv(path, error); }
-bool TimingsPanel::exportSweepCsv(const QString& path, QString* error) const { return m_data.writeSweepCsv(path, error); }
+bool TimingsPanel::exportCsv(const QString& path, QString* error) const {
+    return m_data.writeRequestsCsv(path, error);
+}
+bool TimingsPanel::exportSweepCsv(const QString& path, QString* error) const {
+    return m_data.writeSweepCsv(path, error);
+}
 
 void TimingsPanel::exportPngInteractive() {
     static const char* const names[] = {"request", "sweep", "amortisation"};
     const QString which = QString::fromLatin1(names[std::clamp(m_tabs->currentIndex(), 0, 2)]);
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export chart as PNG"),
-                                                      QStringLiteral("contextcache-%1.png").arg(which),
-                                                      tr("PNG images (*.png)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export chart as PNG"), QStringLiteral("contextcache-%1.png").arg(which), tr("PNG images (*.png)"));
     if (path.isEmpty()) return;
     QString error;
     if (!exportPng(which, path, &error)) QMessageBox::warning(this, tr("Export PNG"), error);

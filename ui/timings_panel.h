@@ -34,7 +34,7 @@ public:
     const std::vector<RequestRecord>& history() const { return m_data.history(); }
     const std::vector<SweepPoint>& sweepPoints() const { return m_data.sweep(); }
     const Counters& counters() const { return m_data.counters(); }
-    Amortisation amortisation() const;   // what the amortisation chart shows
+    Amortisation amortisation() const;  // what the amortisation chart shows
 
     RequestChart* requestChart() const { return m_requestChart; }
     SweepChart* sweepChart() const { return m_sweepChart; }
@@ -43,12 +43,12 @@ public:
     // The sweep the "Run sweep" button starts: each named bundled set with its first sample query.
     static SweepRequest sweepRequest(const QStringList& setNames, int repeats, int maxNewTokens);
     void startSweep(const QStringList& setNames, int repeats, int maxNewTokens);
-    void showRequest(int historyIndex);   // 0-based; the bar chart shows that request
+    void showRequest(int historyIndex);  // 0-based; the bar chart shows that request
 
     // which: "request" | "sweep" | "amortisation"; rendered at exportSize() whatever the window size.
     bool exportPng(const QString& which, const QString& path, QString* error);
-    bool exportCsv(const QString& path, QString* error) const;        // the request history
-    bool exportSweepCsv(const QString& path, QString* error) const;   // the sweep points
+    bool exportCsv(const QString& path, QString* error) const;       // the request history
+    bool exportSweepCsv(const QString& path, QString* error) const;  // the sweep points
     static QSize exportSize() { return QSize(1600, 900); }
 
 protected:
@@ -67,7 +67,7 @@ private:
 
     EngineController* m_engine;
     TimingsData m_data;
-    bool m_sweepDone = true;      // the next sweep point starts a new sweep
+    bool m_sweepDone = true;  // the next sweep point starts a new sweep
     bool m_sweeping = false;
 
     QTabWidget* m_tabs = nullptr;

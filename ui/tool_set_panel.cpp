@@ -533,13 +533,13 @@ void ToolSetPanel::clearEditorError() {
 
 QString ToolSetPanel::errorText() const {
     if (!m_editorError.isEmpty()) return m_editorError;
-    if (!m_message->isHidden() && m_message->property("error").toBool()) return m_message->text();
+    if (m_messageIsError) return m_message->text();
     return QString();
 }
 
 void ToolSetPanel::showMessage(const QString& text, bool error) {
     m_message->setText(text);
-    m_message->setProperty("error", error);
+    m_messageIsError = error && !text.isEmpty();
     m_message->setStyleSheet(error ? QStringLiteral("color: #c62828;") : QString());
     m_message->setVisible(!text.isEmpty());
 }
@@ -606,7 +606,7 @@ void ToolSetPanel::enabledSetChanged() {
 // ---- keys and cache state --------------------------------------------------------------------
 
 void ToolSetPanel::showLocalKeys() {
-    m_countLabel->setText(m_set ? tr("%1 of %2 tools enabled").arg(enabledCount()).arg(toolCount()) : tr("No tool set loaded"));
+    m_countLabel->setText(m_set ? tr("%1 of %2 tools enabled").arg(enabledCount()).arg(toolCount()) : tr("No tool set: pick a sample set, import a file or drop one here"));
     const QString hash = toolsHash();
     static_cast<ElidedLabel*>(m_hashLabel)->setFullText(hash.isEmpty() ? tr("—") : hash,
                                                        hash.isEmpty() ? tr("tools_hash: load a tool set") : tr("tools_hash (order-invariant): %1").arg(hash));

@@ -115,6 +115,7 @@ private:
     std::optional<cc::ToolSet> m_set;      // the last valid set (all tools, canonical order)
     QSet<QString> m_disabled;              // names unchecked by the user
     QString m_source = QStringLiteral("<editor>");
+    bool m_messageIsError = false;         // m_message shows a problem (not a notice)
     bool m_settingEditor = false;          // the editor text is being set by the panel
 
     // describeTools is coalesced: one in flight; a change meanwhile sends one more when it ends.

@@ -8,8 +8,8 @@
 #include <QFileInfo>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QStandardPaths>
 #include <QSortFilterProxyModel>
+#include <QStandardPaths>
 #include <QTableView>
 
 using namespace cc::ui;
@@ -37,8 +37,8 @@ private slots:
         const auto compiled = rig.compile();
         QVERIFY(compiled);
         const QString key = QString::fromStdString(compiled->group_key);
-        const QString file = QString::fromStdString(rig.model.cacheDir) + QStringLiteral("/groups/") + key +
-                             QStringLiteral(".kv");
+        const QString file =
+            QString::fromStdString(rig.model.cacheDir) + QStringLiteral("/groups/") + key + QStringLiteral(".kv");
         QTRY_VERIFY_WITH_TIMEOUT(panel.model()->rowOf(key) >= 0, 10000);
         QVERIFY(QFileInfo::exists(file));
         const int row = panel.model()->rowOf(key);
@@ -80,7 +80,7 @@ private slots:
     }
 
     void usageBarsShowTheSnapshotBytes() {
-        Rig rig(uint64_t(4) << 20, uint64_t(8) << 20);   // small budgets so a tiny group moves the bars
+        Rig rig(uint64_t(4) << 20, uint64_t(8) << 20);  // small budgets so a tiny group moves the bars
         CachePanel panel(&rig.controller);
         QSignalSpy listed(&rig.controller, &EngineController::cacheListed);
         QVERIFY(rig.load());
@@ -123,7 +123,8 @@ private slots:
         panel.clearAll();
         QTRY_COMPARE_WITH_TIMEOUT(panel.model()->rowCount(), 0, 10000);
         QVERIFY(QDir(QString::fromStdString(rig.model.cacheDir) + QStringLiteral("/groups"))
-                    .entryList({QStringLiteral("*.kv")}, QDir::Files).isEmpty());
+                    .entryList({QStringLiteral("*.kv")}, QDir::Files)
+                    .isEmpty());
     }
 
     // Not a check: with CC_UI_SHOTS=<dir> set, saves the panel with real data.

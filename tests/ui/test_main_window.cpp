@@ -1,22 +1,235 @@
-// The main window builds and shows without a display (QT_QPA_PLATFORM=offscreen).
+// The main window: five docks, the synthetic-weights banner, errors in the status bar and a
+// dismissible banner, settings that survive a restart, View menu, closing while a job runs.
 #include "ui/main_window.h"
+#include "ui/message_banner.h"
+#include "ui/model_panel.h"
+#include "ui_test_support.h"
 
+#include <QAction>
+#include <QDockWidget>
+#include <QElapsedTimer>
+#include <QFile>
 #include <QLabel>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QTemporaryDir>
+#include <QToolButton>
 #include <QtTest>
+
+#include <memory>
+
+using namespace cc::ui;
+using namespace cc::ui::test;
 
 class TestMainWindow : public QObject {
     Q_OBJECT
+
+    QTemporaryDir m_settingsDir;
+    QTemporaryDir m_cache;
+
+    static bool waitForModel(MainWindow& window) {
+        for (int i = 0; i < 1200 && !window.engine()->modelInfo(); ++i) {
+            if (!window.findChildren<MessageBanner*>(QStringLiteral("errorBanner")).isEmpty()) break;
+            QTest::qWait(100);
+        }
+        return window.engine()->modelInfo() != nullptr;
+    }
+
 private slots:
-    void showsAndSaysWeightsAreSynthetic() {
-        cc::ui::MainWindow window;
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        QCoreApplication::setOrganizationName(QStringLiteral("ContextCacheTest"));
+        QCoreApplication::setApplicationName(QStringLiteral("test_main_window"));
+        QSettings::setDefaultFormat(QSettings::IniFormat);
+        QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, m_settingsDir.path());
+        QVERIFY(QSettings().fileName().startsWith(m_settingsDir.path()));
+    }
+
+    void init() {
+        // Every test starts from the tiny built-in model on a temporary cache.
+        QSettings s;
+        s.clear();
+        s.setValue(QStringLiteral("model/spec"), QStringLiteral("builtin:qwen3-test"));
+        s.setValue(QStringLiteral("model/threads"), 1);
+        s.setValue(QStringLiteral("model/cacheDir"), m_cache.path());
+        s.sync();
+    }
+
+    void showsFiveDocksAndSaysWeightsAreSynthetic() {
+        MainWindow window;
         window.show();
         QVERIFY(QTest::qWaitForWindowExposed(&window));
+        const QStringList names{QStringLiteral("modelDock"), QStringLiteral("toolSetDock"), QStringLiteral("queryDock"),
+                                QStringLiteral("timingsDock"), QStringLiteral("cacheDock")};
+        const auto docks = window.findChildren<QDockWidget*>();
+        QCOMPARE(docks.size(), names.size());
+        for (const auto& name : names) {
+            auto* dock = window.findChild<QDockWidget*>(name);
+            QVERIFY2(dock, qPrintable(name));
+            QVERIFY2(dock->toggleViewAction()->isChecked(), qPrintable(name));
+            QVERIFY2(!dock->isFloating(), qPrintable(name));
+            QVERIFY2(dock->widget(), qPrintable(name));
+        }
+        QCOMPARE(window.dockWidgetArea(window.findChild<QDockWidget*>(names[0])), Qt::LeftDockWidgetArea);
+        QCOMPARE(window.dockWidgetArea(window.findChild<QDockWidget*>(names[2])), Qt::RightDockWidgetArea);
+        QVERIFY(window.tabifiedDockWidgets(window.findChild<QDockWidget*>(names[3])).contains(window.findChild<QDockWidget*>(names[4])));
+
+        QVERIFY(waitForModel(window));
+        auto* banner = window.findChild<MessageBanner*>(QStringLiteral("syntheticBanner"));
+        QVERIFY(banner);
+        QVERIFY(banner->isVisible());
+        QVERIFY2(banner->text().contains(QStringLiteral("synthetic weights")), qPrintable(banner->text()));
+        QVERIFY(banner->text().contains(QStringLiteral("text is not")));
         auto* model = window.findChild<QLabel*>(QStringLiteral("modelLabel"));
         QVERIFY(model);
-        QVERIFY(model->text().contains(QStringLiteral("synthetic weights")));
+        QCOMPARE(model->text(), QStringLiteral("builtin:qwen3-test"));
+        QVERIFY(window.findChild<QLabel*>(QStringLiteral("memoryLabel"))->text().startsWith(QStringLiteral("RSS")));
+        QTRY_VERIFY_WITH_TIMEOUT(window.findChild<QLabel*>(QStringLiteral("cacheLabel"))->text().contains(QStringLiteral("cache")), 20000);
+
         const QImage shot = window.grab().toImage();
         QVERIFY(!shot.isNull());
         QCOMPARE(shot.width(), window.width() * int(shot.devicePixelRatio()));
+    }
+
+    void failedSignalShowsInTheStatusBarAndABanner() {
+        MainWindow window;
+        window.show();
+        QVERIFY(waitForModel(window));
+        QTRY_VERIFY_WITH_TIMEOUT(!window.engine()->busy(), 20000);
+        QTemporaryDir bad;   // an empty directory: no config.json
+        ModelRequest request = window.modelPanel()->request();
+        request.spec = bad.path().toStdString();
+        window.modelPanel()->setRequest(request);
+        QSignalSpy failed(window.engine(), &EngineController::failed);
+        window.modelPanel()->load();
+        QTRY_VERIFY_WITH_TIMEOUT(!failed.isEmpty(), 60000);
+        QVERIFY2(window.statusBar()->currentMessage().contains(bad.path()), qPrintable(window.statusBar()->currentMessage()));
+        const auto banners = window.findChildren<MessageBanner*>(QStringLiteral("errorBanner"));
+        QCOMPARE(banners.size(), 1);
+        QVERIFY(banners.first()->isVisible());
+        QVERIFY2(banners.first()->text().contains(bad.path()), qPrintable(banners.first()->text()));
+        // The previous (built-in) model is still loaded, so its banner stays.
+        QVERIFY(window.findChild<MessageBanner*>(QStringLiteral("syntheticBanner"))->isVisible());
+        // Dismissible.
+        QTest::mouseClick(banners.first()->closeButton(), Qt::LeftButton);
+        QTRY_VERIFY(window.findChildren<MessageBanner*>(QStringLiteral("errorBanner")).isEmpty());
+        // Errors do not pile up without bound.
+        for (int i = 0; i < 6; ++i) window.showError(QStringLiteral("error %1").arg(i));
+        const auto many = window.findChildren<MessageBanner*>(QStringLiteral("errorBanner"));
+        QVERIFY(many.size() <= 3);
+        QVERIFY(many.last()->text().contains(QStringLiteral("error 5")));
+    }
+
+    void settingsRoundTrip() {
+        QTemporaryDir otherCache;
+        {
+            MainWindow window;
+            window.show();
+            QVERIFY(waitForModel(window));
+            ModelRequest r = window.modelPanel()->request();
+            r.backend = "cpu";
+            r.threads = 2;
+            r.kvDtype = "bf16";
+            r.cacheDir = otherCache.path().toStdString();
+            r.hostBudgetBytes = uint64_t(2) << 30;
+            r.diskBudgetBytes = uint64_t(5) << 30;
+            window.modelPanel()->setRequest(r);
+            window.setTheme(Theme::dark);
+            window.setPresentationMode(true);
+            window.findChild<QDockWidget*>(QStringLiteral("cacheDock"))->toggleViewAction()->trigger();
+            window.resize(1100, 700);
+            QVERIFY(window.close());
+        }
+        MainWindow window;
+        window.show();
+        const ModelRequest r = window.modelPanel()->request();
+        QCOMPARE(QString::fromStdString(r.spec), QStringLiteral("builtin:qwen3-test"));
+        QCOMPARE(QString::fromStdString(r.backend), QStringLiteral("cpu"));
+        QCOMPARE(r.threads, 2);
+        QCOMPARE(QString::fromStdString(r.kvDtype), QStringLiteral("bf16"));
+        QCOMPARE(QString::fromStdString(r.cacheDir), otherCache.path());
+        QCOMPARE(r.hostBudgetBytes, uint64_t(2) << 30);
+        QCOMPARE(r.diskBudgetBytes, uint64_t(5) << 30);
+        QCOMPARE(window.theme(), Theme::dark);
+        QVERIFY(QApplication::palette().color(QPalette::Window).lightness() < 128);
+        QVERIFY(window.presentationMode());
+        QVERIFY(window.font().pointSizeF() > QApplication::font().pointSizeF());
+        QVERIFY(!window.findChild<QDockWidget*>(QStringLiteral("cacheDock"))->toggleViewAction()->isChecked());
+        QCOMPARE(window.size(), QSize(1100, 700));
+        // It loads the saved model by itself, with the saved options.
+        QVERIFY(waitForModel(window));
+        QCOMPARE(QString::fromStdString(window.engine()->modelInfo()->numerics).endsWith(QStringLiteral("bf16")), true);
+        QCOMPARE(window.engine()->modelInfo()->n_threads, 2);
+        window.setTheme(Theme::system);
+        window.setPresentationMode(false);
+    }
+
+    void viewMenuHidesAndResetLayoutRestores() {
+        MainWindow window;
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        auto* query = window.findChild<QDockWidget*>(QStringLiteral("queryDock"));
+        auto* model = window.findChild<QDockWidget*>(QStringLiteral("modelDock"));
+        query->toggleViewAction()->trigger();
+        QVERIFY(query->isHidden());
+        window.addDockWidget(Qt::RightDockWidgetArea, model);
+        QCOMPARE(window.dockWidgetArea(model), Qt::RightDockWidgetArea);
+        auto* reset = window.findChild<QAction*>(QStringLiteral("resetLayoutAction"));
+        QVERIFY(reset);
+        reset->trigger();
+        QVERIFY(!query->isHidden());
+        QCOMPARE(window.dockWidgetArea(model), Qt::LeftDockWidgetArea);
+        QCOMPARE(window.dockWidgetArea(query), Qt::RightDockWidgetArea);
+    }
+
+    void aboutNamesTheVersions() {
+        MainWindow window;
+        QVERIFY(waitForModel(window));
+        const QString about = window.aboutText();
+        QVERIFY2(about.contains(QString::fromLatin1(qVersion())), qPrintable(about));
+        QVERIFY(about.contains(QStringLiteral("CUDA")));
+        QVERIFY(about.contains(QStringLiteral("builtin:qwen3-test")));
+        window.showAbout();
+        QTRY_VERIFY(window.findChild<QWidget*>(QStringLiteral("aboutDialog")) != nullptr);
+    }
+
+    void importToolsCompilesOrSaysWhyNot() {
+        MainWindow window;
+        window.show();
+        QVERIFY(waitForModel(window));
+        QSignalSpy compiled(window.engine(), &EngineController::compiled);
+        window.importToolsFile(m_cache.filePath(QStringLiteral("missing_tools.json")));
+        QVERIFY(window.statusBar()->currentMessage().contains(QStringLiteral("missing_tools.json")));
+        QCOMPARE(window.findChildren<MessageBanner*>(QStringLiteral("errorBanner")).size(), 1);
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("five.json"));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write(sampleToolSetJson(QStringLiteral("tools_5.json")).toUtf8());
+        file.close();
+        window.importToolsFile(path);
+        QTRY_VERIFY_WITH_TIMEOUT(!compiled.isEmpty(), 60000);
+        QCOMPARE(compiled.first().at(0).value<cc::CompileResult>().n_tools, size_t(5));
+        QVERIFY(window.statusBar()->currentMessage().contains(QStringLiteral("Compiled 5 tools")));
+    }
+
+    void closingDuringACompileDoesNotHang() {
+        QSettings().setValue(QStringLiteral("model/spec"), QStringLiteral("builtin:qwen3-demo"));
+        auto window = std::make_unique<MainWindow>();
+        window->show();
+        QVERIFY(waitForModel(*window));
+        QSignalSpy progress(window->engine(), &EngineController::progress);
+        QSignalSpy compiled(window->engine(), &EngineController::compiled);
+        window->engine()->compileTools(sampleTools(QStringLiteral("tools_100.json")));
+        QTRY_VERIFY_WITH_TIMEOUT(!progress.isEmpty() && window->engine()->currentTask() == QLatin1String("compile"), 60000);
+        QElapsedTimer clock;
+        clock.start();
+        QVERIFY(window->close());
+        window.reset();
+        qInfo("close + destroy during a compile: %lld ms", clock.elapsed());
+        QVERIFY2(clock.elapsed() < 10000, "closing waited for the compile");
+        QVERIFY(compiled.isEmpty());
     }
 };
 

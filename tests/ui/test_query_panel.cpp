@@ -264,6 +264,18 @@ private slots:
             edit->setPlainText(edit->toPlainText().replace(QStringLiteral("\"check_inventory\""), QStringLiteral("\"check inventory\"")));
             QTRY_VERIFY(!tools->errorText().isEmpty());
             QVERIFY(tools->grab().save(dir + QStringLiteral("/tool_set_panel_error.png")));
+            // narrow, as a dock
+            cc::ui::ToolSetPanel narrow(m_engine.get());
+            QVERIFY(narrow.loadSample(QStringLiteral("tools_unicode.json")));
+            narrow.resize(340, 640);
+            narrow.show();
+            QTRY_COMPARE_WITH_TIMEOUT(narrow.cacheState(), QStringLiteral("not cached"), kTimeoutMs);
+            QVERIFY(narrow.grab().save(dir + QStringLiteral("/tool_set_panel_narrow.png")));
+            query->setParent(nullptr);
+            query->resize(640, 420);
+            query->show();
+            QVERIFY(query->grab().save(dir + QStringLiteral("/query_panel_small.png")));
+            delete query;
         }
     }
 };

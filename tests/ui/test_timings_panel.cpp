@@ -11,6 +11,7 @@
 #include <QHorizontalStackedBarSeries>
 #include <QImage>
 #include <QLineSeries>
+#include <QPushButton>
 #include <QScatterSeries>
 #include <QStandardPaths>
 #include <QTabWidget>
@@ -21,21 +22,28 @@
 using namespace cc::ui;
 using cc::ui::test::Rig;
 
-#define COMPARE_TIMINGS(a, b)                                                                                         \
-    do {                                                                                                              \
-        QCOMPARE((a).tokenize_ms, (b).tokenize_ms);                                                                   \
-        QCOMPARE((a).lookup_ms, (b).lookup_ms);                                                                       \
-        QCOMPARE((a).disk_load_ms, (b).disk_load_ms);                                                                 \
-        QCOMPARE((a).upload_ms, (b).upload_ms);                                                                       \
-        QCOMPARE((a).link_ms, (b).link_ms);                                                                           \
-        QCOMPARE((a).compile_ms, (b).compile_ms);                                                                     \
-        QCOMPARE((a).prefill_ms, (b).prefill_ms);                                                                     \
-        QCOMPARE((a).ttft_ms, (b).ttft_ms);                                                                           \
-        QCOMPARE((a).decode_ms, (b).decode_ms);                                                                       \
-        QCOMPARE((a).total_ms, (b).total_ms);                                                                         \
-        QCOMPARE((a).prefill_tok_s, (b).prefill_tok_s);                                                               \
-        QCOMPARE((a).decode_tok_s, (b).decode_tok_s);                                                                 \
-        QCOMPARE((a).disk_load_gb_s, (b).disk_load_gb_s);                                                             \
+// QCOMPARE on doubles is fuzzy; the panel must hold the engine's numbers bit for bit.
+#define EXACT(actual, expected)                                                                       \
+    QVERIFY2(double(actual) == double(expected), qPrintable(QStringLiteral("%1: expected %2, got %3") \
+                                                                .arg(QStringLiteral(#actual))         \
+                                                                .arg(double(expected), 0, 'g', 17)    \
+                                                                .arg(double(actual), 0, 'g', 17)))
+
+#define COMPARE_TIMINGS(a, b)                          \
+    do {                                               \
+        EXACT((a).tokenize_ms, (b).tokenize_ms);       \
+        EXACT((a).lookup_ms, (b).lookup_ms);           \
+        EXACT((a).disk_load_ms, (b).disk_load_ms);     \
+        EXACT((a).upload_ms, (b).upload_ms);           \
+        EXACT((a).link_ms, (b).link_ms);               \
+        EXACT((a).compile_ms, (b).compile_ms);         \
+        EXACT((a).prefill_ms, (b).prefill_ms);         \
+        EXACT((a).ttft_ms, (b).ttft_ms);               \
+        EXACT((a).decode_ms, (b).decode_ms);           \
+        EXACT((a).total_ms, (b).total_ms);             \
+        EXACT((a).prefill_tok_s, (b).prefill_tok_s);   \
+        EXACT((a).decode_tok_s, (b).decode_tok_s);     \
+        EXACT((a).disk_load_gb_s, (b).disk_load_gb_s); \
     } while (0)
 
 class TestTimingsPanel : public QObject {
@@ -48,7 +56,9 @@ class TestTimingsPanel : public QObject {
             QBarSet* set = chart->segmentSet(s);
             if (set->count() <= bar || set->at(bar) != expected[size_t(s)]) {
                 *why = QStringLiteral("bar %1 segment %2: expected %3, got %4")
-                           .arg(bar).arg(segmentNames()[s]).arg(expected[size_t(s)])
+                           .arg(bar)
+                           .arg(segmentNames()[s])
+                           .arg(expected[size_t(s)])
                            .arg(set->count() > bar ? set->at(bar) : -1);
                 return false;
             }
@@ -85,7 +95,7 @@ private slots:
         QCOMPARE(r.suffixTokens, cached->result.suffix_tokens);
         QCOMPARE(r.nTools, 5);
         QVERIFY(!r.fullTimings);
-        QVERIFY(r.cacheHit);   // compiled just before: a memory hit
+        QVERIFY(r.cacheHit);  // compiled just before: a memory hit
 
         // the chart: one bar, its segments and the TTFT marker from the same numbers
         QCOMPARE(panel.requestChart()->categories().size(), 1);
@@ -101,7 +111,7 @@ private slots:
         QCOMPARE(panel.counters().queries, 1);
         QCOMPARE(panel.counters().hits, 1);
         QCOMPARE(panel.counters().hitsCounted, 0);
-        QCOMPARE(panel.counters().savedMs, 0.0);
+        EXACT(panel.counters().savedMs, 0.0);
     }
 
     void compareModeShowsBothBars() {
@@ -123,8 +133,8 @@ private slots:
         QCOMPARE(chart->categories().size(), 2);
         QCOMPARE(chart->segmentSet(SegPrefill)->count(), 2);
         QString why;
-        QVERIFY2(barMatches(chart, 0, outcome->result.full->timings, &why), qPrintable(why));   // bottom: full
-        QVERIFY2(barMatches(chart, 1, outcome->result.timings, &why), qPrintable(why));         // top: cached
+        QVERIFY2(barMatches(chart, 0, outcome->result.full->timings, &why), qPrintable(why));  // bottom: full
+        QVERIFY2(barMatches(chart, 1, outcome->result.timings, &why), qPrintable(why));        // top: cached
         QVERIFY(chart->ttftMarker(1)->isVisible());
         // the TTFT labels carry both values
         const QStringList labels = chart->labelTexts();
@@ -133,7 +143,7 @@ private slots:
 
         // the cached run of a compare query is a hit with a measured full run of the same prefix
         QCOMPARE(panel.counters().hitsCounted, 1);
-        QCOMPARE(panel.counters().savedMs, outcome->result.full->timings.ttft_ms - outcome->result.timings.ttft_ms);
+        EXACT(panel.counters().savedMs, outcome->result.full->timings.ttft_ms - outcome->result.timings.ttft_ms);
 
         // a later cached query goes back to one bar
         QVERIFY(rig.query(cc::QueryMode::cached));
@@ -156,8 +166,8 @@ private slots:
         for (int i = 0; i < 2; ++i) {
             const SweepPoint& p = panel.sweepPoints()[size_t(i)];
             QCOMPARE(p.nTools, points[i].nTools);
-            QCOMPARE(p.cachedTtftMs, points[i].cachedTtftMs);
-            QCOMPARE(p.fullTtftMs, points[i].fullTtftMs);
+            EXACT(p.cachedTtftMs, points[i].cachedTtftMs);
+            EXACT(p.fullTtftMs, points[i].fullTtftMs);
             QVERIFY(p.cachedTtftMs > 0);
             QVERIFY(p.fullTtftMs > 0);
             cached << QPointF(double(p.nTools), p.cachedTtftMs);
@@ -174,10 +184,43 @@ private slots:
         bool found = false;
         for (const QString& l : panel.sweepChart()->labelTexts()) found = found || l.endsWith(speedup);
         QVERIFY2(found, qPrintable(panel.sweepChart()->labelTexts().join(QStringLiteral(" | "))));
+        // the sweep CSV: a header and a row per point, the TTFTs exact
+        QTemporaryDir out;
+        QString error;
+        QVERIFY2(panel.exportSweepCsv(out.filePath(QStringLiteral("sweep.csv")), &error), qPrintable(error));
+        QFile csv(out.filePath(QStringLiteral("sweep.csv")));
+        QVERIFY(csv.open(QIODevice::ReadOnly | QIODevice::Text));
+        const QStringList lines = QString::fromUtf8(csv.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        QCOMPARE(lines.size(), 3);
+        QVERIFY(lines[0].startsWith(QStringLiteral("set,tools,prefix_tokens,compile_ms,cached_ttft_ms,full_ttft_ms")));
+        QCOMPARE(lines[2].split(QLatin1Char(','))[0], QStringLiteral("tools_10"));
+        EXACT(lines[2].split(QLatin1Char(','))[4].toDouble(), points[1].cachedTtftMs);
+        EXACT(lines[2].split(QLatin1Char(','))[5].toDouble(), points[1].fullTtftMs);
         // log y keeps the data
         panel.sweepChart()->setLogY(true);
         QCOMPARE(panel.sweepChart()->cachedSeries()->points(), cached);
         QVERIFY(rig.idle());
+    }
+
+    void sweepCancelKeepsFinishedPoints() {
+        Rig rig;
+        TimingsPanel panel(&rig.controller);
+        QVERIFY(rig.load());
+        QSignalSpy point(&rig.controller, &EngineController::sweepPoint);
+        QSignalSpy cancelled(&rig.controller, &EngineController::cancelled);
+        panel.startSweep(
+            {QStringLiteral("tools_5.json"), QStringLiteral("tools_50.json"), QStringLiteral("tools_100.json")}, 3, 4);
+        QVERIFY(point.wait(cc::ui::test::kTimeoutMs) || !point.isEmpty());
+        auto* cancel = panel.findChild<QPushButton*>(QStringLiteral("cancelSweepButton"));
+        QVERIFY(cancel);
+        QVERIFY(cancel->isEnabled());
+        cancel->click();
+        QTRY_VERIFY_WITH_TIMEOUT(!cancelled.isEmpty(), cc::ui::test::kTimeoutMs);
+        QCOMPARE(cancelled.first().first().toString(), QStringLiteral("sweep"));
+        QVERIFY(rig.idle());
+        QVERIFY(panel.sweepPoints().size() >= 1 && panel.sweepPoints().size() < 3);
+        QCOMPARE(panel.sweepChart()->cachedSeries()->count(), int(panel.sweepPoints().size()));
+        QTRY_VERIFY(!cancel->isEnabled());
     }
 
     void breakEvenIsCeilOfCompileOverSaving() {
@@ -187,7 +230,7 @@ private slots:
         QVERIFY(!panel.amortisation().valid);
         const auto compiled = rig.compile();
         QVERIFY(compiled);
-        QVERIFY(!compiled->cache_hit);   // a fresh cache directory: the compile was measured
+        QVERIFY(!compiled->cache_hit);  // a fresh cache directory: the compile was measured
         QVERIFY(compiled->compile_ms > 0);
         const auto outcome = rig.query(cc::QueryMode::compare);
         QVERIFY(outcome);
@@ -196,17 +239,17 @@ private slots:
         const Amortisation a = panel.amortisation();
         QVERIFY(a.valid);
         QVERIFY(a.compileMeasured);
-        QCOMPARE(a.compileMs, compiled->compile_ms);
-        QCOMPARE(a.savingMs, saving);
+        EXACT(a.compileMs, compiled->compile_ms);
+        EXACT(a.savingMs, saving);
         QCOMPARE(a.breakEven, expected);
         QVERIFY(a.source.contains(QStringLiteral("compare")));
         if (expected > 0) {
             const auto marked = panel.amortisationChart()->breakEvenSeries()->points();
             QCOMPARE(marked.size(), 1);
             QCOMPARE(marked[0].x(), double(expected));
-            QCOMPARE(marked[0].y(), expected * saving - compiled->compile_ms);
+            EXACT(marked[0].y(), expected * saving - compiled->compile_ms);
             QVERIFY(marked[0].y() >= 0);
-            QVERIFY((expected - 1) * saving - compiled->compile_ms < 0);   // the request before has not paid off
+            QVERIFY((expected - 1) * saving - compiled->compile_ms < 0);  // the request before has not paid off
         }
         const auto curve = panel.amortisationChart()->savedSeries()->points();
         QVERIFY(!curve.isEmpty());
@@ -233,9 +276,10 @@ private slots:
         const int ttftColumn = int(TimingsData::requestsCsvHeader().indexOf(QStringLiteral("ttft_ms")));
         const QStringList row1 = lines[1].split(QLatin1Char(','));
         QCOMPARE(row1.size(), TimingsData::requestsCsvHeader().size());
-        QCOMPARE(row1[ttftColumn].toDouble(), a->result.timings.ttft_ms);   // exact round trip
+        EXACT(row1[ttftColumn].toDouble(), a->result.timings.ttft_ms);  // exact round trip
         QVERIFY(lines[2].contains(QStringLiteral("\"Convert 250 US dollars, to \"\"euros\"\".\"")));
-        QVERIFY(lines[2].endsWith(QString::number(b->result.full->timings.total_ms, 'g', QLocale::FloatingPointShortest)));
+        QVERIFY(
+            lines[2].endsWith(QString::number(b->result.full->timings.total_ms, 'g', QLocale::FloatingPointShortest)));
         QVERIFY(!panel.exportCsv(out.filePath(QStringLiteral("no/such/dir/x.csv")), &error));
         QVERIFY(!error.isEmpty());
     }
@@ -284,7 +328,8 @@ private slots:
         QVERIFY(rig.query(cc::QueryMode::compare, 8));
         QSignalSpy finished(&rig.controller, &EngineController::sweepFinished);
         panel.startSweep({QStringLiteral("tools_5.json"), QStringLiteral("tools_10.json"),
-                          QStringLiteral("tools_20.json"), QStringLiteral("tools_50.json")}, 1, 2);
+                          QStringLiteral("tools_20.json"), QStringLiteral("tools_50.json")},
+                         1, 2);
         QVERIFY(finished.wait(cc::ui::test::kTimeoutMs) || !finished.isEmpty());
         QVERIFY(rig.idle());
         auto* tabs = panel.findChild<QTabWidget*>();
@@ -295,16 +340,23 @@ private slots:
         }
         QString error;
         for (const char* which : {"request", "sweep", "amortisation"})
-            QVERIFY(panel.exportPng(QString::fromLatin1(which), dir + QStringLiteral("/export_%1.png").arg(QLatin1String(which)), &error));
+            QVERIFY(panel.exportPng(QString::fromLatin1(which),
+                                    dir + QStringLiteral("/export_%1.png").arg(QLatin1String(which)), &error));
         QPalette dark;
         dark.setColor(QPalette::Window, QColor(0x20, 0x20, 0x24));
         dark.setColor(QPalette::WindowText, Qt::white);
         dark.setColor(QPalette::Base, QColor(0x2a, 0x2a, 0x2e));
         dark.setColor(QPalette::Text, Qt::white);
         panel.setPalette(dark);
+        for (int i = 0; i < tabs->count(); ++i) {
+            tabs->setCurrentIndex(i);
+            QTest::qWait(100);
+            panel.grab().save(dir + QStringLiteral("/timings_dark_%1.png").arg(i));
+        }
+        panel.sweepChart()->setLogY(true);
         tabs->setCurrentIndex(1);
         QTest::qWait(100);
-        panel.grab().save(dir + QStringLiteral("/timings_dark_1.png"));
+        panel.grab().save(dir + QStringLiteral("/timings_dark_logy.png"));
     }
 
     void followsTheApplicationPalette() {

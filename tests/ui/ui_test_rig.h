@@ -27,9 +27,13 @@ struct Rig {
         model.diskBudgetBytes = diskBudgetBytes;
     }
 
-    // Waits until every queued job has run.
+    // Waits until every job queued so far has run: jobs run in request order, so the answer to a
+    // listCache queued now comes after all of them. (busy() alone is false until a queued job starts.)
+    // Needs a loaded model.
     bool idle(int timeoutMs = kTimeoutMs) {
-        return QTest::qWaitFor([&] { return !controller.busy(); }, timeoutMs) && (QTest::qWait(20), !controller.busy());
+        QSignalSpy listed(&controller, &EngineController::cacheListed);
+        controller.listCache();
+        return listed.wait(timeoutMs) || !listed.isEmpty();
     }
 
     bool load() {

@@ -1,0 +1,145 @@
+// --screenshot: the runner (in-process) and the built binary write a PNG of the requested size
+// after loading, compiling and querying; bad input exits non-zero with the reason.
+#include "ui/main_window.h"
+#include "ui/screenshot_runner.h"
+#include "ui_test_support.h"
+
+#include <QFile>
+#include <QFileInfo>
+#include <QImage>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace cc::ui;
+
+class TestScreenshot : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir m_dir;
+
+    MainWindowOptions windowOptions() const {
+        MainWindowOptions o;
+        o.modelSpec = QStringLiteral("builtin:qwen3-test");
+        o.cacheDir = m_dir.filePath(QStringLiteral("cache"));
+        o.threads = 1;
+        o.useSettings = false;
+        return o;
+    }
+
+    // Not one flat colour: something was drawn.
+    static int distinctColours(const QImage& image) {
+        QSet<QRgb> seen;
+        for (int y = 0; y < image.height(); y += 7)
+            for (int x = 0; x < image.width(); x += 7) seen.insert(image.pixel(x, y));
+        return int(seen.size());
+    }
+
+private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        QVERIFY(m_dir.isValid());
+    }
+
+    void parsesSizes() {
+        QCOMPARE(parseSize(QStringLiteral("1280x800")), QSize(1280, 800));
+        QCOMPARE(parseSize(QStringLiteral("1920X1080")), QSize(1920, 1080));
+        QVERIFY(!parseSize(QStringLiteral("1280")).isValid());
+        QVERIFY(!parseSize(QStringLiteral("axb")).isValid());
+    }
+
+    void runnerWritesAPngAfterCompileAndQuery() {
+        MainWindow window(windowOptions());
+        ScreenshotOptions o;
+        o.output = m_dir.filePath(QStringLiteral("runner.png"));
+        o.sample = 5;
+        o.query = QStringLiteral("What's the weather in Lisbon?");
+        o.mode = QStringLiteral("compare");
+        o.maxNewTokens = 8;
+        o.size = QSize(1024, 700);
+        ScreenshotRunner runner(&window, o);
+        QSignalSpy compiled(window.engine(), &EngineController::compiled);
+        QSignalSpy answered(window.engine(), &EngineController::queryFinished);
+        runner.start();
+        QTRY_VERIFY_WITH_TIMEOUT(runner.isFinished(), 180000);
+        QVERIFY2(runner.exitCode() == 0, qPrintable(runner.message()));
+        QCOMPARE(compiled.count(), 1);
+        QCOMPARE(answered.count(), 1);
+        QVERIFY(answered.first().at(0).value<QueryOutcome>().result.identical.value_or(false));
+        QVERIFY(QFileInfo(o.output).size() > 0);
+        const QImage image(o.output);
+        QVERIFY(!image.isNull());
+        QCOMPARE(image.size(), QSize(1024, 700));
+        QVERIFY(distinctColours(image) > 4);
+    }
+
+    void runnerFailsOnABadToolSet() {
+        const QString tools = m_dir.filePath(QStringLiteral("broken.json"));
+        QFile file(tools);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("[{\"name\": ");
+        file.close();
+        MainWindow window(windowOptions());
+        ScreenshotOptions o;
+        o.output = m_dir.filePath(QStringLiteral("never.png"));
+        o.toolsFile = tools;
+        ScreenshotRunner runner(&window, o);
+        runner.start();
+        QTRY_VERIFY_WITH_TIMEOUT(runner.isFinished(), 120000);
+        QCOMPARE(runner.exitCode(), 1);
+        QVERIFY2(runner.message().contains(QStringLiteral("broken.json")), qPrintable(runner.message()));
+        QVERIFY(!QFileInfo::exists(o.output));
+    }
+
+    void runnerRefusesBadOptions() {
+        MainWindow window(windowOptions());
+        ScreenshotOptions o;
+        o.output = m_dir.filePath(QStringLiteral("never.png"));
+        o.sample = 7;
+        ScreenshotRunner runner(&window, o);
+        runner.start();
+        QVERIFY(runner.isFinished());
+        QCOMPARE(runner.exitCode(), 2);
+        QVERIFY(runner.message().contains(QStringLiteral("--sample")));
+    }
+
+    void binaryWritesAPng() {
+        const QString out = m_dir.filePath(QStringLiteral("binary.png"));
+        QProcess process;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+        process.setProcessEnvironment(env);
+        process.start(QStringLiteral(CC_GUI_PATH),
+                      {QStringLiteral("--screenshot"), out, QStringLiteral("--model"), QStringLiteral("builtin:qwen3-test"),
+                       QStringLiteral("--cache-dir"), m_dir.filePath(QStringLiteral("cache")), QStringLiteral("--threads"),
+                       QStringLiteral("1"), QStringLiteral("--sample"), QStringLiteral("10"), QStringLiteral("--query"),
+                       QStringLiteral("Book a table for two"), QStringLiteral("--max-new-tokens"), QStringLiteral("4"),
+                       QStringLiteral("--size"), QStringLiteral("800x600")});
+        QVERIFY(process.waitForFinished(180000));
+        QVERIFY2(process.exitStatus() == QProcess::NormalExit && process.exitCode() == 0,
+                 qPrintable(QString::fromLocal8Bit(process.readAllStandardError())));
+        const QImage image(out);
+        QCOMPARE(image.size(), QSize(800, 600));
+    }
+
+    void binaryFailsWithAMessage() {
+        QProcess process;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+        process.setProcessEnvironment(env);
+        const QString out = m_dir.filePath(QStringLiteral("bad-model.png"));
+        process.start(QStringLiteral(CC_GUI_PATH), {QStringLiteral("--screenshot"), out, QStringLiteral("--model"),
+                                                    m_dir.filePath(QStringLiteral("no_such_model")), QStringLiteral("--cache-dir"),
+                                                    m_dir.filePath(QStringLiteral("cache"))});
+        QVERIFY(process.waitForFinished(120000));
+        QVERIFY(process.exitCode() != 0);
+        const QString err = QString::fromLocal8Bit(process.readAllStandardError());
+        QVERIFY2(err.contains(QStringLiteral("no_such_model")), qPrintable(err));
+        QVERIFY(!QFileInfo::exists(out));
+    }
+};
+
+QTEST_MAIN(TestScreenshot)
+#include "test_screenshot.moc"
