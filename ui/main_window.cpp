@@ -128,9 +128,12 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     });
     connect(m_engine, &EngineController::cacheChanged, m_cacheRefresh, qOverload<>(&QTimer::start));
 
-    // TODO(lead): once ToolSetPanel declares errorOccurred(QString), connect it here:
-    //   connect(m_toolSetPanel, &ToolSetPanel::errorOccurred, this, &MainWindow::showError);
-    connect(m_toolSetPanel, &ToolSetPanel::sampleQueryChosen, m_queryPanel, &QueryPanel::setQuery);
+    connect(m_toolSetPanel, &ToolSetPanel::errorOccurred, this, &MainWindow::showError);
+    // Clicking a sample query runs it.
+    connect(m_toolSetPanel, &ToolSetPanel::sampleQueryChosen, this, [this](const QString& text) {
+        m_queryPanel->setQuery(text);
+        m_queryPanel->run();
+    });
 
     // Fits 1280x800 and up; a saved geometry replaces it in restoreSettings().
     QSize size(1280, 800);
@@ -240,7 +243,7 @@ void MainWindow::applyDefaultSizes() {
     const int w = width(), h = height();
     resizeDocks({m_modelDock, m_queryDock}, {w * 34 / 100, w * 66 / 100}, Qt::Horizontal);
     resizeDocks({m_modelDock, m_toolSetDock}, {h * 42 / 100, h * 58 / 100}, Qt::Vertical);
-    resizeDocks({m_queryDock, m_timingsDock}, {h * 50 / 100, h * 50 / 100}, Qt::Vertical);
+    resizeDocks({m_queryDock, m_timingsDock}, {h * 36 / 100, h * 64 / 100}, Qt::Vertical);
 }
 
 void MainWindow::resetLayout() { applyDefaultLayout(); }
@@ -469,7 +472,7 @@ void MainWindow::showWarning(const QString& message) {
     addBanner(int(MessageBanner::Kind::warning), message.toHtmlEscaped(), QStringLiteral("warningBanner"));
 }
 
-// ---- tools (until the Tool set panel's API is merged) ------------------------------------------
+// ---- tools ------------------------------------------
 
 void MainWindow::importTools() {
     const QString path = QFileDialog::getOpenFileName(this, tr("Import tools"), QString(),
@@ -478,27 +481,11 @@ void MainWindow::importTools() {
 }
 
 void MainWindow::importToolsFile(const QString& path) {
-    // TODO(lead): replace the body with m_toolSetPanel->loadToolsFile(path) once ToolSetPanel declares it
-    // (it validates and shows the tools; Ctrl+B then compiles what the panel shows).
-    QFile file(path);
-    if (!file.open(QIODevice::ReadOnly)) {
-        showError(tr("%1: cannot read the tool set (%2)").arg(path, file.errorString()));
-        return;
-    }
-    m_importedTools.toolsJson = file.readAll().toStdString();
-    m_importedTools.source = path.toStdString();
-    m_importedTools.systemPrompt = defaultSystemPrompt().toStdString();
-    compileTools();
+    // The panel validates and shows the set (or shows the error and keeps the previous one).
+    if (m_toolSetPanel->loadToolsFile(path)) m_toolSetPanel->compile();
 }
 
-void MainWindow::compileTools() {
-    // TODO(lead): replace with m_toolSetPanel->compile() once ToolSetPanel declares it.
-    if (m_importedTools.toolsJson.empty()) {
-        showError(tr("No tool set to compile: import one with Ctrl+O"));
-        return;
-    }
-    m_engine->compileTools(m_importedTools);
-}
+void MainWindow::compileTools() { m_toolSetPanel->compile(); }
 
 // ---- view ------------------------------------------------------------------------------------
 

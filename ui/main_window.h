@@ -123,7 +123,6 @@ private:
     QFont m_baseFont;
 
     // Until ToolSetPanel exposes loadToolsFile/compile, Ctrl+O / Ctrl+B keep the imported set here.
-    ToolsRequest m_importedTools;
 };
 
 }  // namespace cc::ui

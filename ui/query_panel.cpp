@@ -56,6 +56,7 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_input->setToolTip(tr("The user query; only this part is prefilled on a cache hit. Ctrl+Enter runs it."));
     m_input->setTabChangesFocus(true);
     m_input->setMaximumHeight(m_input->fontMetrics().lineSpacing() * 4 + 14);
+    m_input->setMinimumHeight(m_input->fontMetrics().lineSpacing() * 2 + 14);
     m_input->installEventFilter(this);
 
     m_mode = new QComboBox(this);
@@ -192,6 +193,7 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     auto* callLayout = new QVBoxLayout(m_callBox);
     callLayout->addWidget(m_callName);
     callLayout->addWidget(m_args);
+    m_args->hide();   // shown with a call's arguments: the panel stays short enough for 1280x800
 
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(inputRow);
@@ -359,6 +361,7 @@ void QueryPanel::onCancelled(const QString& task) {
 
 void QueryPanel::showToolCall(const cc::QueryResult& r) {
     m_args->setRowCount(0);
+    m_args->setVisible(bool(r.tool_call));
     if (!r.tool_call) {
         m_callName->setText(tr("— (no tool call in the output)"));
         m_toolCallName.clear();

@@ -64,43 +64,31 @@ void ScreenshotRunner::start() {
 void ScreenshotRunner::onModelLoaded() {
     if (m_done || !m_waitingForModel) return;
     m_waitingForModel = false;
-    ToolsRequest tools;
-    tools.systemPrompt = defaultSystemPrompt().toStdString();
+    // Through the panels, so the picture shows the set, its keys and the streamed answer.
+    ToolSetPanel* tools = m_window->toolSetPanel();
     if (m_options.sample != 0) {
         const QString name = QStringLiteral("tools_%1.json").arg(m_options.sample);
-        // TODO(lead): switch to m_window->toolSetPanel()->loadSample(name) + compile() once merged,
-        // so the Tool set panel shows the set in the screenshot.
-        try {
-            tools.toolsJson = sampleToolSetJson(name).toStdString();
-        } catch (const std::exception& e) {
-            return finish(1, QString::fromStdString(e.what()));
-        }
-        tools.source = name.toStdString();
+        if (!tools->loadSample(name)) return finish(1, tools->errorText());
     } else if (!m_options.toolsFile.isEmpty()) {
-        // TODO(lead): switch to m_window->toolSetPanel()->loadToolsFile(path) + compile() once merged.
-        QFile file(m_options.toolsFile);
-        if (!file.open(QIODevice::ReadOnly))
-            return finish(1, tr("%1: cannot read the tool set (%2)").arg(m_options.toolsFile, file.errorString()));
-        tools.toolsJson = file.readAll().toStdString();
-        tools.source = m_options.toolsFile.toStdString();
+        if (!tools->loadToolsFile(m_options.toolsFile)) return finish(1, tools->errorText());
     } else {
         return grab();
     }
     m_waitingForCompile = true;
-    m_window->engine()->compileTools(tools);
+    tools->compile();
 }
 
 void ScreenshotRunner::onCompiled() {
     if (m_done || !m_waitingForCompile) return;
     m_waitingForCompile = false;
     if (m_options.query.isEmpty()) return grab();
-    // TODO(lead): switch to m_window->queryPanel()->setQuery(query), its mode setter, and run(),
-    // so the Query panel shows the streamed answer in the screenshot.
-    m_window->queryPanel()->setQuery(m_options.query);
-    cc::QueryOptions options;
-    options.mode = cc::parse_query_mode(m_options.mode.toStdString());
-    options.max_new_tokens = m_options.maxNewTokens;
-    m_queryId = m_window->engine()->runQuery(m_options.query.toStdString(), options);
+    QueryPanel* query = m_window->queryPanel();
+    query->setQuery(m_options.query);
+    query->setMode(cc::parse_query_mode(m_options.mode.toStdString()));
+    query->setMaxTokens(m_options.maxNewTokens);
+    connect(query, &QueryPanel::queryStarted, this, [this](quint64 id) { m_queryId = id; }, Qt::SingleShotConnection);
+    query->run();
+    if (m_queryId == 0) return finish(1, query->messageText().isEmpty() ? tr("the query did not start") : query->messageText());
 }
 
 void ScreenshotRunner::onQueryFinished(const QueryOutcome& outcome) {
@@ -116,6 +104,11 @@ void ScreenshotRunner::grab() {
         if (m_done) return;
         const QImage image = m_window->grab().toImage();
         if (image.isNull()) return finish(1, tr("the window could not be grabbed"));
+        // Never hand back a picture of another size than asked for: the docks have a minimum.
+        if (m_window->size() != m_options.size)
+            return finish(2, tr("the window cannot be %1x%2: its docks need at least %3x%4")
+                                 .arg(m_options.size.width()).arg(m_options.size.height())
+                                 .arg(m_window->minimumSizeHint().width()).arg(m_window->minimumSizeHint().height()));
         if (!image.save(m_options.output, "PNG"))
             return finish(1, tr("%1: cannot write the PNG").arg(m_options.output));
         finish(0, m_options.output);

@@ -34,7 +34,7 @@ namespace {
 QChartView* makeView(QChart* chart, QWidget* parent) {
     auto* view = new QChartView(chart, parent);
     view->setRenderHint(QPainter::Antialiasing);
-    view->setMinimumHeight(260);
+    view->setMinimumHeight(150);
     return view;
 }
 
@@ -83,11 +83,16 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     m_exportCsvButton->setToolTip(
         tr("Save the data behind the current tab as CSV (exact values, milliseconds): "
            "the request history, or the sweep points on the sweep tab"));
-    top->addWidget(m_exportPngButton);
-    top->addWidget(m_exportCsvButton);
     layout->addLayout(top);
 
     m_tabs = new QTabWidget(this);
+    // The export buttons sit in the tab bar's corner: they act on the current tab.
+    auto* exportButtons = new QWidget(m_tabs);
+    auto* exportLayout = new QHBoxLayout(exportButtons);
+    exportLayout->setContentsMargins(0, 0, 0, 2);
+    exportLayout->addWidget(m_exportPngButton);
+    exportLayout->addWidget(m_exportCsvButton);
+    m_tabs->setCornerWidget(exportButtons, Qt::TopRightCorner);
     layout->addWidget(m_tabs, 1);
 
     // ---- per request + history
@@ -109,9 +114,9 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     split->addWidget(m_requestView);
     split->addWidget(m_historyView);
     split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
-    split->setSizes({480, 260});
-    m_historyView->setMinimumHeight(120);
+    split->setStretchFactor(1, 1);
+    split->setSizes({600, 140});   // the chart gets most of the height; the history scrolls
+    m_historyView->setMinimumHeight(70);
     m_tabs->addTab(split, tr("Requests"));
     m_tabs->setTabToolTip(0, tr("Per-request timing split and history"));
     connect(m_historyView->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
@@ -131,7 +136,10 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
         m_sweepSetBoxes.push_back(box);
         controls->addWidget(box);
     }
-    controls->addSpacing(12);
+    QHBoxLayout* setsRow = controls;   // the progress bar joins it below
+    sweepLayout->addLayout(setsRow);
+    // A second row, so the panel fits a 1280-pixel-wide window beside the tool set.
+    controls = new QHBoxLayout;
     controls->addWidget(new QLabel(tr("Repeats:"), sweepPage));
     m_repeatsSpin = new QSpinBox(sweepPage);
     m_repeatsSpin->setRange(1, 50);
@@ -159,16 +167,17 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     controls->addWidget(m_runSweepButton);
     controls->addWidget(m_cancelSweepButton);
     sweepLayout->addLayout(controls);
-    auto* progressRow = new QHBoxLayout;
     m_sweepProgress = new QProgressBar(sweepPage);
     m_sweepProgress->setToolTip(tr("Sweep progress: one step per compile and per timed query"));
     m_sweepProgress->setRange(0, 1);
     m_sweepProgress->setValue(0);
     m_sweepStatus = new QLabel(sweepPage);
     m_sweepStatus->setToolTip(tr("The sweep's current step"));
-    progressRow->addWidget(m_sweepProgress, 1);
-    progressRow->addWidget(m_sweepStatus, 2);
-    sweepLayout->addLayout(progressRow);
+    // Ignored width: a long step name never widens the window.
+    m_sweepStatus->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    setsRow->addSpacing(12);
+    setsRow->addWidget(m_sweepProgress, 1);
+    setsRow->addWidget(m_sweepStatus, 2);
     m_sweepChart = new SweepChart;
     m_sweepView = makeView(m_sweepChart, sweepPage);
     m_sweepView->setToolTip(

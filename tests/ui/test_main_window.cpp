@@ -138,7 +138,7 @@ private slots:
             window.setTheme(Theme::dark);
             window.setPresentationMode(true);
             window.findChild<QDockWidget*>(QStringLiteral("cacheDock"))->toggleViewAction()->trigger();
-            window.resize(1100, 700);
+            window.resize(1400, 860);
             QVERIFY(window.close());
         }
         MainWindow window;
@@ -156,7 +156,7 @@ private slots:
         QVERIFY(window.presentationMode());
         QVERIFY(window.font().pointSizeF() > QApplication::font().pointSizeF());
         QVERIFY(!window.findChild<QDockWidget*>(QStringLiteral("cacheDock"))->toggleViewAction()->isChecked());
-        QCOMPARE(window.size(), QSize(1100, 700));
+        QCOMPARE(window.size(), QSize(1400, 860));
         // It loads the saved model by itself, with the saved options.
         QVERIFY(waitForModel(window));
         QCOMPARE(QString::fromStdString(window.engine()->modelInfo()->numerics).endsWith(QStringLiteral("bf16")), true);

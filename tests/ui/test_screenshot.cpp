@@ -58,7 +58,7 @@ private slots:
         o.query = QStringLiteral("What's the weather in Lisbon?");
         o.mode = QStringLiteral("compare");
         o.maxNewTokens = 8;
-        o.size = QSize(1024, 700);
+        o.size = QSize(1280, 800);
         ScreenshotRunner runner(&window, o);
         QSignalSpy compiled(window.engine(), &EngineController::compiled);
         QSignalSpy answered(window.engine(), &EngineController::queryFinished);
@@ -71,7 +71,7 @@ private slots:
         QVERIFY(QFileInfo(o.output).size() > 0);
         const QImage image(o.output);
         QVERIFY(!image.isNull());
-        QCOMPARE(image.size(), QSize(1024, 700));
+        QCOMPARE(image.size(), QSize(1280, 800));
         QVERIFY(distinctColours(image) > 4);
     }
 
@@ -116,12 +116,12 @@ private slots:
                        QStringLiteral("--cache-dir"), m_dir.filePath(QStringLiteral("cache")), QStringLiteral("--threads"),
                        QStringLiteral("1"), QStringLiteral("--sample"), QStringLiteral("10"), QStringLiteral("--query"),
                        QStringLiteral("Book a table for two"), QStringLiteral("--max-new-tokens"), QStringLiteral("4"),
-                       QStringLiteral("--size"), QStringLiteral("800x600")});
+                       QStringLiteral("--size"), QStringLiteral("1400x900")});
         QVERIFY(process.waitForFinished(180000));
         QVERIFY2(process.exitStatus() == QProcess::NormalExit && process.exitCode() == 0,
                  qPrintable(QString::fromLocal8Bit(process.readAllStandardError())));
         const QImage image(out);
-        QCOMPARE(image.size(), QSize(800, 600));
+        QCOMPARE(image.size(), QSize(1400, 900));
     }
 
     void binaryFailsWithAMessage() {
