@@ -55,10 +55,14 @@ void niceAxis(QValueAxis* axis, double lo, double hi, int targetTicks, bool inte
     const double f = step / mag;
     step = (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
     if (integer) step = std::max(1.0, std::round(step));
+    // Fixed ticks while the range and interval change: with dynamic ticks, a new range under the
+    // old interval (e.g. 0..3,000 ms under a 0.1 ms step) makes Qt Charts build tens of thousands
+    // of tick items on the GUI thread before the new interval arrives.
+    axis->setTickType(QValueAxis::TicksFixed);
     axis->setRange(std::floor(lo / step) * step, std::ceil(hi / step) * step);
-    axis->setTickType(QValueAxis::TicksDynamic);
     axis->setTickAnchor(0);
     axis->setTickInterval(step);
+    axis->setTickType(QValueAxis::TicksDynamic);
     const int decimals = integer ? 0 : std::max(0, int(-std::floor(std::log10(step) + 1e-9)));
     axis->setLabelFormat(QStringLiteral("%.%1f").arg(decimals));
 }

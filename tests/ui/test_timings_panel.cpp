@@ -7,6 +7,8 @@
 #include "ui/timing_charts.h"
 
 #include <QBarSet>
+#include <QChartView>
+#include <QValueAxis>
 #include <QFile>
 #include <QHorizontalStackedBarSeries>
 #include <QImage>
@@ -75,6 +77,42 @@ private slots:
     void initTestCase() {
         QStandardPaths::setTestModeEnabled(true);
         initResources();
+    }
+
+    // Regression: going from a tiny request (sub-millisecond axis steps) to a long one made Qt
+    // Charts build one tick item per old step over the new range (tens of thousands) on the GUI
+    // thread: 80 s frozen after a full-prefill query. Every intermediate axis state must be sane.
+    void axisChangesNeverAskForThousandsOfTicks() {
+        auto* chartPtr = new RequestChart;   // the view owns it
+        RequestChart& chart = *chartPtr;
+        QChartView view(chartPtr);
+        view.resize(900, 300);
+        view.show();
+        int worst = 0;
+        for (QAbstractAxis* a : chart.axes(Qt::Horizontal)) {
+            auto* axis = qobject_cast<QValueAxis*>(a);
+            QVERIFY(axis);
+            connect(axis, &QValueAxis::rangeChanged, this, [axis, &worst](qreal lo, qreal hi) {
+                if (axis->tickType() == QValueAxis::TicksDynamic && axis->tickInterval() > 0)
+                    worst = std::max(worst, int(std::min(1e9, (hi - lo) / axis->tickInterval())));
+            });
+        }
+        RequestRecord tiny, longRun;
+        tiny.index = 1;
+        tiny.mode = QStringLiteral("cached");
+        tiny.timings.prefill_ms = 0.02;
+        tiny.timings.ttft_ms = 0.03;
+        tiny.timings.decode_ms = 0.01;
+        longRun = tiny;
+        longRun.index = 2;
+        longRun.mode = QStringLiteral("full");
+        longRun.timings.prefill_ms = 9000;
+        longRun.timings.ttft_ms = 9001;
+        longRun.timings.decode_ms = 3000;
+        chart.setRecord(&tiny);
+        chart.setRecord(&longRun);
+        chart.setRecord(&tiny);
+        QVERIFY2(worst <= 100, qPrintable(QStringLiteral("an axis state asked for %1 ticks").arg(worst)));
     }
 
     void historyAndBarEqualTheEngineTimings() {
