@@ -1,6 +1,7 @@
 #include "ui/timing_charts.h"
 
 #include <QBarCategoryAxis>
+#include <QGraphicsSceneResizeEvent>
 #include <QBarSet>
 #include <QFont>
 #include <QGraphicsSimpleTextItem>
@@ -209,6 +210,22 @@ RequestChart::RequestChart(QGraphicsItem* parent) : TimingChart(parent) {
     setRecord(nullptr);
 }
 
+void RequestChart::resizeEvent(QGraphicsSceneResizeEvent* event) {
+    TimingChart::resizeEvent(event);
+    constexpr double kCompactHeight = 300;
+    const bool compact = size().height() < kCompactHeight;
+    if (compact == m_compact) return;
+    m_compact = compact;
+    applyCompact();
+}
+
+void RequestChart::applyCompact() {
+    legend()->setVisible(!m_compact);
+    m_msAxis->setTitleVisible(!m_compact);
+    setTitleFont(pointFont(m_compact ? kAxisPt : kTitlePt, true));
+    setMargins(m_compact ? QMargins(4, 0, 4, 0) : QMargins(20, 20, 20, 20));
+}
+
 QStringList RequestChart::categories() const {
     return m_categoryAxis->categories();
 }
@@ -272,6 +289,7 @@ void RequestChart::setRecord(const RequestRecord* record) {
 }
 
 void RequestChart::restyle() {
+    if (m_compact) applyCompact();   // a theme change resets the title font
     for (int s = 0; s < SegCount; ++s) {
         m_sets[size_t(s)]->setColor(segmentColor(s));
         m_sets[size_t(s)]->setBorderColor(segmentColor(s));

@@ -84,9 +84,14 @@ public:
 
 protected:
     void restyle() override;
+    // Below kCompactHeight the legend and the axis title give their room to the bars (a
+    // 1280x800 window): the segment colours are named in the tooltip and the history table.
+    void resizeEvent(QGraphicsSceneResizeEvent* event) override;
 
 private:
     void relabel();
+    void applyCompact();
+    bool m_compact = false;
     QHorizontalStackedBarSeries* m_bars;
     std::vector<QBarSet*> m_sets;
     std::vector<QLineSeries*> m_markers;  // one per bar, at most two bars
