@@ -1,5 +1,7 @@
 #include "core/builtin_model.h"
 
+#include "core/backend.h"
+
 #include "core/kernel_math.h"
 
 #include <algorithm>
@@ -120,11 +122,12 @@ uint64_t builtin_parameter_count(const ModelConfig& c) {
     return embed * (c.tie_word_embeddings ? 1 : 2) + per_layer * c.n_layers + c.dim;
 }
 
-ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads) {
-    return generate_synthetic_weights(recipe.config, recipe.seed, recipe.weight_dtype, n_threads);
+ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads, const std::atomic<bool>* cancel) {
+    return generate_synthetic_weights(recipe.config, recipe.seed, recipe.weight_dtype, n_threads, cancel);
 }
 
-ModelWeights generate_synthetic_weights(const ModelConfig& c, uint64_t seed, DType dtype, int n_threads) {
+ModelWeights generate_synthetic_weights(const ModelConfig& c, uint64_t seed, DType dtype, int n_threads,
+                                        const std::atomic<bool>* cancel) {
     if (dtype == DType::f16) throw std::invalid_argument("generate_synthetic_weights: F16 is not generated (use BF16 or F32)");
     const int64_t q = int64_t(c.n_heads) * c.head_dim, kv = int64_t(c.n_kv_heads) * c.head_dim;
     // Uniform half-width sqrt(3)*std with std = 1/sqrt(fan_in): activations keep their scale through
@@ -183,6 +186,7 @@ ModelWeights generate_synthetic_weights(const ModelConfig& c, uint64_t seed, DTy
     const unsigned n_workers = n_threads > 0 ? unsigned(n_threads) : std::max(1u, std::thread::hardware_concurrency());
     auto work = [&](unsigned w) {
         for (size_t i = w; i < items.size(); i += n_workers) {
+            if (cancel && cancel->load(std::memory_order_relaxed)) return;
             const Item& it = items[i];
             fill_chunk(specs[it.tensor], seed, it.tensor, it.chunk, it.n_elements, dtype, buffer.get() + offsets[it.tensor]);
         }
@@ -191,6 +195,7 @@ ModelWeights generate_synthetic_weights(const ModelConfig& c, uint64_t seed, DTy
     for (unsigned w = 1; w < n_workers; ++w) threads.emplace_back(work, w);
     work(0);
     for (auto& t : threads) t.join();
+    if (cancel && cancel->load()) throw Cancelled();
 
     ModelWeights weights;
     weights.config = c;

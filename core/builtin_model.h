@@ -7,6 +7,7 @@
 #include "core/safetensors.h"
 #include "core/weights.h"
 
+#include <atomic>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -36,12 +37,15 @@ uint64_t builtin_parameter_count(const ModelConfig& config);
 
 // Generates the weights. Deterministic: every tensor is split into fixed chunks, each with its own
 // seed derived from (recipe seed, tensor index, chunk index), so the bits do not depend on
-// `n_threads` (0 = all cores).
-ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads = 0);
+// `n_threads` (0 = all cores). `cancel` (optional) is checked between chunks: when set, the call
+// throws Cancelled (backend.h) and nothing is kept.
+ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads = 0,
+                                      const std::atomic<bool>* cancel = nullptr);
 
 // The same generator for any supported config (Qwen3 q/k-norm tensors only when config.qk_norm;
 // an lm_head tensor only when untied). Tests use it to build Llama and Mistral checkpoints.
-ModelWeights generate_synthetic_weights(const ModelConfig& config, uint64_t seed, DType dtype, int n_threads = 0);
+ModelWeights generate_synthetic_weights(const ModelConfig& config, uint64_t seed, DType dtype, int n_threads = 0,
+                                        const std::atomic<bool>* cancel = nullptr);
 
 // Writes weights as an HF directory: config.json (ModelConfig::to_json + architectures) and one
 // model.safetensors (tensors contiguous, header padded to 8 bytes). Throws naming the file.

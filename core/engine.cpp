@@ -144,7 +144,7 @@ const ModelInfo& Engine::load_model() {
     if (source_.builtin) {
         const auto recipe = find_builtin(source_.builtin_name);
         if (!recipe) throw std::runtime_error(options_.model_spec + ": unknown built-in model");
-        weights_ = std::make_unique<ModelWeights>(generate_builtin_weights(*recipe, options_.n_threads));
+        weights_ = std::make_unique<ModelWeights>(generate_builtin_weights(*recipe, options_.n_threads, &cancel_));
         info.synthetic_weights = true;
         info.fingerprint = sha256_hex(builtin_recipe_text(*recipe));
     } else {

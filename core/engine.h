@@ -152,6 +152,8 @@ public:
     Engine& operator=(const Engine&) = delete;
 
     // Loads (or generates) the weights and picks the backend. Throws naming the file and problem.
+    // cancel() stops the generation of built-in weights (throws Cancelled); loading a checkpoint
+    // maps its files and is not interrupted.
     const ModelInfo& load_model();
     bool loaded() const { return backend_ != nullptr; }
     const ModelInfo& model_info() const { return info_; }

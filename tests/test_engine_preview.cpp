@@ -1,6 +1,7 @@
 // What the app shows before and during a compile: Engine::preview_tools (keys, prefix length and
 // cache tier without computing anything) and compile progress with cancellation.
 #include "core/engine.h"
+#include "core/builtin_model.h"
 #include "tests/test_support.h"
 
 #include <cstring>
@@ -90,6 +91,26 @@ TEST(EnginePreview, CancelFromTheProgressHandlerStopsTheCompileAndKeepsThePrevio
     // Nothing half-computed was stored under the cancelled set's key.
     engine->set_progress_handler({});
     EXPECT_EQ(engine->preview_tools(sample("tools_50"), "").tier, "");
+}
+
+}  // namespace
+
+namespace {
+
+TEST(EngineLoad, CancelStopsBuiltinWeightGeneration) {
+    const auto recipe = cc::find_builtin("qwen3-test");
+    ASSERT_TRUE(recipe);
+    std::atomic<bool> cancel{true};
+    EXPECT_THROW(cc::generate_builtin_weights(*recipe, 1, &cancel), cc::Cancelled);
+    cancel = false;
+    EXPECT_NO_THROW(cc::generate_builtin_weights(*recipe, 1, &cancel));
+
+    cc::EngineOptions o;
+    o.model_spec = "builtin:qwen3-test";
+    cc::Engine engine(o);
+    engine.cancel();
+    EXPECT_THROW(engine.load_model(), cc::Cancelled);
+    EXPECT_FALSE(engine.loaded());
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ void registerMetaTypes() {
 struct EngineWorker::State {
     std::mutex engineMutex;        // guards `engine` against cancel() from the GUI thread while it is replaced
     std::unique_ptr<cc::Engine> engine;
+    cc::Engine* loading = nullptr; // the engine being loaded (also guarded by engineMutex)
     ModelRequest model;
     // the current tool set, to restore it after a sweep
     std::optional<cc::ToolSet> tools;
@@ -78,6 +79,7 @@ void EngineWorker::cancel() {
     // below re-assert it, so a cancel that lands between two steps is not lost.
     std::lock_guard lock(m_state->engineMutex);
     if (m_state->engine) m_state->engine->cancel();
+    if (m_state->loading) m_state->loading->cancel();
 }
 
 void EngineWorker::loadModel(const ModelRequest& request) {
@@ -95,8 +97,21 @@ void EngineWorker::loadModel(const ModelRequest& request) {
         options.cache.host_budget_bytes = request.hostBudgetBytes;
         options.cache.disk_budget_bytes = request.diskBudgetBytes;
         auto engine = std::make_unique<cc::Engine>(options);
+        {
+            std::lock_guard lock(m_state->engineMutex);
+            m_state->loading = engine.get();
+        }
+        struct ClearLoading {
+            State* state;
+            ~ClearLoading() {
+                std::lock_guard lock(state->engineMutex);
+                state->loading = nullptr;
+            }
+        } clearLoading{m_state.get()};
+        if (m_cancel.load()) throw cc::Cancelled();
+        // Generating built-in weights stops at the next chunk on cancel (Cancelled); a checkpoint
+        // directory is mapped, which has no step to stop at. Either way the previous model stays.
         const cc::ModelInfo info = engine->load_model();
-        // Loading has no inner steps to stop at: a cancel during it keeps the previous model.
         if (m_cancel.load()) throw cc::Cancelled();
         engine->set_progress_handler([this](const cc::EngineProgress& p) {
             if (m_cancel.load()) m_state->engine->cancel();

@@ -106,6 +106,27 @@ private slots:
         QVERIFY2(maxGapMs < 250, qPrintable(QStringLiteral("the GUI thread stalled for %1 ms").arg(maxGapMs)));
     }
 
+    void cancelsAModelLoadAndKeepsThePreviousModel() {
+        QTemporaryDir cache;
+        EngineController engine;
+        QVERIFY(load(engine, modelRequest(cache.path(), QStringLiteral("builtin:qwen3-test"), 1)));
+        QSignalSpy loaded(&engine, &EngineController::modelLoaded);
+        QSignalSpy cancelled(&engine, &EngineController::cancelled);
+        // Generating the 0.6B shape's synthetic weights takes seconds: cancel as soon as it starts.
+        connect(&engine, &EngineController::busyChanged, this, [&engine](bool busy, const QString& task) {
+            if (busy && task == QLatin1String("load")) engine.cancel();
+        });
+        engine.loadModel(modelRequest(cache.path(), QStringLiteral("builtin:qwen3-0.6b"), 1));
+        QTRY_VERIFY_WITH_TIMEOUT(!cancelled.isEmpty() || !loaded.isEmpty(), 120000);
+        QVERIFY2(loaded.isEmpty(), "the load finished instead of being cancelled");
+        QCOMPARE(cancelled.first().at(0).toString(), QStringLiteral("load"));
+        QVERIFY(engine.modelInfo());
+        QCOMPARE(QString::fromStdString(engine.modelInfo()->spec), QStringLiteral("builtin:qwen3-test"));
+        QTRY_VERIFY_WITH_TIMEOUT(!engine.busy(), 10000);
+        // The previous model still answers.
+        QVERIFY(compile(engine, sampleTools(QStringLiteral("tools_5.json"))));
+    }
+
     void cancelsACompile() {
         QTemporaryDir cache;
         EngineController engine;
