@@ -336,9 +336,13 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
     return shared;
 }
 
-CompileResult Engine::set_tools(const ToolSet& tools, const std::string& system_prompt) {
+void Engine::require_chat_model() {
     if (!backend_) throw std::logic_error("Engine: load_model() has not been called");
     if (!format_) tokenizer();  // throws: no tokenizer, no chat format
+}
+
+CompileResult Engine::set_tools(const ToolSet& tools, const std::string& system_prompt) {
+    require_chat_model();
     CompileResult result;
     result.tools_hash = tools.tools_hash();
     result.n_tools = tools.size();
@@ -360,8 +364,7 @@ CompileResult Engine::set_tools(const ToolSet& tools, const std::string& system_
 }
 
 ToolsPreview Engine::preview_tools(const ToolSet& tools, const std::string& system_prompt) {
-    if (!backend_) throw std::logic_error("Engine: load_model() has not been called");
-    if (!format_) tokenizer();  // throws: no tokenizer, no chat format
+    require_chat_model();
     ToolsPreview out;
     out.tools_hash = tools.tools_hash();
     out.group_key = group_key_for(tools, system_prompt);

@@ -187,6 +187,7 @@ public:
     Backend& backend();
 
 private:
+    void require_chat_model();  // a loaded model with a tokenizer and a chat format, else throws
     std::shared_ptr<const Group> link_or_compile(const ToolSet& tools, const std::string& system_prompt,
                                                  const RenderedPrompt& rendered, CompileResult& result,
                                                  Timings* timings);
