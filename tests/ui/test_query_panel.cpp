@@ -4,6 +4,7 @@
 #include "ui/engine_controller.h"
 #include "ui/resources.h"
 #include "ui/tool_set_panel.h"
+#include "tests/ui/ui_test_rig.h"
 
 #include <QHBoxLayout>
 
@@ -24,20 +25,8 @@ using cc::ui::QueryPanel;
 
 namespace {
 
-constexpr int kTimeoutMs = 60000;
-
-std::unique_ptr<EngineController> loadedController(const QString& cacheDir) {
-    auto engine = std::make_unique<EngineController>();
-    cc::ui::ModelRequest request;
-    request.spec = "builtin:qwen3-test";
-    request.backend = "cpu";
-    request.threads = 2;
-    request.cacheDir = cacheDir.toStdString();
-    QSignalSpy loaded(engine.get(), &EngineController::modelLoaded);
-    engine->loadModel(request);
-    if (!loaded.wait(kTimeoutMs)) return nullptr;
-    return engine;
-}
+using cc::ui::test::kTimeoutMs;
+using cc::ui::test::loadedController;
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 // ToolSetPanel against a real EngineController with the tiny built-in model (offscreen).
 #include "ui/tool_set_panel.h"
+#include "tests/ui/ui_test_rig.h"
 
 #include "ui/engine_controller.h"
 #include "ui/resources.h"
@@ -52,16 +53,8 @@ private slots:
         cc::ui::initResources();
         QVERIFY(m_cacheDir.isValid());
         QVERIFY(m_files.isValid());
-        m_engine = std::make_unique<EngineController>();
-        cc::ui::ModelRequest request;
-        request.spec = "builtin:qwen3-test";
-        request.backend = "cpu";
-        request.threads = 2;
-        request.cacheDir = m_cacheDir.path().toStdString();
-        QSignalSpy loaded(m_engine.get(), &EngineController::modelLoaded);
-        QSignalSpy failed(m_engine.get(), &EngineController::failed);
-        m_engine->loadModel(request);
-        QVERIFY2(loaded.wait(kTimeoutMs), failed.isEmpty() ? "timeout" : qPrintable(failed.first().at(1).toString()));
+        m_engine = cc::ui::test::loadedController(m_cacheDir.path());
+        QVERIFY2(m_engine, "the built-in test model did not load");
     }
     void cleanupTestCase() { m_engine.reset(); }
 

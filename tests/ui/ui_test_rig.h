@@ -9,9 +9,30 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <memory>
+
 namespace cc::ui::test {
 
 constexpr int kTimeoutMs = 120000;
+
+// The tiny built-in model on the CPU, with its cache in `cacheDir`.
+inline ModelRequest testModelRequest(const QString& cacheDir) {
+    ModelRequest model;
+    model.spec = "builtin:qwen3-test";
+    model.backend = "cpu";
+    model.threads = 2;
+    model.cacheDir = cacheDir.toStdString();
+    return model;
+}
+
+// A controller with that model loaded; null when it did not load in time.
+inline std::unique_ptr<EngineController> loadedController(const QString& cacheDir) {
+    auto engine = std::make_unique<EngineController>();
+    QSignalSpy loaded(engine.get(), &EngineController::modelLoaded);
+    engine->loadModel(testModelRequest(cacheDir));
+    if (!loaded.wait(kTimeoutMs) && loaded.isEmpty()) return nullptr;
+    return engine;
+}
 
 struct Rig {
     QTemporaryDir dir;
@@ -19,10 +40,7 @@ struct Rig {
     ModelRequest model;
 
     explicit Rig(uint64_t hostBudgetBytes = uint64_t(4) << 30, uint64_t diskBudgetBytes = uint64_t(32) << 30) {
-        model.spec = "builtin:qwen3-test";
-        model.backend = "cpu";
-        model.threads = 2;
-        model.cacheDir = dir.path().toStdString();
+        model = testModelRequest(dir.path());
         model.hostBudgetBytes = hostBudgetBytes;
         model.diskBudgetBytes = diskBudgetBytes;
     }
