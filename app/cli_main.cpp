@@ -1,6 +1,7 @@
 // contextcache-cli: the headless face of ContextCache (DESIGN §9).
 // Every command prints one JSON object with --json (human text otherwise). Errors: one line on
 // stderr naming the file and the problem; exit 1 for bad input, 2 for bad usage.
+#include "app/cli_common.h"
 #include "core/builtin_model.h"
 #include "core/chat_format.h"
 #include "core/embedded_resources.h"
@@ -32,11 +33,7 @@
 
 namespace {
 
-using nlohmann::ordered_json;
-
-struct UsageError : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
+using namespace cli;
 
 const char* kUsage = R"(usage: contextcache-cli [global options] COMMAND [options]
 
@@ -75,128 +72,6 @@ commands:
   render --tools FILE --query Q [--system S | --system-file F]
                                               prefix/suffix text and ids exactly as the model sees them
 )";
-
-// Minimal argument reader: "--name value" options, "--flag" switches, one command word.
-class Args {
-public:
-    Args(int argc, char** argv, const std::vector<std::string>& flags) {
-        for (int i = 1; i < argc; ++i) {
-            std::string a = argv[i];
-            if (a.starts_with("--")) {
-                std::string name = a.substr(2);
-                if (auto eq = name.find('='); eq != std::string::npos) {
-                    values_[name.substr(0, eq)] = name.substr(eq + 1);
-                } else if (std::find(flags.begin(), flags.end(), name) != flags.end()) {
-                    values_[name] = "";
-                } else {
-                    if (i + 1 >= argc) throw UsageError("option --" + name + " needs a value");
-                    values_[name] = argv[++i];
-                }
-            } else {
-                positional_.push_back(a);
-            }
-        }
-    }
-    bool has(const std::string& name) const { return values_.count(name) != 0; }
-    std::optional<std::string> get(const std::string& name) {
-        used_.push_back(name);
-        auto it = values_.find(name);
-        if (it == values_.end()) return std::nullopt;
-        return it->second;
-    }
-    std::string get_or(const std::string& name, const std::string& fallback) { return get(name).value_or(fallback); }
-    std::string require(const std::string& name, const std::string& command) {
-        auto v = get(name);
-        if (!v) throw UsageError(command + " needs --" + name);
-        return *v;
-    }
-    bool flag(const std::string& name) {
-        used_.push_back(name);
-        return values_.count(name) != 0;
-    }
-    const std::vector<std::string>& positional() const { return positional_; }
-    // Unknown options are usage errors, not silently ignored.
-    void check_all_used() const {
-        for (const auto& [name, value] : values_)
-            if (std::find(used_.begin(), used_.end(), name) == used_.end()) throw UsageError("unknown option --" + name);
-    }
-
-private:
-    std::map<std::string, std::string> values_;
-    std::vector<std::string> positional_;
-    std::vector<std::string> used_;
-};
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(path + ": cannot open");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-long long parse_int(const std::string& text, const std::string& option, long long min, long long max) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-        v = std::stoll(text, &used);
-    } catch (const std::exception&) {
-        throw UsageError(option + " must be an integer, not \"" + text + "\"");
-    }
-    if (used != text.size()) throw UsageError(option + " must be an integer, not \"" + text + "\"");
-    if (v < min || v > max)
-        throw UsageError(option + " must be between " + std::to_string(min) + " and " + std::to_string(max));
-    return v;
-}
-
-double parse_double(const std::string& text, const std::string& option, double min, double max) {
-    size_t used = 0;
-    double v = 0;
-    try {
-        v = std::stod(text, &used);
-    } catch (const std::exception&) {
-        throw UsageError(option + " must be a number, not \"" + text + "\"");
-    }
-    if (used != text.size() || !(v >= min && v <= max))
-        throw UsageError(option + " must be a number between " + std::to_string(min) + " and " + std::to_string(max));
-    return v;
-}
-
-std::vector<cc::token_id> parse_ids(const std::string& text) {
-    std::vector<cc::token_id> ids;
-    std::stringstream ss(text);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        if (item.empty()) continue;
-        ids.push_back(static_cast<cc::token_id>(parse_int(item, "--prompt-ids", 0, INT32_MAX)));
-    }
-    if (ids.empty()) throw UsageError("--prompt-ids holds no ids");
-    return ids;
-}
-
-void print_json(const ordered_json& j) { std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"; }
-
-std::string ids_text(const std::vector<cc::token_id>& ids) {
-    std::string out;
-    for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
-    return out;
-}
-
-std::string system_prompt(Args& args) {
-    if (auto s = args.get("system")) return *s;
-    if (auto f = args.get("system-file")) return read_file(*f);
-    return "";
-}
-
-cc::ToolSet tools_arg(Args& args, const std::string& command, bool required) {
-    auto path = args.get("tools");
-    if (!path) {
-        if (required) throw UsageError(command + " needs --tools FILE");
-        return cc::ToolSet();
-    }
-    return cc::ToolSet::from_file(*path);
-}
-
 
 // ---- commands ---------------------------------------------------------------------------------
 
@@ -333,28 +208,6 @@ int cmd_render(Args& args, const cc::ModelSource& model, bool json, const cc::En
 }
 
 // ---- engine commands ---------------------------------------------------------------------------
-
-cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend) {
-    cc::EngineOptions o;
-    o.model_spec = model_spec;
-    o.backend = backend;
-    if (auto t = args.get("threads")) o.n_threads = parse_int(*t, "--threads", 1, 1024);
-    const std::string kv = args.get_or("kv-dtype", "f32");
-    if (kv == "f32") o.kv_dtype = cc::KvDType::f32;
-    else if (kv == "bf16") o.kv_dtype = cc::KvDType::bf16;
-    else throw UsageError("--kv-dtype must be f32 or bf16, not \"" + kv + "\"");
-    if (auto f = args.get("chat-format")) o.chat_format = *f;
-    o.cache_dir = args.get_or("cache-dir", cc::default_cache_dir().string());
-    o.cache.dir = o.cache_dir;
-    if (auto v = args.get("host-budget-bytes")) o.cache.host_budget_bytes = static_cast<size_t>(parse_int(*v, "--host-budget-bytes", 0, INT64_MAX));
-    if (auto v = args.get("disk-budget-bytes")) o.cache.disk_budget_bytes = static_cast<size_t>(parse_int(*v, "--disk-budget-bytes", 0, INT64_MAX));
-    return o;
-}
-
-// Cache problems (a damaged file quarantined, a failed write) are warnings: one line each on stderr.
-void report_warnings(cc::Engine& engine) {
-    for (const auto& w : engine.cache_warnings()) std::cerr << "contextcache-cli: warning: " << w << "\n";
-}
 
 int cmd_cache(Args& args, const cc::EngineOptions& options, bool json) {
     if (args.positional().size() < 2) throw UsageError("cache needs a subcommand: ls, verify, rm KEY, clear, gc --max-bytes N");

@@ -1,0 +1,103 @@
+#include "app/cli_common.h"
+
+#include "core/paths.h"
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace cli {
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error(path + ": cannot open");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+long long parse_int(const std::string& text, const std::string& option, long long min, long long max) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+        v = std::stoll(text, &used);
+    } catch (const std::exception&) {
+        throw UsageError(option + " must be an integer, not \"" + text + "\"");
+    }
+    if (used != text.size()) throw UsageError(option + " must be an integer, not \"" + text + "\"");
+    if (v < min || v > max)
+        throw UsageError(option + " must be between " + std::to_string(min) + " and " + std::to_string(max));
+    return v;
+}
+
+double parse_double(const std::string& text, const std::string& option, double min, double max) {
+    size_t used = 0;
+    double v = 0;
+    try {
+        v = std::stod(text, &used);
+    } catch (const std::exception&) {
+        throw UsageError(option + " must be a number, not \"" + text + "\"");
+    }
+    if (used != text.size() || !(v >= min && v <= max))
+        throw UsageError(option + " must be a number between " + std::to_string(min) + " and " + std::to_string(max));
+    return v;
+}
+
+std::vector<cc::token_id> parse_ids(const std::string& text) {
+    std::vector<cc::token_id> ids;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) continue;
+        ids.push_back(static_cast<cc::token_id>(parse_int(item, "--prompt-ids", 0, INT32_MAX)));
+    }
+    if (ids.empty()) throw UsageError("--prompt-ids holds no ids");
+    return ids;
+}
+
+void print_json(const ordered_json& j) { std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"; }
+
+std::string ids_text(const std::vector<cc::token_id>& ids) {
+    std::string out;
+    for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
+    return out;
+}
+
+std::string system_prompt(Args& args) {
+    if (auto s = args.get("system")) return *s;
+    if (auto f = args.get("system-file")) return read_file(*f);
+    return "";
+}
+
+cc::ToolSet tools_arg(Args& args, const std::string& command, bool required) {
+    auto path = args.get("tools");
+    if (!path) {
+        if (required) throw UsageError(command + " needs --tools FILE");
+        return cc::ToolSet();
+    }
+    return cc::ToolSet::from_file(*path);
+}
+
+
+cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend) {
+    cc::EngineOptions o;
+    o.model_spec = model_spec;
+    o.backend = backend;
+    if (auto t = args.get("threads")) o.n_threads = parse_int(*t, "--threads", 1, 1024);
+    const std::string kv = args.get_or("kv-dtype", "f32");
+    if (kv == "f32") o.kv_dtype = cc::KvDType::f32;
+    else if (kv == "bf16") o.kv_dtype = cc::KvDType::bf16;
+    else throw UsageError("--kv-dtype must be f32 or bf16, not \"" + kv + "\"");
+    if (auto f = args.get("chat-format")) o.chat_format = *f;
+    o.cache_dir = args.get_or("cache-dir", cc::default_cache_dir().string());
+    o.cache.dir = o.cache_dir;
+    if (auto v = args.get("host-budget-bytes")) o.cache.host_budget_bytes = static_cast<size_t>(parse_int(*v, "--host-budget-bytes", 0, INT64_MAX));
+    if (auto v = args.get("disk-budget-bytes")) o.cache.disk_budget_bytes = static_cast<size_t>(parse_int(*v, "--disk-budget-bytes", 0, INT64_MAX));
+    return o;
+}
+
+void report_warnings(cc::Engine& engine) {
+    for (const auto& w : engine.cache_warnings()) std::cerr << "contextcache-cli: warning: " << w << "\n";
+}
+
+}  // namespace cli
