@@ -22,7 +22,14 @@ Probe probe() {
     for (int i = 0; i < n_devices; ++i) {
         cudaDeviceProp prop{};
         if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-        result.devices.push_back({i, prop.name, prop.major, prop.minor, prop.totalGlobalMem});
+        DeviceInfo d;
+        d.index = i;
+        d.name = prop.name;
+        d.compute_major = prop.major;
+        d.compute_minor = prop.minor;
+        d.total_memory_bytes = prop.totalGlobalMem;
+        d.sm_count = prop.multiProcessorCount;
+        result.devices.push_back(d);
     }
     // A device is only useful to us if cuBLAS can open a handle on it.
     cublasHandle_t handle = nullptr;
@@ -37,6 +44,39 @@ Probe probe() {
                                             std::to_string(result.devices.front().compute_minor) + ")"
                                       : "no CUDA device: properties could not be read";
     return result;
+}
+
+std::string cuda_numerics_id(const DeviceInfo& device, const CudaBackendOptions& options) {
+    return "cuda/sm" + std::to_string(device.compute_major) + std::to_string(device.compute_minor) + "/bf16/" +
+           kv_dtype_name(options.kv_dtype);
+}
+
+size_t device_free_bytes(int device) {
+    int previous = 0;
+    cudaGetDevice(&previous);
+    if (cudaSetDevice(device) != cudaSuccess) {
+        cudaGetLastError();
+        throw CudaError("cudaSetDevice(" + std::to_string(device) + ") failed: no such device");
+    }
+    size_t free_bytes = 0, total = 0;
+    const cudaError_t err = cudaMemGetInfo(&free_bytes, &total);
+    cudaSetDevice(previous);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        throw CudaError(std::string("cudaMemGetInfo failed: ") + cudaGetErrorName(err));
+    }
+    return free_bytes;
+}
+
+// Placeholders until the forward pass lands (issue 6): they refuse honestly.
+size_t cuda_required_bytes(const ModelConfig&, const CudaBackendOptions&) {
+    throw CudaError("the CUDA forward pass is not implemented yet");
+}
+std::unique_ptr<Backend> make_cuda_backend(const ModelWeights&, const CudaBackendOptions&) {
+    throw CudaError("the CUDA forward pass is not implemented yet");
+}
+std::vector<SelftestRow> run_selftest(const SelftestOptions&) {
+    throw CudaError("the CUDA forward pass is not implemented yet");
 }
 
 }  // namespace cc::cuda

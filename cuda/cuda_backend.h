@@ -1,7 +1,17 @@
 // The CUDA backend's public seam. Only plain C++ types cross this header (no CUDA types), so
 // cc_core, the app and the tests can include it without the CUDA toolkit's headers.
+//
+// The pieces (DESIGN §5): probe() finds devices; make_cuda_backend() builds a cc::Backend whose
+// weights and KV live on the device; run_selftest() compares every op and the whole model with
+// the CPU reference on the user's own GPU (`contextcache-cli selftest --backend cuda`).
 #pragma once
 
+#include "core/backend.h"
+#include "core/weights.h"
+
+#include <cstddef>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -13,6 +23,10 @@ struct DeviceInfo {
     int compute_major = 0;
     int compute_minor = 0;
     size_t total_memory_bytes = 0;
+    int sm_count = 0;
+    // Peaks for the benchmarks' "fraction of peak" figures; 0 when unknown for this device.
+    double peak_bf16_tflops = 0;   // dense tensor-core BF16 with FP32 accumulate
+    double peak_dram_gb_s = 0;     // memory bus width x memory clock x 2 (DDR)
 };
 
 struct Probe {
@@ -26,5 +40,57 @@ struct Probe {
 // Looks for CUDA devices at run time. Never throws and never aborts: on a machine without a
 // driver or a device it returns available == false with a message that says why.
 Probe probe();
+
+// A failed CUDA or cuBLAS call: what() names the call, the file:line and the error name, e.g.
+// "cudaMalloc(&p, 1073741824) failed at cuda/context.cu:88: cudaErrorMemoryAllocation (out of
+// memory)". Out of memory says how much was asked for and suggests a smaller budget.
+struct CudaError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct CudaBackendOptions {
+    int device = 0;
+    KvDType kv_dtype = KvDType::f32;
+    size_t workspace_bytes = size_t(64) << 20;  // cuBLAS(Lt) workspace
+    int max_batch_tokens = 512;                  // activation buffers are sized for this many rows;
+                                                 // forward() runs longer batches in chunks of it
+};
+
+// "cuda/sm<major><minor>/bf16/<kv dtype>", e.g. "cuda/sm90/bf16/f32": enters the group_key, so a
+// group computed on the GPU never links on the CPU (or on another architecture), and vice versa.
+std::string cuda_numerics_id(const DeviceInfo& device, const CudaBackendOptions& options);
+
+// Device bytes the backend needs for a model: weights (as uploaded: BF16 matrices, F32 norms),
+// activation buffers for max_batch_tokens rows, and the workspace. KV blocks come on top.
+size_t cuda_required_bytes(const ModelConfig& config, const CudaBackendOptions& options);
+
+// Free device memory now (cudaMemGetInfo); throws CudaError.
+size_t device_free_bytes(int device);
+
+// Uploads the weights once and returns the backend. Throws CudaError (no device, out of memory)
+// with a message a user can act on.
+std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights, const CudaBackendOptions& options);
+
+// ---- self-test -----------------------------------------------------------------------------
+
+struct SelftestOptions {
+    int device = 0;
+    bool quick = false;        // fewer shapes (the ctest run); the CLI runs the full sweep
+    std::string model_spec;    // "" = builtin:qwen3-test and, when present, nothing else
+};
+
+// One line of the self-test's table.
+struct SelftestRow {
+    std::string check;         // "rmsnorm", "rope", "gemm_bf16", "attention_prefill", "model: cached == full", ...
+    std::string shape;         // e.g. "rows=7 dim=4096"
+    double max_error = 0;      // measured max |cuda - cpu| (or 0 / 1 for exact checks)
+    double bound = 0;          // the bound it is held to
+    bool pass = false;
+    std::string note;          // NaN/Inf found, guard bytes touched, ...
+};
+
+// Runs every op's parity check and the whole-model checks on the device. Throws CudaError when no
+// device is available (callers check probe() first and report "skipped").
+std::vector<SelftestRow> run_selftest(const SelftestOptions& options);
 
 }  // namespace cc::cuda
