@@ -79,6 +79,10 @@ public:
     // Whether link_kv reads the bytes in place (no copy; its cost is then ~0).
     virtual bool links_in_place() const { return false; }
 
+    // Whether KV blocks live in device memory (the group store then keeps them in its GPU tier and
+    // demotes to host memory as canonical bytes).
+    virtual bool kv_on_device() const { return false; }
+
     size_t kv_bytes(int n_tokens) const;  // canonical bytes for n_tokens positions
 };
 

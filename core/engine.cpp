@@ -3,6 +3,7 @@
 #include "core/builtin_model.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/keys.h"
+#include "core/run_info.h"
 #include "core/sha256.h"
 
 #include <algorithm>
@@ -180,6 +181,7 @@ const ModelInfo& Engine::load_model() {
     backend_ = make_cpu_backend(*weights_, cpu);
     info.backend = backend_->name();
     info.numerics = backend_->numerics_id();
+    info.device = machine_info().cpu;
     if (info.numerics != planned) throw std::logic_error("numerics id " + info.numerics + " != planned " + planned);
     info.n_threads = options_.n_threads > 0 ? options_.n_threads : static_cast<int>(std::thread::hardware_concurrency());
     info.kv_bytes_per_token = backend_->kv_bytes(1);

@@ -45,6 +45,7 @@ struct ModelInfo {
     std::string backend;              // "cpu" / "cuda"
     std::string backend_reason;       // why auto picked it, e.g. "no CUDA device: ..."
     std::string numerics;             // backend + KV dtype, e.g. "cpu/f32"
+    std::string device;               // what runs it: the CPU's model name, or the GPU's name
     int n_threads = 0;
     ModelConfig config;
     uint64_t n_params = 0;

@@ -68,6 +68,7 @@ ordered_json to_json(const ModelInfo& m) {
                    {"backend", m.backend},
                    {"backend_reason", m.backend_reason},
                    {"numerics", m.numerics},
+                   {"device", m.device},
                    {"threads", m.n_threads},
                    {"n_params", m.n_params},
                    {"weight_bytes", m.weight_bytes},
