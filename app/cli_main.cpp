@@ -71,6 +71,10 @@ commands:
                                               tools_hash and group_key of a tool set
   render --tools FILE --query Q [--system S | --system-file F]
                                               prefix/suffix text and ids exactly as the model sees them
+  bench [--tool-counts 5,10,20,50,100 | --tools F1,F2] [--queries F] [--n-queries 30] [--warmup 2]
+        [--max-new-tokens 16] [--ignore-eos] [--system S | --system-file F] [--out DIR] [--csv] [--plot DIR]
+                                              the paper's Tables 2 and 3 (full vs cached TTFT, compile,
+                                              break-even); --out: results.json, table2.csv, table3.csv
 )";
 
 // ---- commands ---------------------------------------------------------------------------------
@@ -460,7 +464,7 @@ int cmd_export(Args& args, const std::string& model_spec, bool json) {
 
 int main(int argc, char** argv) {
     try {
-        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode", "ignore-eos"});
+        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode", "ignore-eos", "csv"});
         if (args.flag("help") || args.positional().empty()) {
             std::cout << kUsage;
             return args.flag("help") ? 0 : 2;
@@ -484,6 +488,7 @@ int main(int argc, char** argv) {
         }
         if (command == "export") return cmd_export(args, model_spec, json);
         if (command == "cache") return cmd_cache(args, options, json);
+        if (command == "bench") return cmd_bench(args, options, json);
         const auto model = cc::resolve_model(model_spec);
         if (command == "tokenize") return cmd_tokenize(args, model, json);
         if (command == "key") return cmd_key(args, model, json, options);

@@ -1,9 +1,9 @@
-// Shared by the benchmarks: machine and commit description for the JSON they print, medians.
+// Shared by the benchmarks: machine and commit description for the JSON they print (medians and
+// percentiles: core/sample_stats.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -37,13 +37,6 @@ inline nlohmann::ordered_json machine_json() {
             {"os", run_command("uname -sr")},
             {"commit", run_command(std::string("git -C '") + CC_SOURCE_DIR + "' rev-parse --short HEAD 2>/dev/null")},
             {"date", run_command("date -u +%Y-%m-%dT%H:%M:%SZ")}};
-}
-
-inline double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace cc::bench

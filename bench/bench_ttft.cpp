@@ -5,8 +5,13 @@
 // Besides the memory-tier hit it measures the disk tier: the group dropped from memory, so the
 // query links it from its file (lookup + map with checksums verified in place + link), page cache warm
 // and with the file's pages dropped first (posix_fadvise DONTNEED; the disk may still cache).
+// The paper's Tables 2 and 3 (one compile, then many queries, p50/p95) are `contextcache-cli bench`
+// (core/paper_bench); this benchmark shares its tool sets, system prompt and statistics.
 #include "bench/bench_common.h"
 #include "core/engine.h"
+#include "core/paper_bench.h"
+#include "core/run_info.h"
+#include "core/sample_stats.h"
 
 #include <cstdlib>
 #include <fcntl.h>
@@ -21,21 +26,6 @@ std::vector<int> parse_counts(const std::string& s) {
     std::stringstream ss(s);
     for (std::string item; std::getline(ss, item, ',');) v.push_back(std::atoi(item.c_str()));
     return v;
-}
-
-cc::ToolSet first_tools(int n) {
-    const std::string path = std::string(CC_SOURCE_DIR) + "/resources/toolsets/tools_100.json";
-    auto arr = nlohmann::ordered_json::parse(std::ifstream(path));
-    nlohmann::ordered_json subset = nlohmann::ordered_json::array();
-    for (int i = 0; i < n && i < static_cast<int>(arr.size()); ++i) subset.push_back(arr[i]);
-    return cc::ToolSet::from_json_text(subset.dump(), path);
-}
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
 }
 
 }  // namespace
@@ -69,11 +59,11 @@ int main(int argc, char** argv) {
     options.cache.dir = cache_dir;
     cc::Engine engine(options);
     const auto& info = engine.load_model();
-    const std::string system = read_text(std::string(CC_SOURCE_DIR) + "/resources/system_prompt.txt");
+    const std::string system = cc::bundled_system_prompt();
 
     nlohmann::ordered_json out;
     out["benchmark"] = "bench_ttft";
-    out["machine"] = cc::bench::machine_json();
+    out["run"] = cc::run_info_json(info);
     out["model"] = model;
     out["synthetic_weights"] = info.synthetic_weights;
     out["backend"] = info.numerics;
@@ -84,7 +74,7 @@ int main(int argc, char** argv) {
     out["results"] = nlohmann::ordered_json::array();
 
     for (const int n_tools : counts) {
-        const auto tools = first_tools(n_tools);
+        const auto tools = cc::bundled_tool_set(n_tools).tools;
         std::vector<double> compile_ms, prefix_prefill_ms, full_ttft, cached_ttft, cached_link, cached_prefill,
             decode_tok_s, full_prefill, persist_ms, disk_ttft, disk_link, disk_load, disk_gb_s, cold_ttft, cold_load,
             cold_gb_s;
@@ -150,7 +140,7 @@ int main(int argc, char** argv) {
             cached_prefill.push_back(cached.timings.prefill_ms);
             decode_tok_s.push_back(cached.timings.decode_tok_s);
         }
-        using cc::bench::median;
+        using cc::median;
         nlohmann::ordered_json row;
         row["n_tools"] = n_tools;
         row["prefix_tokens"] = compiled.prefix_tokens;

@@ -145,7 +145,7 @@ Amortisation TimingsData::amortisation(int nTools) const {
     }
     a.valid = true;
     a.savingMs = a.fullTtftMs - a.cachedTtftMs;
-    a.breakEven = a.savingMs > 0 ? std::max(1, int(std::ceil(a.compileMs / a.savingMs))) : 0;
+    a.breakEven = cc::break_even_requests(a.compileMs, a.savingMs);
     return a;
 }
 

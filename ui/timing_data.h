@@ -3,6 +3,7 @@
 // (counters, amortisation) computed from them in one place.
 #pragma once
 
+#include "core/amortisation.h"
 #include "ui/engine_controller.h"
 
 #include <QPointF>
@@ -60,7 +61,7 @@ struct Amortisation {
     double cachedTtftMs = 0;
     double savingMs = 0;  // per request: full TTFT - cached TTFT
     int breakEven = 0;    // first request at which the saving covers the compile; 0 = never
-    double savedAfter(int requests) const { return requests * savingMs - compileMs; }
+    double savedAfter(int requests) const { return cc::saved_after_ms(requests, compileMs, savingMs); }
 };
 
 class TimingsData {
