@@ -27,6 +27,8 @@ void registerMetaTypes() {
         qRegisterMetaType<SweepPoint>();
         qRegisterMetaType<QList<SweepPoint>>();
         qRegisterMetaType<CacheSnapshot>();
+        qRegisterMetaType<BenchRequest>();
+        qRegisterMetaType<BenchOutcome>();
         return true;
     }();
     (void)once;
@@ -38,6 +40,7 @@ struct EngineWorker::State {
     std::mutex engineMutex;        // guards `engine` against cancel() from the GUI thread while it is replaced
     std::unique_ptr<cc::Engine> engine;
     cc::Engine* loading = nullptr; // the engine being loaded (also guarded by engineMutex)
+    cc::Engine* bench = nullptr;   // the benchmark's own engine while it runs (also guarded by engineMutex)
     ModelRequest model;
     // the current tool set, to restore it after a sweep
     std::optional<cc::ToolSet> tools;
@@ -61,12 +64,22 @@ void runJob(EngineWorker* worker, const QString& task, std::atomic<bool>& cancel
     emit worker->jobFinished(task);
 }
 
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+cc::EngineOptions engineOptions(const ModelRequest& request) {
+    cc::EngineOptions options;
+    options.model_spec = request.spec;
+    options.backend = request.backend;
+    options.n_threads = request.threads;
+    if (request.kvDtype == "f32") options.kv_dtype = cc::KvDType::f32;
+    else if (request.kvDtype == "bf16") options.kv_dtype = cc::KvDType::bf16;
+    else throw std::invalid_argument("KV dtype must be f32 or bf16, not \"" + request.kvDtype + "\"");
+    options.cache_dir = request.cacheDir.empty() ? cc::default_cache_dir() : std::filesystem::path(request.cacheDir);
+    options.cache.dir = options.cache_dir;
+    options.cache.host_budget_bytes = request.hostBudgetBytes;
+    options.cache.disk_budget_bytes = request.diskBudgetBytes;
+    return options;
 }
+
+using cc::median;
 
 }  // namespace
 
@@ -80,22 +93,13 @@ void EngineWorker::cancel() {
     std::lock_guard lock(m_state->engineMutex);
     if (m_state->engine) m_state->engine->cancel();
     if (m_state->loading) m_state->loading->cancel();
+    if (m_state->bench) m_state->bench->cancel();
 }
 
 void EngineWorker::loadModel(const ModelRequest& request) {
     runJob(this, QStringLiteral("load"), m_cancel, [&] {
         emit progress(Progress{QStringLiteral("load"), 0, 0, QStringLiteral("loading %1").arg(QString::fromStdString(request.spec))});
-        cc::EngineOptions options;
-        options.model_spec = request.spec;
-        options.backend = request.backend;
-        options.n_threads = request.threads;
-        if (request.kvDtype == "f32") options.kv_dtype = cc::KvDType::f32;
-        else if (request.kvDtype == "bf16") options.kv_dtype = cc::KvDType::bf16;
-        else throw std::invalid_argument("KV dtype must be f32 or bf16, not \"" + request.kvDtype + "\"");
-        options.cache_dir = request.cacheDir.empty() ? cc::default_cache_dir() : std::filesystem::path(request.cacheDir);
-        options.cache.dir = options.cache_dir;
-        options.cache.host_budget_bytes = request.hostBudgetBytes;
-        options.cache.disk_budget_bytes = request.diskBudgetBytes;
+        const cc::EngineOptions options = engineOptions(request);
         auto engine = std::make_unique<cc::Engine>(options);
         {
             std::lock_guard lock(m_state->engineMutex);
@@ -271,6 +275,43 @@ void EngineWorker::runSweep(const SweepRequest& request) {
     });
 }
 
+void EngineWorker::runBench(const BenchRequest& request) {
+    runJob(this, QStringLiteral("bench"), m_cancel, [&] {
+        loaded(m_state->engine);  // the loaded model's request is the one benchmarked
+        cc::PaperBenchOptions o;
+        for (const int n : request.toolCounts) o.tool_sets.push_back(cc::bundled_tool_set(n));
+        o.queries = cc::bundled_queries();
+        o.n_queries = request.nQueries;
+        o.warmup = request.warmup;
+        o.max_new_tokens = request.maxNewTokens;
+        o.system_prompt = request.systemPrompt;
+        emit progress(Progress{QStringLiteral("bench"), 0, 0, QStringLiteral("loading a second engine (memory-only cache)")});
+        cc::EngineOptions options = engineOptions(m_state->model);
+        options.cache.dir.clear();
+        auto engine = std::make_unique<cc::Engine>(options);
+        {
+            std::lock_guard lock(m_state->engineMutex);
+            m_state->bench = engine.get();
+        }
+        struct ClearBench {
+            State* state;
+            ~ClearBench() {
+                std::lock_guard lock(state->engineMutex);
+                state->bench = nullptr;
+            }
+        } clearBench{m_state.get()};
+        if (m_cancel.load()) throw cc::Cancelled();
+        BenchOutcome outcome;
+        outcome.model = engine->load_model();
+        outcome.rows = cc::run_paper_bench(*engine, o, [&](const cc::PaperBenchProgress& p) {
+            emit progress(Progress{QStringLiteral("bench"), p.done, p.total, QString::fromStdString(p.text)});
+            if (m_cancel.load()) throw cc::Cancelled();
+        });
+        outcome.options = std::move(o);
+        emit benchFinished(outcome);
+    });
+}
+
 void EngineWorker::listCache() {
     runJob(this, QStringLiteral("cache"), m_cancel, [&] {
         auto& store = loaded(m_state->engine).cache();
@@ -335,6 +376,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
     connect(this, &EngineController::requestCompileTools, m_worker, &EngineWorker::compileTools, q);
     connect(this, &EngineController::requestQuery, m_worker, &EngineWorker::runQuery, q);
     connect(this, &EngineController::requestSweep, m_worker, &EngineWorker::runSweep, q);
+    connect(this, &EngineController::requestBench, m_worker, &EngineWorker::runBench, q);
     connect(this, &EngineController::requestListCache, m_worker, &EngineWorker::listCache, q);
     connect(this, &EngineController::requestVerifyCache, m_worker, &EngineWorker::verifyCache, q);
     connect(this, &EngineController::requestRemoveGroup, m_worker, &EngineWorker::removeGroup, q);
@@ -371,6 +413,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
     connect(m_worker, &EngineWorker::queryFinished, this, &EngineController::queryFinished, q);
     connect(m_worker, &EngineWorker::sweepPoint, this, &EngineController::sweepPoint, q);
     connect(m_worker, &EngineWorker::sweepFinished, this, &EngineController::sweepFinished, q);
+    connect(m_worker, &EngineWorker::benchFinished, this, &EngineController::benchFinished, q);
     connect(m_worker, &EngineWorker::cacheListed, this, &EngineController::cacheListed, q);
     connect(m_worker, &EngineWorker::cacheVerified, this, &EngineController::cacheVerified, q);
     connect(m_worker, &EngineWorker::cacheChanged, this, &EngineController::cacheChanged, q);
@@ -400,6 +443,7 @@ uint64_t EngineController::runQuery(const std::string& text, const cc::QueryOpti
     return request.id;
 }
 void EngineController::runSweep(const SweepRequest& request) { ++m_pending; emit requestSweep(request); }
+void EngineController::runBench(const BenchRequest& request) { ++m_pending; emit requestBench(request); }
 void EngineController::listCache() { ++m_pending; emit requestListCache(); }
 void EngineController::verifyCache() { ++m_pending; emit requestVerifyCache(); }
 void EngineController::removeGroup(const QString& groupKey) { ++m_pending; emit requestRemoveGroup(groupKey); }

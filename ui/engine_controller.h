@@ -9,6 +9,7 @@
 #pragma once
 
 #include "core/engine.h"
+#include "core/paper_bench.h"
 
 #include <QList>
 #include <QMetaType>
@@ -62,6 +63,16 @@ struct SweepRequest {
     int maxNewTokens = 8;
 };
 
+// The paper's Tables 2 and 3 (core/paper_bench) on an engine of its own: the same model, a
+// memory-only store, so every compile is a forced miss and the user's cache is neither read nor changed.
+struct BenchRequest {
+    std::vector<int> toolCounts{5, 10, 20, 50, 100};  // bundled tool sets (first N tools of tools_100.json)
+    int nQueries = 30;
+    int warmup = 2;
+    int maxNewTokens = 16;
+    std::string systemPrompt;
+};
+
 // ---- answers (worker -> GUI) -----------------------------------------------------------------
 
 struct Progress {
@@ -106,6 +117,12 @@ struct SweepPoint {
     bool identical = true;      // every cached run gave the full run's tokens
 };
 
+struct BenchOutcome {
+    cc::PaperBenchOptions options;    // as run
+    std::vector<cc::PaperBenchRow> rows;
+    cc::ModelInfo model;              // the benchmark engine's (same model, threads and backend)
+};
+
 struct CacheSnapshot {
     std::vector<cc::GroupInfo> groups;  // most recently used first
     std::string dir;            // "" for a memory-only store
@@ -132,6 +149,7 @@ public slots:
     void compileTools(const cc::ui::ToolsRequest& request);
     void runQuery(const cc::ui::QueryRequest& request);
     void runSweep(const cc::ui::SweepRequest& request);
+    void runBench(const cc::ui::BenchRequest& request);
     void listCache();
     void verifyCache();
     void removeGroup(const QString& groupKey);
@@ -153,6 +171,7 @@ signals:
     void queryFinished(const cc::ui::QueryOutcome& outcome);
     void sweepPoint(const cc::ui::SweepPoint& point);
     void sweepFinished(const QList<cc::ui::SweepPoint>& points);
+    void benchFinished(const cc::ui::BenchOutcome& outcome);
     void cacheListed(const cc::ui::CacheSnapshot& snapshot);
     void cacheVerified(const QStringList& problems);
     void cacheChanged();                     // compiled, evicted, removed or cleared
@@ -185,6 +204,7 @@ public:
     void compileTools(const ToolsRequest& request);
     uint64_t runQuery(const std::string& text, const cc::QueryOptions& options);  // returns the request id
     void runSweep(const SweepRequest& request);
+    void runBench(const BenchRequest& request);
     void listCache();
     void verifyCache();
     void removeGroup(const QString& groupKey);
@@ -206,6 +226,7 @@ signals:
     void queryFinished(const cc::ui::QueryOutcome& outcome);
     void sweepPoint(const cc::ui::SweepPoint& point);
     void sweepFinished(const QList<cc::ui::SweepPoint>& points);
+    void benchFinished(const cc::ui::BenchOutcome& outcome);
     void cacheListed(const cc::ui::CacheSnapshot& snapshot);
     void cacheVerified(const QStringList& problems);
     void cacheChanged();
@@ -216,6 +237,7 @@ signals:
     void requestCompileTools(const cc::ui::ToolsRequest& request);
     void requestQuery(const cc::ui::QueryRequest& request);
     void requestSweep(const cc::ui::SweepRequest& request);
+    void requestBench(const cc::ui::BenchRequest& request);
     void requestListCache();
     void requestVerifyCache();
     void requestRemoveGroup(const QString& groupKey);
@@ -250,3 +272,5 @@ Q_DECLARE_METATYPE(cc::ui::TokenBatch)
 Q_DECLARE_METATYPE(cc::ui::QueryOutcome)
 Q_DECLARE_METATYPE(cc::ui::SweepPoint)
 Q_DECLARE_METATYPE(cc::ui::CacheSnapshot)
+Q_DECLARE_METATYPE(cc::ui::BenchRequest)
+Q_DECLARE_METATYPE(cc::ui::BenchOutcome)

@@ -1,5 +1,6 @@
 #include "ui/main_window.h"
 
+#include "ui/bench_panel.h"
 #include "ui/cache_panel.h"
 #include "ui/icons.h"
 #include "ui/message_banner.h"
@@ -211,6 +212,8 @@ void MainWindow::buildDocks() {
     m_cacheDock = addPanelDock(m_cachePanel, tr("Cache"), QStringLiteral("cacheDock"),
                                tr("The groups in the cache directory and the memory tier"));
     m_cacheDock->setWindowIcon(icon(QStringLiteral("cache")));
+    m_benchDock = addPanelDock(new BenchPanel(m_engine), tr("Benchmarks"), QStringLiteral("benchDock"),
+                               tr("The paper's Tables 2 and 3 for the loaded model: TTFT, compile, break-even"));
 
     // No central widget: the docks share the whole window. Banners sit under the menu bar.
     setCorner(Qt::TopLeftCorner, Qt::LeftDockWidgetArea);
@@ -222,7 +225,7 @@ void MainWindow::buildDocks() {
 void MainWindow::applyDefaultLayout() {
     // Left column: Model over Tool set. Right (wide) column: Query over Timings, Cache tabbed
     // behind Timings. At 1280x800 the left column is a third of the width.
-    const QList<QDockWidget*> docks{m_modelDock, m_toolSetDock, m_queryDock, m_timingsDock, m_cacheDock};
+    const QList<QDockWidget*> docks{m_modelDock, m_toolSetDock, m_queryDock, m_timingsDock, m_cacheDock, m_benchDock};
     for (auto* dock : docks) {
         removeDockWidget(dock);
         dock->setFloating(false);
@@ -232,6 +235,7 @@ void MainWindow::applyDefaultLayout() {
     splitDockWidget(m_modelDock, m_toolSetDock, Qt::Vertical);
     splitDockWidget(m_queryDock, m_timingsDock, Qt::Vertical);
     tabifyDockWidget(m_timingsDock, m_cacheDock);
+    tabifyDockWidget(m_cacheDock, m_benchDock);
     for (auto* dock : docks) dock->show();
     m_timingsDock->raise();
     m_defaultSizesPending = true;
@@ -295,7 +299,7 @@ void MainWindow::buildMenus() {
     addActions({importAction, loadAction, compileAction, cancelAction, quit});
 
     m_viewMenu = bar->addMenu(tr("&View"));
-    for (auto* dock : {m_modelDock, m_toolSetDock, m_queryDock, m_timingsDock, m_cacheDock})
+    for (auto* dock : {m_modelDock, m_toolSetDock, m_queryDock, m_timingsDock, m_cacheDock, m_benchDock})
         m_viewMenu->addAction(dock->toggleViewAction());
     m_viewMenu->addSeparator();
     auto* reset = m_viewMenu->addAction(tr("&Reset layout"), this, &MainWindow::resetLayout);

@@ -99,6 +99,7 @@ private:
     QDockWidget* m_queryDock = nullptr;
     QDockWidget* m_timingsDock = nullptr;
     QDockWidget* m_cacheDock = nullptr;
+    QDockWidget* m_benchDock = nullptr;
     QMenu* m_viewMenu = nullptr;
     QActionGroup* m_themeGroup = nullptr;
     QAction* m_presentationAction = nullptr;

@@ -1,6 +1,10 @@
 #include "ui/timing_charts.h"
 
 #include <QBarCategoryAxis>
+#include <QChartView>
+#include <QGraphicsLayout>
+#include <QImage>
+#include <QPainter>
 #include <QGraphicsSceneResizeEvent>
 #include <QBarSet>
 #include <QFont>
@@ -528,6 +532,31 @@ void AmortisationChart::relabel() {
         m_labels.add(QPointF(m_n / 2.0, 0), m_zero, QStringLiteral("no saving measured: never breaks even"),
                      textColor(), ChartLabels::Above, true);
     m_labels.reposition();
+}
+
+bool renderChartPng(TimingChart* chart, const QPalette& palette, QSize size, const QString& path, QString* error) {
+    chart->applyPalette(palette);
+    chart->setBackgroundRoundness(0);  // the background fills the whole image
+    chart->layout()->setContentsMargins(0, 0, 0, 0);
+    QChartView view(chart);  // owns the chart
+    view.setRenderHint(QPainter::Antialiasing);
+    view.resize(size);
+    chart->resize(size);
+    chart->setPos(0, 0);
+    view.scene()->setSceneRect(QRectF(QPointF(0, 0), QSizeF(size)));
+    QImage image(size, QImage::Format_ARGB32);
+    image.fill(chart->backgroundBrush().color());
+    {
+        QPainter painter(&image);
+        painter.setRenderHint(QPainter::Antialiasing);
+        painter.setRenderHint(QPainter::TextAntialiasing);
+        view.scene()->render(&painter, QRectF(image.rect()), QRectF(QPointF(0, 0), QSizeF(size)));
+    }
+    if (!image.save(path, "PNG")) {
+        if (error) *error = QStringLiteral("%1: could not write the PNG").arg(path);
+        return false;
+    }
+    return true;
 }
 
 }  // namespace cc::ui

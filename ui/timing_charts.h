@@ -154,4 +154,10 @@ private:
     int m_n = 0;
 };
 
+// Lays `chart` out at `size` off screen (a QChartView of its own, which takes ownership of it) in
+// `palette`'s light or dark theme and writes it as a PNG: the image does not depend on any window's
+// size, and the text is as large relative to the image as on screen. False with `error` set when
+// the file cannot be written.
+bool renderChartPng(TimingChart* chart, const QPalette& palette, QSize size, const QString& path, QString* error);
+
 }  // namespace cc::ui

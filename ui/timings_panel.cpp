@@ -392,28 +392,7 @@ bool TimingsPanel::exportPng(const QString& which, const QString& path, QString*
         if (error) *error = tr("unknown chart \"%1\": request, sweep or amortisation").arg(which);
         return false;
     }
-    chart->applyPalette(palette());
-    chart->setBackgroundRoundness(0);  // the background fills the whole image
-    chart->layout()->setContentsMargins(0, 0, 0, 0);
-    QChartView view(chart);  // owns the chart
-    view.setRenderHint(QPainter::Antialiasing);
-    view.resize(exportSize());
-    chart->resize(exportSize());
-    chart->setPos(0, 0);
-    view.scene()->setSceneRect(QRectF(QPointF(0, 0), QSizeF(exportSize())));
-    QImage image(exportSize(), QImage::Format_ARGB32);
-    image.fill(chart->backgroundBrush().color());
-    {
-        QPainter painter(&image);
-        painter.setRenderHint(QPainter::Antialiasing);
-        painter.setRenderHint(QPainter::TextAntialiasing);
-        view.scene()->render(&painter, QRectF(image.rect()), QRectF(QPointF(0, 0), QSizeF(exportSize())));
-    }
-    if (!image.save(path, "PNG")) {
-        if (error) *error = tr("%1: could not write the PNG").arg(path);
-        return false;
-    }
-    return true;
+    return renderChartPng(chart, palette(), exportSize(), path, error);
 }
 
 bool TimingsPanel::exportCsv(const QString& path, QString* error) const {
