@@ -49,7 +49,7 @@ void fillFromCsv(QTableWidget* table, const std::string& csv) {
             auto* item = new QTableWidgetItem(shown);
             item->setToolTip(raw);
             item->setData(Qt::UserRole, raw);
-            item->setTextAlignment(isNumber ? int(Qt::AlignRight | Qt::AlignVCenter) : int(Qt::AlignLeft | Qt::AlignVCenter));
+            item->setTextAlignment(isNumber ? (Qt::AlignRight | Qt::AlignVCenter) : (Qt::AlignLeft | Qt::AlignVCenter));
             item->setFlags(item->flags() & ~Qt::ItemIsEditable);
             table->setItem(r - 1, c, item);
         }
@@ -92,7 +92,7 @@ BenchPanel::BenchPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_maxNew->setValue(16);
     m_maxNew->setToolTip(tr("Generated tokens per query (the decode part of the timing split)"));
     controls->addWidget(new QLabel(tr("Tools:"), this));
-    controls->addWidget(m_counts, 2);
+    controls->addWidget(m_counts, 1);
     controls->addWidget(new QLabel(tr("Queries:"), this));
     controls->addWidget(m_nQueries);
     controls->addWidget(new QLabel(tr("Warm-up:"), this));
@@ -105,20 +105,22 @@ BenchPanel::BenchPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_cancelButton = new QPushButton(tr("Cancel"), this);
     m_exportButton = new QPushButton(tr("Export…"), this);
     m_exportButton->setToolTip(tr("Write results.json, table2.csv, table3.csv and the three charts as PNG into a folder"));
-    controls->addWidget(m_runButton);
-    controls->addWidget(m_cancelButton);
-    controls->addWidget(m_exportButton);
     layout->addLayout(controls);
 
-    auto* progressRow = new QHBoxLayout;
+    // Buttons and progress on a row of their own: the tab stays narrow enough to share a dock area
+    // with the Timings panel in a 1280-pixel window.
+    auto* actions = new QHBoxLayout;
+    actions->addWidget(m_runButton);
+    actions->addWidget(m_cancelButton);
+    actions->addWidget(m_exportButton);
     m_progress = new QProgressBar(this);
     m_progress->setRange(0, 1);
     m_progress->setValue(0);
+    actions->addWidget(m_progress, 1);
+    layout->addLayout(actions);
     m_status = new QLabel(tr("Medians (p50) and p95 over the queries; speed-up, saving and break-even from the medians."), this);
     m_status->setWordWrap(true);
-    progressRow->addWidget(m_progress, 1);
-    progressRow->addWidget(m_status, 3);
-    layout->addLayout(progressRow);
+    layout->addWidget(m_status);
 
     m_tabs = new QTabWidget(this);
     m_table2 = makeTable(this, tr("Table 2 (deployment economics): compile once, save (full - cached) TTFT per request"));

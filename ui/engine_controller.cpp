@@ -64,6 +64,25 @@ void runJob(EngineWorker* worker, const QString& task, std::atomic<bool>& cancel
     emit worker->jobFinished(task);
 }
 
+// Shows an engine that is not yet (or never) the current one to cancel() while this object lives.
+class CancelSlot {
+public:
+    CancelSlot(std::mutex& mutex, cc::Engine*& slot, cc::Engine* engine) : m_mutex(mutex), m_slot(slot) {
+        std::lock_guard lock(m_mutex);
+        m_slot = engine;
+    }
+    ~CancelSlot() {
+        std::lock_guard lock(m_mutex);
+        m_slot = nullptr;
+    }
+    CancelSlot(const CancelSlot&) = delete;
+    CancelSlot& operator=(const CancelSlot&) = delete;
+
+private:
+    std::mutex& m_mutex;
+    cc::Engine*& m_slot;
+};
+
 cc::EngineOptions engineOptions(const ModelRequest& request) {
     cc::EngineOptions options;
     options.model_spec = request.spec;
@@ -101,17 +120,7 @@ void EngineWorker::loadModel(const ModelRequest& request) {
         emit progress(Progress{QStringLiteral("load"), 0, 0, QStringLiteral("loading %1").arg(QString::fromStdString(request.spec))});
         const cc::EngineOptions options = engineOptions(request);
         auto engine = std::make_unique<cc::Engine>(options);
-        {
-            std::lock_guard lock(m_state->engineMutex);
-            m_state->loading = engine.get();
-        }
-        struct ClearLoading {
-            State* state;
-            ~ClearLoading() {
-                std::lock_guard lock(state->engineMutex);
-                state->loading = nullptr;
-            }
-        } clearLoading{m_state.get()};
+        const CancelSlot loading(m_state->engineMutex, m_state->loading, engine.get());
         if (m_cancel.load()) throw cc::Cancelled();
         // Generating built-in weights stops at the next chunk on cancel (Cancelled); a checkpoint
         // directory is mapped, which has no step to stop at. Either way the previous model stays.
@@ -289,17 +298,7 @@ void EngineWorker::runBench(const BenchRequest& request) {
         cc::EngineOptions options = engineOptions(m_state->model);
         options.cache.dir.clear();
         auto engine = std::make_unique<cc::Engine>(options);
-        {
-            std::lock_guard lock(m_state->engineMutex);
-            m_state->bench = engine.get();
-        }
-        struct ClearBench {
-            State* state;
-            ~ClearBench() {
-                std::lock_guard lock(state->engineMutex);
-                state->bench = nullptr;
-            }
-        } clearBench{m_state.get()};
+        const CancelSlot benchSlot(m_state->engineMutex, m_state->bench, engine.get());
         if (m_cancel.load()) throw cc::Cancelled();
         BenchOutcome outcome;
         outcome.model = engine->load_model();

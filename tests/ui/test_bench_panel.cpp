@@ -55,7 +55,7 @@ private slots:
         BenchPanel panel(&rig.controller);
         QVERIFY(!panel.runButton()->isEnabled());  // no model yet
         QVERIFY(rig.load());
-        QVERIFY(panel.runButton()->isEnabled());
+        QTRY_VERIFY(panel.runButton()->isEnabled());  // once the load job has finished
         QVERIFY(!panel.exportButton()->isEnabled());
         panel.setToolCounts(QStringLiteral("5, 10"));
         panel.setQueries(3, 0, 2);
@@ -110,13 +110,15 @@ private slots:
         Rig rig;
         BenchPanel panel(&rig.controller);
         QVERIFY(rig.load());
+        QSignalSpy jobs(&rig.controller, &EngineController::busyChanged);
         panel.setToolCounts(QStringLiteral("5,abc"));
         panel.run();
         QVERIFY2(panel.statusText().contains(QStringLiteral("\"abc\"")), qPrintable(panel.statusText()));
-        QVERIFY(!rig.controller.busy());
         panel.setToolCounts(QStringLiteral("101"));
         panel.run();
         QVERIFY2(panel.statusText().contains(QStringLiteral("1 to 100")), qPrintable(panel.statusText()));
+        QVERIFY(rig.idle());  // every queued job has run: none of them was a benchmark
+        for (const auto& args : jobs) QVERIFY(args.at(1).toString() != QLatin1String("bench"));
         QString error;
         QVERIFY(!panel.exportTo(rig.dir.path(), &error));
         QVERIFY(error.contains(QStringLiteral("no benchmark results")));
@@ -138,7 +140,7 @@ private slots:
         QVERIFY(finished.wait(cc::ui::test::kTimeoutMs) || !finished.isEmpty());
         QVERIFY(!panel.outcome().has_value());
         QCOMPARE(panel.statusText(), QStringLiteral("cancelled"));
-        QVERIFY(panel.runButton()->isEnabled());
+        QTRY_VERIFY(panel.runButton()->isEnabled());
     }
 
     void cliPlotWritesThePngs() {
