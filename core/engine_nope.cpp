@@ -141,40 +141,60 @@ QueryResult Engine::run_per_tool_nope(const std::string& text, const QueryOption
     report.rope_check_per_layer = st.rope_check_per_layer;
     for (double d : st.rope_check_per_layer) report.rope_check_max_abs_diff = std::max(report.rope_check_max_abs_diff, d);
 
+    // free-running outputs: compared while both runs condition on the same tokens
     const size_t n_common = std::min(full->step_logits.size(), result.step_logits.size());
     bool identical = full->tokens == result.tokens && full->step_logits.size() == result.step_logits.size();
-    double max_diff = 0, cos_sum = 0;
-    size_t agree = 0;
+    double max_diff = 0;
     for (size_t i = 0; i < n_common; ++i) {
         const auto& a = full->step_logits[i];
         const auto& b = result.step_logits[i];
-        const double cs = cosine_similarity(a, b);
         if (i == 0) {
-            report.logit_cosine_first = cs;
+            report.logit_cosine_first = cosine_similarity(a, b);
             report.kl_first = kl_divergence(a, b);
         }
-        cos_sum += cs;
-        if (top1(a) == top1(b)) ++agree;
-        ++report.compared_steps;
         for (size_t v = 0; v < a.size(); ++v) max_diff = std::max(max_diff, std::abs(double(a[v]) - double(b[v])));
         const bool same = std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0 && full->tokens[i] == result.tokens[i];
         if (!same) {
             identical = false;
-            if (!result.first_difference) result.first_difference = i;
+            if (!report.first_difference) report.first_difference = i;
             // past a differing token the runs condition on different text: stop comparing
             if (full->tokens[i] != result.tokens[i]) break;
         }
     }
-    if (!identical && !result.first_difference) result.first_difference = n_common;
-    if (report.compared_steps > 0) {
-        report.logit_cosine_mean = cos_sum / double(report.compared_steps);
-        report.top1_agreement = double(agree) / double(report.compared_steps);
+    if (!identical && !report.first_difference) report.first_difference = n_common;
+
+    // teacher-forced: the composed prefix given the full run's tokens, one batch; row r's logits
+    // are those a decode step would compute (a row's result does not depend on the batching).
+    const size_t n_full = full->step_logits.size();
+    if (result.stop_reason != "cancelled" && n_full > 0) {
+        std::vector<token_id> forced_ids = ids;
+        forced_ids.insert(forced_ids.end(), full->tokens.begin(), full->tokens.begin() + std::ptrdiff_t(n_full - 1));
+        std::vector<int> rows(n_full);
+        std::iota(rows.begin(), rows.end(), int(ids.size()) - 1);
+        auto block = backend_->allocate_kv(int(forced_ids.size()));
+        try {
+            const auto forced = backend_->forward(forced_ids, KvView{st.composed.get(), st.composed_tokens, block.get()},
+                                                  rows, &cancel_);
+            const size_t V = full->step_logits[0].size();
+            double cos_sum = 0;
+            size_t agree = 0;
+            for (size_t i = 0; i < n_full; ++i) {
+                const std::span<const float> got(forced.data() + i * V, V);
+                cos_sum += cosine_similarity(full->step_logits[i], got);
+                if (top1(full->step_logits[i]) == top1(got)) ++agree;
+            }
+            report.compared_steps = n_full;
+            report.logit_cosine_mean = cos_sum / double(n_full);
+            report.top1_agreement = double(agree) / double(n_full);
+        } catch (const Cancelled&) {
+            // cancelled while comparing: the first-position metrics stand, no step metrics
+        }
     }
     report.identical_tokens = full->tokens == result.tokens;
     report.tool_name_match = full->tool_call.has_value() == result.tool_call.has_value() &&
                              (!full->tool_call || full->tool_call->name == result.tool_call->name);
-    result.identical = identical;
-    result.max_abs_logit_diff = max_diff;
+    report.identical_logits = identical;
+    report.max_abs_logit_diff = max_diff;
     result.full = full;
     result.nope = std::move(report);
     return result;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <sstream>
 #include <stdexcept>
 
 namespace cc {
@@ -140,6 +141,25 @@ std::vector<double> kv_image_max_abs_diff_per_layer(std::span<const std::byte> a
             out[size_t(l)] = std::isnan(d) ? INFINITY : std::max(out[size_t(l)], d);
         }
     return out;
+}
+
+std::string nope_report_text(const NopeReport& r) {
+    std::ostringstream o;
+    o << "per-tool NoPE (experiment, paper 3.2-3.3): " << r.n_tools << " tools compiled alone and composed with deferred RoPE\n"
+      << "  layout: header " << r.header_tokens << " + tools";
+    for (size_t i = 0; i < r.tool_tokens.size(); ++i) o << (i ? "," : " ") << r.tool_tokens[i];
+    o << " = " << r.composed_tokens << " composed tokens; footer " << r.footer_tokens << " tokens prefilled with the query; kv "
+      << r.kv_dtype << (r.reused ? "; composition reused" : "") << "\n"
+      << "  RoPE check (deferred vs standard rotation, every per-tool compile): max |diff| " << r.rope_check_max_abs_diff
+      << " across " << r.rope_check_per_layer.size() << " layers\n"
+      << "  vs full prefill: first token: logit cosine " << r.logit_cosine_first << ", KL(full || nope) " << r.kl_first
+      << " nats; over the full run's " << r.compared_steps << " steps (teacher-forced): mean cosine " << r.logit_cosine_mean
+      << ", top-1 agreement " << r.top1_agreement << "\n"
+      << "  output: " << (r.identical_tokens ? "identical tokens" : "different tokens")
+      << (r.identical_logits ? " and bit-identical logits" : "");
+    if (r.first_difference) o << ", first difference at generated token " << *r.first_difference;
+    o << ", max |d logit| " << r.max_abs_logit_diff << "; same tool called: " << (r.tool_name_match ? "yes" : "no") << "\n";
+    return o.str();
 }
 
 }  // namespace cc

@@ -79,17 +79,25 @@ struct NopeReport {
     // (same tables, same rotation); with bf16 KV the pre-RoPE keys are rounded before rotating.
     double rope_check_max_abs_diff = 0;   // max over layers and tools
     std::vector<double> rope_check_per_layer;
-    // Against the full prefill of the same prompt. Steps are compared while both runs have
-    // generated the same tokens (same context), up to and including the first differing token.
+    // Against the full prefill of the same prompt. At the first generated position both runs have
+    // the same context. For the later steps the composed prefix is teacher-forced with the full
+    // run's generated tokens, so every step of the full run is compared on the same context.
     double logit_cosine_first = 0;        // cosine of the logits at the first generated position
-    double logit_cosine_mean = 0;         // mean over the compared steps
     double kl_first = 0;                  // KL(full || nope) at the first position, nats
-    size_t compared_steps = 0;
+    size_t compared_steps = 0;            // the full run's steps (0 when the query was cancelled)
+    double logit_cosine_mean = 0;         // mean cosine over the compared steps
     double top1_agreement = 0;            // share of compared steps whose argmax agrees
+    // The two free-running outputs (each run decodes on its own).
     bool identical_tokens = false;        // the same generated ids, token for token
+    bool identical_logits = false;        // ... and every step's logits bit for bit
+    double max_abs_logit_diff = 0;        // over the steps up to the first differing token
+    std::optional<size_t> first_difference;  // first generated position whose logits or token differ
     bool tool_name_match = false;         // both runs called the same tool, or both none
     double build_ms = 0;                  // per-tool compiles + composition (0 when reused)
     bool reused = false;                  // the composed block was kept from an earlier query
 };
+
+// A few human-readable lines (the CLI's output), ending with a newline.
+std::string nope_report_text(const NopeReport& report);
 
 }  // namespace cc

@@ -76,6 +76,9 @@ ordered_json to_json(const NopeReport& n) {
                         {"compared_steps", n.compared_steps},
                         {"top1_agreement", n.top1_agreement},
                         {"identical_tokens", n.identical_tokens},
+                        {"identical_logits", n.identical_logits},
+                        {"max_abs_logit_diff", n.max_abs_logit_diff},
+                        {"first_difference", n.first_difference ? ordered_json(*n.first_difference) : ordered_json(nullptr)},
                         {"tool_name_match", n.tool_name_match},
                         {"build_ms", n.build_ms},
                         {"reused", n.reused}};

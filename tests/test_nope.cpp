@@ -369,9 +369,11 @@ TEST(NopeEngine, OneToolCompositionIsExactlyTheFullPrefill) {
         engine.set_tools(first_tools(1), system);
         for (const std::string query : {"What's the weather in Paris?", ""}) {
             const auto r = engine.query(query, nope_options(10));
-            ASSERT_TRUE(r.nope && r.full && r.identical);
-            EXPECT_TRUE(*r.identical) << "first difference at " << r.first_difference.value_or(0);
-            EXPECT_EQ(r.max_abs_logit_diff, 0.0);
+            ASSERT_TRUE(r.nope && r.full);
+            EXPECT_FALSE(r.identical.has_value()) << "compare's fields stay unset in this mode";
+            EXPECT_TRUE(r.nope->identical_logits) << "first difference at " << r.nope->first_difference.value_or(0);
+            EXPECT_FALSE(r.nope->first_difference.has_value());
+            EXPECT_EQ(r.nope->max_abs_logit_diff, 0.0);
             EXPECT_EQ(r.tokens, r.full->tokens);
             ASSERT_EQ(r.step_logits.size(), r.full->step_logits.size());
             for (size_t i = 0; i < r.step_logits.size(); ++i) EXPECT_TRUE(r.step_logits[i] == r.full->step_logits[i]) << i;
@@ -379,7 +381,8 @@ TEST(NopeEngine, OneToolCompositionIsExactlyTheFullPrefill) {
             EXPECT_EQ(r.nope->kl_first, 0.0);
             EXPECT_NEAR(r.nope->logit_cosine_first, 1.0, 1e-12);
             EXPECT_EQ(r.nope->top1_agreement, 1.0);
-            EXPECT_EQ(r.nope->compared_steps, r.tokens.size());
+            EXPECT_EQ(r.nope->compared_steps, r.full->tokens.size());
+            EXPECT_NEAR(r.nope->logit_cosine_mean, 1.0, 1e-12);
             EXPECT_TRUE(r.nope->identical_tokens);
             EXPECT_EQ(r.nope->composed_tokens + r.nope->footer_tokens, r.full->prefix_tokens);
         }
@@ -406,8 +409,7 @@ TEST(NopeEngine, FiveToolsRunEndToEndAndReportEveryField) {
     EXPECT_EQ(n.rope_check_per_layer.size(), size_t(engine.model_info().config.n_layers));
     EXPECT_FALSE(n.reused);
     EXPECT_GT(n.build_ms, 0.0);
-    EXPECT_GE(n.compared_steps, 1u);
-    EXPECT_LE(n.compared_steps, r.tokens.size());
+    EXPECT_EQ(n.compared_steps, r.full->tokens.size());  // teacher-forced over every step of the full run
     EXPECT_GE(n.logit_cosine_first, -1.0);
     EXPECT_LE(n.logit_cosine_first, 1.0);
     EXPECT_GE(n.kl_first, 0.0);
@@ -416,9 +418,11 @@ TEST(NopeEngine, FiveToolsRunEndToEndAndReportEveryField) {
     EXPECT_EQ(n.identical_tokens, r.tokens == r.full->tokens);
     // The negative result's mechanism: tools 1..4 were compiled without the tools before them, so
     // the composed K/V, and with them the logits, are not the full prefill's.
-    EXPECT_GT(r.max_abs_logit_diff, 0.0);
-    ASSERT_TRUE(r.identical.has_value());
-    EXPECT_FALSE(*r.identical);
+    EXPECT_GT(n.max_abs_logit_diff, 0.0);
+    EXPECT_FALSE(n.identical_logits);
+    ASSERT_TRUE(n.first_difference.has_value());
+    EXPECT_EQ(*n.first_difference, 0u);  // the first token's logits already differ
+    EXPECT_FALSE(r.identical.has_value());
     EXPECT_LT(n.logit_cosine_first, 1.0);
     EXPECT_GT(n.kl_first, 0.0);
     // text and tokens are the NoPE run's (streamed), `full` is the full prefill
@@ -430,11 +434,15 @@ TEST(NopeEngine, FiveToolsRunEndToEndAndReportEveryField) {
     ASSERT_TRUE(j.contains("nope"));
     for (const char* key : {"n_tools", "header_tokens", "tool_tokens", "footer_tokens", "composed_tokens", "kv_dtype",
                             "rope_check_max_abs_diff", "rope_check_per_layer", "logit_cosine_first", "logit_cosine_mean",
-                            "kl_first", "compared_steps", "top1_agreement", "identical_tokens", "tool_name_match",
+                            "kl_first", "compared_steps", "top1_agreement", "identical_tokens", "identical_logits",
+                            "max_abs_logit_diff", "first_difference", "tool_name_match",
                             "build_ms", "reused"})
         EXPECT_TRUE(j["nope"].contains(key)) << key;
     EXPECT_TRUE(j.contains("full"));
-    EXPECT_TRUE(j.contains("identical"));
+    EXPECT_FALSE(j.contains("identical"));
+    const std::string human = nope_report_text(n);
+    EXPECT_NE(human.find("RoPE check"), std::string::npos) << human;
+    EXPECT_NE(human.find("logit cosine"), std::string::npos) << human;
     EXPECT_EQ(j["mode"], "per_tool_nope");
 
     // the composed block is kept for the same tool set, and rebuilt for another
@@ -472,6 +480,7 @@ TEST(NopeEngine, CancelStopsTheComposedRunAndThePerToolCompile) {
     EXPECT_EQ(r.stop_reason, "cancelled");
     EXPECT_EQ(r.tokens.size(), 3u);
     ASSERT_TRUE(r.nope);
+    EXPECT_EQ(r.nope->compared_steps, 0u);  // no teacher-forced comparison after a cancel
 
     // during the per-tool compiles (a new tool set, so they run)
     engine.set_tools(first_tools(2), "");
