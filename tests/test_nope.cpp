@@ -511,3 +511,81 @@ TEST(NopeEngine, RequiresTools) {
         EXPECT_NE(std::string(e.what()).find("tool set is empty"), std::string::npos) << e.what();
     }
 }
+
+// ---- other chat formats (synthetic checkpoints with real tokenizers, as test_engine_families) ----
+
+namespace {
+
+std::unique_ptr<Engine> checkpoint_engine(const std::filesystem::path& dir, const nlohmann::json& config_json,
+                                          const std::filesystem::path& tokenizer_json) {
+    const auto config = ModelConfig::from_json(config_json, "test config");
+    save_hf_checkpoint(generate_synthetic_weights(config, 99, DType::bf16, 2), dir);
+    std::filesystem::copy_file(tokenizer_json, dir / "tokenizer.json");
+    EngineOptions o;
+    o.model_spec = dir.string();
+    o.n_threads = 2;
+    auto engine = std::make_unique<Engine>(o);
+    engine->load_model();
+    return engine;
+}
+
+}  // namespace
+
+// Llama 3 prints each tool with 4-space indentation followed by "\n\n", in the system turn; the
+// config uses llama3 rope scaling with a short original context, so the deferred rotation runs
+// through all three frequency bands.
+TEST(NopeEngine, Llama3FormatOneToolExactAndThreeToolsRun) {
+    const auto tokenizer = test::gen_dir() / "llama3" / "tokenizer.json";
+    if (!std::filesystem::exists(tokenizer))
+        GTEST_SKIP() << tokenizer << " is absent (unpacked from tests/data/llama3_tokenizer.tar.xz)";
+    test::TempDir dir;
+    const nlohmann::json config = {
+        {"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 32}, {"intermediate_size", 64},
+        {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"vocab_size", 128256},
+        {"max_position_embeddings", 4096}, {"rms_norm_eps", 1e-5}, {"rope_theta", 500000.0},
+        {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                          {"original_max_position_embeddings", 64}}},
+        {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"bos_token_id", 128000}, {"eos_token_id", {128001, 128009}}};
+    auto engine = checkpoint_engine(dir.path(), config, tokenizer);
+    ASSERT_EQ(engine->model_info().chat_format, "llama3");
+
+    engine->set_tools(first_tools(1), "Answer briefly.");
+    const auto one = engine->query("What's the weather in Paris?", nope_options(6));
+    ASSERT_TRUE(one.nope && one.full);
+    EXPECT_TRUE(one.nope->identical_logits);
+    EXPECT_EQ(one.tokens, one.full->tokens);
+    EXPECT_EQ(one.nope->rope_check_max_abs_diff, 0.0);
+
+    engine->set_tools(first_tools(3), "Answer briefly.");
+    const auto three = engine->query("What's the weather in Paris?", nope_options(6));
+    ASSERT_TRUE(three.nope);
+    EXPECT_EQ(three.nope->n_tools, 3u);
+    EXPECT_EQ(three.nope->rope_check_max_abs_diff, 0.0);
+    EXPECT_GT(three.nope->max_abs_logit_diff, 0.0);
+    EXPECT_EQ(three.nope->compared_steps, three.full->tokens.size());
+}
+
+// Mistral renders the tools as one JSON array joined by ", ": with a BPE tokenizer the space
+// merges with the next tool's "{", so spans do not fall on token boundaries; with the small test
+// tokenizer the token texts do not even add up to the prompt (byte fallback). Either way the mode
+// refuses, naming the format, rather than compiling spans the full prompt does not have.
+TEST(NopeEngine, MistralFormatIsRefusedWithTheReason) {
+    const auto tokenizer = test::data_dir() / "mistral_test" / "tokenizer.json";
+    test::TempDir dir;
+    const nlohmann::json config = {
+        {"model_type", "mistral"}, {"architectures", {"MistralForCausalLM"}}, {"hidden_size", 32},
+        {"intermediate_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 1},
+        {"vocab_size", 519}, {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-5}, {"rope_theta", 1000000.0},
+        {"sliding_window", 16}, {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"bos_token_id", 1},
+        {"eos_token_id", 2}};
+    auto engine = checkpoint_engine(dir.path(), config, tokenizer);
+    ASSERT_EQ(engine->model_info().chat_format, "mistral");
+    engine->set_tools(first_tools(3), "");
+    try {
+        engine->query("hi", nope_options(2));
+        FAIL() << "the mistral format cannot be split per tool";
+    } catch (const std::runtime_error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("per_tool_nope (mistral format)"), std::string::npos) << what;
+    }
+}
