@@ -13,12 +13,15 @@
 #include "core/result_json.h"
 #include "tests/test_support.h"
 
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <numeric>
 #include <random>
+#include <sys/wait.h>
 
 using namespace cc;
 
@@ -588,4 +591,48 @@ TEST(NopeEngine, MistralFormatIsRefusedWithTheReason) {
         const std::string what = e.what();
         EXPECT_NE(what.find("per_tool_nope (mistral format)"), std::string::npos) << what;
     }
+}
+
+// ---- the CLI ------------------------------------------------------------------------------------
+
+namespace {
+struct CliRun {
+    int exit_code = -1;
+    std::string out;
+};
+CliRun run_cli(const std::string& args) {
+    static test::TempDir tmp;  // never the user's cache
+    const std::string cmd = "XDG_CACHE_HOME='" + (tmp.path() / "xdg").string() + "' '" + test::cli_path().string() + "' " + args +
+                            " 2>/dev/null";
+    CliRun r;
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (!pipe) return r;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+    const int status = pclose(pipe);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+}  // namespace
+
+TEST(NopeCli, QueryPrintsTheReportAsTextAndJson) {
+    const std::string tools = (test::source_dir() / "resources" / "toolsets" / "tools_5.json").string();
+    const std::string common = "--model builtin:qwen3-test --threads 2 query --tools '" + tools +
+                               "' --query 'weather in Paris' --mode per_tool_nope --max-new-tokens 3 --ignore-eos";
+    const auto human = run_cli(common);
+    EXPECT_EQ(human.exit_code, 0) << human.out;  // a difference is the experiment's result, not an error
+    for (const char* part : {"per-tool NoPE", "RoPE check", "max |diff| 0 across", "logit cosine", "KL(full || nope)",
+                             "top-1 agreement", "synthetic weights"})
+        EXPECT_NE(human.out.find(part), std::string::npos) << part << " missing in:\n" << human.out;
+
+    const auto js = run_cli("--json " + common);
+    ASSERT_EQ(js.exit_code, 0) << js.out;
+    const auto j = nlohmann::json::parse(js.out);
+    EXPECT_EQ(j["mode"], "per_tool_nope");
+    EXPECT_EQ(j["nope"]["n_tools"], 5);
+    EXPECT_EQ(j["nope"]["rope_check_max_abs_diff"], 0.0);
+    EXPECT_EQ(j["nope"]["compared_steps"], 3);
+    EXPECT_TRUE(j["full"].is_object());
+    EXPECT_EQ(j["full"]["tokens"].size(), 3u);
 }
