@@ -191,6 +191,7 @@ const ModelInfo& Engine::load_model() {
     info_ = std::move(info);
     compile_.reset();
     tools_.reset();
+    nope_.reset();  // its blocks belong to the previous backend
     return info_;
 }
 
