@@ -55,9 +55,11 @@ commands:
   info                                        model, backend, fingerprint, shapes, CUDA devices
   compile --tools FILE [--system S | --system-file F]
                                               compute the prefix KV of a tool set (CompileResult)
-  query --tools FILE --query Q [--system S | --system-file F] [--mode cached|full|compare]
+  query --tools FILE --query Q [--system S | --system-file F] [--mode cached|full|compare|per_tool_nope]
         [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--repeat N] [--ignore-eos]
-                                              answer a query (QueryResult with the timing split)
+                                              answer a query (QueryResult with the timing split);
+                                              per_tool_nope: the paper's per-tool cache experiment
+                                              vs full prefill (logit cosine, top-1, KL, RoPE check)
   generate (--prompt-ids 1,2,3 | --prompt T) [--max-new-tokens N] [--ignore-eos]
                                               raw LM greedy continuation, no chat format
   logits (--prompt-ids 1,2,3 | --prompt T)    all last-position logits
@@ -349,6 +351,7 @@ void print_query_human(const cc::QueryResult& r) {
             std::cout << "; full prefill ttft " << r.full->timings.ttft_ms << " ms vs cached " << t.ttft_ms << " ms";
         std::cout << "\n";
     }
+    if (r.nope) std::cout << cc::nope_report_text(*r.nope);
 }
 
 int cmd_query(Args& args, cc::EngineOptions options, bool json) {

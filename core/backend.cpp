@@ -14,6 +14,17 @@ std::unique_ptr<KvBlock> Backend::link_kv(std::span<const std::byte> data, int n
     return import_kv(data, n_tokens, n_tokens);
 }
 
+std::vector<float> Backend::forward_capture_unrotated(std::span<const token_id>, const KvView&, std::span<const int>,
+                                                      KvBlock&, const std::atomic<bool>*) {
+    throw std::runtime_error("forward_capture_unrotated (pre-RoPE key capture, per-tool NoPE) is not supported by the " +
+                             name() + " backend");
+}
+
+void Backend::rope_rotate_kv(std::span<std::byte>, int, std::span<const int>) const {
+    throw std::runtime_error("rope_rotate_kv (deferred RoPE, per-tool NoPE) is not supported by the " + name() +
+                             " backend");
+}
+
 size_t Backend::kv_bytes(int n_tokens) const {
     const ModelConfig& c = config();
     const size_t elem_bytes = kv_dtype() == KvDType::f32 ? 4 : 2;

@@ -68,6 +68,7 @@ const char* query_mode_name(QueryMode m) {
         case QueryMode::cached: return "cached";
         case QueryMode::full: return "full";
         case QueryMode::compare: return "compare";
+        case QueryMode::per_tool_nope: return "per_tool_nope";
     }
     return "?";
 }
@@ -76,7 +77,8 @@ QueryMode parse_query_mode(const std::string& name) {
     if (name == "cached") return QueryMode::cached;
     if (name == "full") return QueryMode::full;
     if (name == "compare") return QueryMode::compare;
-    throw std::invalid_argument("mode must be cached, full or compare, not \"" + name + "\"");
+    if (name == "per_tool_nope") return QueryMode::per_tool_nope;
+    throw std::invalid_argument("mode must be cached, full, compare or per_tool_nope, not \"" + name + "\"");
 }
 
 Engine::Engine(EngineOptions options) : options_(std::move(options)) {
@@ -189,6 +191,7 @@ const ModelInfo& Engine::load_model() {
     info_ = std::move(info);
     compile_.reset();
     tools_.reset();
+    nope_.reset();  // its blocks belong to the previous backend
     return info_;
 }
 
@@ -383,6 +386,7 @@ QueryResult Engine::query(const std::string& text, const QueryOptions& options,
     if (options.max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
     if (options.mode == QueryMode::cached) return run_cached(text, options, on_token);
     if (options.mode == QueryMode::full) return run_full(text, options, on_token);
+    if (options.mode == QueryMode::per_tool_nope) return run_per_tool_nope(text, options, on_token);
 
     // compare: the full prefill first (it is the reference), then the cached path; both keep the
     // logits of every generated position.
@@ -486,7 +490,7 @@ void Engine::decode_loop(std::vector<float> logits, const KvView& view, const Qu
                          const Stopwatch& submit) {
     std::mt19937_64 rng(options.seed);
     IncrementalDecoder stream(*tokenizer_, /*skip_special_tokens=*/true);
-    const bool keep_logits = options.mode == QueryMode::compare;
+    const bool keep_logits = options.mode == QueryMode::compare || options.mode == QueryMode::per_tool_nope;
     Stopwatch decode_clock;
     result.stop_reason = "max_new_tokens";
     for (int step = 0; step < options.max_new_tokens; ++step) {

@@ -7,6 +7,7 @@
 #include "core/chat_format.h"
 #include "core/group_store.h"
 #include "core/model_spec.h"
+#include "core/nope.h"
 #include "core/timings.h"
 #include "core/tokenizer.h"
 #include "core/tool_set.h"
@@ -72,7 +73,9 @@ struct CompileResult {
     std::string problem;              // a stored entry that was refused, if any
 };
 
-enum class QueryMode { cached, full, compare };
+// per_tool_nope: the paper's negative result (core/nope.h), not a product path: each tool compiled
+// alone, composed with deferred RoPE, compared with a full prefill.
+enum class QueryMode { cached, full, compare, per_tool_nope };
 const char* query_mode_name(QueryMode m);
 QueryMode parse_query_mode(const std::string& name);  // throws naming the value
 
@@ -112,6 +115,10 @@ struct QueryResult {
     std::optional<bool> identical;
     double max_abs_logit_diff = 0;
     std::optional<size_t> first_difference;  // index of the first generated position that differs
+    // per_tool_nope mode: text/tokens/tool_call are the composed (NoPE) run's, `full` the full
+    // prefill's, and the comparison is here (`identical` stays unset: a difference is the
+    // expected outcome of the experiment, not a failure of the product's exactness):
+    std::optional<NopeReport> nope;
 };
 
 // What set_tools would do for a tool set, without computing anything (the app shows it live).
@@ -205,6 +212,11 @@ private:
                      const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
                      const Stopwatch& submit_clock);
     std::string group_key_for(const ToolSet& tools, const std::string& system_prompt) const;
+    // The per-tool NoPE experiment (engine_nope.cpp).
+    struct NopeState;
+    QueryResult run_per_tool_nope(const std::string& text, const QueryOptions& options,
+                                  const std::function<void(const TokenEvent&)>& on_token);
+    std::shared_ptr<NopeState> build_nope_state();
 
     EngineOptions options_;
     ModelInfo info_;
@@ -227,6 +239,7 @@ private:
     std::string prefix_text_;
     std::optional<CompileResult> compile_;
     std::vector<token_id> stop_ids_;
+    std::shared_ptr<NopeState> nope_;   // the composed per-tool K/V of the current tool set, if built
 };
 
 }  // namespace cc

@@ -10,6 +10,7 @@ namespace cc {
 nlohmann::ordered_json to_json(const Timings& t);
 nlohmann::ordered_json to_json(const CompileResult& r);
 nlohmann::ordered_json to_json(const QueryResult& r);
+nlohmann::ordered_json to_json(const NopeReport& n);
 nlohmann::ordered_json to_json(const ModelInfo& m);
 nlohmann::ordered_json to_json(const GroupInfo& g);
 

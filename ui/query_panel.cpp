@@ -65,9 +65,14 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_mode->addItem(tr("cached"), int(cc::QueryMode::cached));
     m_mode->addItem(tr("full"), int(cc::QueryMode::full));
     m_mode->addItem(tr("compare"), int(cc::QueryMode::compare));
+    m_mode->addItem(tr("per-tool NoPE (experiment)"), int(cc::QueryMode::per_tool_nope));
     m_mode->setItemData(0, tr("Link the compiled prefix KV and prefill only the query"), Qt::ToolTipRole);
     m_mode->setItemData(1, tr("Prefill the whole prompt (the reference)"), Qt::ToolTipRole);
     m_mode->setItemData(2, tr("Run both and check the outputs and logits are bit-identical"), Qt::ToolTipRole);
+    m_mode->setItemData(3,
+                        tr("The paper's negative result: compile each tool alone, compose them with deferred RoPE, and "
+                           "measure against a full prefill (not exact by design)"),
+                        Qt::ToolTipRole);
     m_mode->setToolTip(tr("cached: link the stored prefix KV; full: prefill everything; compare: both, checked bit for bit"));
     connect(m_mode, &QComboBox::currentIndexChanged, this, [this] { updateCompareVisibility(); });
 
@@ -147,6 +152,14 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_status->setToolTip(tr("Time to first token, the cache tier the prefix came from, tokens and why generation stopped"));
 
+    m_nope = new QLabel(this);
+    m_nope->setObjectName(QStringLiteral("nopeMetrics"));
+    m_nope->setWordWrap(true);
+    m_nope->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_nope->setToolTip(tr("Per-tool NoPE: how far the composed per-tool K/V moves the output from a full prefill. "
+                          "The RoPE check compares deferred and standard rotation of the same keys."));
+    m_nope->hide();
+
     auto* badgeRow = new QHBoxLayout;
     badgeRow->addWidget(m_badge);
     badgeRow->addStretch(1);
@@ -201,6 +214,7 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     layout->addWidget(m_message);
     layout->addWidget(m_status);
     layout->addLayout(badgeRow);
+    layout->addWidget(m_nope);
     layout->addWidget(outputs, 1);
     layout->addWidget(m_callBox);
 
@@ -238,6 +252,7 @@ void QueryPanel::setIgnoreEos(bool on) { m_ignoreEos->setChecked(on); }
 QString QueryPanel::outputText() const { return m_output->toPlainText(); }
 QString QueryPanel::fullOutputText() const { return m_fullOutput->toPlainText(); }
 QString QueryPanel::badgeText() const { return m_badge->isHidden() ? QString() : m_badge->text(); }
+QString QueryPanel::nopeText() const { return m_nope->isHidden() ? QString() : m_nope->text(); }
 QString QueryPanel::statusText() const { return m_status->text(); }
 QString QueryPanel::messageText() const { return m_message->isHidden() ? QString() : m_message->text(); }
 QString QueryPanel::toolCallName() const { return m_toolCallName; }
@@ -254,9 +269,11 @@ bool QueryPanel::eventFilter(QObject* watched, QEvent* event) {
 }
 
 void QueryPanel::updateCompareVisibility() {
-    const bool compare = options().mode == cc::QueryMode::compare;
-    m_fullBox->setVisible(compare);
-    m_outputTitle->setText(compare ? tr("Cached (linked prefix)") : tr("Output"));
+    const cc::QueryMode mode = options().mode;
+    const bool compare = mode == cc::QueryMode::compare;
+    const bool nope = mode == cc::QueryMode::per_tool_nope;
+    m_fullBox->setVisible(compare || nope);
+    m_outputTitle->setText(compare ? tr("Cached (linked prefix)") : nope ? tr("Per-tool NoPE (composed)") : tr("Output"));
 }
 
 void QueryPanel::updateButtons() {
@@ -290,13 +307,15 @@ void QueryPanel::run() {
     m_output->clear();
     m_fullOutput->clear();
     m_badge->hide();
+    m_nope->hide();
     m_callName->setText(tr("—"));
     m_toolCallName.clear();
     m_args->setRowCount(0);
     const cc::QueryOptions o = options();
     updateCompareVisibility();
-    m_status->setText(o.mode == cc::QueryMode::compare ? tr("Running the full prefill, then the cached run…")
-                                                       : tr("Running (%1)…").arg(QString::fromUtf8(cc::query_mode_name(o.mode))));
+    m_status->setText(o.mode == cc::QueryMode::compare         ? tr("Running the full prefill, then the cached run…")
+                      : o.mode == cc::QueryMode::per_tool_nope ? tr("Running the full prefill, then each tool alone and the composed run…")
+                                                               : tr("Running (%1)…").arg(QString::fromUtf8(cc::query_mode_name(o.mode))));
     m_requestId = m_engine->runQuery(text.toStdString(), o);
     updateButtons();
     emit queryStarted(m_requestId);
@@ -327,6 +346,7 @@ void QueryPanel::onFinished(const QueryOutcome& outcome) {
     if (r.full) m_fullOutput->setPlainText(QString::fromStdString(r.full->text));
     showToolCall(r);
     showBadge(r);
+    showNope(r);
 
     QStringList parts;
     parts << tr("TTFT %1 ms").arg(r.timings.ttft_ms, 0, 'f', 1);
@@ -404,6 +424,37 @@ void QueryPanel::showBadge(const cc::QueryResult& r) {
         m_badge->setStyleSheet(QString::fromLatin1(kBadgeRed));
     }
     m_badge->show();
+}
+
+void QueryPanel::showNope(const cc::QueryResult& r) {
+    if (!r.nope) {
+        m_nope->hide();
+        return;
+    }
+    const cc::NopeReport& n = *r.nope;
+    QStringList lines;
+    lines << tr("<b>Per-tool NoPE vs full prefill</b> (%1 tools compiled alone, composed with deferred RoPE%2)")
+                 .arg(n.n_tools)
+                 .arg(n.reused ? tr("; composition reused") : QString());
+    lines << tr("logit cosine %1 at the first token, KL(full ‖ NoPE) %2 nats; over %3 steps (teacher-forced): mean cosine "
+                "%4, top-1 agreement %5")
+                 .arg(n.logit_cosine_first, 0, 'f', 4)
+                 .arg(n.kl_first, 0, 'g', 4)
+                 .arg(n.compared_steps)
+                 .arg(n.logit_cosine_mean, 0, 'f', 4)
+                 .arg(n.top1_agreement, 0, 'f', 3);
+    QString output = n.identical_tokens ? tr("identical tokens") : tr("different tokens");
+    if (n.first_difference) output += tr(" (first difference at token %1)").arg(*n.first_difference);
+    lines << tr("output: %1; same tool called: %2; RoPE check max |diff| %3 across %4 layers (%5 KV)")
+                 .arg(output)
+                 .arg(n.tool_name_match ? tr("yes") : tr("no"))
+                 .arg(n.rope_check_max_abs_diff, 0, 'g', 3)
+                 .arg(n.rope_check_per_layer.size())
+                 .arg(QString::fromStdString(n.kv_dtype));
+    if (const cc::ModelInfo* info = m_engine->modelInfo(); info && info->synthetic_weights)
+        lines << tr("<i>Synthetic weights: these quality figures are meaningless; load a real checkpoint to measure.</i>");
+    m_nope->setText(lines.join(QStringLiteral("<br>")));
+    m_nope->show();
 }
 
 }  // namespace cc::ui

@@ -1,4 +1,5 @@
-// Query: input (Ctrl+Enter), mode, max tokens, temperature, streaming output, parsed tool call, compare badge.
+// Query: input (Ctrl+Enter), mode, max tokens, temperature, streaming output, parsed tool call, compare badge,
+// and the per-tool NoPE experiment's metrics.
 //
 // One request at a time: run() sends the input to EngineController::runQuery and keeps its id;
 // token batches and the outcome of that id are shown, anything else is ignored.
@@ -42,6 +43,7 @@ public:
     QString outputText() const;                  // the (cached or only) run's output
     QString fullOutputText() const;              // compare mode: the full-prefill run's output
     QString badgeText() const;                   // compare mode: "identical — ..." / "differs at token i ..."
+    QString nopeText() const;                    // per-tool NoPE mode: the metrics vs full prefill, "" otherwise
     QString statusText() const;                  // TTFT, tier, tokens, stop reason, problem
     QString messageText() const;                 // the visible error / refusal, "" when none
     QString toolCallName() const;                // "" when the output has no tool call
@@ -65,6 +67,7 @@ private:
     void onCancelled(const QString& task);
     void showToolCall(const cc::QueryResult& result);
     void showBadge(const cc::QueryResult& result);
+    void showNope(const cc::QueryResult& result);
     void showMessage(const QString& text);
     void endRequest();
     void updateButtons();
@@ -83,6 +86,7 @@ private:
     QPushButton* m_cancelButton = nullptr;
     QLabel* m_message = nullptr;
     QLabel* m_badge = nullptr;
+    QLabel* m_nope = nullptr;         // per-tool NoPE metrics
     QLabel* m_status = nullptr;
     QLabel* m_outputTitle = nullptr;
     QPlainTextEdit* m_output = nullptr;

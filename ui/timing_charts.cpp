@@ -239,7 +239,9 @@ void RequestChart::setRecord(const RequestRecord* record) {
     QStringList categories;
     if (record && record->fullTimings) {
         m_shown = {*record->fullTimings, record->timings};
-        categories = {QStringLiteral("full prefill"), QStringLiteral("cached (%1)").arg(record->tier)};
+        const bool nope = record->mode == QLatin1String("per_tool_nope");
+        categories = {QStringLiteral("full prefill"),
+                      nope ? QStringLiteral("per-tool NoPE") : QStringLiteral("cached (%1)").arg(record->tier)};
     } else if (record) {
         m_shown = {record->timings};
         categories = {record->mode == QLatin1String("full") ? QStringLiteral("full prefill")

@@ -64,7 +64,8 @@ const RequestRecord& TimingsData::addOutcome(const QueryOutcome& outcome) {
     }
     if (rec.mode == QLatin1String("full")) m_fullTtftByPrefix[r.prefix_tokens] = r.timings.ttft_ms;
     if (r.full) m_fullTtftByPrefix[r.full->prefix_tokens] = r.full->timings.ttft_ms;
-    if (rec.mode != QLatin1String("full")) {
+    // per-tool NoPE is an experiment, not a cache lookup: only its full-prefill run is counted (above)
+    if (rec.mode != QLatin1String("full") && rec.mode != QLatin1String("per_tool_nope")) {
         ++m_counters.lookups;
         if (r.cache_hit) m_hits.push_back(Hit{r.prefix_tokens, r.timings.ttft_ms});
     }

@@ -331,7 +331,68 @@ public:
     }
 
     std::vector<float> forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
-                               const std::atomic<bool>* cancel) override;
+                               const std::atomic<bool>* cancel) override {
+        return forward_impl(tokens, kv, logit_rows, cancel, nullptr);
+    }
+
+    std::vector<float> forward_capture_unrotated(std::span<const token_id> tokens, const KvView& kv,
+                                                 std::span<const int> logit_rows, KvBlock& unrotated,
+                                                 const std::atomic<bool>* cancel) override {
+        auto* u = const_cast<CpuKvBlock*>(&own(&unrotated, "forward_capture_unrotated (unrotated block)"));
+        if (u->linked()) throw std::runtime_error("forward_capture_unrotated: the unrotated block is a read-only linked block");
+        if (u == kv.suffix || u == kv.prefix)
+            throw std::runtime_error("forward_capture_unrotated: the unrotated block is also the view's prefix or suffix block");
+        if (int64_t(u->n_tokens()) + int64_t(tokens.size()) > u->capacity_tokens())
+            throw std::runtime_error("forward_capture_unrotated: the unrotated block holds " + std::to_string(u->n_tokens()) +
+                                     " of " + std::to_string(u->capacity_tokens()) + " positions, " +
+                                     std::to_string(tokens.size()) + " more do not fit");
+        return forward_impl(tokens, kv, logit_rows, cancel, u);
+    }
+
+    void rope_rotate_kv(std::span<std::byte> canonical, int n_tokens, std::span<const int> positions) const override {
+        if (n_tokens < 0) throw std::runtime_error("rope_rotate_kv: negative n_tokens");
+        if (canonical.size() != kv_bytes(n_tokens))
+            throw std::runtime_error("rope_rotate_kv: the image is " + std::to_string(canonical.size()) + " bytes, expected " +
+                                     std::to_string(kv_bytes(n_tokens)) + " for " + std::to_string(n_tokens) + " positions");
+        if (positions.size() != size_t(n_tokens))
+            throw std::runtime_error("rope_rotate_kv: " + std::to_string(positions.size()) + " positions for " +
+                                     std::to_string(n_tokens) + " tokens");
+        for (int p : positions)
+            if (p < 0) throw std::runtime_error("rope_rotate_kv: negative position " + std::to_string(p));
+        const ModelConfig& c = cfg_;
+        const int hd = c.head_dim, half = hd / 2;
+        const bool bf16 = kv_dtype_ == KvDType::bf16;
+        const size_t elem = bf16 ? 2 : 4;
+        const size_t part_bytes = size_t(c.n_kv_heads) * size_t(n_tokens) * size_t(hd) * elem;  // one layer's K
+        std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half)), row(static_cast<size_t>(hd));
+        for (int t = 0; t < n_tokens; ++t) {
+            rope_angles(positions[size_t(t)], cs.data(), sn.data());
+            for (int l = 0; l < c.n_layers; ++l) {
+                std::byte* k_part = canonical.data() + 2 * size_t(l) * part_bytes;  // K of layer l: [n_kv_heads, n_tokens, head_dim]
+                for (int h = 0; h < c.n_kv_heads; ++h) {
+                    std::byte* r = k_part + (size_t(h) * size_t(n_tokens) + size_t(t)) * size_t(hd) * elem;
+                    if (bf16) {
+                        for (int d = 0; d < hd; ++d) {
+                            uint16_t b;
+                            std::memcpy(&b, r + size_t(d) * 2, 2);
+                            row[size_t(d)] = km::bf16_to_f32(b);
+                        }
+                    } else {
+                        std::memcpy(row.data(), r, size_t(hd) * 4);
+                    }
+                    km::rope_rotate(row.data(), cs.data(), sn.data(), half);
+                    if (bf16) {
+                        for (int d = 0; d < hd; ++d) {
+                            const uint16_t b = km::f32_to_bf16(row[size_t(d)]);
+                            std::memcpy(r + size_t(d) * 2, &b, 2);
+                        }
+                    } else {
+                        std::memcpy(r, row.data(), size_t(hd) * 4);
+                    }
+                }
+            }
+        }
+    }
 
     void export_kv(const KvBlock& block, int n_tokens, std::span<std::byte> out) const override {
         const CpuKvBlock& b = own(&block, "export_kv");
@@ -411,6 +472,20 @@ private:
         return m;
     }
 
+    std::vector<float> forward_impl(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
+                                    const std::atomic<bool>* cancel, CpuKvBlock* unrotated);
+
+    // cos and sin of RoPE at absolute position `pos` for each rotation pair (head_dim / 2 floats
+    // each): the angle in double, rounded to float once. The forward pass and rope_rotate_kv both
+    // use this, so deferred rotation reproduces the forward pass's keys.
+    void rope_angles(int pos, float* cos_out, float* sin_out) const {
+        for (size_t i = 0; i < inv_freq_.size(); ++i) {
+            const double angle = double(pos) * inv_freq_[i];
+            cos_out[i] = float(std::cos(angle));
+            sin_out[i] = float(std::sin(angle));
+        }
+    }
+
     const CpuKvBlock& own(const KvBlock* b, const char* what) const {
         auto* cb = dynamic_cast<const CpuKvBlock*>(b);
         if (cb == nullptr || cb->owner() != this)
@@ -444,8 +519,8 @@ private:
     Activations act_;
 };
 
-std::vector<float> CpuBackend::forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
-                                       const std::atomic<bool>* cancel) {
+std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
+                                            const std::atomic<bool>* cancel, CpuKvBlock* unrotated) {
     std::lock_guard lock(mutex_);
     const ModelConfig& c = cfg_;
     const int T = int(tokens.size());
@@ -496,12 +571,8 @@ std::vector<float> CpuBackend::forward(std::span<const token_id> tokens, const K
     Activations::grow(a.sin_t, Tz * half);
 
     // RoPE angles in double, rounded to float once: (position * inv_freq).
-    for (int t = 0; t < T; ++t)
-        for (int i = 0; i < half; ++i) {
-            const double angle = double(first_pos + t) * inv_freq_[size_t(i)];
-            a.cos_t[size_t(t) * half + i] = float(std::cos(angle));
-            a.sin_t[size_t(t) * half + i] = float(std::sin(angle));
-        }
+    for (int t = 0; t < T; ++t) rope_angles(first_pos + t, &a.cos_t[size_t(t) * half], &a.sin_t[size_t(t) * half]);
+    const int u0 = unrotated != nullptr ? unrotated->n_tokens() : 0;  // where captured pre-RoPE K/V go
 
     // token embeddings
     for_rows(T, [&](int t) {
@@ -535,6 +606,7 @@ std::vector<float> CpuBackend::forward(std::span<const token_id> tokens, const K
             }
             for (int h = 0; h < c.n_kv_heads; ++h) {
                 if (L.k_norm) kernels_.rmsnorm(k + h * hd, L.k_norm, k + h * hd, hd, eps);
+                if (unrotated != nullptr) unrotated->write(l, h, u0 + t, k + h * hd, &a.v[size_t(t) * kvd + size_t(h) * hd]);
                 km::rope_rotate(k + h * hd, cs, sn, half);
                 suffix->write(l, h, n0 + t, k + h * hd, &a.v[size_t(t) * kvd + size_t(h) * hd]);
             }
@@ -585,6 +657,7 @@ std::vector<float> CpuBackend::forward(std::span<const token_id> tokens, const K
         kernels_.gemm(pool_, ws_, a.xn.data(), R, lm_head_, logits.data());
     }
     suffix->set_n_tokens(n0 + T);
+    if (unrotated != nullptr) unrotated->set_n_tokens(u0 + T);
     return logits;
 }
 

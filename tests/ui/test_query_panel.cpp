@@ -132,6 +132,40 @@ private slots:
         QVERIFY(!panel.findChild<QPlainTextEdit*>(QStringLiteral("fullOutput"))->isVisibleTo(&panel));
     }
 
+    void nopeModeShowsTheMetrics() {
+        QueryPanel panel(m_engine.get());
+        panel.setMode(cc::QueryMode::per_tool_nope);
+        QCOMPARE(panel.options().mode, cc::QueryMode::per_tool_nope);
+        panel.setMaxTokens(4);
+        panel.setIgnoreEos(true);
+        panel.setQuery(QStringLiteral("What's the weather in Lisbon?"));
+        QSignalSpy finished(m_engine.get(), &EngineController::queryFinished);
+        QSignalSpy done(&panel, &QueryPanel::queryDone);
+        panel.run();
+        QTRY_COMPARE_WITH_TIMEOUT(done.count(), 1, kTimeoutMs);
+        QCOMPARE(finished.count(), 1);
+        const auto outcome = finished.first().at(0).value<cc::ui::QueryOutcome>();
+        QVERIFY(outcome.result.nope.has_value());
+        const QString text = panel.nopeText();
+        QVERIFY2(panel.messageText().isEmpty(), qPrintable(panel.messageText()));
+        QVERIFY2(text.contains(QStringLiteral("logit cosine")) && text.contains(QStringLiteral("top-1 agreement")) &&
+                     text.contains(QStringLiteral("RoPE check max |diff| 0 across")),
+                 qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("5 tools")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("meaningless")), qPrintable(text));   // the built-in model's weights are synthetic
+        QVERIFY(panel.badgeText().isEmpty());   // not compare's exactness badge: a difference is the expected result
+        // the composed run's output, and the full prefill's beside it
+        QCOMPARE(panel.outputText(), QString::fromStdString(outcome.result.text));
+        QCOMPARE(panel.fullOutputText(), QString::fromStdString(outcome.result.full->text));
+        QVERIFY(panel.findChild<QPlainTextEdit*>(QStringLiteral("fullOutput"))->isVisibleTo(&panel));
+
+        // another mode hides the metrics
+        panel.setMode(cc::QueryMode::cached);
+        panel.run();
+        QTRY_COMPARE_WITH_TIMEOUT(done.count(), 2, kTimeoutMs);
+        QVERIFY(panel.nopeText().isEmpty());
+    }
+
     void cancelStopsALongQuery() {
         QueryPanel panel(m_engine.get());
         panel.setMaxTokens(32768);
