@@ -71,6 +71,8 @@ commands:
                                               tools_hash and group_key of a tool set
   render --tools FILE --query Q [--system S | --system-file F]
                                               prefix/suffix text and ids exactly as the model sees them
+  eval --dataset F [--mode cached|full|both|MODE] [--limit N] [--max-new-tokens N] [--out DIR] [--quiet]
+                                              tool-calling quality (TSA, PF1, EM, FPR, FNR) on a JSONL dataset
 )";
 
 // ---- commands ---------------------------------------------------------------------------------
@@ -460,7 +462,7 @@ int cmd_export(Args& args, const std::string& model_spec, bool json) {
 
 int main(int argc, char** argv) {
     try {
-        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode", "ignore-eos"});
+        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode", "ignore-eos", "quiet"});
         if (args.flag("help") || args.positional().empty()) {
             std::cout << kUsage;
             return args.flag("help") ? 0 : 2;
@@ -484,6 +486,7 @@ int main(int argc, char** argv) {
         }
         if (command == "export") return cmd_export(args, model_spec, json);
         if (command == "cache") return cmd_cache(args, options, json);
+        if (command == "eval") return cmd_eval(args, options, json);
         const auto model = cc::resolve_model(model_spec);
         if (command == "tokenize") return cmd_tokenize(args, model, json);
         if (command == "key") return cmd_key(args, model, json, options);
