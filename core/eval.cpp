@@ -80,6 +80,10 @@ EvalDataset load_eval_dataset(const std::filesystem::path& path) {
 }
 
 EvalDataset parse_eval_dataset(std::string_view text, const std::string& source, const std::filesystem::path& base_dir) {
+    return parse_eval_dataset(text, source, [&](const std::string& name) { return ToolSet::from_file(base_dir / name); });
+}
+
+EvalDataset parse_eval_dataset(std::string_view text, const std::string& source, const ToolsFileLoader& load_tools) {
     EvalDataset ds;
     ds.source = source;
     std::map<std::string, ToolSet> tools_files;  // each file parsed once
@@ -129,7 +133,7 @@ EvalDataset parse_eval_dataset(std::string_view text, const std::string& source,
             auto it = tools_files.find(name);
             if (it == tools_files.end()) {
                 try {
-                    it = tools_files.emplace(name, ToolSet::from_file(base_dir / name)).first;
+                    it = tools_files.emplace(name, load_tools(name)).first;
                 } catch (const std::exception& e) {
                     fail(where, std::string("tools_file: ") + e.what());
                 }

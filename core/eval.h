@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -61,6 +62,10 @@ struct EvalDataset {
 EvalDataset load_eval_dataset(const std::filesystem::path& path);
 // `base_dir` resolves tools_file; `source` names the text in messages.
 EvalDataset parse_eval_dataset(std::string_view text, const std::string& source, const std::filesystem::path& base_dir);
+// The tool set a "tools_file" value names (called once per distinct value; throws when it cannot).
+// The app passes one that reads its bundled resources.
+using ToolsFileLoader = std::function<ToolSet(const std::string& tools_file)>;
+EvalDataset parse_eval_dataset(std::string_view text, const std::string& source, const ToolsFileLoader& load_tools);
 
 // The text a value is compared by: the project's compact JSON (py_json_dumps, i.e. Python's
 // json.dumps with ", " / ": " separators) of the value with object keys sorted at every level.

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "core/engine.h"
+#include "core/eval_runner.h"
 
 #include <QList>
 #include <QMetaType>
@@ -60,6 +61,12 @@ struct SweepRequest {
     std::string systemPrompt;
     int repeats = 3;            // per mode per set; the median is plotted
     int maxNewTokens = 8;
+};
+
+struct EvalRequest {
+    std::string datasetPath;    // a JSONL file, or a Qt resource (":/eval/tool_calls.jsonl") whose
+                                // tools_file values resolve inside the resources
+    cc::EvalRunOptions options; // mode, limit, max_new_tokens, default system prompt
 };
 
 // ---- answers (worker -> GUI) -----------------------------------------------------------------
@@ -132,6 +139,7 @@ public slots:
     void compileTools(const cc::ui::ToolsRequest& request);
     void runQuery(const cc::ui::QueryRequest& request);
     void runSweep(const cc::ui::SweepRequest& request);
+    void runEval(const cc::ui::EvalRequest& request);
     void listCache();
     void verifyCache();
     void removeGroup(const QString& groupKey);
@@ -153,6 +161,8 @@ signals:
     void queryFinished(const cc::ui::QueryOutcome& outcome);
     void sweepPoint(const cc::ui::SweepPoint& point);
     void sweepFinished(const QList<cc::ui::SweepPoint>& points);
+    void evalRecord(const cc::EvalRecord& record);          // one example done
+    void evalFinished(const cc::EvalRunResult& result);     // also after a cancel (partial)
     void cacheListed(const cc::ui::CacheSnapshot& snapshot);
     void cacheVerified(const QStringList& problems);
     void cacheChanged();                     // compiled, evicted, removed or cleared
@@ -185,6 +195,7 @@ public:
     void compileTools(const ToolsRequest& request);
     uint64_t runQuery(const std::string& text, const cc::QueryOptions& options);  // returns the request id
     void runSweep(const SweepRequest& request);
+    void runEval(const EvalRequest& request);
     void listCache();
     void verifyCache();
     void removeGroup(const QString& groupKey);
@@ -206,6 +217,8 @@ signals:
     void queryFinished(const cc::ui::QueryOutcome& outcome);
     void sweepPoint(const cc::ui::SweepPoint& point);
     void sweepFinished(const QList<cc::ui::SweepPoint>& points);
+    void evalRecord(const cc::EvalRecord& record);
+    void evalFinished(const cc::EvalRunResult& result);
     void cacheListed(const cc::ui::CacheSnapshot& snapshot);
     void cacheVerified(const QStringList& problems);
     void cacheChanged();
@@ -216,6 +229,7 @@ signals:
     void requestCompileTools(const cc::ui::ToolsRequest& request);
     void requestQuery(const cc::ui::QueryRequest& request);
     void requestSweep(const cc::ui::SweepRequest& request);
+    void requestEval(const cc::ui::EvalRequest& request);
     void requestListCache();
     void requestVerifyCache();
     void requestRemoveGroup(const QString& groupKey);
@@ -250,3 +264,6 @@ Q_DECLARE_METATYPE(cc::ui::TokenBatch)
 Q_DECLARE_METATYPE(cc::ui::QueryOutcome)
 Q_DECLARE_METATYPE(cc::ui::SweepPoint)
 Q_DECLARE_METATYPE(cc::ui::CacheSnapshot)
+Q_DECLARE_METATYPE(cc::ui::EvalRequest)
+Q_DECLARE_METATYPE(cc::EvalRecord)
+Q_DECLARE_METATYPE(cc::EvalRunResult)

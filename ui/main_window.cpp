@@ -1,6 +1,7 @@
 #include "ui/main_window.h"
 
 #include "ui/cache_panel.h"
+#include "ui/eval_panel.h"
 #include "ui/icons.h"
 #include "ui/message_banner.h"
 #include "ui/model_panel.h"
@@ -211,6 +212,8 @@ void MainWindow::buildDocks() {
     m_cacheDock = addPanelDock(m_cachePanel, tr("Cache"), QStringLiteral("cacheDock"),
                                tr("The groups in the cache directory and the memory tier"));
     m_cacheDock->setWindowIcon(icon(QStringLiteral("cache")));
+    addPanelDock(new EvalPanel(m_engine), tr("Evaluation"), QStringLiteral("evalDock"),
+                 tr("Tool-calling quality on a dataset: TSA, PF1, EM, FPR, FNR; cached vs full"))->widget()->setObjectName(QStringLiteral("evalPanel"));
 
     // No central widget: the docks share the whole window. Banners sit under the menu bar.
     setCorner(Qt::TopLeftCorner, Qt::LeftDockWidgetArea);
@@ -222,7 +225,8 @@ void MainWindow::buildDocks() {
 void MainWindow::applyDefaultLayout() {
     // Left column: Model over Tool set. Right (wide) column: Query over Timings, Cache tabbed
     // behind Timings. At 1280x800 the left column is a third of the width.
-    const QList<QDockWidget*> docks{m_modelDock, m_toolSetDock, m_queryDock, m_timingsDock, m_cacheDock};
+    const QList<QDockWidget*> docks{m_modelDock, m_toolSetDock, m_queryDock, m_timingsDock, m_cacheDock,
+                                    findChild<QDockWidget*>(QStringLiteral("evalDock"))};
     for (auto* dock : docks) {
         removeDockWidget(dock);
         dock->setFloating(false);
@@ -232,6 +236,7 @@ void MainWindow::applyDefaultLayout() {
     splitDockWidget(m_modelDock, m_toolSetDock, Qt::Vertical);
     splitDockWidget(m_queryDock, m_timingsDock, Qt::Vertical);
     tabifyDockWidget(m_timingsDock, m_cacheDock);
+    tabifyDockWidget(m_timingsDock, docks.last());  // Evaluation
     for (auto* dock : docks) dock->show();
     m_timingsDock->raise();
     m_defaultSizesPending = true;

@@ -1,4 +1,4 @@
-// The main window: five docks, the synthetic-weights banner, errors in the status bar and a
+// The main window: its docks (Evaluation included), the synthetic-weights banner, errors in the status bar and a
 // dismissible banner, settings that survive a restart, View menu, closing while a job runs.
 #include "ui/main_window.h"
 #include "ui/message_banner.h"
@@ -56,12 +56,12 @@ private slots:
         s.sync();
     }
 
-    void showsFiveDocksAndSaysWeightsAreSynthetic() {
+    void showsItsDocksAndSaysWeightsAreSynthetic() {
         MainWindow window;
         window.show();
         QVERIFY(QTest::qWaitForWindowExposed(&window));
         const QStringList names{QStringLiteral("modelDock"), QStringLiteral("toolSetDock"), QStringLiteral("queryDock"),
-                                QStringLiteral("timingsDock"), QStringLiteral("cacheDock")};
+                                QStringLiteral("timingsDock"), QStringLiteral("cacheDock"), QStringLiteral("evalDock")};
         const auto docks = window.findChildren<QDockWidget*>();
         QCOMPARE(docks.size(), names.size());
         for (const auto& name : names) {
@@ -74,6 +74,7 @@ private slots:
         QCOMPARE(window.dockWidgetArea(window.findChild<QDockWidget*>(names[0])), Qt::LeftDockWidgetArea);
         QCOMPARE(window.dockWidgetArea(window.findChild<QDockWidget*>(names[2])), Qt::RightDockWidgetArea);
         QVERIFY(window.tabifiedDockWidgets(window.findChild<QDockWidget*>(names[3])).contains(window.findChild<QDockWidget*>(names[4])));
+        QVERIFY(window.tabifiedDockWidgets(window.findChild<QDockWidget*>(names[3])).contains(window.findChild<QDockWidget*>(names[5])));
 
         QVERIFY(waitForModel(window));
         auto* banner = window.findChild<MessageBanner*>(QStringLiteral("syntheticBanner"));
