@@ -44,26 +44,30 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
     if (!f) throw std::runtime_error(path.string() + ": write failed");
 }
 
-std::string json_line(const ordered_json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string json_line(const ordered_json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 std::string summary_csv(const cc::EvalRunResult& r, const ordered_json& run) {
     std::ostringstream out;
     out << "mode,n_examples,n_tool_call,n_no_call,correct_tool,wrong_tool,exact_match_count,false_positives,"
            "false_negatives,tsa,pf1,em,fpr,fnr,mean_ttft_ms,mean_total_ms,compared,identical_tokens,"
-           "identical_logits,synthetic_weights,warning,dataset,model,model_fingerprint,backend,numerics,device,threads,commit,date\n";
+           "identical_logits,synthetic_weights,warning,dataset,model,model_fingerprint,backend,numerics,device,threads,"
+           "commit,date\n";
     for (const auto& s : r.summaries) {
         const auto& m = s.metrics;
-        out << s.mode << ',' << m.n_examples << ',' << m.n_tool_call << ',' << m.n_no_call << ',' << m.n_correct_tool << ','
-            << m.n_wrong_tool << ',' << m.n_exact << ',' << m.n_false_positive << ',' << m.n_false_negative << ','
-            << csv_number(m.tsa) << ',' << csv_number(m.pf1) << ',' << csv_number(m.em) << ',' << csv_number(m.fpr) << ','
-            << csv_number(m.fnr) << ',' << csv_number(s.mean_ttft_ms) << ',' << csv_number(s.mean_total_ms) << ','
-            << r.n_compared << ',' << r.n_identical_tokens << ',' << r.n_identical_logits << ','
-            << (r.synthetic_weights ? "true" : "false") << ','
-            << (r.synthetic_weights ? csv_field(cc::kSyntheticEvalWarning) : std::string()) << ',' << csv_field(r.dataset) << ','
-            << csv_field(run["model"].get<std::string>()) << ',' << run["model_fingerprint"].get<std::string>() << ','
-            << run["backend"].get<std::string>() << ',' << csv_field(run["numerics"].get<std::string>()) << ','
-            << csv_field(run["device"].get<std::string>()) << ',' << run["threads"].dump() << ','
-            << csv_field(run["commit"].get<std::string>()) << ',' << run["date"].get<std::string>() << '\n';
+        out << s.mode << ',' << m.n_examples << ',' << m.n_tool_call << ',' << m.n_no_call << ',' << m.n_correct_tool
+            << ',' << m.n_wrong_tool << ',' << m.n_exact << ',' << m.n_false_positive << ',' << m.n_false_negative
+            << ',' << csv_number(m.tsa) << ',' << csv_number(m.pf1) << ',' << csv_number(m.em) << ','
+            << csv_number(m.fpr) << ',' << csv_number(m.fnr) << ',' << csv_number(s.mean_ttft_ms) << ','
+            << csv_number(s.mean_total_ms) << ',' << r.n_compared << ',' << r.n_identical_tokens << ','
+            << r.n_identical_logits << ',' << (r.synthetic_weights ? "true" : "false") << ','
+            << (r.synthetic_weights ? csv_field(cc::kSyntheticEvalWarning) : std::string()) << ','
+            << csv_field(r.dataset) << ',' << csv_field(run["model"].get<std::string>()) << ','
+            << run["model_fingerprint"].get<std::string>() << ',' << run["backend"].get<std::string>() << ','
+            << csv_field(run["numerics"].get<std::string>()) << ',' << csv_field(run["device"].get<std::string>())
+            << ',' << run["threads"].dump() << ',' << csv_field(run["commit"].get<std::string>()) << ','
+            << run["date"].get<std::string>() << '\n';
     }
     return out.str();
 }
@@ -80,16 +84,18 @@ void print_table(const cc::EvalRunResult& r, const cc::EvalDataset& ds, const or
     std::cout << "\nmode            TSA    PF1     EM    FPR    FNR  correct  wrong   FP   FN  mean TTFT ms\n";
     for (const auto& s : r.summaries) {
         const auto& m = s.metrics;
-        std::cout << std::left << std::setw(12) << s.mode << std::right << std::setw(7) << ratio_text(m.tsa) << std::setw(7)
-                  << ratio_text(m.pf1) << std::setw(7) << ratio_text(m.em) << std::setw(7) << ratio_text(m.fpr) << std::setw(7)
-                  << ratio_text(m.fnr) << std::setw(9) << m.n_correct_tool << std::setw(7) << m.n_wrong_tool << std::setw(5)
-                  << m.n_false_positive << std::setw(5) << m.n_false_negative << std::setw(14) << std::fixed
-                  << std::setprecision(1) << s.mean_ttft_ms << "\n";
+        std::cout << std::left << std::setw(12) << s.mode << std::right << std::setw(7) << ratio_text(m.tsa)
+                  << std::setw(7) << ratio_text(m.pf1) << std::setw(7) << ratio_text(m.em) << std::setw(7)
+                  << ratio_text(m.fpr) << std::setw(7) << ratio_text(m.fnr) << std::setw(9) << m.n_correct_tool
+                  << std::setw(7) << m.n_wrong_tool << std::setw(5) << m.n_false_positive << std::setw(5)
+                  << m.n_false_negative << std::setw(14) << std::fixed << std::setprecision(1) << s.mean_ttft_ms
+                  << "\n";
     }
     if (r.n_compared)
         std::cout << "\nidentical outputs (token for token): " << r.n_identical_tokens << " / " << r.n_compared
                   << "; bit-identical logits: " << r.n_identical_logits << " / " << r.n_compared << "\n";
-    std::cout << "(TSA, EM, FNR over tool-call examples; PF1 over correct-tool examples; FPR over no-call examples; - = undefined)\n";
+    std::cout << "(TSA, EM, FNR over tool-call examples; PF1 over correct-tool examples; FPR over no-call examples; - "
+                 "= undefined)\n";
 }
 
 }  // namespace
@@ -104,7 +110,8 @@ int cmd_eval(Args& args, const cc::EngineOptions& options, bool json) {
         throw UsageError(std::string("--") + e.what());
     }
     if (auto v = args.get("limit")) run_options.limit = static_cast<size_t>(parse_int(*v, "--limit", 1, INT32_MAX));
-    run_options.query.max_new_tokens = static_cast<int>(parse_int(args.get_or("max-new-tokens", "128"), "--max-new-tokens", 1, 1 << 20));
+    run_options.query.max_new_tokens =
+        static_cast<int>(parse_int(args.get_or("max-new-tokens", "128"), "--max-new-tokens", 1, 1 << 20));
     run_options.system_prompt = system_prompt(args);
     const auto out_dir = args.get("out");
     const bool quiet = args.flag("quiet");
@@ -146,8 +153,10 @@ int cmd_eval(Args& args, const cc::EngineOptions& options, bool json) {
         write_text(dir / "summary.json", summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
         write_text(dir / "summary.csv", summary_csv(result, run));
     }
-    if (json) print_json(summary);
-    else print_table(result, dataset, run);
+    if (json)
+        print_json(summary);
+    else
+        print_table(result, dataset, run);
     if (result.n_compared && result.n_identical_tokens != result.n_compared) return 3;
     return 0;
 }

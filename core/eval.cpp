@@ -28,7 +28,8 @@ ExpectedCall parse_expected(const ordered_json& v, const std::string& where) {
         fail(where, "\"expected.name\" must be a non-empty string");
     auto args = v.find("arguments");
     if (args == v.end()) fail(where, "\"expected.arguments\" is missing (write {} for a call without arguments)");
-    if (!args->is_object()) fail(where, std::string("\"expected.arguments\" must be an object, not ") + type_name(*args));
+    if (!args->is_object())
+        fail(where, std::string("\"expected.arguments\" must be an object, not ") + type_name(*args));
     return ExpectedCall{name->get<std::string>(), *args};
 }
 
@@ -51,7 +52,8 @@ ordered_json sort_keys(const ordered_json& v) {
 }
 
 std::set<std::pair<std::string, std::string>> pairs_of(const ordered_json& arguments, const char* what) {
-    if (!arguments.is_object()) throw std::invalid_argument(std::string("parameter_f1: ") + what + " arguments are not an object");
+    if (!arguments.is_object())
+        throw std::invalid_argument(std::string("parameter_f1: ") + what + " arguments are not an object");
     std::set<std::pair<std::string, std::string>> out;
     for (const auto& [key, value] : arguments.items()) out.emplace(key, canonical_value(value));
     return out;
@@ -62,14 +64,19 @@ std::optional<double> ratio(size_t num, size_t den) {
     return static_cast<double>(num) / static_cast<double>(den);
 }
 
-ordered_json optional_number(const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
+ordered_json optional_number(const std::optional<double>& v) {
+    return v ? ordered_json(*v) : ordered_json(nullptr);
+}
 
 }  // namespace
 
 size_t EvalDataset::n_tool_call() const {
-    return static_cast<size_t>(std::count_if(examples.begin(), examples.end(), [](const EvalExample& e) { return e.expected.has_value(); }));
+    return static_cast<size_t>(
+        std::count_if(examples.begin(), examples.end(), [](const EvalExample& e) { return e.expected.has_value(); }));
 }
-size_t EvalDataset::n_no_call() const { return examples.size() - n_tool_call(); }
+size_t EvalDataset::n_no_call() const {
+    return examples.size() - n_tool_call();
+}
 
 EvalDataset load_eval_dataset(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
@@ -79,8 +86,10 @@ EvalDataset load_eval_dataset(const std::filesystem::path& path) {
     return parse_eval_dataset(ss.str(), path.string(), path.parent_path());
 }
 
-EvalDataset parse_eval_dataset(std::string_view text, const std::string& source, const std::filesystem::path& base_dir) {
-    return parse_eval_dataset(text, source, [&](const std::string& name) { return ToolSet::from_file(base_dir / name); });
+EvalDataset parse_eval_dataset(std::string_view text, const std::string& source,
+                               const std::filesystem::path& base_dir) {
+    return parse_eval_dataset(text, source,
+                              [&](const std::string& name) { return ToolSet::from_file(base_dir / name); });
 }
 
 EvalDataset parse_eval_dataset(std::string_view text, const std::string& source, const ToolsFileLoader& load_tools) {
@@ -104,7 +113,8 @@ EvalDataset parse_eval_dataset(std::string_view text, const std::string& source,
         const ordered_json v = parse_json_text(line, where);
         if (!v.is_object()) fail(where, std::string("an example must be a JSON object, not ") + type_name(v));
         for (const auto& [key, value] : v.items())
-            if (key != "id" && key != "tools" && key != "tools_file" && key != "system" && key != "query" && key != "expected")
+            if (key != "id" && key != "tools" && key != "tools_file" && key != "system" && key != "query" &&
+                key != "expected")
                 fail(where, "unknown key \"" + key + "\" (known: id, tools, tools_file, system, query, expected)");
 
         EvalExample ex;
@@ -123,12 +133,14 @@ EvalDataset parse_eval_dataset(std::string_view text, const std::string& source,
             const auto& list = v["tools"];
             if (!list.is_array()) fail(where, std::string("\"tools\" must be an array, not ") + type_name(list));
             std::vector<Tool> tools;
-            for (size_t i = 0; i < list.size(); ++i) tools.push_back(make_tool(list[i], i, where));  // names where + tool index
+            for (size_t i = 0; i < list.size(); ++i)
+                tools.push_back(make_tool(list[i], i, where));  // names where + tool index
             ex.tools = ToolSet::from_tools(std::move(tools), where);
             ex.tools_label = "inline";
         } else {
             const auto& file = v["tools_file"];
-            if (!file.is_string() || file.get<std::string>().empty()) fail(where, "\"tools_file\" must be a non-empty string");
+            if (!file.is_string() || file.get<std::string>().empty())
+                fail(where, "\"tools_file\" must be a non-empty string");
             const std::string name = file.get<std::string>();
             auto it = tools_files.find(name);
             if (it == tools_files.end()) {
@@ -149,7 +161,8 @@ EvalDataset parse_eval_dataset(std::string_view text, const std::string& source,
         }
         auto query = v.find("query");
         if (query == v.end()) fail(where, "\"query\" is missing");
-        if (!query->is_string() || query->get<std::string>().empty()) fail(where, "\"query\" must be a non-empty string");
+        if (!query->is_string() || query->get<std::string>().empty())
+            fail(where, "\"query\" must be a non-empty string");
         ex.query = query->get<std::string>();
 
         auto expected = v.find("expected");
@@ -166,7 +179,9 @@ EvalDataset parse_eval_dataset(std::string_view text, const std::string& source,
     return ds;
 }
 
-std::string canonical_value(const ordered_json& value) { return py_json_dumps(sort_keys(value)); }
+std::string canonical_value(const ordered_json& value) {
+    return py_json_dumps(sort_keys(value));
+}
 
 double parameter_f1(const ordered_json& predicted_arguments, const ordered_json& expected_arguments) {
     const auto pred = pairs_of(predicted_arguments, "predicted");
@@ -244,10 +259,10 @@ ordered_json to_json(const EvalMetrics& m) {
 }
 
 ordered_json to_json(const ExampleScore& s) {
-    return ordered_json{{"expects_call", s.expects_call},   {"made_call", s.made_call},
-                        {"correct_tool", s.correct_tool},   {"f1", optional_number(s.f1)},
-                        {"exact", s.exact},                 {"false_positive", s.false_positive},
-                        {"false_negative", s.false_negative}};
+    return ordered_json{
+        {"expects_call", s.expects_call},    {"made_call", s.made_call}, {"correct_tool", s.correct_tool},
+        {"f1", optional_number(s.f1)},       {"exact", s.exact},         {"false_positive", s.false_positive},
+        {"false_negative", s.false_negative}};
 }
 
 }  // namespace cc

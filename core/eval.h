@@ -42,17 +42,17 @@ struct ExpectedCall {
 };
 
 struct EvalExample {
-    std::string id;              // "id" from the line, else "line N"
-    std::string source;          // "file:line", for messages
+    std::string id;      // "id" from the line, else "line N"
+    std::string source;  // "file:line", for messages
     ToolSet tools;
-    std::string tools_label;     // the tools_file as written, or "inline"
-    std::optional<std::string> system;   // absent = the runner's default system prompt
+    std::string tools_label;            // the tools_file as written, or "inline"
+    std::optional<std::string> system;  // absent = the runner's default system prompt
     std::string query;
     std::optional<ExpectedCall> expected;  // nullopt: the right answer is no tool call
 };
 
 struct EvalDataset {
-    std::string source;          // the file name (or the label given to parse_eval_dataset)
+    std::string source;  // the file name (or the label given to parse_eval_dataset)
     std::vector<EvalExample> examples;
     size_t n_tool_call() const;
     size_t n_no_call() const;
@@ -83,24 +83,24 @@ double parameter_f1(const ordered_json& predicted_arguments, const ordered_json&
 struct ExampleScore {
     bool expects_call = false;
     bool made_call = false;
-    bool correct_tool = false;       // expects_call && made_call && names equal
-    std::optional<double> f1;        // only when correct_tool
-    bool exact = false;              // correct_tool && f1 == 1
-    bool false_positive = false;     // !expects_call && made_call
-    bool false_negative = false;     // expects_call && !made_call
+    bool correct_tool = false;    // expects_call && made_call && names equal
+    std::optional<double> f1;     // only when correct_tool
+    bool exact = false;           // correct_tool && f1 == 1
+    bool false_positive = false;  // !expects_call && made_call
+    bool false_negative = false;  // expects_call && !made_call
 };
 ExampleScore score_example(const std::optional<ExpectedCall>& expected, const std::optional<ToolCall>& predicted);
 
 struct EvalMetrics {
     size_t n_examples = 0;
-    size_t n_tool_call = 0;          // examples that expect a call
-    size_t n_no_call = 0;            // examples that expect none
+    size_t n_tool_call = 0;  // examples that expect a call
+    size_t n_no_call = 0;    // examples that expect none
     size_t n_correct_tool = 0;
     size_t n_exact = 0;
     size_t n_false_positive = 0;
     size_t n_false_negative = 0;
-    size_t n_wrong_tool = 0;         // a call to another tool where one was expected
-    double f1_sum = 0;               // over the correct-tool examples
+    size_t n_wrong_tool = 0;                       // a call to another tool where one was expected
+    double f1_sum = 0;                             // over the correct-tool examples
     std::optional<double> tsa, pf1, em, fpr, fnr;  // nullopt: zero denominator
 };
 EvalMetrics summarize(std::span<const ExampleScore> scores);

@@ -15,7 +15,9 @@ const char* const kSyntheticEvalWarning =
 
 namespace {
 
-bool is_both(const std::string& mode) { return mode == "both" || mode == "compare"; }
+bool is_both(const std::string& mode) {
+    return mode == "both" || mode == "compare";
+}
 
 EvalOutput make_output(const std::string& label, const QueryResult& r, const std::optional<ExpectedCall>& expected) {
     EvalOutput o;
@@ -33,7 +35,9 @@ EvalOutput make_output(const std::string& label, const QueryResult& r, const std
     return o;
 }
 
-ordered_json optional_json(const std::optional<bool>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
+ordered_json optional_json(const std::optional<bool>& v) {
+    return v ? ordered_json(*v) : ordered_json(nullptr);
+}
 
 }  // namespace
 
@@ -160,7 +164,8 @@ ordered_json to_json(const EvalRecord& r) {
     j["query"] = r.query;
     j["tools"] = r.tools_label;
     j["n_tools"] = r.n_tools;
-    j["expected"] = r.expected ? ordered_json{{"name", r.expected->name}, {"arguments", r.expected->arguments}} : ordered_json(nullptr);
+    j["expected"] = r.expected ? ordered_json{{"name", r.expected->name}, {"arguments", r.expected->arguments}}
+                               : ordered_json(nullptr);
     j["compile"] = {{"cache_hit", r.compile_hit}, {"tier", r.compile_tier}, {"compile_ms", r.compile_ms}};
     j["outputs"] = ordered_json::array();
     for (const auto& o : r.outputs) j["outputs"].push_back(to_json(o));

@@ -21,15 +21,15 @@
 namespace cc {
 
 struct EvalRunOptions {
-    std::string mode = "cached";   // cached | full | both | any QueryMode name
-    QueryOptions query;            // mode is set from `mode`; the rest (max_new_tokens, sampling) is used as given
-    size_t limit = 0;              // the first N examples; 0 = all
-    std::string system_prompt;     // for examples without their own "system"
+    std::string mode = "cached";  // cached | full | both | any QueryMode name
+    QueryOptions query;           // mode is set from `mode`; the rest (max_new_tokens, sampling) is used as given
+    size_t limit = 0;             // the first N examples; 0 = all
+    std::string system_prompt;    // for examples without their own "system"
 };
 
 // One mode's answer to one example.
 struct EvalOutput {
-    std::string mode;              // "cached", "full", ...
+    std::string mode;  // "cached", "full", ...
     std::string text;
     std::vector<token_id> tokens;
     std::optional<ToolCall> tool_call;
@@ -43,19 +43,19 @@ struct EvalOutput {
 };
 
 struct EvalRecord {
-    size_t index = 0;              // position in the dataset
+    size_t index = 0;  // position in the dataset
     std::string id;
-    std::string source;            // file:line
+    std::string source;  // file:line
     std::string query;
     std::string tools_label;
     size_t n_tools = 0;
     std::optional<ExpectedCall> expected;
-    bool compile_hit = false;      // set_tools found the group in the cache
+    bool compile_hit = false;  // set_tools found the group in the cache
     std::string compile_tier;
     double compile_ms = 0;
-    std::vector<EvalOutput> outputs;        // one per mode, the primary mode first
-    std::optional<bool> identical_tokens;   // when two outputs were compared
-    std::optional<bool> identical_logits;   // the engine's compare verdict (bit-identical logits)
+    std::vector<EvalOutput> outputs;       // one per mode, the primary mode first
+    std::optional<bool> identical_tokens;  // when two outputs were compared
+    std::optional<bool> identical_logits;  // the engine's compare verdict (bit-identical logits)
     std::optional<size_t> first_difference;
 };
 
@@ -68,19 +68,19 @@ struct EvalModeSummary {
 
 struct EvalRunResult {
     std::string dataset;
-    std::string mode;              // as requested
+    std::string mode;  // as requested
     std::string model;
     bool synthetic_weights = false;
     std::vector<EvalRecord> records;
     std::vector<EvalModeSummary> summaries;  // one per mode, in output order
-    size_t n_compared = 0;         // records with two outputs compared
+    size_t n_compared = 0;                   // records with two outputs compared
     size_t n_identical_tokens = 0;
     size_t n_identical_logits = 0;
-    bool cancelled = false;        // stopped early: records and summaries cover the finished examples
+    bool cancelled = false;  // stopped early: records and summaries cover the finished examples
 };
 
 struct EvalProgress {
-    size_t done = 0;               // examples finished
+    size_t done = 0;  // examples finished
     size_t total = 0;
     const EvalRecord* last = nullptr;  // the example just finished
 };

@@ -4,12 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/wait.h>
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-#include <sys/wait.h>
 
 namespace {
 
@@ -57,18 +57,24 @@ void write(const std::filesystem::path& path, const std::string& text) {
 // Two tool sets (so the group cache sees a miss, then hits), calls and a no-call example.
 std::string tiny_dataset() {
     return "{\"id\": \"weather\", \"tools_file\": \"" + toolset(5) +
-           "\", \"query\": \"What's the weather in Lisbon?\", \"expected\": {\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Lisbon\"}}}\n"
-           "{\"id\": \"joke\", \"tools_file\": \"" + toolset(5) + "\", \"query\": \"Tell me a joke.\", \"expected\": null}\n"
-           "{\"id\": \"sql\", \"tools_file\": \"" + toolset(10) +
-           "\", \"query\": \"Count the rows in customers.\", \"expected\": {\"name\": \"run_sql_query\", \"arguments\": {\"query\": \"SELECT COUNT(*) FROM customers\"}}}\n";
+           "\", \"query\": \"What's the weather in Lisbon?\", \"expected\": {\"name\": \"get_current_weather\", "
+           "\"arguments\": {\"location\": \"Lisbon\"}}}\n"
+           "{\"id\": \"joke\", \"tools_file\": \"" +
+           toolset(5) +
+           "\", \"query\": \"Tell me a joke.\", \"expected\": null}\n"
+           "{\"id\": \"sql\", \"tools_file\": \"" +
+           toolset(10) +
+           "\", \"query\": \"Count the rows in customers.\", \"expected\": {\"name\": \"run_sql_query\", "
+           "\"arguments\": {\"query\": \"SELECT COUNT(*) FROM customers\"}}}\n";
 }
 
 TEST(EvalCli, BothModesAreIdenticalAndSayTheWeightsAreSynthetic) {
     cc::test::TempDir dir;
     write(dir.path() / "ds.jsonl", tiny_dataset());
     const auto out_dir = dir.path() / "out";
-    auto r = run_cli({"--model", "builtin:qwen3-test", "--json", "eval", "--dataset", (dir.path() / "ds.jsonl").string(),
-                      "--mode", "both", "--max-new-tokens", "6", "--out", out_dir.string()});
+    auto r =
+        run_cli({"--model", "builtin:qwen3-test", "--json", "eval", "--dataset", (dir.path() / "ds.jsonl").string(),
+                 "--mode", "both", "--max-new-tokens", "6", "--out", out_dir.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["n_examples"], 3);
@@ -113,21 +119,35 @@ TEST(EvalCli, BothModesAreIdenticalAndSayTheWeightsAreSynthetic) {
 TEST(EvalCli, HumanTableCarriesTheWarningAndLimitWorks) {
     cc::test::TempDir dir;
     write(dir.path() / "ds.jsonl", tiny_dataset());
-    auto r = run_cli({"--model", "builtin:qwen3-test", "eval", "--dataset", (dir.path() / "ds.jsonl").string(), "--limit",
-                      "1", "--max-new-tokens", "2", "--quiet"});
+    auto r = run_cli({"--model", "builtin:qwen3-test", "eval", "--dataset", (dir.path() / "ds.jsonl").string(),
+                      "--limit", "1", "--max-new-tokens", "2", "--quiet"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("WARNING: synthetic weights"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("1 of 3 examples"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("cached"), std::string::npos);
 
-    r = run_cli({"--model", "builtin:qwen3-test", "--json", "eval", "--dataset", (dir.path() / "ds.jsonl").string(), "--mode",
-                 "full", "--limit", "2", "--max-new-tokens", "2", "--quiet"});
+    r = run_cli({"--model", "builtin:qwen3-test", "--json", "eval", "--dataset", (dir.path() / "ds.jsonl").string(),
+                 "--mode", "full", "--limit", "2", "--max-new-tokens", "2", "--quiet"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["n_examples"], 2);
     ASSERT_EQ(j["modes"].size(), 1u);
     EXPECT_EQ(j["modes"][0]["mode"], "full");
     EXPECT_FALSE(j.contains("compared"));
+}
+
+TEST(EvalCli, RealCheckpointCarriesNoSyntheticWarning) {
+    // The warning is there because of the weights, not always: a real (tiny) checkpoint has none.
+    CC_REQUIRE_FIXTURE("stories260k");
+    cc::test::TempDir dir;
+    write(dir.path() / "ds.jsonl", tiny_dataset());
+    auto r = run_cli({"--model", cc::test::fixture("stories260k").string(), "--json", "eval", "--dataset",
+                      (dir.path() / "ds.jsonl").string(), "--limit", "1", "--max-new-tokens", "2", "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_FALSE(j["synthetic_weights"].get<bool>());
+    EXPECT_FALSE(j.contains("warning"));
+    EXPECT_FALSE(j["run"]["synthetic_weights"].get<bool>());
 }
 
 TEST(EvalCli, BadDatasetsExitOneNamingFileAndLine) {
@@ -140,7 +160,8 @@ TEST(EvalCli, BadDatasetsExitOneNamingFileAndLine) {
     };
     const std::vector<Case> cases{
         {good + "{\"tools_file\": \"" + toolset(5) + "\", \"query\": \"q\"", "bad.jsonl:2:"},
-        {good + good + "{\"tools_file\": \"" + toolset(5) + "\", \"query\": \"q\", \"expected\": {\"name\": \"fly_to_mars\", \"arguments\": {}}}\n",
+        {good + good + "{\"tools_file\": \"" + toolset(5) +
+             "\", \"query\": \"q\", \"expected\": {\"name\": \"fly_to_mars\", \"arguments\": {}}}\n",
          "bad.jsonl:3: expected tool \"fly_to_mars\" is not in the example's tool set"},
         {"{\"tools_file\": \"missing.json\", \"query\": \"q\", \"expected\": null}\n", "bad.jsonl:1: tools_file: "},
         {"{\"tools\": [], \"query\": \"q\", \"expected\": null}\n", "bad.jsonl:1: the tool set is empty"},

@@ -25,7 +25,8 @@ bool has_type(const ordered_json& v, const std::string& type) {
 }
 
 // The problems of `value` against the JSON Schema subset the sample tool sets use.
-void validate(const ordered_json& value, const ordered_json& schema, const std::string& path, std::vector<std::string>& problems) {
+void validate(const ordered_json& value, const ordered_json& schema, const std::string& path,
+              std::vector<std::string>& problems) {
     if (auto t = schema.find("type"); t != schema.end() && !has_type(value, t->get<std::string>())) {
         problems.push_back(path + ": not of type " + t->get<std::string>());
         return;
@@ -44,28 +45,35 @@ void validate(const ordered_json& value, const ordered_json& schema, const std::
     if (value.is_object()) {
         const auto props = schema.value("properties", ordered_json::object());
         for (const auto& [key, v] : value.items()) {
-            if (!props.contains(key)) problems.push_back(path + ": unknown property \"" + key + "\"");
-            else validate(v, props[key], path + "." + key, problems);
+            if (!props.contains(key))
+                problems.push_back(path + ": unknown property \"" + key + "\"");
+            else
+                validate(v, props[key], path + "." + key, problems);
         }
         for (const auto& req : schema.value("required", ordered_json::array()))
-            if (!value.contains(req.get<std::string>())) problems.push_back(path + ": missing required \"" + req.get<std::string>() + "\"");
+            if (!value.contains(req.get<std::string>()))
+                problems.push_back(path + ": missing required \"" + req.get<std::string>() + "\"");
     }
     if (value.is_array()) {
         if (auto m = schema.find("minItems"); m != schema.end() && value.size() < m->get<size_t>())
             problems.push_back(path + ": fewer items than minItems");
         if (auto items = schema.find("items"); items != schema.end())
-            for (size_t i = 0; i < value.size(); ++i) validate(value[i], *items, path + "[" + std::to_string(i) + "]", problems);
+            for (size_t i = 0; i < value.size(); ++i)
+                validate(value[i], *items, path + "[" + std::to_string(i) + "]", problems);
     }
 }
 
 std::vector<std::string> problems_of(const cc::EvalExample& ex) {
     std::vector<std::string> problems;
     for (const auto& tool : ex.tools.tools())
-        if (tool.name == ex.expected->name) validate(ex.expected->arguments, tool.schema["function"]["parameters"], "arguments", problems);
+        if (tool.name == ex.expected->name)
+            validate(ex.expected->arguments, tool.schema["function"]["parameters"], "arguments", problems);
     return problems;
 }
 
-std::filesystem::path bundled() { return cc::test::source_dir() / "resources" / "eval" / "tool_calls.jsonl"; }
+std::filesystem::path bundled() {
+    return cc::test::source_dir() / "resources" / "eval" / "tool_calls.jsonl";
+}
 
 TEST(BundledEvalSet, BundledSetHasTheAdvertisedShape) {
     const auto ds = cc::load_eval_dataset(bundled());
@@ -96,13 +104,18 @@ TEST(BundledEvalSet, BundledExpectedCallsAreValidForTheirSchemas) {
 
 TEST(BundledEvalSet, SchemaCheckCatchesBadArguments) {
     // The validator above must be able to fail: a wrong call against the bundled 5-tool set.
-    const std::string base = R"({"tools_file": "resources/toolsets/tools_5.json", "query": "q", "expected": {"name": "search_flights", "arguments": )";
+    const std::string base =
+        R"({"tools_file": "resources/toolsets/tools_5.json", "query": "q", "expected": {"name": "search_flights", "arguments": )";
     const std::vector<std::pair<std::string, std::string>> cases{
         {R"({"origin": "SFO", "destination": "LHR"})", "missing required \"departure_date\""},
-        {R"({"origin": "SFO", "destination": "LHR", "departure_date": "2026-01-01", "seats": 2})", "unknown property \"seats\""},
-        {R"({"origin": "SFO", "destination": "LHR", "departure_date": "2026-01-01", "adults": "2"})", "not of type integer"},
-        {R"({"origin": "SFO", "destination": "LHR", "departure_date": "2026-01-01", "adults": 12})", "above the maximum"},
-        {R"({"origin": "SFO", "destination": "LHR", "departure_date": "2026-01-01", "cabin_class": "coach"})", "not in the enum"},
+        {R"({"origin": "SFO", "destination": "LHR", "departure_date": "2026-01-01", "seats": 2})",
+         "unknown property \"seats\""},
+        {R"({"origin": "SFO", "destination": "LHR", "departure_date": "2026-01-01", "adults": "2"})",
+         "not of type integer"},
+        {R"({"origin": "SFO", "destination": "LHR", "departure_date": "2026-01-01", "adults": 12})",
+         "above the maximum"},
+        {R"({"origin": "SFO", "destination": "LHR", "departure_date": "2026-01-01", "cabin_class": "coach"})",
+         "not in the enum"},
     };
     for (const auto& [args, needle] : cases) {
         const auto ds = cc::parse_eval_dataset(base + args + "}}\n", "case.jsonl", cc::test::source_dir());

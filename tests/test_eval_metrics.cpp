@@ -26,7 +26,9 @@ std::optional<cc::ToolCall> call(const std::string& name, const char* args_json)
     return c;
 }
 
-double f1(const char* pred, const char* gold) { return cc::parameter_f1(ordered_json::parse(pred), ordered_json::parse(gold)); }
+double f1(const char* pred, const char* gold) {
+    return cc::parameter_f1(ordered_json::parse(pred), ordered_json::parse(gold));
+}
 
 TEST(EvalMetrics, CanonicalValueIgnoresKeyOrderButNotTypes) {
     EXPECT_EQ(cc::canonical_value(ordered_json::parse(R"({"b": 1, "a": [2, {"d": 0, "c": "x"}]})")),
@@ -39,9 +41,9 @@ TEST(EvalMetrics, CanonicalValueIgnoresKeyOrderButNotTypes) {
 }
 
 TEST(EvalMetrics, ParameterF1) {
-    EXPECT_EQ(f1("{}", "{}"), 1.0);                                           // both empty
-    EXPECT_EQ(f1("{}", R"({"city": "Paris"})"), 0.0);                         // nothing predicted
-    EXPECT_EQ(f1(R"({"city": "Paris"})", "{}"), 0.0);                         // an extra key where none expected
+    EXPECT_EQ(f1("{}", "{}"), 1.0);                    // both empty
+    EXPECT_EQ(f1("{}", R"({"city": "Paris"})"), 0.0);  // nothing predicted
+    EXPECT_EQ(f1(R"({"city": "Paris"})", "{}"), 0.0);  // an extra key where none expected
     EXPECT_EQ(f1(R"({"city": "Paris", "units": "metric"})", R"({"units": "metric", "city": "Paris"})"), 1.0);
     // extra key: P = 1/2, R = 1 -> F1 = 2/3
     EXPECT_DOUBLE_EQ(f1(R"({"city": "Paris", "units": "metric"})", R"({"city": "Paris"})"), 2.0 / 3.0);
@@ -64,7 +66,8 @@ TEST(EvalMetrics, ParameterF1) {
 }
 
 TEST(EvalMetrics, ScoreExample) {
-    auto s = cc::score_example(expect("get_weather", R"({"city": "Paris"})"), call("get_weather", R"({"city": "Paris"})"));
+    auto s =
+        cc::score_example(expect("get_weather", R"({"city": "Paris"})"), call("get_weather", R"({"city": "Paris"})"));
     EXPECT_TRUE(s.correct_tool && s.exact && !s.false_negative && !s.false_positive);
     EXPECT_EQ(s.f1, 1.0);
 
@@ -106,17 +109,18 @@ TEST(EvalMetrics, UnparsableCallsAreNoCalls) {
     const auto s = cc::score_example(expect("get_weather", R"({"city": "Paris"})"), parsed);
     EXPECT_TRUE(s.correct_tool && !s.exact);
     // a well-formed call goes through the parser to a full match
-    parsed = format->parse_tool_call("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
+    parsed = format->parse_tool_call(
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
     EXPECT_TRUE(cc::score_example(expect("get_weather", R"({"city": "Paris"})"), parsed).exact);
 }
 
 TEST(EvalMetrics, Summarize) {
     std::vector<cc::ExampleScore> scores{
-        cc::score_example(expect("a", R"({"x": 1})"), call("a", R"({"x": 1})")),            // exact
-        cc::score_example(expect("a", R"({"x": 1, "y": 2})"), call("a", R"({"x": 1})")),    // correct, F1 2/3
-        cc::score_example(expect("a", "{}"), call("b", "{}")),                              // wrong tool
-        cc::score_example(expect("a", "{}"), std::nullopt),                                 // false negative
-        cc::score_example(std::nullopt, call("a", "{}")),                                   // false positive
+        cc::score_example(expect("a", R"({"x": 1})"), call("a", R"({"x": 1})")),          // exact
+        cc::score_example(expect("a", R"({"x": 1, "y": 2})"), call("a", R"({"x": 1})")),  // correct, F1 2/3
+        cc::score_example(expect("a", "{}"), call("b", "{}")),                            // wrong tool
+        cc::score_example(expect("a", "{}"), std::nullopt),                               // false negative
+        cc::score_example(std::nullopt, call("a", "{}")),                                 // false positive
         cc::score_example(std::nullopt, std::nullopt),
         cc::score_example(std::nullopt, std::nullopt),
     };
@@ -158,24 +162,30 @@ TEST(EvalMetrics, ZeroDenominatorsAreUndefined) {
 
 // ---- the dataset parser ----------------------------------------------------------------------
 
-const char* kTool = R"({"name": "get_weather", "description": "Weather.", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}})";
+const char* kTool =
+    R"({"name": "get_weather", "description": "Weather.", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}})";
 
-std::string line(const std::string& body) { return body + "\n"; }
+std::string line(const std::string& body) {
+    return body + "\n";
+}
 
 void expect_error(const std::string& text, const std::string& needle) {
     try {
         cc::parse_eval_dataset(text, "ds.jsonl", cc::test::source_dir());
         ADD_FAILURE() << "no error for: " << text;
     } catch (const std::runtime_error& e) {
-        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what() << "\nwanted: " << needle;
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+            << "message: " << e.what() << "\nwanted: " << needle;
     }
 }
 
 TEST(EvalDataset, ParsesInlineToolsAndToolsFiles) {
     const std::string text =
-        line(std::string(R"({"id": "w1", "tools": [)") + kTool + R"(], "query": "Weather in Oslo?", "expected": {"name": "get_weather", "arguments": {"city": "Oslo"}}})") +
+        line(std::string(R"({"id": "w1", "tools": [)") + kTool +
+             R"(], "query": "Weather in Oslo?", "expected": {"name": "get_weather", "arguments": {"city": "Oslo"}}})") +
         "\n" +  // blank lines are skipped
-        line(R"({"tools_file": "resources/toolsets/tools_5.json", "system": "Be brief.", "query": "Hi!", "expected": null})");
+        line(
+            R"({"tools_file": "resources/toolsets/tools_5.json", "system": "Be brief.", "query": "Hi!", "expected": null})");
     const auto ds = cc::parse_eval_dataset(text, "ds.jsonl", cc::test::source_dir());
     ASSERT_EQ(ds.examples.size(), 2u);
     EXPECT_EQ(ds.n_tool_call(), 1u);
@@ -195,24 +205,32 @@ TEST(EvalDataset, ErrorsNameFileLineAndProblem) {
     const std::string ok = std::string(R"({"tools": [)") + kTool + R"(], "query": "q", "expected": null})";
     expect_error(line(ok) + line("{not json"), "ds.jsonl:2:");
     expect_error(line("[1, 2]"), "ds.jsonl:1: an example must be a JSON object");
-    expect_error(line(R"({"query": "q", "expected": null})"), "ds.jsonl:1: give exactly one of \"tools\" and \"tools_file\"");
-    expect_error(line(std::string(R"({"tools": [)") + kTool + R"(], "tools_file": "x.json", "query": "q", "expected": null})"),
-                 "exactly one of");
-    expect_error(line(std::string(R"({"tools": [)") + kTool + R"(], "expected": null})"), "ds.jsonl:1: \"query\" is missing");
+    expect_error(line(R"({"query": "q", "expected": null})"),
+                 "ds.jsonl:1: give exactly one of \"tools\" and \"tools_file\"");
+    expect_error(
+        line(std::string(R"({"tools": [)") + kTool + R"(], "tools_file": "x.json", "query": "q", "expected": null})"),
+        "exactly one of");
+    expect_error(line(std::string(R"({"tools": [)") + kTool + R"(], "expected": null})"),
+                 "ds.jsonl:1: \"query\" is missing");
     expect_error(line(std::string(R"({"tools": [)") + kTool + R"(], "query": "q"})"), "\"expected\" is missing");
     expect_error(line(std::string(R"({"tools": [)") + kTool + R"(], "query": "q", "expected": null, "extra": 1})"),
                  "ds.jsonl:1: unknown key \"extra\"");
-    expect_error(line(ok) + line(std::string(R"({"tools": [)") + kTool + R"(], "query": "q", "expected": {"name": "nope", "arguments": {}}})"),
+    expect_error(line(ok) + line(std::string(R"({"tools": [)") + kTool +
+                                 R"(], "query": "q", "expected": {"name": "nope", "arguments": {}}})"),
                  "ds.jsonl:2: expected tool \"nope\" is not in the example's tool set");
-    expect_error(line(std::string(R"({"tools": [)") + kTool + R"(], "query": "q", "expected": {"name": "get_weather"}})"),
-                 "\"expected.arguments\" is missing");
-    expect_error(line(std::string(R"({"tools": [)") + kTool + R"(], "query": "q", "expected": {"name": "get_weather", "arguments": "city=Oslo"}})"),
+    expect_error(
+        line(std::string(R"({"tools": [)") + kTool + R"(], "query": "q", "expected": {"name": "get_weather"}})"),
+        "\"expected.arguments\" is missing");
+    expect_error(line(std::string(R"({"tools": [)") + kTool +
+                      R"(], "query": "q", "expected": {"name": "get_weather", "arguments": "city=Oslo"}})"),
                  "\"expected.arguments\" must be an object");
-    expect_error(line(R"({"tools_file": "no/such/file.json", "query": "q", "expected": null})"), "ds.jsonl:1: tools_file: ");
+    expect_error(line(R"({"tools_file": "no/such/file.json", "query": "q", "expected": null})"),
+                 "ds.jsonl:1: tools_file: ");
     expect_error(line(R"({"tools": [{"name": "bad name!"}], "query": "q", "expected": null})"), "ds.jsonl:1");
-    expect_error(line(R"({"id": "a", "tools_file": "resources/toolsets/tools_5.json", "query": "q", "expected": null})") +
-                     line(R"({"id": "a", "tools_file": "resources/toolsets/tools_5.json", "query": "q", "expected": null})"),
-                 "ds.jsonl:2: duplicate id \"a\"");
+    expect_error(
+        line(R"({"id": "a", "tools_file": "resources/toolsets/tools_5.json", "query": "q", "expected": null})") +
+            line(R"({"id": "a", "tools_file": "resources/toolsets/tools_5.json", "query": "q", "expected": null})"),
+        "ds.jsonl:2: duplicate id \"a\"");
     expect_error("\n\n", "ds.jsonl: no examples");
 }
 
@@ -243,14 +261,16 @@ TEST(EvalMetrics, ReproducesThePapersPublishedSummaries) {
             if (text.empty()) continue;
             const auto row = nlohmann::json::parse(text);
             std::optional<cc::ExpectedCall> expected;
-            if (row["is_tool_call"].get<bool>()) expected = cc::ExpectedCall{row["gold_name"].get<std::string>(), ordered_json::object()};
+            if (row["is_tool_call"].get<bool>())
+                expected = cc::ExpectedCall{row["gold_name"].get<std::string>(), ordered_json::object()};
             std::optional<cc::ToolCall> predicted;
             if (!row["pred_name"].is_null()) {
                 predicted = cc::ToolCall{};
                 predicted->name = row["pred_name"].get<std::string>();
             }
             const auto s = cc::score_example(expected, predicted);
-            EXPECT_EQ(row["correct"].get<bool>(), expected ? s.correct_tool : !s.false_positive) << "idx " << row["idx"];
+            EXPECT_EQ(row["correct"].get<bool>(), expected ? s.correct_tool : !s.false_positive)
+                << "idx " << row["idx"];
             scores.push_back(s);
 
             // Our Qwen3 parser reads the same tool name from the output as the paper's script did,

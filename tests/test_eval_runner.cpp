@@ -104,7 +104,8 @@ TEST(EvalRunner, CancelStopsBetweenExamples) {
     auto& engine = test_engine();
     const auto ds = dataset();
     std::atomic<bool> cancel{false};
-    const auto r = cc::run_eval(engine, ds, options("cached"), [&](const cc::EvalProgress&) { cancel = true; }, &cancel);
+    const auto r = cc::run_eval(
+        engine, ds, options("cached"), [&](const cc::EvalProgress&) { cancel = true; }, &cancel);
     EXPECT_TRUE(r.cancelled);
     EXPECT_EQ(r.records.size(), 1u);
     ASSERT_EQ(r.summaries.size(), 1u);

@@ -19,7 +19,9 @@
 namespace cc::ui {
 namespace {
 
-QString ratio(const std::optional<double>& v) { return v ? QString::number(*v, 'f', 3) : QStringLiteral("–"); }
+QString ratio(const std::optional<double>& v) {
+    return v ? QString::number(*v, 'f', 3) : QStringLiteral("–");
+}
 
 QTableWidgetItem* item(const QString& text, const QString& tip = QString()) {
     auto* it = new QTableWidgetItem(text);
@@ -44,7 +46,9 @@ QTableWidget* makeTable(const QStringList& headers) {
 
 }  // namespace
 
-QString EvalPanel::bundledDataset() { return QStringLiteral(":/eval/tool_calls.jsonl"); }
+QString EvalPanel::bundledDataset() {
+    return QStringLiteral(":/eval/tool_calls.jsonl");
+}
 
 EvalPanel::EvalPanel(EngineController* engine, QWidget* parent) : QWidget(parent), m_engine(engine) {
     m_dataset = new QComboBox;
@@ -53,7 +57,7 @@ EvalPanel::EvalPanel(EngineController* engine, QWidget* parent) : QWidget(parent
     m_browseButton = new QPushButton(tr("Open…"));
     m_mode = new QComboBox;
     m_mode->addItems({QStringLiteral("both"), QStringLiteral("cached"), QStringLiteral("full")});
-    m_mode->setEditable(true);   // any other engine mode name (e.g. an experiment) can be typed
+    m_mode->setEditable(true);  // any other engine mode name (e.g. an experiment) can be typed
     m_mode->setToolTip(tr("both: full prefill and cached path on every query, outputs compared token for token"));
     m_limit = new QSpinBox;
     m_limit->setRange(0, 1000000);
@@ -75,9 +79,10 @@ EvalPanel::EvalPanel(EngineController* engine, QWidget* parent) : QWidget(parent
     m_identical = new QLabel;
     m_summary = makeTable({tr("Mode"), tr("TSA"), tr("PF1"), tr("EM"), tr("FPR"), tr("FNR"), tr("Correct"), tr("Wrong"),
                            tr("FP"), tr("FN"), tr("Mean TTFT ms")});
-    m_summary->setToolTip(tr("TSA, EM, FNR over tool-call examples; PF1 over correct-tool examples; FPR over no-call examples"));
-    m_examples = makeTable({tr("#"), tr("Id"), tr("Tools"), tr("Query"), tr("Expected"), tr("Predicted"), tr("Correct tool"),
-                            tr("F1"), tr("Identical")});
+    m_summary->setToolTip(
+        tr("TSA, EM, FNR over tool-call examples; PF1 over correct-tool examples; FPR over no-call examples"));
+    m_examples = makeTable({tr("#"), tr("Id"), tr("Tools"), tr("Query"), tr("Expected"), tr("Predicted"),
+                            tr("Correct tool"), tr("F1"), tr("Identical")});
 
     auto* datasetRow = new QHBoxLayout;
     datasetRow->addWidget(m_dataset, 1);
@@ -119,13 +124,18 @@ EvalPanel::EvalPanel(EngineController* engine, QWidget* parent) : QWidget(parent
         m_progress->setValue(int(p.done));
         m_progress->setFormat(p.text);
     });
-    connect(m_engine, &EngineController::modelLoaded, this, [this] { updateWarning(); updateButtons(); });
+    connect(m_engine, &EngineController::modelLoaded, this, [this] {
+        updateWarning();
+        updateButtons();
+    });
     connect(m_engine, &EngineController::busyChanged, this, [this] { updateButtons(); });
     updateWarning();
     updateButtons();
 }
 
-QString EvalPanel::datasetPath() const { return m_dataset->currentData().toString(); }
+QString EvalPanel::datasetPath() const {
+    return m_dataset->currentData().toString();
+}
 
 void EvalPanel::setDatasetPath(const QString& path) {
     int i = m_dataset->findData(path);
@@ -136,13 +146,25 @@ void EvalPanel::setDatasetPath(const QString& path) {
     m_dataset->setCurrentIndex(i);
 }
 
-void EvalPanel::setMode(const QString& mode) { m_mode->setCurrentText(mode); }
-void EvalPanel::setLimit(int n) { m_limit->setValue(n); }
-void EvalPanel::setMaxTokens(int n) { m_maxTokens->setValue(n); }
+void EvalPanel::setMode(const QString& mode) {
+    m_mode->setCurrentText(mode);
+}
+void EvalPanel::setLimit(int n) {
+    m_limit->setValue(n);
+}
+void EvalPanel::setMaxTokens(int n) {
+    m_maxTokens->setValue(n);
+}
 
-QString EvalPanel::identicalText() const { return m_identical->text(); }
-QString EvalPanel::warningText() const { return m_warning->isHidden() ? QString() : m_warning->text(); }
-QString EvalPanel::statusText() const { return m_status->text(); }
+QString EvalPanel::identicalText() const {
+    return m_identical->text();
+}
+QString EvalPanel::warningText() const {
+    return m_warning->isHidden() ? QString() : m_warning->text();
+}
+QString EvalPanel::statusText() const {
+    return m_status->text();
+}
 
 void EvalPanel::browse() {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open an evaluation dataset"), QString(),
@@ -187,9 +209,11 @@ void EvalPanel::onRecord(const cc::EvalRecord& record) {
     const auto& primary = record.outputs.front();
     QString predicted;
     for (const auto& o : record.outputs)
-        predicted += (predicted.isEmpty() ? QString() : QStringLiteral("  |  ")) + QString::fromStdString(o.mode) + QStringLiteral(": ") + callText(o.tool_call);
-    const QString expected = record.expected
-        ? QString::fromStdString(record.expected->name + " " + record.expected->arguments.dump()) : QStringLiteral("(no call)");
+        predicted += (predicted.isEmpty() ? QString() : QStringLiteral("  |  ")) + QString::fromStdString(o.mode) +
+                     QStringLiteral(": ") + callText(o.tool_call);
+    const QString expected =
+        record.expected ? QString::fromStdString(record.expected->name + " " + record.expected->arguments.dump())
+                        : QStringLiteral("(no call)");
     const bool ok = record.expected ? primary.score.correct_tool : !primary.score.false_positive;
     m_examples->setItem(row, 0, item(QString::number(record.index + 1)));
     m_examples->setItem(row, 1, item(QString::fromStdString(record.id), QString::fromStdString(record.source)));
@@ -198,8 +222,11 @@ void EvalPanel::onRecord(const cc::EvalRecord& record) {
     m_examples->setItem(row, 4, item(expected, expected));
     m_examples->setItem(row, 5, item(predicted, QString::fromStdString(primary.text)));
     m_examples->setItem(row, 6, item(ok ? tr("yes") : tr("no")));
-    m_examples->setItem(row, 7, item(primary.score.f1 ? QString::number(*primary.score.f1, 'f', 3) : QStringLiteral("–")));
-    m_examples->setItem(row, 8, item(record.identical_tokens ? (*record.identical_tokens ? tr("identical") : tr("DIFFERENT")) : QString()));
+    m_examples->setItem(row, 7,
+                        item(primary.score.f1 ? QString::number(*primary.score.f1, 'f', 3) : QStringLiteral("–")));
+    m_examples->setItem(
+        row, 8,
+        item(record.identical_tokens ? (*record.identical_tokens ? tr("identical") : tr("DIFFERENT")) : QString()));
     showSummary(cc::summarize_records(m_records));
 }
 
@@ -211,9 +238,12 @@ void EvalPanel::onFinished(const cc::EvalRunResult& result) {
     showSummary(result.summaries);
     if (result.n_compared)
         m_identical->setText(tr("Identical outputs (token for token): %1 / %2; bit-identical logits: %3 / %2")
-                                 .arg(result.n_identical_tokens).arg(result.n_compared).arg(result.n_identical_logits));
-    m_status->setText((result.cancelled ? tr("Cancelled after %1 examples; the figures cover those.") : tr("Done: %1 examples."))
-                          .arg(result.records.size()));
+                                 .arg(result.n_identical_tokens)
+                                 .arg(result.n_compared)
+                                 .arg(result.n_identical_logits));
+    m_status->setText(
+        (result.cancelled ? tr("Cancelled after %1 examples; the figures cover those.") : tr("Done: %1 examples."))
+            .arg(result.records.size()));
     updateWarning();
     updateButtons();
 }
@@ -230,9 +260,16 @@ void EvalPanel::showSummary(const std::vector<cc::EvalModeSummary>& summaries) {
     for (int row = 0; row < int(summaries.size()); ++row) {
         const auto& s = summaries[size_t(row)];
         const auto& m = s.metrics;
-        const QStringList cells{QString::fromStdString(s.mode), ratio(m.tsa), ratio(m.pf1), ratio(m.em), ratio(m.fpr), ratio(m.fnr),
-                                QString::number(m.n_correct_tool), QString::number(m.n_wrong_tool),
-                                QString::number(m.n_false_positive), QString::number(m.n_false_negative),
+        const QStringList cells{QString::fromStdString(s.mode),
+                                ratio(m.tsa),
+                                ratio(m.pf1),
+                                ratio(m.em),
+                                ratio(m.fpr),
+                                ratio(m.fnr),
+                                QString::number(m.n_correct_tool),
+                                QString::number(m.n_wrong_tool),
+                                QString::number(m.n_false_positive),
+                                QString::number(m.n_false_negative),
                                 QString::number(s.mean_ttft_ms, 'f', 1)};
         for (int c = 0; c < cells.size(); ++c) m_summary->setItem(row, c, item(cells[c]));
     }
@@ -243,8 +280,9 @@ void EvalPanel::updateWarning() {
     const bool synthetic = info && info->synthetic_weights;
     m_warning->setVisible(synthetic);
     if (synthetic)
-        m_warning->setText(tr("<b>%1</b>: %2").arg(QString::fromStdString(info->spec).toHtmlEscaped(),
-                                                   QString::fromUtf8(cc::kSyntheticEvalWarning).toHtmlEscaped()));
+        m_warning->setText(tr("<b>%1</b>: %2")
+                               .arg(QString::fromStdString(info->spec).toHtmlEscaped(),
+                                    QString::fromUtf8(cc::kSyntheticEvalWarning).toHtmlEscaped()));
 }
 
 void EvalPanel::updateButtons() {

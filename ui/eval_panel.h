@@ -25,18 +25,18 @@ class EvalPanel : public QWidget {
 public:
     explicit EvalPanel(EngineController* engine, QWidget* parent = nullptr);
 
-    static QString bundledDataset();      // ":/eval/tool_calls.jsonl"
+    static QString bundledDataset();  // ":/eval/tool_calls.jsonl"
     QString datasetPath() const;
-    void setDatasetPath(const QString& path);   // a file, or the bundled resource
-    void setMode(const QString& mode);          // cached | full | both | any engine mode name
-    void setLimit(int n);                       // 0 = all
+    void setDatasetPath(const QString& path);  // a file, or the bundled resource
+    void setMode(const QString& mode);         // cached | full | both | any engine mode name
+    void setLimit(int n);                      // 0 = all
     void setMaxTokens(int n);
     bool running() const { return m_running; }
 
     QTableWidget* summaryTable() const { return m_summary; }
     QTableWidget* examplesTable() const { return m_examples; }
     QString identicalText() const;
-    QString warningText() const;                // "" when the weights are real
+    QString warningText() const;  // "" when the weights are real
     QString statusText() const;
     const cc::EvalRunResult* lastResult() const { return m_hasResult ? &m_result : nullptr; }
 
@@ -57,7 +57,7 @@ private:
     bool m_running = false;
     bool m_hasResult = false;
     cc::EvalRunResult m_result;
-    std::vector<cc::EvalRecord> m_records;   // of the running (or last) run
+    std::vector<cc::EvalRecord> m_records;  // of the running (or last) run
 
     QComboBox* m_dataset = nullptr;
     QPushButton* m_browseButton = nullptr;

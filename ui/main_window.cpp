@@ -223,7 +223,7 @@ void MainWindow::buildDocks() {
 }
 
 void MainWindow::applyDefaultLayout() {
-    // Left column: Model over Tool set. Right (wide) column: Query over Timings, Cache tabbed
+    // Left column: Model over Tool set. Right (wide) column: Query over Timings, Cache and Evaluation tabbed
     // behind Timings. At 1280x800 the left column is a third of the width.
     const QList<QDockWidget*> docks{m_modelDock, m_toolSetDock, m_queryDock, m_timingsDock, m_cacheDock,
                                     findChild<QDockWidget*>(QStringLiteral("evalDock"))};

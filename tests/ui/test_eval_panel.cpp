@@ -26,7 +26,7 @@ private slots:
         EvalPanel panel(&rig.controller);
         QCOMPARE(panel.datasetPath(), EvalPanel::bundledDataset());
         QVERIFY(rig.load());
-        QTRY_VERIFY(!panel.warningText().isEmpty());   // builtin:qwen3-test has synthetic weights
+        QTRY_VERIFY(!panel.warningText().isEmpty());  // builtin:qwen3-test has synthetic weights
         QVERIFY(panel.warningText().contains(QStringLiteral("synthetic weights")));
         panel.setMode(QStringLiteral("both"));
         panel.setLimit(4);
@@ -42,7 +42,8 @@ private slots:
         QCOMPARE(panel.summaryTable()->rowCount(), 2);
         QCOMPARE(panel.summaryTable()->item(0, 0)->text(), QStringLiteral("cached"));
         QCOMPARE(panel.summaryTable()->item(1, 0)->text(), QStringLiteral("full"));
-        for (int row = 0; row < 4; ++row) QCOMPARE(panel.examplesTable()->item(row, 8)->text(), QStringLiteral("identical"));
+        for (int row = 0; row < 4; ++row)
+            QCOMPARE(panel.examplesTable()->item(row, 8)->text(), QStringLiteral("identical"));
         QVERIFY2(panel.identicalText().contains(QStringLiteral("4 / 4")), qPrintable(panel.identicalText()));
         const auto* result = panel.lastResult();
         QVERIFY(result);
@@ -89,7 +90,7 @@ private slots:
         QSignalSpy finished(&rig.controller, &EngineController::evalFinished);
         QSignalSpy record(&rig.controller, &EngineController::evalRecord);
         panel.run();
-        QVERIFY(record.wait(test::kTimeoutMs));   // one example done, then cancel
+        QVERIFY(record.wait(test::kTimeoutMs));  // one example done, then cancel
         panel.cancel();
         QVERIFY(finished.wait(test::kTimeoutMs) || !finished.isEmpty());
         const auto result = finished.first().first().value<cc::EvalRunResult>();
