@@ -77,6 +77,8 @@ commands:
         [--max-new-tokens 16] [--ignore-eos] [--system S | --system-file F] [--out DIR] [--csv] [--plot DIR]
                                               the paper's Tables 2 and 3 (full vs cached TTFT, compile,
                                               break-even); --out: results.json, table2.csv, table3.csv
+  eval --dataset F [--mode cached|full|both|MODE] [--limit N] [--max-new-tokens N] [--out DIR] [--quiet]
+                                              tool-calling quality (TSA, PF1, EM, FPR, FNR) on a JSONL dataset
 )";
 
 // ---- commands ---------------------------------------------------------------------------------
@@ -467,7 +469,7 @@ int cmd_export(Args& args, const std::string& model_spec, bool json) {
 
 int main(int argc, char** argv) {
     try {
-        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode", "ignore-eos", "csv"});
+        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode", "ignore-eos", "csv", "quiet"});
         if (args.flag("help") || args.positional().empty()) {
             std::cout << kUsage;
             return args.flag("help") ? 0 : 2;
@@ -492,6 +494,7 @@ int main(int argc, char** argv) {
         if (command == "export") return cmd_export(args, model_spec, json);
         if (command == "cache") return cmd_cache(args, options, json);
         if (command == "bench") return cmd_bench(args, options, json);
+        if (command == "eval") return cmd_eval(args, options, json);
         const auto model = cc::resolve_model(model_spec);
         if (command == "tokenize") return cmd_tokenize(args, model, json);
         if (command == "key") return cmd_key(args, model, json, options);

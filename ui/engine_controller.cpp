@@ -2,6 +2,10 @@
 
 #include "core/paths.h"
 
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+
 #include <QElapsedTimer>
 
 #include <algorithm>
@@ -29,6 +33,9 @@ void registerMetaTypes() {
         qRegisterMetaType<CacheSnapshot>();
         qRegisterMetaType<BenchRequest>();
         qRegisterMetaType<BenchOutcome>();
+        qRegisterMetaType<EvalRequest>();
+        qRegisterMetaType<cc::EvalRecord>();
+        qRegisterMetaType<cc::EvalRunResult>();
         return true;
     }();
     (void)once;
@@ -311,6 +318,47 @@ void EngineWorker::runBench(const BenchRequest& request) {
     });
 }
 
+namespace {
+
+// A dataset file, or a Qt resource whose tools_file values are resolved inside the resources.
+cc::EvalDataset loadEvalDataset(const std::string& path) {
+    if (!path.starts_with(":/")) return cc::load_eval_dataset(path);
+    const QString name = QString::fromStdString(path);
+    auto read = [](const QString& resource) {
+        QFile file(resource);
+        if (!file.open(QIODevice::ReadOnly)) throw std::runtime_error(resource.toStdString() + ": cannot open");
+        return file.readAll().toStdString();
+    };
+    const QString dir = QFileInfo(name).path();
+    return cc::parse_eval_dataset(read(name), path, [&](const std::string& toolsFile) {
+        const QString resource = QDir::cleanPath(dir + QLatin1Char('/') + QString::fromStdString(toolsFile));
+        return cc::ToolSet::from_json_text(read(resource), resource.toStdString());
+    });
+}
+
+}  // namespace
+
+void EngineWorker::runEval(const EvalRequest& request) {
+    runJob(this, QStringLiteral("eval"), m_cancel, [&] {
+        auto& engine = loaded(m_state->engine);
+        const auto dataset = loadEvalDataset(request.datasetPath);
+        const size_t total = request.options.limit ? std::min(request.options.limit, dataset.examples.size()) : dataset.examples.size();
+        emit progress(Progress{QStringLiteral("eval"), 0, qint64(total), QStringLiteral("%1 examples").arg(total)});
+        // run_eval checks m_cancel between examples; cancel() also stops the query in flight.
+        auto result = cc::run_eval(engine, dataset, request.options, [&](const cc::EvalProgress& p) {
+            emit evalRecord(*p.last);
+            emit progress(Progress{QStringLiteral("eval"), qint64(p.done), qint64(p.total),
+                                   QStringLiteral("%1 / %2 examples").arg(p.done).arg(p.total)});
+        }, &m_cancel);
+        engine.wait_for_persist();
+        // Leave the user's tool set current again, as after a sweep.
+        if (m_state->tools) emit compiled(engine.set_tools(*m_state->tools, m_state->systemPrompt));
+        emit evalFinished(result);
+        if (result.cancelled) emit cancelled(QStringLiteral("eval"));
+        emit cacheChanged();
+    });
+}
+
 void EngineWorker::listCache() {
     runJob(this, QStringLiteral("cache"), m_cancel, [&] {
         auto& store = loaded(m_state->engine).cache();
@@ -376,6 +424,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
     connect(this, &EngineController::requestQuery, m_worker, &EngineWorker::runQuery, q);
     connect(this, &EngineController::requestSweep, m_worker, &EngineWorker::runSweep, q);
     connect(this, &EngineController::requestBench, m_worker, &EngineWorker::runBench, q);
+    connect(this, &EngineController::requestEval, m_worker, &EngineWorker::runEval, q);
     connect(this, &EngineController::requestListCache, m_worker, &EngineWorker::listCache, q);
     connect(this, &EngineController::requestVerifyCache, m_worker, &EngineWorker::verifyCache, q);
     connect(this, &EngineController::requestRemoveGroup, m_worker, &EngineWorker::removeGroup, q);
@@ -413,6 +462,8 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
     connect(m_worker, &EngineWorker::sweepPoint, this, &EngineController::sweepPoint, q);
     connect(m_worker, &EngineWorker::sweepFinished, this, &EngineController::sweepFinished, q);
     connect(m_worker, &EngineWorker::benchFinished, this, &EngineController::benchFinished, q);
+    connect(m_worker, &EngineWorker::evalRecord, this, &EngineController::evalRecord, q);
+    connect(m_worker, &EngineWorker::evalFinished, this, &EngineController::evalFinished, q);
     connect(m_worker, &EngineWorker::cacheListed, this, &EngineController::cacheListed, q);
     connect(m_worker, &EngineWorker::cacheVerified, this, &EngineController::cacheVerified, q);
     connect(m_worker, &EngineWorker::cacheChanged, this, &EngineController::cacheChanged, q);
@@ -443,6 +494,7 @@ uint64_t EngineController::runQuery(const std::string& text, const cc::QueryOpti
 }
 void EngineController::runSweep(const SweepRequest& request) { ++m_pending; emit requestSweep(request); }
 void EngineController::runBench(const BenchRequest& request) { ++m_pending; emit requestBench(request); }
+void EngineController::runEval(const EvalRequest& request) { ++m_pending; emit requestEval(request); }
 void EngineController::listCache() { ++m_pending; emit requestListCache(); }
 void EngineController::verifyCache() { ++m_pending; emit requestVerifyCache(); }
 void EngineController::removeGroup(const QString& groupKey) { ++m_pending; emit requestRemoveGroup(groupKey); }

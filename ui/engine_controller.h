@@ -10,6 +10,7 @@
 
 #include "core/engine.h"
 #include "core/paper_bench.h"
+#include "core/eval_runner.h"
 
 #include <QList>
 #include <QMetaType>
@@ -71,6 +72,10 @@ struct BenchRequest {
     int warmup = 2;
     int maxNewTokens = 16;
     std::string systemPrompt;
+struct EvalRequest {
+    std::string datasetPath;    // a JSONL file, or a Qt resource (":/eval/tool_calls.jsonl") whose
+                                // tools_file values resolve inside the resources
+    cc::EvalRunOptions options; // mode, limit, max_new_tokens, default system prompt
 };
 
 // ---- answers (worker -> GUI) -----------------------------------------------------------------
@@ -150,6 +155,7 @@ public slots:
     void runQuery(const cc::ui::QueryRequest& request);
     void runSweep(const cc::ui::SweepRequest& request);
     void runBench(const cc::ui::BenchRequest& request);
+    void runEval(const cc::ui::EvalRequest& request);
     void listCache();
     void verifyCache();
     void removeGroup(const QString& groupKey);
@@ -172,6 +178,8 @@ signals:
     void sweepPoint(const cc::ui::SweepPoint& point);
     void sweepFinished(const QList<cc::ui::SweepPoint>& points);
     void benchFinished(const cc::ui::BenchOutcome& outcome);
+    void evalRecord(const cc::EvalRecord& record);          // one example done
+    void evalFinished(const cc::EvalRunResult& result);     // also after a cancel (partial)
     void cacheListed(const cc::ui::CacheSnapshot& snapshot);
     void cacheVerified(const QStringList& problems);
     void cacheChanged();                     // compiled, evicted, removed or cleared
@@ -205,6 +213,7 @@ public:
     uint64_t runQuery(const std::string& text, const cc::QueryOptions& options);  // returns the request id
     void runSweep(const SweepRequest& request);
     void runBench(const BenchRequest& request);
+    void runEval(const EvalRequest& request);
     void listCache();
     void verifyCache();
     void removeGroup(const QString& groupKey);
@@ -227,6 +236,8 @@ signals:
     void sweepPoint(const cc::ui::SweepPoint& point);
     void sweepFinished(const QList<cc::ui::SweepPoint>& points);
     void benchFinished(const cc::ui::BenchOutcome& outcome);
+    void evalRecord(const cc::EvalRecord& record);
+    void evalFinished(const cc::EvalRunResult& result);
     void cacheListed(const cc::ui::CacheSnapshot& snapshot);
     void cacheVerified(const QStringList& problems);
     void cacheChanged();
@@ -238,6 +249,7 @@ signals:
     void requestQuery(const cc::ui::QueryRequest& request);
     void requestSweep(const cc::ui::SweepRequest& request);
     void requestBench(const cc::ui::BenchRequest& request);
+    void requestEval(const cc::ui::EvalRequest& request);
     void requestListCache();
     void requestVerifyCache();
     void requestRemoveGroup(const QString& groupKey);
@@ -274,3 +286,6 @@ Q_DECLARE_METATYPE(cc::ui::SweepPoint)
 Q_DECLARE_METATYPE(cc::ui::CacheSnapshot)
 Q_DECLARE_METATYPE(cc::ui::BenchRequest)
 Q_DECLARE_METATYPE(cc::ui::BenchOutcome)
+Q_DECLARE_METATYPE(cc::ui::EvalRequest)
+Q_DECLARE_METATYPE(cc::EvalRecord)
+Q_DECLARE_METATYPE(cc::EvalRunResult)

@@ -2,6 +2,7 @@
 
 #include "ui/bench_panel.h"
 #include "ui/cache_panel.h"
+#include "ui/eval_panel.h"
 #include "ui/icons.h"
 #include "ui/message_banner.h"
 #include "ui/model_panel.h"
@@ -214,6 +215,8 @@ void MainWindow::buildDocks() {
     m_cacheDock->setWindowIcon(icon(QStringLiteral("cache")));
     m_benchDock = addPanelDock(new BenchPanel(m_engine), tr("Benchmarks"), QStringLiteral("benchDock"),
                                tr("The paper's Tables 2 and 3 for the loaded model: TTFT, compile, break-even"));
+    addPanelDock(new EvalPanel(m_engine), tr("Evaluation"), QStringLiteral("evalDock"),
+                 tr("Tool-calling quality on a dataset: TSA, PF1, EM, FPR, FNR; cached vs full"))->widget()->setObjectName(QStringLiteral("evalPanel"));
 
     // No central widget: the docks share the whole window. Banners sit under the menu bar.
     setCorner(Qt::TopLeftCorner, Qt::LeftDockWidgetArea);
@@ -223,9 +226,10 @@ void MainWindow::buildDocks() {
 }
 
 void MainWindow::applyDefaultLayout() {
-    // Left column: Model over Tool set. Right (wide) column: Query over Timings, Cache tabbed
+    // Left column: Model over Tool set. Right (wide) column: Query over Timings, Cache and Evaluation tabbed
     // behind Timings. At 1280x800 the left column is a third of the width.
-    const QList<QDockWidget*> docks{m_modelDock, m_toolSetDock, m_queryDock, m_timingsDock, m_cacheDock, m_benchDock};
+    const QList<QDockWidget*> docks{m_modelDock, m_toolSetDock, m_queryDock, m_timingsDock, m_cacheDock, m_benchDock,
+                                    findChild<QDockWidget*>(QStringLiteral("evalDock"))};
     for (auto* dock : docks) {
         removeDockWidget(dock);
         dock->setFloating(false);
@@ -236,6 +240,7 @@ void MainWindow::applyDefaultLayout() {
     splitDockWidget(m_queryDock, m_timingsDock, Qt::Vertical);
     tabifyDockWidget(m_timingsDock, m_cacheDock);
     tabifyDockWidget(m_cacheDock, m_benchDock);
+    tabifyDockWidget(m_timingsDock, docks.last());  // Evaluation
     for (auto* dock : docks) dock->show();
     m_timingsDock->raise();
     m_defaultSizesPending = true;

@@ -1,4 +1,4 @@
-// The main window: six docks, the synthetic-weights banner, errors in the status bar and a
+// The main window: its docks (Benchmarks and Evaluation included), the synthetic-weights banner, errors in the status bar and a
 // dismissible banner, settings that survive a restart, View menu, closing while a job runs.
 #include "ui/main_window.h"
 #include "ui/message_banner.h"
@@ -61,7 +61,8 @@ private slots:
         window.show();
         QVERIFY(QTest::qWaitForWindowExposed(&window));
         const QStringList names{QStringLiteral("modelDock"), QStringLiteral("toolSetDock"), QStringLiteral("queryDock"),
-                                QStringLiteral("timingsDock"), QStringLiteral("cacheDock"), QStringLiteral("benchDock")};
+                                QStringLiteral("timingsDock"), QStringLiteral("cacheDock"), QStringLiteral("benchDock"),
+                                QStringLiteral("evalDock")};
         const auto docks = window.findChildren<QDockWidget*>();
         QCOMPARE(docks.size(), names.size());
         for (const auto& name : names) {

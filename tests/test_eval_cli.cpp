@@ -1,0 +1,190 @@
+// contextcache-cli eval end to end on the built-in test model: both modes run, the outputs are
+// identical token for token, every output says the weights are synthetic, bad datasets exit 1.
+#include "tests/test_support.h"
+
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+struct RunResult {
+    int exit_code = -1;
+    std::string out;
+    std::string err;
+};
+
+std::string shell_quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+// As in test_cli.cpp: the CLI with this program's own XDG_CACHE_HOME, stdout and stderr captured.
+RunResult run_cli(const std::vector<std::string>& args) {
+    static cc::test::TempDir tmp;
+    const auto err_path = tmp.path() / "stderr.txt";
+    std::string cmd = "XDG_CACHE_HOME=" + shell_quote((tmp.path() / "xdg-cache").string()) + " " +
+                      shell_quote(cc::test::cli_path().string());
+    for (const auto& a : args) cmd += " " + shell_quote(a);
+    cmd += " 2>" + shell_quote(err_path.string());
+    RunResult r;
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (!pipe) return r;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+    const int status = pclose(pipe);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.err = cc::test::read_file(err_path);
+    return r;
+}
+
+std::string toolset(int n) {
+    return (cc::test::source_dir() / "resources" / "toolsets" / ("tools_" + std::to_string(n) + ".json")).string();
+}
+
+void write(const std::filesystem::path& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+}
+
+// Two tool sets (so the group cache sees a miss, then hits), calls and a no-call example.
+std::string tiny_dataset() {
+    return "{\"id\": \"weather\", \"tools_file\": \"" + toolset(5) +
+           "\", \"query\": \"What's the weather in Lisbon?\", \"expected\": {\"name\": \"get_current_weather\", "
+           "\"arguments\": {\"location\": \"Lisbon\"}}}\n"
+           "{\"id\": \"joke\", \"tools_file\": \"" +
+           toolset(5) +
+           "\", \"query\": \"Tell me a joke.\", \"expected\": null}\n"
+           "{\"id\": \"sql\", \"tools_file\": \"" +
+           toolset(10) +
+           "\", \"query\": \"Count the rows in customers.\", \"expected\": {\"name\": \"run_sql_query\", "
+           "\"arguments\": {\"query\": \"SELECT COUNT(*) FROM customers\"}}}\n";
+}
+
+TEST(EvalCli, BothModesAreIdenticalAndSayTheWeightsAreSynthetic) {
+    cc::test::TempDir dir;
+    write(dir.path() / "ds.jsonl", tiny_dataset());
+    const auto out_dir = dir.path() / "out";
+    auto r =
+        run_cli({"--model", "builtin:qwen3-test", "--json", "eval", "--dataset", (dir.path() / "ds.jsonl").string(),
+                 "--mode", "both", "--max-new-tokens", "6", "--out", out_dir.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["n_examples"], 3);
+    EXPECT_EQ(j["compared"], 3);
+    EXPECT_EQ(j["identical_tokens"], 3);
+    EXPECT_EQ(j["identical_logits"], 3);
+    EXPECT_TRUE(j["synthetic_weights"].get<bool>());
+    EXPECT_NE(j["warning"].get<std::string>().find("synthetic weights"), std::string::npos);
+    ASSERT_EQ(j["modes"].size(), 2u);
+    EXPECT_EQ(j["modes"][0]["mode"], "cached");
+    EXPECT_EQ(j["modes"][1]["mode"], "full");
+    for (const auto& m : j["modes"]) {
+        EXPECT_EQ(m["n_tool_call"], 2);
+        EXPECT_EQ(m["n_no_call"], 1);
+    }
+    for (const char* key : {"commit", "machine", "model", "model_fingerprint", "backend", "device", "threads"})
+        EXPECT_TRUE(j["run"].contains(key)) << key;
+    EXPECT_EQ(j["run"]["model"], "builtin:qwen3-test");
+
+    // --out: one record per example, each with the run metadata and the warning; summary.json; summary.csv
+    std::ifstream lines(out_dir / "examples.jsonl");
+    std::string line;
+    size_t n = 0;
+    while (std::getline(lines, line)) {
+        const auto rec = nlohmann::json::parse(line);
+        EXPECT_EQ(rec["outputs"].size(), 2u);
+        EXPECT_EQ(rec["identical_tokens"], true);
+        EXPECT_EQ(rec["outputs"][0]["tokens"], rec["outputs"][1]["tokens"]);
+        EXPECT_TRUE(rec.contains("run") && rec.contains("warning"));
+        ++n;
+    }
+    EXPECT_EQ(n, 3u);
+    const auto summary = nlohmann::json::parse(cc::test::read_file(out_dir / "summary.json"));
+    EXPECT_EQ(summary["identical_tokens"], 3);
+    EXPECT_TRUE(summary.contains("run") && summary.contains("warning"));
+    const auto csv = cc::test::read_file(out_dir / "summary.csv");
+    EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);  // header + cached + full
+    EXPECT_NE(csv.find("synthetic weights"), std::string::npos);
+    EXPECT_NE(csv.find("builtin:qwen3-test"), std::string::npos);
+}
+
+TEST(EvalCli, HumanTableCarriesTheWarningAndLimitWorks) {
+    cc::test::TempDir dir;
+    write(dir.path() / "ds.jsonl", tiny_dataset());
+    auto r = run_cli({"--model", "builtin:qwen3-test", "eval", "--dataset", (dir.path() / "ds.jsonl").string(),
+                      "--limit", "1", "--max-new-tokens", "2", "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("WARNING: synthetic weights"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1 of 3 examples"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cached"), std::string::npos);
+
+    r = run_cli({"--model", "builtin:qwen3-test", "--json", "eval", "--dataset", (dir.path() / "ds.jsonl").string(),
+                 "--mode", "full", "--limit", "2", "--max-new-tokens", "2", "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["n_examples"], 2);
+    ASSERT_EQ(j["modes"].size(), 1u);
+    EXPECT_EQ(j["modes"][0]["mode"], "full");
+    EXPECT_FALSE(j.contains("compared"));
+}
+
+TEST(EvalCli, RealCheckpointCarriesNoSyntheticWarning) {
+    // The warning is there because of the weights, not always: a real (tiny) checkpoint has none.
+    CC_REQUIRE_FIXTURE("stories260k");
+    cc::test::TempDir dir;
+    write(dir.path() / "ds.jsonl", tiny_dataset());
+    auto r = run_cli({"--model", cc::test::fixture("stories260k").string(), "--json", "eval", "--dataset",
+                      (dir.path() / "ds.jsonl").string(), "--limit", "1", "--max-new-tokens", "2", "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_FALSE(j["synthetic_weights"].get<bool>());
+    EXPECT_FALSE(j.contains("warning"));
+    EXPECT_FALSE(j["run"]["synthetic_weights"].get<bool>());
+}
+
+TEST(EvalCli, BadDatasetsExitOneNamingFileAndLine) {
+    cc::test::TempDir dir;
+    const auto path = dir.path() / "bad.jsonl";
+    const std::string good = "{\"tools_file\": \"" + toolset(5) + "\", \"query\": \"q\", \"expected\": null}\n";
+    struct Case {
+        std::string text;
+        std::string needle;
+    };
+    const std::vector<Case> cases{
+        {good + "{\"tools_file\": \"" + toolset(5) + "\", \"query\": \"q\"", "bad.jsonl:2:"},
+        {good + good + "{\"tools_file\": \"" + toolset(5) +
+             "\", \"query\": \"q\", \"expected\": {\"name\": \"fly_to_mars\", \"arguments\": {}}}\n",
+         "bad.jsonl:3: expected tool \"fly_to_mars\" is not in the example's tool set"},
+        {"{\"tools_file\": \"missing.json\", \"query\": \"q\", \"expected\": null}\n", "bad.jsonl:1: tools_file: "},
+        {"{\"tools\": [], \"query\": \"q\", \"expected\": null}\n", "bad.jsonl:1: the tool set is empty"},
+    };
+    for (const auto& c : cases) {
+        write(path, c.text);
+        auto r = run_cli({"--model", "builtin:qwen3-test", "eval", "--dataset", path.string()});
+        EXPECT_EQ(r.exit_code, 1) << c.text;
+        EXPECT_NE(r.err.find(c.needle), std::string::npos) << "stderr: " << r.err << "\nwanted: " << c.needle;
+        EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+    auto r = run_cli({"eval", "--dataset", (dir.path() / "nope.jsonl").string()});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("nope.jsonl: cannot open"), std::string::npos) << r.err;
+}
+
+TEST(EvalCli, UsageErrorsExitTwo) {
+    EXPECT_EQ(run_cli({"eval"}).exit_code, 2);
+    auto r = run_cli({"eval", "--dataset", "x.jsonl", "--mode", "sideways"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("sideways"), std::string::npos) << r.err;
+    EXPECT_EQ(run_cli({"eval", "--dataset", "x.jsonl", "--limit", "0"}).exit_code, 2);
+    EXPECT_EQ(run_cli({"eval", "--dataset", "x.jsonl", "--bogus", "1"}).exit_code, 2);
+}
+
+}  // namespace

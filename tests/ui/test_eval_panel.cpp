@@ -1,0 +1,105 @@
+// The Evaluation panel runs the bundled set on the worker thread: progress, per-example rows, the
+// per-mode summary, identical outputs in both mode, the synthetic-weights warning, and Cancel.
+#include "ui/eval_panel.h"
+
+#include "tests/ui/ui_test_rig.h"
+
+#include <QProgressBar>
+#include <QPushButton>
+#include <QStandardPaths>
+#include <QTableWidget>
+
+using namespace cc::ui;
+using cc::ui::test::Rig;
+
+class TestEvalPanel : public QObject {
+    Q_OBJECT
+
+private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        initResources();
+    }
+
+    void runsTheBundledSetInBothModes() {
+        Rig rig;
+        EvalPanel panel(&rig.controller);
+        QCOMPARE(panel.datasetPath(), EvalPanel::bundledDataset());
+        QVERIFY(rig.load());
+        QTRY_VERIFY(!panel.warningText().isEmpty());  // builtin:qwen3-test has synthetic weights
+        QVERIFY(panel.warningText().contains(QStringLiteral("synthetic weights")));
+        panel.setMode(QStringLiteral("both"));
+        panel.setLimit(4);
+        panel.setMaxTokens(3);
+        QSignalSpy finished(&rig.controller, &EngineController::evalFinished);
+        QSignalSpy failed(&rig.controller, &EngineController::failed);
+        panel.run();
+        QVERIFY(panel.running());
+        QVERIFY(finished.wait(test::kTimeoutMs));
+        QVERIFY2(failed.isEmpty(), qPrintable(failed.isEmpty() ? QString() : failed.first().at(1).toString()));
+        QVERIFY(!panel.running());
+        QCOMPARE(panel.examplesTable()->rowCount(), 4);
+        QCOMPARE(panel.summaryTable()->rowCount(), 2);
+        QCOMPARE(panel.summaryTable()->item(0, 0)->text(), QStringLiteral("cached"));
+        QCOMPARE(panel.summaryTable()->item(1, 0)->text(), QStringLiteral("full"));
+        for (int row = 0; row < 4; ++row)
+            QCOMPARE(panel.examplesTable()->item(row, 8)->text(), QStringLiteral("identical"));
+        QVERIFY2(panel.identicalText().contains(QStringLiteral("4 / 4")), qPrintable(panel.identicalText()));
+        const auto* result = panel.lastResult();
+        QVERIFY(result);
+        QCOMPARE(result->n_identical_tokens, size_t(4));
+        QVERIFY(result->synthetic_weights);
+        // the bundled set's first four examples all expect a call (tools_5 weather queries)
+        QCOMPARE(result->summaries[0].metrics.n_tool_call, size_t(4));
+        QVERIFY(rig.idle());
+    }
+
+    void badModeIsRefusedBeforeRunning() {
+        Rig rig;
+        EvalPanel panel(&rig.controller);
+        QVERIFY(rig.load());
+        panel.setMode(QStringLiteral("sideways"));
+        panel.run();
+        QVERIFY(!panel.running());
+        QVERIFY2(panel.statusText().contains(QStringLiteral("sideways")), qPrintable(panel.statusText()));
+    }
+
+    void badDatasetFileShowsTheError() {
+        Rig rig;
+        EvalPanel panel(&rig.controller);
+        QVERIFY(rig.load());
+        const QString path = rig.dir.path() + QStringLiteral("/bad.jsonl");
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("{\"query\": \"q\", \"expected\": null}\n");
+        f.close();
+        panel.setDatasetPath(path);
+        QSignalSpy failed(&rig.controller, &EngineController::failed);
+        panel.run();
+        QVERIFY(failed.wait(test::kTimeoutMs));
+        QTRY_VERIFY(!panel.running());
+        QVERIFY2(panel.statusText().contains(QStringLiteral("bad.jsonl:1")), qPrintable(panel.statusText()));
+    }
+
+    void cancelStopsEarly() {
+        Rig rig;
+        EvalPanel panel(&rig.controller);
+        QVERIFY(rig.load());
+        panel.setMode(QStringLiteral("cached"));
+        panel.setMaxTokens(2);
+        QSignalSpy finished(&rig.controller, &EngineController::evalFinished);
+        QSignalSpy record(&rig.controller, &EngineController::evalRecord);
+        panel.run();
+        QVERIFY(record.wait(test::kTimeoutMs));  // one example done, then cancel
+        panel.cancel();
+        QVERIFY(finished.wait(test::kTimeoutMs) || !finished.isEmpty());
+        const auto result = finished.first().first().value<cc::EvalRunResult>();
+        QVERIFY(result.cancelled);
+        QVERIFY(result.records.size() < 120);
+        QVERIFY2(panel.statusText().contains(QStringLiteral("Cancelled")), qPrintable(panel.statusText()));
+        QVERIFY(rig.idle());
+    }
+};
+
+QTEST_MAIN(TestEvalPanel)
+#include "test_eval_panel.moc"
