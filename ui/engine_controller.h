@@ -72,6 +72,8 @@ struct BenchRequest {
     int warmup = 2;
     int maxNewTokens = 16;
     std::string systemPrompt;
+};
+
 struct EvalRequest {
     std::string datasetPath;    // a JSONL file, or a Qt resource (":/eval/tool_calls.jsonl") whose
                                 // tools_file values resolve inside the resources
