@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace cc::cuda {
 namespace {
@@ -173,6 +174,54 @@ void Context::download(void* dst_host, const void* src_device, size_t bytes) con
         std::memcpy(dst + done, staging_.get(), n);
         done += n;
     }
+}
+
+void Context::upload_pieces(std::span<const Piece> pieces) const {
+    size_t used = 0;
+    CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (const Piece& p : pieces) {
+        for (size_t done = 0; done < p.bytes;) {
+            if (used == staging_.bytes()) {  // full: wait until its copies have left
+                CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+                used = 0;
+            }
+            const size_t n = std::min(p.bytes - done, staging_.bytes() - used);
+            std::memcpy(staging_.get() + used, p.host + done, n);
+            CC_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(p.device) + done, staging_.get() + used, n,
+                                          cudaMemcpyHostToDevice, stream_));
+            used += n;
+            done += n;
+        }
+    }
+    CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void Context::download_pieces(std::span<const Piece> pieces) const {
+    // Copies queued into staging, then (when it is full, and at the end) one wait and the host copies.
+    struct Pending {
+        std::byte* host;
+        size_t offset, bytes;
+    };
+    std::vector<Pending> pending;
+    size_t used = 0;
+    auto flush = [&] {
+        CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        for (const Pending& q : pending) std::memcpy(q.host, staging_.get() + q.offset, q.bytes);
+        pending.clear();
+        used = 0;
+    };
+    for (const Piece& p : pieces) {
+        for (size_t done = 0; done < p.bytes;) {
+            if (used == staging_.bytes()) flush();
+            const size_t n = std::min(p.bytes - done, staging_.bytes() - used);
+            CC_CUDA_CHECK(cudaMemcpyAsync(staging_.get() + used, static_cast<const std::byte*>(p.device) + done, n,
+                                          cudaMemcpyDeviceToHost, stream_));
+            pending.push_back({p.host + done, used, n});
+            used += n;
+            done += n;
+        }
+    }
+    flush();
 }
 
 }  // namespace cc::cuda

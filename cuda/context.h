@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -104,6 +105,15 @@ public:
     // when the data has arrived. `convert` variants are not needed: callers fill staging directly.
     void upload(void* dst_device, const void* src_host, size_t bytes) const;
     void download(void* dst_host, const void* src_device, size_t bytes) const;
+    // Many pieces (e.g. the KV heads of every layer) through the staging buffer, one stream
+    // synchronisation per buffer-full rather than per piece.
+    struct Piece {
+        void* device;
+        std::byte* host;
+        size_t bytes;
+    };
+    void upload_pieces(std::span<const Piece> pieces) const;
+    void download_pieces(std::span<const Piece> pieces) const;
     // The staging buffer itself, for callers that convert while copying (weights to BF16).
     std::byte* staging() const { return staging_.get(); }
     size_t staging_bytes() const { return staging_.bytes(); }
