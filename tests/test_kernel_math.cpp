@@ -214,7 +214,7 @@ TEST(kernel_math, tiled_chunked_softmax_matches_two_pass) {
     std::mt19937 rng(5);
     std::normal_distribution<float> nd(0.0f, 4.0f);
     for (int n : {1, 31, 32, 33, 255, 256, 257, 1000}) {
-        std::vector<float> s(size_t(n)), v(size_t(n));
+        std::vector<float> s(static_cast<size_t>(n)), v(static_cast<size_t>(n));
         for (auto& x : s) x = nd(rng);
         for (auto& x : v) x = nd(rng);
         double m = -1e300, l = 0, a = 0;
