@@ -750,7 +750,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& options) {
     const Probe p = probe();
     if (!p.available) throw CudaError(p.message);
     Table t;
-    {
+    if (options.ops) {
         Context ctx(options.device, size_t(64) << 20, size_t(32) << 20);
         t.guarded("f32_to_bf16", "", [&] { check_conversions(ctx, t); });
         t.guarded("embedding / add", "", [&] { check_embedding_add(ctx, t); });
@@ -761,8 +761,10 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& options) {
         check_attention(ctx, t, options.quick);
         t.guarded("argmax / sampling", "", [&] { check_argmax_sampling(ctx, t); });
     }
-    check_model(options, "builtin:qwen3-test", t);
-    if (!options.model_spec.empty() && options.model_spec != "builtin:qwen3-test") check_model(options, options.model_spec, t);
+    if (options.models) {
+        check_model(options, "builtin:qwen3-test", t);
+        if (!options.model_spec.empty() && options.model_spec != "builtin:qwen3-test") check_model(options, options.model_spec, t);
+    }
     return t.rows;
 }
 
