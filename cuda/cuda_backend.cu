@@ -580,9 +580,9 @@ size_t cuda_required_bytes(const ModelConfig& config, const CudaBackendOptions& 
     const size_t rope = 2 * size_t(positions) * size_t(config.head_dim / 2) * 4;
     size_t bytes = geom::weight_bytes(config) + geom::plan_buffers(config, options.max_batch_tokens, positions).total() + rope +
                    options.workspace_bytes;
-    // cudaMalloc rounds every allocation up; 2 MiB per buffer is a generous allowance.
+    // Each weight and activation is its own cudaMalloc, which rounds up: 256 KiB allowed per buffer.
     const size_t n_buffers = size_t(config.n_layers) * 11 + 20;
-    return bytes + n_buffers * (size_t(2) << 20) / 8;
+    return bytes + n_buffers * (size_t(256) << 10);
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights, const CudaBackendOptions& options) {
