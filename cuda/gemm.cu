@@ -9,7 +9,13 @@
 // call. Then every output element is one CTA's K loop over the same tiles of K in the same order,
 // whatever m is and wherever the row sits: the row's bits do not depend on the batch. (The
 // self-test's gemm batch-invariance check measures this on the user's GPU.)
+//
+// When cuBLASLt offers no such algorithm for a shape, the plan falls back to our own kernel
+// (gemm_fallback_kernel): slow, but batch-invariant by construction. The description says which.
 #include "cuda/gemm.h"
+
+#include "core/kernel_math.h"
+#include "cuda/launch_geometry.h"
 
 #include <string>
 
@@ -36,13 +42,50 @@ T algo_attr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes
     return v;
 }
 
+// Y[m][n] = sum over k of X[m][k] * W[n][k]: per output, one fmaf chain over k = 0..K-1 from +0.
+__global__ void gemm_fallback_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y,
+                                     int m, int n, int k) {
+    constexpr int T = geom::kGemmTile, KS = geom::kGemmKStep;
+    __shared__ float xs[KS][T + 1];  // [k in step][row of the tile]
+    __shared__ float ws[KS][T + 1];
+    const int m0 = blockIdx.y * T, n0 = blockIdx.x * T;
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
+    float acc[4][4];
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+    for (int k0 = 0; k0 < k; k0 += KS) {
+        for (int e = tid; e < KS * T; e += 256) {
+            const int kk = e % KS, r = e / KS;
+            const bool kin = k0 + kk < k;
+            xs[kk][r] = kin && m0 + r < m ? km::bf16_to_f32(x[size_t(m0 + r) * size_t(k) + size_t(k0 + kk)]) : 0.0f;
+            ws[kk][r] = kin && n0 + r < n ? km::bf16_to_f32(w[size_t(n0 + r) * size_t(k) + size_t(k0 + kk)]) : 0.0f;
+        }
+        __syncthreads();
+        const int kmax = min(KS, k - k0);
+        for (int kk = 0; kk < kmax; ++kk)
+            for (int i = 0; i < 4; ++i)
+                for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(xs[kk][ty * 4 + i], ws[kk][tx * 4 + j], acc[i][j]);
+        __syncthreads();
+    }
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) {
+            const int r = m0 + ty * 4 + i, c = n0 + tx * 4 + j;
+            if (r < m && c < n) y[size_t(r) * size_t(n) + size_t(c)] = acc[i][j];
+        }
+}
+
 }  // namespace
 
 // Column-major view (cuBLAS's): our row-major Y[m][n] is C (n x m, ld n); W[n][k] row-major is a
 // k x n column-major matrix used transposed (op T -> n x k); X[m][k] row-major is k x m (op N).
-GemmPlan::GemmPlan(const Context& ctx, int n, int k, int max_m) : n_(n), k_(k), max_m_(max_m) {
+GemmPlan::GemmPlan(const Context& ctx, int n, int k, int max_m, bool force_fallback) : n_(n), k_(k), max_m_(max_m) {
     if (n <= 0 || k <= 0 || max_m <= 0)
         throw CudaError("GemmPlan: bad shape n=" + std::to_string(n) + " k=" + std::to_string(k) + " max_m=" + std::to_string(max_m));
+    if (force_fallback) {
+        fallback_ = true;
+        description_ = "fallback kernel (forced)";
+        return;
+    }
     CC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     CC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -64,7 +107,7 @@ GemmPlan::GemmPlan(const Context& ctx, int n, int k, int max_m) : n_(n), k_(k), 
                                                      &n_results);
     }
     cublasLtMatmulPreferenceDestroy(pref);
-    CC_CUBLAS_CHECK(heur_status);
+    if (heur_status != CUBLAS_STATUS_SUCCESS) n_results = 0;  // no candidate: the fallback kernel
 
     // The first candidate that, with split-K 1 and no reduction, is valid for every m in [1, max_m].
     bool found = false;
@@ -93,14 +136,12 @@ GemmPlan::GemmPlan(const Context& ctx, int n, int k, int max_m) : n_(n), k_(k), 
         found = true;
     }
     if (!found) {
-        cublasLtMatrixLayoutDestroy(a_);
-        cublasLtMatmulDescDestroy(op_);
-        throw CudaError("cuBLASLt offers no BF16 GEMM algorithm for a " + std::to_string(n) + " x " + std::to_string(k) +
-                        " weight that runs with split-K 1 for every batch of 1.." + std::to_string(max_m) + " rows (" +
-                        std::to_string(n_results) + " candidates checked); the exactness guarantee needs one. Try a "
-                        "smaller --max-batch, or the CPU backend (--backend cpu)");
+        fallback_ = true;
+        description_ = "fallback kernel (cuBLASLt: no algorithm with split-K 1 for every m in 1.." + std::to_string(max_m) +
+                       ", " + std::to_string(n_results) + " candidates checked)";
+        return;
     }
-    description_ = "algo " + std::to_string(algo_attr<int>(algo_, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
+    description_ = "cublasLt algo " + std::to_string(algo_attr<int>(algo_, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
                    std::to_string(algo_attr<uint32_t>(algo_, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " stages " +
                    std::to_string(algo_attr<uint32_t>(algo_, CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " splitK " +
                    std::to_string(algo_attr<uint32_t>(algo_, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
@@ -116,6 +157,13 @@ void GemmPlan::run(const Context& ctx, const uint16_t* x, const uint16_t* w, flo
     if (m < 0 || m > max_m_)
         throw CudaError("GemmPlan::run: " + std::to_string(m) + " rows, the plan for " + std::to_string(n_) + " x " +
                         std::to_string(k_) + " was checked for 1.." + std::to_string(max_m_));
+    if (fallback_) {
+        const geom::Launch l = geom::gemm_fallback(m, n_);
+        gemm_fallback_kernel<<<dim3(l.grid.x, l.grid.y, l.grid.z), dim3(l.block.x, l.block.y, l.block.z), 0, ctx.stream()>>>(
+            x, w, y, m, n_, k_);
+        CC_CUDA_CHECK_LAUNCH("gemm_fallback_kernel");
+        return;
+    }
     Layout b(CUDA_R_16BF, uint64_t(k_), uint64_t(m), k_), c(CUDA_R_32F, uint64_t(n_), uint64_t(m), n_);
     const float alpha = 1.0f, beta = 0.0f;
     CC_CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), op_, &alpha, w, a_, x, b.h, &beta, y, c.h, y, c.h, &algo_, ctx.workspace(),

@@ -15,7 +15,8 @@ namespace cc::cuda {
 // Linear weight), FP32 accumulate, for any 1 <= m <= max_m with the same algorithm.
 class GemmPlan {
 public:
-    GemmPlan(const Context& ctx, int n, int k, int max_m);
+    // force_fallback: skip cuBLASLt and use our kernel (the self-test checks it that way too).
+    GemmPlan(const Context& ctx, int n, int k, int max_m, bool force_fallback = false);
     ~GemmPlan();
     GemmPlan(const GemmPlan&) = delete;
     GemmPlan& operator=(const GemmPlan&) = delete;
@@ -24,7 +25,9 @@ public:
     int n() const { return n_; }
     int k() const { return k_; }
     int max_m() const { return max_m_; }
-    // "algo 21 tile 128x128 stages 4 splitK 1" (for the self-test's table and bug reports).
+    bool fallback() const { return fallback_; }
+    // "cublasLt algo 21 tile 15 stages 8 splitK 1", or "fallback kernel (...)" (for the self-test's
+    // table and bug reports).
     const std::string& description() const { return description_; }
 
 private:
@@ -33,6 +36,7 @@ private:
     cublasLtMatrixLayout_t a_ = nullptr;
     cublasLtMatmulAlgo_t algo_{};
     size_t algo_workspace_ = 0;
+    bool fallback_ = false;
     std::string description_;
 };
 

@@ -169,6 +169,20 @@ inline Launch elementwise(int64_t n) {
     return l;
 }
 
+// ---- fallback GEMM (used only when cuBLASLt offers no batch-invariant algorithm) -------------------
+// Block = 64 x 64 outputs, 16 x 16 threads of 4 x 4 outputs each; K in steps of 16 through shared
+// memory. Each output is one fmaf chain over k = 0..K-1: batch-invariant by construction.
+inline constexpr int kGemmTile = 64;
+inline constexpr int kGemmKStep = 16;
+inline Launch gemm_fallback(int m, int n) {
+    require(m >= 1 && n >= 1, "gemm: empty output");
+    Launch l;
+    l.grid = {unsigned(ceil_div(uint64_t(n), kGemmTile)), unsigned(ceil_div(uint64_t(m), kGemmTile)), 1};
+    l.block = {16, 16, 1};
+    check_grid(l, "gemm_fallback");
+    return l;
+}
+
 // ---- buffers of one backend ----------------------------------------------------------------------
 
 // Device activation buffers of a forward pass for `max_rows` rows (bytes; each a separate cudaMalloc).

@@ -359,14 +359,17 @@ void check_qk_rope(const Context& ctx, Table& t, bool quick) {
 void check_gemm(const Context& ctx, Table& t, bool quick) {
     struct Case {
         int n, k, max_m;
+        bool fallback = false;  // our own kernel instead of cuBLASLt
     };
-    std::vector<Case> cases = {{64, 64, 8}, {1000, 4096, 7}, {151, 256, 33}, {4096, 1024, 64}};
-    if (!quick) cases.insert(cases.end(), {{12288, 4096, 128}, {4096, 12288, 96}, {151936, 1024, 32}});
+    std::vector<Case> cases = {{64, 64, 8}, {1000, 4096, 7}, {151, 256, 33}, {4096, 1024, 64}, {151, 256, 33, true},
+                               {1000, 4096, 7, true}};
+    if (!quick) cases.insert(cases.end(), {{12288, 4096, 128}, {4096, 12288, 96}, {151936, 1024, 32}, {4096, 1000, 70, true}});
     std::mt19937 rng(16);
     for (const Case& c : cases) {
-        const std::string shape = "n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m<=" + std::to_string(c.max_m);
+        const std::string shape = "n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m<=" + std::to_string(c.max_m) +
+                                  (c.fallback ? " fallback" : "");
         t.guarded("gemm_bf16", shape, [&] {
-            GemmPlan plan(ctx, c.n, c.k, c.max_m);
+            GemmPlan plan(ctx, c.n, c.k, c.max_m, c.fallback);
             const std::vector<uint16_t> x = to_bf16(normals(rng, size_t(c.max_m) * c.k)), w = to_bf16(normals(rng, size_t(c.n) * c.k));
             Guarded gx(ctx, x.size() * 2, "x"), gw(ctx, w.size() * 2, "w"), y(ctx, size_t(c.max_m) * c.n * 4, "y"),
                 xb(ctx, x.size() * 2, "x batch"), yb(ctx, size_t(c.max_m) * c.n * 4, "y batch");

@@ -167,3 +167,15 @@ TEST(launch_geometry, buffer_plan_and_required_bytes) {
     EXPECT_EQ(geom::rope_table_positions(4097), 2 * geom::kRopeTableStep);
     EXPECT_EQ(geom::rope_table_positions(100000), 25 * geom::kRopeTableStep);
 }
+
+TEST(launch_geometry, fallback_gemm_tiles_cover_the_output) {
+    for (auto [m, n] : {std::pair{1, 1}, std::pair{1, 151936}, std::pair{512, 4096}, std::pair{65, 63}, std::pair{4096, 12288}}) {
+        const geom::Launch l = geom::gemm_fallback(m, n);
+        expect_within_limits(l);
+        EXPECT_EQ(l.block.x * l.block.y * 16, unsigned(geom::kGemmTile * geom::kGemmTile)) << "4 x 4 outputs per thread";
+        EXPECT_GE(uint64_t(l.grid.x) * geom::kGemmTile, uint64_t(n));
+        EXPECT_LT(uint64_t(l.grid.x - 1) * geom::kGemmTile, uint64_t(n));
+        EXPECT_GE(uint64_t(l.grid.y) * geom::kGemmTile, uint64_t(m));
+    }
+    EXPECT_THROW(geom::gemm_fallback(0, 5), std::invalid_argument);
+}
