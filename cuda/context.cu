@@ -33,7 +33,8 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
-    std::string msg = where(call, file, line) + cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")";
+    std::string msg =
+        where(call, file, line) + cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")";
     if (status == CUBLAS_STATUS_ALLOC_FAILED)
         msg += ". Use a smaller --max-batch or KV budget, or the CPU backend (--backend cpu)";
     throw CudaError(msg);
@@ -63,7 +64,8 @@ DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& what, int device) : 
     }
     if (err != cudaSuccess) {
         ptr_ = nullptr;
-        throw_cuda_error(err, ("cudaMalloc(" + std::to_string(bytes) + " bytes for " + what + ")").c_str(), __FILE__, __LINE__);
+        throw_cuda_error(err, ("cudaMalloc(" + std::to_string(bytes) + " bytes for " + what + ")").c_str(), __FILE__,
+                         __LINE__);
     }
 }
 
@@ -127,8 +129,9 @@ Context::Context(int device, size_t workspace_bytes, size_t staging_bytes) : dev
     info_.total_memory_bytes = prop.totalGlobalMem;
     info_.sm_count = prop.multiProcessorCount;
     if (prop.major < 8)
-        throw CudaError("CUDA device " + std::to_string(device) + " (" + info_.name + ", sm_" + std::to_string(prop.major) +
-                        std::to_string(prop.minor) + ") is older than sm_80: this build has kernels for sm_80 and sm_90 only");
+        throw CudaError("CUDA device " + std::to_string(device) + " (" + info_.name + ", sm_" +
+                        std::to_string(prop.major) + std::to_string(prop.minor) +
+                        ") is older than sm_80: this build has kernels for sm_80 and sm_90 only");
     CC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     try {
         CC_CUBLAS_CHECK(cublasLtCreate(&lt_));
@@ -147,9 +150,13 @@ Context::~Context() {
     cudaStreamDestroy(stream_);
 }
 
-void Context::sync() const { CC_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void Context::sync() const {
+    CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
-void Context::make_current() const { CC_CUDA_CHECK(cudaSetDevice(device_)); }
+void Context::make_current() const {
+    CC_CUDA_CHECK(cudaSetDevice(device_));
+}
 
 void Context::upload(void* dst_device, const void* src_host, size_t bytes) const {
     const auto* src = static_cast<const std::byte*>(src_host);

@@ -45,7 +45,8 @@ public:
     DeviceBuffer() = default;
     DeviceBuffer(size_t bytes, const std::string& what, int device);
     ~DeviceBuffer();
-    DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+    DeviceBuffer(DeviceBuffer&& o) noexcept
+        : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
     DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -67,7 +68,8 @@ public:
     PinnedBuffer() = default;
     explicit PinnedBuffer(size_t bytes);
     ~PinnedBuffer();
-    PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+    PinnedBuffer(PinnedBuffer&& o) noexcept
+        : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
     PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
     PinnedBuffer(const PinnedBuffer&) = delete;
     PinnedBuffer& operator=(const PinnedBuffer&) = delete;

@@ -109,8 +109,12 @@ float element_to_f32(const std::byte* data, DType t, size_t i) {
             std::memcpy(&f, data + 4 * i, 4);
             return f;
         }
-        case DType::bf16: std::memcpy(&h, data + 2 * i, 2); return km::bf16_to_f32(h);
-        case DType::f16: std::memcpy(&h, data + 2 * i, 2); return km::f16_to_f32(h);
+        case DType::bf16:
+            std::memcpy(&h, data + 2 * i, 2);
+            return km::bf16_to_f32(h);
+        case DType::f16:
+            std::memcpy(&h, data + 2 * i, 2);
+            return km::f16_to_f32(h);
     }
     return 0.0f;
 }
@@ -123,7 +127,8 @@ public:
     CudaKvBlock(const void* owner, const Context& ctx, const ModelConfig& c, bool bf16, int capacity)
         : owner_(owner), bf16_(bf16), n_layers_(c.n_layers), n_kv_(c.n_kv_heads), hd_(c.head_dim), cap_(capacity) {
         if (capacity < 0) throw std::runtime_error("allocate_kv: negative capacity " + std::to_string(capacity));
-        mem_ = ctx.alloc(size_t(n_layers_) * 2 * part_bytes(), "a KV block of " + std::to_string(capacity) + " positions");
+        mem_ =
+            ctx.alloc(size_t(n_layers_) * 2 * part_bytes(), "a KV block of " + std::to_string(capacity) + " positions");
     }
     int capacity_tokens() const override { return cap_; }
     int n_tokens() const override { return n_tokens_; }
@@ -138,7 +143,9 @@ public:
     size_t elem_bytes() const { return bf16_ ? 2 : 4; }
     size_t part_bytes() const { return size_t(n_kv_) * size_t(cap_) * size_t(hd_) * elem_bytes(); }
     // which = 0: K, 1: V of `layer`: [n_kv_heads][cap][head_dim]
-    std::byte* part(int layer, int which) const { return mem_.as<std::byte>() + (2 * size_t(layer) + size_t(which)) * part_bytes(); }
+    std::byte* part(int layer, int which) const {
+        return mem_.as<std::byte>() + (2 * size_t(layer) + size_t(which)) * part_bytes();
+    }
 
     // Pieces between this block and a canonical image of n positions (per layer K then V, each
     // [n_kv_heads][n][head_dim]): one per (layer, part, head).
@@ -177,8 +184,12 @@ struct DevLayer {
     DeviceBuffer w_down;     // (dim, ffn_dim) bf16
 };
 
-const uint16_t* bf(const DeviceBuffer& b) { return b.as<const uint16_t>(); }
-const float* f32(const DeviceBuffer& b) { return b.as<const float>(); }
+const uint16_t* bf(const DeviceBuffer& b) {
+    return b.as<const uint16_t>();
+}
+const float* f32(const DeviceBuffer& b) {
+    return b.as<const float>();
+}
 
 class CudaBackend final : public Backend {
 public:
@@ -195,12 +206,12 @@ public:
             throw std::runtime_error("cuda backend: num_attention_heads " + std::to_string(c.n_heads) +
                                      " is not a multiple of num_key_value_heads " + std::to_string(c.n_kv_heads));
         if (c.head_dim % 2 != 0 || c.head_dim > geom::kMaxHeadDim)
-            throw std::runtime_error("cuda backend: head_dim " + std::to_string(c.head_dim) + " must be even and at most " +
-                                     std::to_string(geom::kMaxHeadDim));
+            throw std::runtime_error("cuda backend: head_dim " + std::to_string(c.head_dim) +
+                                     " must be even and at most " + std::to_string(geom::kMaxHeadDim));
         if (max_rows_ < 1) throw std::runtime_error("cuda backend: max_batch_tokens must be at least 1");
         if (int(weights.layers.size()) != c.n_layers)
-            throw std::runtime_error("cuda backend: " + std::to_string(weights.layers.size()) + " layers of weights, config has " +
-                                     std::to_string(c.n_layers));
+            throw std::runtime_error("cuda backend: " + std::to_string(weights.layers.size()) +
+                                     " layers of weights, config has " + std::to_string(c.n_layers));
         rope_.theta = c.rope_theta;
         rope_.head_dim = c.head_dim;
         if (c.rope_scaling.type == "llama3") {
@@ -209,7 +220,8 @@ public:
             rope_.high_freq_factor = c.rope_scaling.high_freq_factor;
             rope_.original_max_position_embeddings = c.rope_scaling.original_max_position_embeddings;
         } else if (!c.rope_scaling.type.empty()) {
-            throw std::runtime_error("cuda backend: rope_scaling type \"" + c.rope_scaling.type + "\" is not supported");
+            throw std::runtime_error("cuda backend: rope_scaling type \"" + c.rope_scaling.type +
+                                     "\" is not supported");
         }
         for (int i = 0; i < c.head_dim / 2; ++i) inv_freq_.push_back(km::rope_inv_freq(i, rope_));
 
@@ -286,8 +298,8 @@ public:
         ctx_.make_current();
         const CudaKvBlock& b = own(&block, "export_kv");
         if (n_tokens < 0 || n_tokens > b.n_tokens())
-            throw std::runtime_error("export_kv: " + std::to_string(n_tokens) + " positions requested, the block holds " +
-                                     std::to_string(b.n_tokens()));
+            throw std::runtime_error("export_kv: " + std::to_string(n_tokens) +
+                                     " positions requested, the block holds " + std::to_string(b.n_tokens()));
         if (out.size() != kv_bytes(n_tokens))
             throw std::runtime_error("export_kv: output is " + std::to_string(out.size()) + " bytes, expected " +
                                      std::to_string(kv_bytes(n_tokens)));
@@ -303,7 +315,8 @@ public:
                                      std::to_string(capacity_tokens));
         if (data.size() != kv_bytes(n_tokens))
             throw std::runtime_error("import_kv: data is " + std::to_string(data.size()) + " bytes, expected " +
-                                     std::to_string(kv_bytes(n_tokens)) + " for " + std::to_string(n_tokens) + " positions");
+                                     std::to_string(kv_bytes(n_tokens)) + " for " + std::to_string(n_tokens) +
+                                     " positions");
         auto block = std::make_unique<CudaKvBlock>(this, ctx_, cfg_, bf16_kv(), capacity_tokens);
         // pieces() takes a mutable image pointer; upload_pieces only reads from it.
         const std::vector<Context::Piece> pieces = block->pieces(const_cast<std::byte*>(data.data()), n_tokens);
@@ -318,13 +331,14 @@ private:
     static void check(const Tensor& t, const std::string& name, std::vector<int64_t> shape) {
         if (t.data == nullptr) throw std::runtime_error("cuda backend: weight " + name + " is missing");
         if (t.shape != shape)
-            throw std::runtime_error("cuda backend: weight " + name + " has shape " + shape_str(t.shape) + ", expected " +
-                                     shape_str(shape));
+            throw std::runtime_error("cuda backend: weight " + name + " has shape " + shape_str(t.shape) +
+                                     ", expected " + shape_str(shape));
         size_t n = 1;
         for (int64_t d : shape) n *= size_t(d);
         if (t.n_bytes != n * dtype_bytes(t.dtype))
-            throw std::runtime_error("cuda backend: weight " + name + " holds " + std::to_string(t.n_bytes) + " bytes, expected " +
-                                     std::to_string(n * dtype_bytes(t.dtype)) + " for " + dtype_name(t.dtype));
+            throw std::runtime_error("cuda backend: weight " + name + " holds " + std::to_string(t.n_bytes) +
+                                     " bytes, expected " + std::to_string(n * dtype_bytes(t.dtype)) + " for " +
+                                     dtype_name(t.dtype));
     }
 
     // Uploads n elements of t converted to bf16 (out_bf16) or f32, through the pinned staging buffer.
@@ -349,7 +363,8 @@ private:
                     }
                 }
             }
-            CC_CUDA_CHECK(cudaMemcpyAsync(buf.as<std::byte>() + i0 * eb, stage, m * eb, cudaMemcpyHostToDevice, ctx_.stream()));
+            CC_CUDA_CHECK(
+                cudaMemcpyAsync(buf.as<std::byte>() + i0 * eb, stage, m * eb, cudaMemcpyHostToDevice, ctx_.stream()));
         }
         ctx_.sync();
         return buf;
@@ -387,7 +402,8 @@ private:
                     cs[size_t(p) * half + i] = float(std::cos(angle));
                     sn[size_t(p) * half + i] = float(std::sin(angle));
                 }
-            DeviceBuffer c = ctx_.alloc(cs.size() * 4, "the RoPE cos table"), s = ctx_.alloc(sn.size() * 4, "the RoPE sin table");
+            DeviceBuffer c = ctx_.alloc(cs.size() * 4, "the RoPE cos table"),
+                         s = ctx_.alloc(sn.size() * 4, "the RoPE sin table");
             ctx_.upload(c.get(), cs.data(), cs.size() * 4);
             ctx_.upload(s.get(), sn.data(), sn.size() * 4);
             cos_ = std::move(c);
@@ -402,7 +418,8 @@ private:
     const CudaKvBlock& own(const KvBlock* b, const char* what) const {
         auto* cb = dynamic_cast<const CudaKvBlock*>(b);
         if (cb == nullptr || cb->owner() != this)
-            throw std::runtime_error(std::string(what) + ": the KV block is missing or was not allocated by this CUDA backend");
+            throw std::runtime_error(std::string(what) +
+                                     ": the KV block is missing or was not allocated by this CUDA backend");
         return *cb;
     }
 
@@ -414,23 +431,24 @@ private:
     std::vector<double> inv_freq_;  // (head_dim / 2)
     mutable std::mutex mutex_;      // one call at a time: activations and staging are shared
 
-    DeviceBuffer embed_;            // (vocab, dim) bf16
+    DeviceBuffer embed_;  // (vocab, dim) bf16
     std::vector<DevLayer> layers_;
-    DeviceBuffer final_norm_;       // (dim) f32
+    DeviceBuffer final_norm_;  // (dim) f32
     bool tied_ = false;
-    DeviceBuffer lm_head_;          // (vocab, dim) bf16, or empty when tied to embed_
+    DeviceBuffer lm_head_;  // (vocab, dim) bf16, or empty when tied to embed_
 
-    DeviceBuffer x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, act_, tokens_, sel_, logits_;  // shapes: geom::ForwardBuffers
-    DeviceBuffer cos_, sin_;        // (rope_positions_, head_dim / 2) f32
+    DeviceBuffer x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, act_, tokens_, sel_,
+        logits_;              // shapes: geom::ForwardBuffers
+    DeviceBuffer cos_, sin_;  // (rope_positions_, head_dim / 2) f32
     int rope_positions_ = 0;
-    DeviceBuffer partial_;          // split-attention partial states
+    DeviceBuffer partial_;  // split-attention partial states
 
     std::map<std::string, std::shared_ptr<GemmPlan>> plans_;
     std::shared_ptr<GemmPlan> plan_q_, plan_kv_, plan_o_, plan_up_, plan_down_, plan_lm_;
 };
 
-std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
-                                        const std::atomic<bool>* cancel) {
+std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const KvView& kv,
+                                        std::span<const int> logit_rows, const std::atomic<bool>* cancel) {
     std::lock_guard lock(mutex_);
     ctx_.make_current();
     const ModelConfig& c = cfg_;
@@ -449,11 +467,13 @@ std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const 
     }
     for (int t = 0; t < T; ++t)
         if (tokens[size_t(t)] < 0 || tokens[size_t(t)] >= c.vocab_size)
-            throw std::runtime_error("forward: token id " + std::to_string(tokens[size_t(t)]) + " (at index " + std::to_string(t) +
-                                     ") is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+            throw std::runtime_error("forward: token id " + std::to_string(tokens[size_t(t)]) + " (at index " +
+                                     std::to_string(t) + ") is outside the vocabulary [0, " +
+                                     std::to_string(c.vocab_size) + ")");
     for (int r : logit_rows)
         if (r < 0 || r >= T)
-            throw std::runtime_error("forward: logit row " + std::to_string(r) + " is outside the batch [0, " + std::to_string(T) + ")");
+            throw std::runtime_error("forward: logit row " + std::to_string(r) + " is outside the batch [0, " +
+                                     std::to_string(T) + ")");
     const int P = kv.prefix_tokens;
     const int n0 = suffix->n_tokens();
     if (int64_t(n0) + T > suffix->capacity_tokens())
@@ -564,8 +584,8 @@ std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const 
             std::vector<float> tmp(size_t(ns) * size_t(vocab));
             ctx_.download(tmp.data(), logits_.get(), tmp.size() * 4);
             for (int i = 0; i < ns; ++i)
-                std::memcpy(logits.data() + size_t(outs[s0 + size_t(i)]) * size_t(vocab), tmp.data() + size_t(i) * size_t(vocab),
-                            size_t(vocab) * 4);
+                std::memcpy(logits.data() + size_t(outs[s0 + size_t(i)]) * size_t(vocab),
+                            tmp.data() + size_t(i) * size_t(vocab), size_t(vocab) * 4);
         }
     }
     ctx_.sync();
@@ -578,7 +598,8 @@ std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const 
 size_t cuda_required_bytes(const ModelConfig& config, const CudaBackendOptions& options) {
     const int positions = geom::rope_table_positions(std::min(std::max(config.max_position_embeddings, 1), 8192));
     const size_t rope = 2 * size_t(positions) * size_t(config.head_dim / 2) * 4;
-    size_t bytes = geom::weight_bytes(config) + geom::plan_buffers(config, options.max_batch_tokens, positions).total() + rope +
+    size_t bytes = geom::weight_bytes(config) +
+                   geom::plan_buffers(config, options.max_batch_tokens, positions).total() + rope +
                    options.workspace_bytes;
     // Each weight and activation is its own cudaMalloc, which rounds up: 256 KiB allowed per buffer.
     const size_t n_buffers = size_t(config.n_layers) * 11 + 20;

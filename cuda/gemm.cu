@@ -43,8 +43,8 @@ T algo_attr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes
 }
 
 // Y[m][n] = sum over k of X[m][k] * W[n][k]: per output, one fmaf chain over k = 0..K-1 from +0.
-__global__ void gemm_fallback_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y,
-                                     int m, int n, int k) {
+__global__ void gemm_fallback_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w,
+                                     float* __restrict__ y, int m, int n, int k) {
     constexpr int T = geom::kGemmTile, KS = geom::kGemmKStep;
     __shared__ float xs[KS][T + 1];  // [k in step][row of the tile]
     __shared__ float ws[KS][T + 1];
@@ -80,7 +80,8 @@ __global__ void gemm_fallback_kernel(const uint16_t* __restrict__ x, const uint1
 // k x n column-major matrix used transposed (op T -> n x k); X[m][k] row-major is k x m (op N).
 GemmPlan::GemmPlan(const Context& ctx, int n, int k, int max_m, bool force_fallback) : n_(n), k_(k), max_m_(max_m) {
     if (n <= 0 || k <= 0 || max_m <= 0)
-        throw CudaError("GemmPlan: bad shape n=" + std::to_string(n) + " k=" + std::to_string(k) + " max_m=" + std::to_string(max_m));
+        throw CudaError("GemmPlan: bad shape n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                        " max_m=" + std::to_string(max_m));
     if (force_fallback) {
         fallback_ = true;
         description_ = "fallback kernel (forced)";
@@ -103,8 +104,7 @@ GemmPlan::GemmPlan(const Context& ctx, int n, int k, int max_m, bool force_fallb
     if (pref_status == CUBLAS_STATUS_SUCCESS) {
         // Ask for the shape of the largest batch: its algorithms are the fast ones for prefill.
         Layout b(CUDA_R_16BF, uint64_t(k), uint64_t(max_m), k), c(CUDA_R_32F, uint64_t(n), uint64_t(max_m), n);
-        heur_status = cublasLtMatmulAlgoGetHeuristic(ctx.lt(), op_, a_, b.h, c.h, c.h, pref, 32, results,
-                                                     &n_results);
+        heur_status = cublasLtMatmulAlgoGetHeuristic(ctx.lt(), op_, a_, b.h, c.h, c.h, pref, 32, results, &n_results);
     }
     cublasLtMatmulPreferenceDestroy(pref);
     if (heur_status != CUBLAS_STATUS_SUCCESS) n_results = 0;  // no candidate: the fallback kernel
@@ -118,8 +118,8 @@ GemmPlan::GemmPlan(const Context& ctx, int n, int k, int max_m, bool force_fallb
         const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
         if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk) !=
                 CUBLAS_STATUS_SUCCESS ||
-            cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction, sizeof reduction) !=
-                CUBLAS_STATUS_SUCCESS)
+            cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
+                                                 sizeof reduction) != CUBLAS_STATUS_SUCCESS)
             continue;
         bool ok = true;
         size_t need_ws = 0;
@@ -137,8 +137,8 @@ GemmPlan::GemmPlan(const Context& ctx, int n, int k, int max_m, bool force_fallb
     }
     if (!found) {
         fallback_ = true;
-        description_ = "fallback kernel (cuBLASLt: no algorithm with split-K 1 for every m in 1.." + std::to_string(max_m) +
-                       ", " + std::to_string(n_results) + " candidates checked)";
+        description_ = "fallback kernel (cuBLASLt: no algorithm with split-K 1 for every m in 1.." +
+                       std::to_string(max_m) + ", " + std::to_string(n_results) + " candidates checked)";
         return;
     }
     description_ = "cublasLt algo " + std::to_string(algo_attr<int>(algo_, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
@@ -159,8 +159,8 @@ void GemmPlan::run(const Context& ctx, const uint16_t* x, const uint16_t* w, flo
                         std::to_string(k_) + " was checked for 1.." + std::to_string(max_m_));
     if (fallback_) {
         const geom::Launch l = geom::gemm_fallback(m, n_);
-        gemm_fallback_kernel<<<dim3(l.grid.x, l.grid.y, l.grid.z), dim3(l.block.x, l.block.y, l.block.z), 0, ctx.stream()>>>(
-            x, w, y, m, n_, k_);
+        gemm_fallback_kernel<<<dim3(l.grid.x, l.grid.y, l.grid.z), dim3(l.block.x, l.block.y, l.block.z), 0,
+                               ctx.stream()>>>(x, w, y, m, n_, k_);
         CC_CUDA_CHECK_LAUNCH("gemm_fallback_kernel");
         return;
     }

@@ -16,12 +16,14 @@
 namespace cc::cuda::kern {
 namespace {
 
-dim3 d3(const geom::Dim3& d) { return dim3(d.x, d.y, d.z); }
+dim3 d3(const geom::Dim3& d) {
+    return dim3(d.x, d.y, d.z);
+}
 
 // ---- row and elementwise kernels -------------------------------------------------------------
 
-__global__ void embed_kernel(const uint16_t* __restrict__ table, const int32_t* __restrict__ tokens, float* __restrict__ x,
-                             int dim) {
+__global__ void embed_kernel(const uint16_t* __restrict__ table, const int32_t* __restrict__ tokens,
+                             float* __restrict__ x, int dim) {
     const size_t r = blockIdx.x;
     const uint16_t* src = table + size_t(tokens[r]) * size_t(dim);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) x[r * size_t(dim) + i] = km::bf16_to_f32(src[i]);
@@ -42,8 +44,8 @@ __device__ float block_sum(float v, float* red) {
 }
 
 template <bool kOutBf16>
-__global__ void rmsnorm_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, const float* __restrict__ w,
-                               void* __restrict__ y, int dim, float eps) {
+__global__ void rmsnorm_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
+                               const float* __restrict__ w, void* __restrict__ y, int dim, float eps) {
     extern __shared__ float red[];
     const size_t r = blockIdx.x;
     const size_t src = rows != nullptr ? size_t(rows[r]) : r;
@@ -72,7 +74,8 @@ __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, i
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
         x[i] = x[i] + y[i];
 }
-__global__ void swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u, uint16_t* __restrict__ out, int64_t n) {
+__global__ void swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u, uint16_t* __restrict__ out,
+                              int64_t n) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
         out[i] = km::f32_to_bf16(km::swiglu(g[i], u[i]));
 }
@@ -171,7 +174,9 @@ __device__ inline float kv_at(const void* base, bool bf16, size_t i) {
     return bf16 ? km::bf16_to_f32(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
 }
 
-__device__ inline bool visible(int j, int pos, int window) { return j >= geom::attn_first_key(pos, window) && j <= pos; }
+__device__ inline bool visible(int j, int pos, int window) {
+    return j >= geom::attn_first_key(pos, window) && j <= pos;
+}
 
 // Moves key tile [k0, k0 + kAttnKeyTile) of kv head kvh into shared memory as f32. Position j is
 // read from the prefix block when j < seg[0].n, else from the suffix block: values move, nothing
@@ -184,7 +189,8 @@ __device__ void load_tile(const AttnArgs& a, const AttnSmem& s, int kvh, int k0)
         if (j < n_total) {
             const bool in_prefix = j < a.seg[0].n;
             const AttnSeg& sg = in_prefix ? a.seg[0] : a.seg[1];
-            const size_t idx = (size_t(kvh) * size_t(sg.cap) + size_t(in_prefix ? j : j - a.seg[0].n)) * size_t(hd) + size_t(d);
+            const size_t idx =
+                (size_t(kvh) * size_t(sg.cap) + size_t(in_prefix ? j : j - a.seg[0].n)) * size_t(hd) + size_t(d);
             kv = kv_at(sg.k, a.kv_bf16, idx);
             vv = kv_at(sg.v, a.kv_bf16, idx);
         }
@@ -300,7 +306,8 @@ __global__ void attn_tiled_kernel(AttnArgs a) {
         attend_chunk(a, s, t0, nr, h, c);
         for (int r = threadIdx.x; r < nr; r += blockDim.x) {
             const int pos = a.first_pos + t0 + r;
-            const bool sees = geom::attn_chunk_of(geom::attn_first_key(pos, a.window)) <= c && c <= geom::attn_chunk_of(pos);
+            const bool sees =
+                geom::attn_chunk_of(geom::attn_first_key(pos, a.window)) <= c && c <= geom::attn_chunk_of(pos);
             s.st[r * 8 + kFlag] = sees ? 1.0f : 0.0f;
             if (!sees) continue;
             km::SoftmaxState total, chunk;
@@ -341,7 +348,8 @@ __global__ void attn_split_kernel(AttnArgs a, float* __restrict__ partial, int n
     load_queries(a, s, t, 1, h);
     __syncthreads();
     attend_chunk(a, s, t, 1, h, c);
-    float* out = partial + ((size_t(t) * size_t(a.n_heads) + size_t(h)) * size_t(n_chunks) + size_t(c)) * (size_t(hd) + 2);
+    float* out =
+        partial + ((size_t(t) * size_t(a.n_heads) + size_t(h)) * size_t(n_chunks) + size_t(c)) * (size_t(hd) + 2);
     if (threadIdx.x == 0) {
         out[0] = s.st[kMc];
         out[1] = s.st[kLc];
@@ -411,7 +419,9 @@ __global__ void argmax_kernel(const float* __restrict__ logits, int vocab, int32
     if (threadIdx.x == 0) out[r] = si[0] < vocab ? si[0] : 0;
 }
 
-void launch_elementwise_check(const char* name) { check_cuda(cudaGetLastError(), name, __FILE__, __LINE__); }
+void launch_elementwise_check(const char* name) {
+    check_cuda(cudaGetLastError(), name, __FILE__, __LINE__);
+}
 
 }  // namespace
 
@@ -474,7 +484,8 @@ void attention(const AttnArgs& a, float* partial, size_t partial_floats, AttnPat
     if (!split) {
         const geom::Launch l = geom::attn_tiled(a.n_rows, a.n_heads, a.n_kv_heads, a.head_dim);
         if (l.smem_bytes > geom::kSmemDefaultBytes)
-            CC_CUDA_CHECK(cudaFuncSetAttribute(attn_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem_bytes)));
+            CC_CUDA_CHECK(cudaFuncSetAttribute(attn_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               int(l.smem_bytes)));
         attn_tiled_kernel<<<d3(l.grid), d3(l.block), l.smem_bytes, stream>>>(a);
         CC_CUDA_CHECK_LAUNCH("attn_tiled_kernel");
         return;
@@ -483,10 +494,11 @@ void attention(const AttnArgs& a, float* partial, size_t partial_floats, AttnPat
     const geom::Launch l = geom::attn_split(a.n_rows, a.n_heads, a.n_kv_heads, a.head_dim, n_positions);
     const size_t need = geom::attn_partial_floats(a.n_rows, a.n_heads, a.head_dim, n_positions);
     if (partial == nullptr || partial_floats < need)
-        throw CudaError("attention: split scratch holds " + std::to_string(partial_floats) + " floats, " + std::to_string(need) +
-                        " needed");
+        throw CudaError("attention: split scratch holds " + std::to_string(partial_floats) + " floats, " +
+                        std::to_string(need) + " needed");
     if (l.smem_bytes > geom::kSmemDefaultBytes)
-        CC_CUDA_CHECK(cudaFuncSetAttribute(attn_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem_bytes)));
+        CC_CUDA_CHECK(
+            cudaFuncSetAttribute(attn_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem_bytes)));
     const int n_chunks = int(l.grid.x);
     attn_split_kernel<<<d3(l.grid), d3(l.block), l.smem_bytes, stream>>>(a, partial, n_chunks);
     CC_CUDA_CHECK_LAUNCH("attn_split_kernel");
@@ -502,8 +514,8 @@ void argmax_rows(const float* logits, int n_rows, int vocab, int32_t* out, cudaS
     CC_CUDA_CHECK_LAUNCH("argmax_kernel");
 }
 
-void sample_rows(const float* logits, int n_rows, int vocab, float temperature, uint64_t seed, uint64_t step, int32_t* out,
-                 cudaStream_t stream) {
+void sample_rows(const float* logits, int n_rows, int vocab, float temperature, uint64_t seed, uint64_t step,
+                 int32_t* out, cudaStream_t stream) {
     if (n_rows == 0) return;
     if (!(temperature > 0.0f)) throw CudaError("sample_rows: temperature must be > 0 (use argmax_rows for greedy)");
     const geom::Launch l = geom::row_blocks(n_rows);

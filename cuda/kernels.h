@@ -22,26 +22,26 @@ void rmsnorm(const float* x, const int32_t* rows, const float* w, void* y, bool 
 
 void f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 void bf16_to_f32(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
-void add_inplace(float* x, const float* y, int64_t n, cudaStream_t stream);      // x += y
+void add_inplace(float* x, const float* y, int64_t n, cudaStream_t stream);                      // x += y
 void swiglu(const float* gate, const float* up, uint16_t* out, int64_t n, cudaStream_t stream);  // bf16(silu(g) * u)
 
 // Per row: Qwen3 q/k RMSNorm per head (when q_norm/k_norm are set), RoPE on q and k, then this
 // row's K and V into the KV block at slot first_slot + row.
 struct QkRopeArgs {
-    float* q = nullptr;          // (n_rows, n_heads * head_dim) f32, in place
-    float* k = nullptr;          // (n_rows, n_kv_heads * head_dim) f32, in place
-    const float* v = nullptr;    // (n_rows, n_kv_heads * head_dim) f32
+    float* q = nullptr;        // (n_rows, n_heads * head_dim) f32, in place
+    float* k = nullptr;        // (n_rows, n_kv_heads * head_dim) f32, in place
+    const float* v = nullptr;  // (n_rows, n_kv_heads * head_dim) f32
     int n_rows = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
     const float* q_norm = nullptr;  // (head_dim) or null
     const float* k_norm = nullptr;  // (head_dim) or null
     float eps = 0;
-    const float* cos_t = nullptr;   // (table positions, head_dim / 2)
+    const float* cos_t = nullptr;  // (table positions, head_dim / 2)
     const float* sin_t = nullptr;
-    int first_pos = 0;              // position of row 0 (row r uses table row first_pos + r)
-    void* kv_k = nullptr;           // this layer's K in the block: [n_kv_heads][kv_cap][head_dim]
-    void* kv_v = nullptr;           // this layer's V, same layout
+    int first_pos = 0;     // position of row 0 (row r uses table row first_pos + r)
+    void* kv_k = nullptr;  // this layer's K in the block: [n_kv_heads][kv_cap][head_dim]
+    void* kv_v = nullptr;  // this layer's V, same layout
     int kv_cap = 0;
-    int first_slot = 0;             // block slot of row 0
+    int first_slot = 0;  // block slot of row 0
     bool kv_bf16 = false;
 };
 void qk_rope_store(const QkRopeArgs& args, cudaStream_t stream);
@@ -59,12 +59,12 @@ struct AttnArgs {
     AttnSeg seg[2];
     bool kv_bf16 = false;
     int n_heads = 0, n_kv_heads = 0, head_dim = 0;
-    int window = 0;              // sliding window (0 = none)
+    int window = 0;  // sliding window (0 = none)
     float scale = 1.0f;
-    const float* q = nullptr;    // (n_rows, n_heads * head_dim) f32
+    const float* q = nullptr;  // (n_rows, n_heads * head_dim) f32
     int n_rows = 0;
     int first_pos = 0;
-    float* out = nullptr;        // (n_rows, n_heads * head_dim) f32
+    float* out = nullptr;  // (n_rows, n_heads * head_dim) f32
 };
 enum class AttnPath { automatic, tiled, split };
 // `partial`: scratch for the split path, geom::attn_partial_floats(n_rows, ...) floats.
@@ -74,7 +74,7 @@ void attention(const AttnArgs& args, float* partial, size_t partial_floats, Attn
 void argmax_rows(const float* logits, int n_rows, int vocab, int32_t* out, cudaStream_t stream);
 // out[r] = a sample of softmax(logits[r] / temperature) by Gumbel-max with km::uniform01(seed,
 // step, r * vocab + i); deterministic for a given (seed, step).
-void sample_rows(const float* logits, int n_rows, int vocab, float temperature, uint64_t seed, uint64_t step, int32_t* out,
-                 cudaStream_t stream);
+void sample_rows(const float* logits, int n_rows, int vocab, float temperature, uint64_t seed, uint64_t step,
+                 int32_t* out, cudaStream_t stream);
 
 }  // namespace cc::cuda::kern

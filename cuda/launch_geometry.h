@@ -33,18 +33,18 @@ struct Launch {
 inline constexpr uint64_t kMaxGridX = 2147483647u;
 inline constexpr uint64_t kMaxGridYZ = 65535u;
 inline constexpr unsigned kMaxBlockThreads = 1024;
-inline constexpr size_t kSmemDefaultBytes = 48 * 1024;    // without cudaFuncAttributeMaxDynamicSharedMemorySize
-inline constexpr size_t kSmemOptinSm80Bytes = 166912;     // 163 KiB per block on sm_80
-inline constexpr size_t kSmemOptinSm90Bytes = 232448;     // 227 KiB per block on sm_90
+inline constexpr size_t kSmemDefaultBytes = 48 * 1024;  // without cudaFuncAttributeMaxDynamicSharedMemorySize
+inline constexpr size_t kSmemOptinSm80Bytes = 166912;   // 163 KiB per block on sm_80
+inline constexpr size_t kSmemOptinSm90Bytes = 232448;   // 227 KiB per block on sm_90
 // What our kernels may ask for: the smaller of the two, so one build runs on both.
 inline constexpr size_t kSmemMaxBytes = kSmemOptinSm80Bytes;
 
 // ---- attention numerics constants -----------------------------------------------------------------
-inline constexpr int kAttnKeyTile = 32;        // keys per tile, tiles start at multiples of 32
-inline constexpr int kAttnChunk = 256;         // keys per chunk (8 tiles), chunks start at multiples of 256
-inline constexpr int kAttnRowsPerBlock = 16;   // query rows per block in the tiled (prefill) kernel
+inline constexpr int kAttnKeyTile = 32;       // keys per tile, tiles start at multiples of 32
+inline constexpr int kAttnChunk = 256;        // keys per chunk (8 tiles), chunks start at multiples of 256
+inline constexpr int kAttnRowsPerBlock = 16;  // query rows per block in the tiled (prefill) kernel
 inline constexpr int kAttnThreads = 128;
-inline constexpr int kAttnSplitMaxRows = 4;    // batches of at most this many rows use the split kernel
+inline constexpr int kAttnSplitMaxRows = 4;  // batches of at most this many rows use the split kernel
 inline constexpr int kMaxHeadDim = 256;
 static_assert(kAttnChunk % kAttnKeyTile == 0, "a chunk is whole tiles");
 
@@ -52,13 +52,16 @@ inline void require(bool ok, const std::string& what) {
     if (!ok) throw std::invalid_argument("cuda launch geometry: " + what);
 }
 
-inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+inline uint64_t ceil_div(uint64_t a, uint64_t b) {
+    return (a + b - 1) / b;
+}
 
 inline void check_grid(const Launch& l, const char* kernel) {
     require(l.grid.x >= 1 && l.grid.x <= kMaxGridX, std::string(kernel) + ": grid.x out of range");
     require(l.grid.y >= 1 && l.grid.y <= kMaxGridYZ, std::string(kernel) + ": grid.y out of range");
     require(l.grid.z >= 1 && l.grid.z <= kMaxGridYZ, std::string(kernel) + ": grid.z out of range");
-    require(uint64_t(l.block.x) * l.block.y * l.block.z <= kMaxBlockThreads, std::string(kernel) + ": too many threads");
+    require(uint64_t(l.block.x) * l.block.y * l.block.z <= kMaxBlockThreads,
+            std::string(kernel) + ": too many threads");
     require(l.smem_bytes <= kSmemMaxBytes, std::string(kernel) + ": shared memory " + std::to_string(l.smem_bytes) +
                                                " bytes exceeds " + std::to_string(kSmemMaxBytes));
 }
@@ -68,11 +71,17 @@ CC_HD inline int attn_first_key(int pos, int window) {
     const int lo = pos - window + 1;
     return window > 0 && lo > 0 ? lo : 0;
 }
-CC_HD inline int attn_chunk_of(int pos) { return pos / kAttnChunk; }
+CC_HD inline int attn_chunk_of(int pos) {
+    return pos / kAttnChunk;
+}
 // Chunks covering positions [0, n_positions).
-inline int attn_n_chunks(int n_positions) { return int(ceil_div(uint64_t(std::max(n_positions, 1)), kAttnChunk)); }
+inline int attn_n_chunks(int n_positions) {
+    return int(ceil_div(uint64_t(std::max(n_positions, 1)), kAttnChunk));
+}
 // Chunk c covers positions [attn_chunk_begin(c), attn_chunk_begin(c) + kAttnChunk): aligned to 0.
-inline int64_t attn_chunk_begin(int c) { return int64_t(c) * kAttnChunk; }
+inline int64_t attn_chunk_begin(int c) {
+    return int64_t(c) * kAttnChunk;
+}
 
 // Shared memory of one attention block holding `rows` query rows:
 //   q      [rows][head_dim]              the rows' queries (f32)
@@ -89,8 +98,10 @@ inline size_t attn_smem_bytes(int rows, int head_dim, bool with_total) {
 }
 
 inline void check_attention_shape(int n_heads, int n_kv_heads, int head_dim) {
-    require(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0, "attention: n_heads must be a multiple of n_kv_heads");
-    require(head_dim > 0 && head_dim <= kMaxHeadDim && head_dim % 2 == 0, "attention: head_dim must be even and <= 256");
+    require(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
+            "attention: n_heads must be a multiple of n_kv_heads");
+    require(head_dim > 0 && head_dim <= kMaxHeadDim && head_dim % 2 == 0,
+            "attention: head_dim must be even and <= 256");
     require(uint64_t(n_heads) <= kMaxGridYZ, "attention: too many heads");
 }
 
@@ -106,7 +117,9 @@ inline Launch attn_tiled(int n_rows, int n_heads, int n_kv_heads, int head_dim) 
     return l;
 }
 
-inline bool attn_use_split(int n_rows) { return n_rows <= kAttnSplitMaxRows; }
+inline bool attn_use_split(int n_rows) {
+    return n_rows <= kAttnSplitMaxRows;
+}
 
 // Split kernel: one block per (chunk, head, row), each writes a partial state; then the combine.
 inline Launch attn_split(int n_rows, int n_heads, int n_kv_heads, int head_dim, int n_positions) {
@@ -187,25 +200,27 @@ inline Launch gemm_fallback(int m, int n) {
 
 // Device activation buffers of a forward pass for `max_rows` rows (bytes; each a separate cudaMalloc).
 struct ForwardBuffers {
-    size_t x = 0;         // (rows, dim) f32       residual stream
-    size_t xn = 0;        // (rows, max(dim, qd)) bf16  GEMM input (normed x, or attention output)
-    size_t q = 0;         // (rows, n_heads * head_dim) f32
-    size_t k = 0;         // (rows, n_kv_heads * head_dim) f32
-    size_t v = 0;         // (rows, n_kv_heads * head_dim) f32
-    size_t att = 0;       // (rows, n_heads * head_dim) f32
-    size_t proj = 0;      // (rows, dim) f32
-    size_t gate = 0;      // (rows, ffn_dim) f32
-    size_t up = 0;        // (rows, ffn_dim) f32
-    size_t act = 0;       // (rows, ffn_dim) bf16  silu(gate) * up
-    size_t tokens = 0;    // (rows) int32
-    size_t sel = 0;       // (logit_rows) int32   rows whose logits are wanted
-    size_t logits = 0;    // (logit_rows, vocab) f32
-    size_t partial = 0;   // split-attention partial states for max_positions
+    size_t x = 0;        // (rows, dim) f32       residual stream
+    size_t xn = 0;       // (rows, max(dim, qd)) bf16  GEMM input (normed x, or attention output)
+    size_t q = 0;        // (rows, n_heads * head_dim) f32
+    size_t k = 0;        // (rows, n_kv_heads * head_dim) f32
+    size_t v = 0;        // (rows, n_kv_heads * head_dim) f32
+    size_t att = 0;      // (rows, n_heads * head_dim) f32
+    size_t proj = 0;     // (rows, dim) f32
+    size_t gate = 0;     // (rows, ffn_dim) f32
+    size_t up = 0;       // (rows, ffn_dim) f32
+    size_t act = 0;      // (rows, ffn_dim) bf16  silu(gate) * up
+    size_t tokens = 0;   // (rows) int32
+    size_t sel = 0;      // (logit_rows) int32   rows whose logits are wanted
+    size_t logits = 0;   // (logit_rows, vocab) f32
+    size_t partial = 0;  // split-attention partial states for max_positions
     size_t total() const { return x + xn + q + k + v + att + proj + gate + up + act + tokens + sel + logits + partial; }
 };
 
 // Logit rows per lm_head GEMM: (rows, vocab) f32 gets large (Qwen3: 600 KB a row), so at most 32.
-inline int max_logit_rows(int max_rows) { return std::max(1, std::min(max_rows, 32)); }
+inline int max_logit_rows(int max_rows) {
+    return std::max(1, std::min(max_rows, 32));
+}
 
 inline ForwardBuffers plan_buffers(const ModelConfig& c, int max_rows, int max_positions) {
     require(max_rows >= 1, "max_batch_tokens must be at least 1");
@@ -240,6 +255,8 @@ inline size_t weight_bytes(const ModelConfig& c) {
 
 // RoPE tables grow in steps of this many positions (cos and sin, (positions, head_dim / 2) f32).
 inline constexpr int kRopeTableStep = 4096;
-inline int rope_table_positions(int needed) { return int(ceil_div(uint64_t(std::max(needed, 1)), kRopeTableStep)) * kRopeTableStep; }
+inline int rope_table_positions(int needed) {
+    return int(ceil_div(uint64_t(std::max(needed, 1)), kRopeTableStep)) * kRopeTableStep;
+}
 
 }  // namespace cc::cuda::geom

@@ -106,7 +106,8 @@ public:
         rows.push_back(std::move(r));
     }
     // A row for an output checked against a reference: NaN/Inf and guard bytes noted.
-    void add_output(const std::string& check, const std::string& shape, double err, double bound, size_t nonfinite, bool guards) {
+    void add_output(const std::string& check, const std::string& shape, double err, double bound, size_t nonfinite,
+                    bool guards) {
         std::string note;
         if (nonfinite > 0) note += std::to_string(nonfinite) + " NaN/Inf in the output; ";
         if (!guards) note += "guard bytes around the output were overwritten; ";
@@ -130,8 +131,18 @@ void check_conversions(const Context& ctx, Table& t) {
     std::mt19937 rng(11);
     std::vector<float> x = normals(rng, 4096, 100.0f);
     // specials and rounding ties: NaN, +-Inf, +-0, subnormals, exact halfway cases, the largest finite
-    const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f, FLT_MAX, -FLT_MAX,
-                              km::f32_from_bits(0x3f808000u), km::f32_from_bits(0x3f818000u), km::f32_from_bits(0x7f7fffffu)};
+    const float specials[] = {NAN,
+                              INFINITY,
+                              -INFINITY,
+                              0.0f,
+                              -0.0f,
+                              1e-40f,
+                              -1e-40f,
+                              FLT_MAX,
+                              -FLT_MAX,
+                              km::f32_from_bits(0x3f808000u),
+                              km::f32_from_bits(0x3f818000u),
+                              km::f32_from_bits(0x7f7fffffu)};
     for (float s : specials) x.push_back(s);
     const size_t n = x.size();
     Guarded in(ctx, n * 4, "selftest input"), out(ctx, n * 2, "selftest output"), back(ctx, n * 4, "selftest output");
@@ -141,12 +152,12 @@ void check_conversions(const Context& ctx, Table& t) {
     ctx.sync();
     const std::vector<uint16_t> got = out.get<uint16_t>();
     const std::vector<uint16_t> want = to_bf16(x);
-    t.add_output("f32_to_bf16 (bits, incl. NaN/Inf/ties)", "n=" + std::to_string(n), double(count_bit_mismatch(got, want)), 0, 0,
-                 in.guards_intact() && out.guards_intact());
+    t.add_output("f32_to_bf16 (bits, incl. NaN/Inf/ties)", "n=" + std::to_string(n),
+                 double(count_bit_mismatch(got, want)), 0, 0, in.guards_intact() && out.guards_intact());
     std::vector<float> widened(n);
     for (size_t i = 0; i < n; ++i) widened[i] = km::bf16_to_f32(want[i]);
-    t.add_output("bf16_to_f32 (bits)", "n=" + std::to_string(n), double(count_bit_mismatch(back.get<float>(), widened)), 0, 0,
-                 back.guards_intact());
+    t.add_output("bf16_to_f32 (bits)", "n=" + std::to_string(n), double(count_bit_mismatch(back.get<float>(), widened)),
+                 0, 0, back.guards_intact());
 }
 
 void check_embedding_add(const Context& ctx, Table& t) {
@@ -165,10 +176,11 @@ void check_embedding_add(const Context& ctx, Table& t) {
     ctx.sync();
     std::vector<float> want(size_t(rows) * dim);
     for (int r = 0; r < rows; ++r)
-        for (int i = 0; i < dim; ++i) want[size_t(r) * dim + i] = km::bf16_to_f32(table[size_t(tokens[size_t(r)]) * dim + i]);
+        for (int i = 0; i < dim; ++i)
+            want[size_t(r) * dim + i] = km::bf16_to_f32(table[size_t(tokens[size_t(r)]) * dim + i]);
     const std::vector<float> got = x.get<float>();
-    t.add_output("embedding (bits)", "rows=9 dim=72 vocab=1000", double(count_bit_mismatch(got, want)), 0, count_nonfinite(got),
-                 x.guards_intact());
+    t.add_output("embedding (bits)", "rows=9 dim=72 vocab=1000", double(count_bit_mismatch(got, want)), 0,
+                 count_nonfinite(got), x.guards_intact());
 
     const std::vector<float> a = normals(rng, 5000), b = normals(rng, 5000);
     Guarded ga(ctx, a.size() * 4, "selftest a"), gb(ctx, b.size() * 4, "selftest b");
@@ -178,7 +190,8 @@ void check_embedding_add(const Context& ctx, Table& t) {
     ctx.sync();
     std::vector<float> sum(a.size());
     for (size_t i = 0; i < a.size(); ++i) sum[i] = a[i] + b[i];
-    t.add_output("residual add (bits)", "n=5000", double(count_bit_mismatch(ga.get<float>(), sum)), 0, 0, ga.guards_intact());
+    t.add_output("residual add (bits)", "n=5000", double(count_bit_mismatch(ga.get<float>(), sum)), 0, 0,
+                 ga.guards_intact());
 }
 
 void check_rmsnorm(const Context& ctx, Table& t, bool quick) {
@@ -189,7 +202,8 @@ void check_rmsnorm(const Context& ctx, Table& t, bool quick) {
         const std::string shape = "rows=" + std::to_string(rows) + " dim=" + std::to_string(dim);
         const std::vector<float> x = normals(rng, size_t(rows) * dim, 3.0f), w = normals(rng, size_t(dim));
         const float eps = 1e-6f;
-        Guarded gx(ctx, x.size() * 4, "x"), gw(ctx, w.size() * 4, "w"), y(ctx, x.size() * 4, "y"), yb(ctx, x.size() * 2, "y bf16");
+        Guarded gx(ctx, x.size() * 4, "x"), gw(ctx, w.size() * 4, "w"), y(ctx, x.size() * 4, "y"),
+            yb(ctx, x.size() * 2, "y bf16");
         gx.set(x);
         gw.set(w);
         kern::rmsnorm(gx.as<float>(), nullptr, gw.as<float>(), y.as<float>(), false, rows, dim, eps, ctx.stream());
@@ -208,9 +222,10 @@ void check_rmsnorm(const Context& ctx, Table& t, bool quick) {
         }
         // sum of squares: a strided sum per thread (dim / 256 terms) then an 8-level tree
         const double bound = 4 * kEps * (double(dim) / geom::kRowThreads + 8 + 4);
-        t.add_output("rmsnorm (vs float64)", shape, err, bound, count_nonfinite(got), gx.guards_intact() && y.guards_intact());
-        t.add_output("rmsnorm bf16 out == bf16(f32 out)", shape, double(count_bit_mismatch(yb.get<uint16_t>(), to_bf16(got))), 0, 0,
-                     yb.guards_intact());
+        t.add_output("rmsnorm (vs float64)", shape, err, bound, count_nonfinite(got),
+                     gx.guards_intact() && y.guards_intact());
+        t.add_output("rmsnorm bf16 out == bf16(f32 out)", shape,
+                     double(count_bit_mismatch(yb.get<uint16_t>(), to_bf16(got))), 0, 0, yb.guards_intact());
     }
 }
 
@@ -224,7 +239,7 @@ void check_swiglu(const Context& ctx, Table& t) {
     kern::swiglu(gg.as<float>(), gu.as<float>(), out.as<uint16_t>(), int64_t(n), ctx.stream());
     ctx.sync();
     const std::vector<uint16_t> got = out.get<uint16_t>();
-    double err = 0;  // in BF16 ulps of the reference: device expf and the host's exp may differ in the last
+    double err = 0;        // in BF16 ulps of the reference: device expf and the host's exp may differ in the last
     size_t nonfinite = 0;  // float bit, which can move a BF16 rounding by one ulp
     for (size_t i = 0; i < n; ++i) {
         const double ref = double(km::bf16_to_f32(km::f32_to_bf16(km::swiglu(g[i], u[i]))));
@@ -242,14 +257,16 @@ void check_qk_rope(const Context& ctx, Table& t, bool quick) {
         bool norm, bf16, llama3;
         int first_pos;
     };
-    std::vector<Case> cases = {{3, 7, 1, 64, true, false, false, 0}, {5, 32, 8, 128, false, true, true, 1000},
+    std::vector<Case> cases = {{3, 7, 1, 64, true, false, false, 0},
+                               {5, 32, 8, 128, false, true, true, 1000},
                                {1, 4, 2, 32, true, true, false, 37}};
     if (!quick) cases.push_back({17, 16, 8, 256, true, false, true, 99990});
     std::mt19937 rng(15);
     for (const Case& c : cases) {
         const std::string shape = "rows=" + std::to_string(c.rows) + " heads=" + std::to_string(c.heads) + "/" +
                                   std::to_string(c.kv) + " hd=" + std::to_string(c.hd) + (c.norm ? " qk_norm" : "") +
-                                  (c.llama3 ? " llama3" : "") + (c.bf16 ? " kv=bf16" : " kv=f32") + " pos=" + std::to_string(c.first_pos);
+                                  (c.llama3 ? " llama3" : "") + (c.bf16 ? " kv=bf16" : " kv=f32") +
+                                  " pos=" + std::to_string(c.first_pos);
         const int half = c.hd / 2, qd = c.heads * c.hd, kvd = c.kv * c.hd;
         km::RopeParams rp;
         rp.theta = c.llama3 ? 500000.0 : 1000000.0;
@@ -269,12 +286,13 @@ void check_qk_rope(const Context& ctx, Table& t, bool quick) {
                 sn[size_t(p) * half + i] = float(std::sin(angle));
             }
         const std::vector<float> q = normals(rng, size_t(c.rows) * qd), k = normals(rng, size_t(c.rows) * kvd),
-                                 v = normals(rng, size_t(c.rows) * kvd), qw = normals(rng, size_t(c.hd)), kw = normals(rng, size_t(c.hd));
+                                 v = normals(rng, size_t(c.rows) * kvd), qw = normals(rng, size_t(c.hd)),
+                                 kw = normals(rng, size_t(c.hd));
         const int cap = c.rows + 3, first_slot = 2;
         const size_t eb = c.bf16 ? 2 : 4, kv_bytes = size_t(c.kv) * cap * c.hd * eb;
-        Guarded gq(ctx, q.size() * 4, "q"), gk(ctx, k.size() * 4, "k"), gv(ctx, v.size() * 4, "v"), gqw(ctx, qw.size() * 4, "qw"),
-            gkw(ctx, kw.size() * 4, "kw"), gc(ctx, cs.size() * 4, "cos"), gs(ctx, sn.size() * 4, "sin"), kk(ctx, kv_bytes, "K"),
-            kv(ctx, kv_bytes, "V");
+        Guarded gq(ctx, q.size() * 4, "q"), gk(ctx, k.size() * 4, "k"), gv(ctx, v.size() * 4, "v"),
+            gqw(ctx, qw.size() * 4, "qw"), gkw(ctx, kw.size() * 4, "kw"), gc(ctx, cs.size() * 4, "cos"),
+            gs(ctx, sn.size() * 4, "sin"), kk(ctx, kv_bytes, "K"), kv(ctx, kv_bytes, "V");
         gq.set(q);
         gk.set(k);
         gv.set(v);
@@ -321,8 +339,10 @@ void check_qk_rope(const Context& ctx, Table& t, bool quick) {
         }
         const std::vector<float> got_q = gq.get<float>(), got_k = gk.get<float>();
         double err = 0;
-        for (size_t i = 0; i < rq.size(); ++i) err = std::max(err, std::abs(double(got_q[i]) - rq[i]) / std::max(1.0, std::abs(double(rq[i]))));
-        for (size_t i = 0; i < rk.size(); ++i) err = std::max(err, std::abs(double(got_k[i]) - rk[i]) / std::max(1.0, std::abs(double(rk[i]))));
+        for (size_t i = 0; i < rq.size(); ++i)
+            err = std::max(err, std::abs(double(got_q[i]) - rq[i]) / std::max(1.0, std::abs(double(rq[i]))));
+        for (size_t i = 0; i < rk.size(); ++i)
+            err = std::max(err, std::abs(double(got_k[i]) - rk[i]) / std::max(1.0, std::abs(double(rk[i]))));
         // without q/k-norm the arithmetic is the same formula on the same floats: exact
         const double bound = c.norm ? 4 * kEps * (double(c.hd) / 32 + 5 + 4) : 0.0;
         t.add_output("qk_norm + rope", shape, err, bound, count_nonfinite(got_q) + count_nonfinite(got_k),
@@ -361,16 +381,18 @@ void check_gemm(const Context& ctx, Table& t, bool quick) {
         int n, k, max_m;
         bool fallback = false;  // our own kernel instead of cuBLASLt
     };
-    std::vector<Case> cases = {{64, 64, 8}, {1000, 4096, 7}, {151, 256, 33}, {4096, 1024, 64}, {151, 256, 33, true},
-                               {1000, 4096, 7, true}};
-    if (!quick) cases.insert(cases.end(), {{12288, 4096, 128}, {4096, 12288, 96}, {151936, 1024, 32}, {4096, 1000, 70, true}});
+    std::vector<Case> cases = {{64, 64, 8},      {1000, 4096, 7},      {151, 256, 33},
+                               {4096, 1024, 64}, {151, 256, 33, true}, {1000, 4096, 7, true}};
+    if (!quick)
+        cases.insert(cases.end(), {{12288, 4096, 128}, {4096, 12288, 96}, {151936, 1024, 32}, {4096, 1000, 70, true}});
     std::mt19937 rng(16);
     for (const Case& c : cases) {
-        const std::string shape = "n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m<=" + std::to_string(c.max_m) +
-                                  (c.fallback ? " fallback" : "");
+        const std::string shape = "n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+                                  " m<=" + std::to_string(c.max_m) + (c.fallback ? " fallback" : "");
         t.guarded("gemm_bf16", shape, [&] {
             GemmPlan plan(ctx, c.n, c.k, c.max_m, c.fallback);
-            const std::vector<uint16_t> x = to_bf16(normals(rng, size_t(c.max_m) * c.k)), w = to_bf16(normals(rng, size_t(c.n) * c.k));
+            const std::vector<uint16_t> x = to_bf16(normals(rng, size_t(c.max_m) * c.k)),
+                                        w = to_bf16(normals(rng, size_t(c.n) * c.k));
             Guarded gx(ctx, x.size() * 2, "x"), gw(ctx, w.size() * 2, "w"), y(ctx, size_t(c.max_m) * c.n * 4, "y"),
                 xb(ctx, x.size() * 2, "x batch"), yb(ctx, size_t(c.max_m) * c.n * 4, "y batch");
             gx.set(x);
@@ -380,10 +402,12 @@ void check_gemm(const Context& ctx, Table& t, bool quick) {
             const std::vector<float> full = y.get<float>();
             double err = 0;
             for (int m = 0; m < c.max_m; ++m)
-                for (int n = 0; n < c.n; n += std::max(1, c.n / 257)) {  // a sample of columns keeps the host side quick
+                for (int n = 0; n < c.n;
+                     n += std::max(1, c.n / 257)) {  // a sample of columns keeps the host side quick
                     double ref = 0, mag = 0;
                     for (int kk = 0; kk < c.k; ++kk) {
-                        const double p = double(km::bf16_to_f32(x[size_t(m) * c.k + kk])) * km::bf16_to_f32(w[size_t(n) * c.k + kk]);
+                        const double p =
+                            double(km::bf16_to_f32(x[size_t(m) * c.k + kk])) * km::bf16_to_f32(w[size_t(n) * c.k + kk]);
                         ref += p;
                         mag += std::abs(p);
                     }
@@ -411,7 +435,8 @@ void check_gemm(const Context& ctx, Table& t, bool quick) {
                         for (int i = 0; i < b; ++i) {
                             const int src = reversed ? s + b - 1 - i : s + i;
                             for (int n = 0; n < c.n; ++n)
-                                mism += km::f32_bits(got[size_t(i) * c.n + n]) != km::f32_bits(full[size_t(src) * c.n + n]);
+                                mism +=
+                                    km::f32_bits(got[size_t(i) * c.n + n]) != km::f32_bits(full[size_t(src) * c.n + n]);
                         }
                     }
                 }
@@ -427,8 +452,8 @@ struct KvData {
     std::vector<float> k, v;
 };
 
-void put_segment(const Context& ctx, const KvData& kv, int n_kv, int hd, int first, int n, int cap, bool bf16, Guarded& gk,
-                 Guarded& gv) {
+void put_segment(const Context& ctx, const KvData& kv, int n_kv, int hd, int first, int n, int cap, bool bf16,
+                 Guarded& gk, Guarded& gv) {
     const int N = int(kv.k.size() / (size_t(n_kv) * hd));
     std::vector<float> k(size_t(n_kv) * cap * hd, 0.0f), v(size_t(n_kv) * cap * hd, 0.0f);
     for (int h = 0; h < n_kv; ++h)
@@ -453,15 +478,21 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
         bool bf16;
     };
     // n_before = positions before the first row (the prefix and earlier suffix positions)
-    std::vector<Case> cases = {{7, 1, 64, 0, 42, 19, false}, {4, 2, 128, 0, 300, 3, false}, {8, 8, 64, 50, 270, 20, false},
-                               {2, 1, 128, 0, 0, 33, true}, {4, 1, 64, 0, 5003, 2, true}};
-    if (!quick) cases.insert(cases.end(), {{32, 8, 128, 0, 2900, 100, false}, {8, 2, 256, 4096, 9000, 4, true}, {3, 3, 64, 0, 0, 1, false}});
+    std::vector<Case> cases = {{7, 1, 64, 0, 42, 19, false},
+                               {4, 2, 128, 0, 300, 3, false},
+                               {8, 8, 64, 50, 270, 20, false},
+                               {2, 1, 128, 0, 0, 33, true},
+                               {4, 1, 64, 0, 5003, 2, true}};
+    if (!quick)
+        cases.insert(cases.end(),
+                     {{32, 8, 128, 0, 2900, 100, false}, {8, 2, 256, 4096, 9000, 4, true}, {3, 3, 64, 0, 0, 1, false}});
     std::mt19937 rng(17);
     for (const Case& c : cases) {
         const int N = c.n_before + c.rows, qd = c.heads * c.hd;
-        const std::string shape = "heads=" + std::to_string(c.heads) + "/" + std::to_string(c.kv) + " hd=" + std::to_string(c.hd) +
-                                  " rows=" + std::to_string(c.rows) + " at " + std::to_string(c.n_before) +
-                                  (c.window ? " window=" + std::to_string(c.window) : "") + (c.bf16 ? " kv=bf16" : " kv=f32");
+        const std::string shape = "heads=" + std::to_string(c.heads) + "/" + std::to_string(c.kv) +
+                                  " hd=" + std::to_string(c.hd) + " rows=" + std::to_string(c.rows) + " at " +
+                                  std::to_string(c.n_before) + (c.window ? " window=" + std::to_string(c.window) : "") +
+                                  (c.bf16 ? " kv=bf16" : " kv=f32");
         t.guarded("attention", shape, [&] {
             KvData kv{normals(rng, size_t(c.kv) * N * c.hd), normals(rng, size_t(c.kv) * N * c.hd)};
             if (c.bf16)
@@ -478,8 +509,10 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
             // runs the rows with the keys split at P (prefix [0, P), suffix [P, N))
             auto run = [&](int P, kern::AttnPath path, Guarded& dst) {
                 const int cap0 = P + 5, cap1 = N - P + 3;
-                Guarded k0(ctx, size_t(c.kv) * cap0 * c.hd * eb, "K prefix"), v0(ctx, size_t(c.kv) * cap0 * c.hd * eb, "V prefix"),
-                    k1(ctx, size_t(c.kv) * cap1 * c.hd * eb, "K suffix"), v1(ctx, size_t(c.kv) * cap1 * c.hd * eb, "V suffix");
+                Guarded k0(ctx, size_t(c.kv) * cap0 * c.hd * eb, "K prefix"),
+                    v0(ctx, size_t(c.kv) * cap0 * c.hd * eb, "V prefix"),
+                    k1(ctx, size_t(c.kv) * cap1 * c.hd * eb, "K suffix"),
+                    v1(ctx, size_t(c.kv) * cap1 * c.hd * eb, "V suffix");
                 put_segment(ctx, kv, c.kv, c.hd, 0, P, cap0, c.bf16, k0, v0);
                 put_segment(ctx, kv, c.kv, c.hd, P, N - P, cap1, c.bf16, k1, v1);
                 kern::AttnArgs a;
@@ -525,7 +558,8 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
                     for (int j = lo; j <= pos; ++j) {
                         double dot = 0;
                         for (int d = 0; d < c.hd; ++d)
-                            dot += double(q[size_t(r) * qd + size_t(h) * c.hd + d]) * kv.k[(size_t(kvh) * N + j) * c.hd + d];
+                            dot += double(q[size_t(r) * qd + size_t(h) * c.hd + d]) *
+                                   kv.k[(size_t(kvh) * N + j) * c.hd + d];
                         s[size_t(j - lo)] = dot * scale;
                         m = std::max(m, s[size_t(j - lo)]);
                     }
@@ -533,7 +567,8 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
                     for (double& x : s) l += (x = std::exp(x - m));
                     for (int d = 0; d < c.hd; ++d) {
                         double acc = 0;
-                        for (int j = lo; j <= pos; ++j) acc += s[size_t(j - lo)] * kv.v[(size_t(kvh) * N + j) * c.hd + d];
+                        for (int j = lo; j <= pos; ++j)
+                            acc += s[size_t(j - lo)] * kv.v[(size_t(kvh) * N + j) * c.hd + d];
                         err = std::max(err, std::abs(got[size_t(r) * qd + size_t(h) * c.hd + d] - acc / l));
                     }
                 }
@@ -541,12 +576,13 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
             // scores: an FMA chain over head_dim; softmax and the weighted sum over at most N keys
             // in tiles of 32 and chunks of 256
             const double bound = kEps * (4.0 * c.hd + 64.0 + 4.0 * std::log2(double(N) + 1)) * std::max(1.0, vmax);
-            t.add_output("attention (vs float64)", shape, err, bound, count_nonfinite(got), inputs_ok && out.guards_intact() && gq.guards_intact());
+            t.add_output("attention (vs float64)", shape, err, bound, count_nonfinite(got),
+                         inputs_ok && out.guards_intact() && gq.guards_intact());
 
             // the split kernel (decode) gives the tiled kernel's bits
             run(c.n_before, kern::AttnPath::split, out2);
-            t.add_output("attention split == tiled (bits)", shape, double(count_bit_mismatch(out2.get<float>(), got)), 0, 0,
-                         out2.guards_intact());
+            t.add_output("attention split == tiled (bits)", shape, double(count_bit_mismatch(out2.get<float>(), got)),
+                         0, 0, out2.guards_intact());
 
             // the same keys split into prefix/suffix anywhere give the same bits
             std::vector<int> splits = {0, 1, 31, 32, 33, 255, 256, 257, c.n_before / 2, c.n_before};
@@ -558,7 +594,8 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
                 mism += count_bit_mismatch(out2.get<float>(), got);
                 tried += (tried.empty() ? "" : ",") + std::to_string(P);
             }
-            t.add_output("attention segment invariance (bits)", shape + " prefix=" + tried, double(mism), 0, 0, out2.guards_intact());
+            t.add_output("attention segment invariance (bits)", shape + " prefix=" + tried, double(mism), 0, 0,
+                         out2.guards_intact());
         });
     }
 }
@@ -675,8 +712,8 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             ++compared;
             mism += int(std::max_element(gr, gr + vocab) - gr) != top;
         }
-        t.add(name + ": greedy tokens == cpu (clear top-2 gap)", std::to_string(compared) + " of " + std::to_string(N) + " rows compared",
-              double(mism), 0);
+        t.add(name + ": greedy tokens == cpu (clear top-2 gap)",
+              std::to_string(compared) + " of " + std::to_string(N) + " rows compared", double(mism), 0);
 
         // cached == full, bit for bit: prefix block of P positions, then the rest as a suffix
         size_t cached_mism = 0;
@@ -688,7 +725,8 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             auto suffix = gpu->allocate_kv(N - P);
             std::vector<int> rows(size_t(N - P));
             for (int i = 0; i < N - P; ++i) rows[size_t(i)] = i;
-            const std::vector<float> got = gpu->forward(std::span(tokens).subspan(size_t(P)), KvView{prefix.get(), P, suffix.get()}, rows);
+            const std::vector<float> got =
+                gpu->forward(std::span(tokens).subspan(size_t(P)), KvView{prefix.get(), P, suffix.get()}, rows);
             cached_mism += count_bit_mismatch(got, slice_rows(full, vocab, P, N - P));
             tried += (tried.empty() ? "" : ",") + std::to_string(P);
         }
@@ -721,10 +759,12 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             size_t m = 0;
             for (int i = N - D; i < N; ++i) {
                 const std::vector<int> row0 = {0};
-                const std::vector<float> got = gpu->forward(std::span(tokens).subspan(size_t(i), 1), KvView{nullptr, 0, dkv.get()}, row0);
+                const std::vector<float> got =
+                    gpu->forward(std::span(tokens).subspan(size_t(i), 1), KvView{nullptr, 0, dkv.get()}, row0);
                 m += count_bit_mismatch(got, slice_rows(full, vocab, i, 1));
             }
-            t.add(name + ": decode steps == prefill rows (bits)", "last " + std::to_string(D) + " of " + std::to_string(N), double(m), 0);
+            t.add(name + ": decode steps == prefill rows (bits)",
+                  "last " + std::to_string(D) + " of " + std::to_string(N), double(m), 0);
         }
 
         // BF16 KV: cached == full as well
@@ -740,7 +780,8 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             auto suffix = g2->allocate_kv(N - P);
             std::vector<int> rows(size_t(N - P));
             for (int i = 0; i < N - P; ++i) rows[size_t(i)] = i;
-            const std::vector<float> got = g2->forward(std::span(tokens).subspan(size_t(P)), KvView{prefix.get(), P, suffix.get()}, rows);
+            const std::vector<float> got =
+                g2->forward(std::span(tokens).subspan(size_t(P)), KvView{prefix.get(), P, suffix.get()}, rows);
             t.add(name + ": kv=bf16 cached == full (bits)", "prefix=" + std::to_string(P),
                   double(count_bit_mismatch(got, slice_rows(f2, vocab, P, N - P))), 0);
         }
@@ -766,7 +807,8 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& options) {
     }
     if (options.models) {
         check_model(options, "builtin:qwen3-test", t);
-        if (!options.model_spec.empty() && options.model_spec != "builtin:qwen3-test") check_model(options, options.model_spec, t);
+        if (!options.model_spec.empty() && options.model_spec != "builtin:qwen3-test")
+            check_model(options, options.model_spec, t);
     }
     return t.rows;
 }

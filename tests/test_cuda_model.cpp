@@ -16,13 +16,15 @@
 
 namespace {
 
-#define REQUIRE_DEVICE()                                                              \
-    do {                                                                              \
-        const auto probe_ = cc::cuda::probe();                                        \
-        if (!probe_.available) GTEST_SKIP() << "no CUDA device: " << probe_.message;  \
+#define REQUIRE_DEVICE()                                                             \
+    do {                                                                             \
+        const auto probe_ = cc::cuda::probe();                                       \
+        if (!probe_.available) GTEST_SKIP() << "no CUDA device: " << probe_.message; \
     } while (0)
 
-cc::ModelWeights qwen3_test() { return cc::generate_builtin_weights(*cc::find_builtin("qwen3-test")); }
+cc::ModelWeights qwen3_test() {
+    return cc::generate_builtin_weights(*cc::find_builtin("qwen3-test"));
+}
 
 std::vector<cc::token_id> seeded_tokens(int n, int vocab) {
     std::mt19937 rng(3);
@@ -45,7 +47,8 @@ TEST(CudaModel, SelftestModelRowsPass) {
     const auto rows = cc::cuda::run_selftest(o);
     ASSERT_FALSE(rows.empty());
     for (const auto& r : rows)
-        EXPECT_TRUE(r.pass) << r.check << " [" << r.shape << "]: error " << r.max_error << " bound " << r.bound << " " << r.note;
+        EXPECT_TRUE(r.pass) << r.check << " [" << r.shape << "]: error " << r.max_error << " bound " << r.bound << " "
+                            << r.note;
 }
 
 TEST(CudaModel, CachedEqualsFullBitForBit) {
@@ -66,7 +69,8 @@ TEST(CudaModel, CachedEqualsFullBitForBit) {
         auto suffix = be->allocate_kv(n - p);
         std::vector<int> rows(static_cast<size_t>(n - p));
         std::iota(rows.begin(), rows.end(), 0);
-        const auto got = be->forward(std::span(tokens).subspan(size_t(p)), cc::KvView{prefix.get(), p, suffix.get()}, rows);
+        const auto got =
+            be->forward(std::span(tokens).subspan(size_t(p)), cc::KvView{prefix.get(), p, suffix.get()}, rows);
         const std::vector<float> want(full.begin() + ptrdiff_t(p) * vocab, full.end());
         EXPECT_TRUE(same_bits(got, want)) << "prefix " << p;
     }
@@ -81,7 +85,8 @@ TEST(CudaModel, CancelLeavesSuffixUnchanged) {
     be->forward(std::span(tokens).first(4), cc::KvView{nullptr, 0, kv.get()}, {});
     std::atomic<bool> cancel{true};
     const std::vector<int> last = {5};
-    EXPECT_THROW(be->forward(std::span(tokens).subspan(4), cc::KvView{nullptr, 0, kv.get()}, last, &cancel), cc::Cancelled);
+    EXPECT_THROW(be->forward(std::span(tokens).subspan(4), cc::KvView{nullptr, 0, kv.get()}, last, &cancel),
+                 cc::Cancelled);
     EXPECT_EQ(kv->n_tokens(), 4);
 }
 
@@ -125,7 +130,7 @@ TEST(CudaModel, RequiredBytesCoverWeightsActivationsAndWorkspace) {
     const cc::ModelConfig c = cc::find_builtin("qwen3-8b")->config;
     cc::cuda::CudaBackendOptions o;
     const size_t small = cc::cuda::cuda_required_bytes(c, o);
-    EXPECT_GT(small, size_t(16'000'000'000));   // BF16 weights alone are ~16.4 GB
+    EXPECT_GT(small, size_t(16'000'000'000));  // BF16 weights alone are ~16.4 GB
     EXPECT_LT(small, size_t(18'000'000'000));
     o.max_batch_tokens = 4096;
     EXPECT_GT(cc::cuda::cuda_required_bytes(c, o), small);  // activations grow with the batch

@@ -63,7 +63,8 @@ TEST(launch_geometry, attention_shared_memory_fits_sm80_and_sm90) {
     EXPECT_LE(tiled128, geom::kSmemOptinSm80Bytes);
     EXPECT_LE(geom::attn_smem_bytes(geom::kAttnRowsPerBlock, geom::kMaxHeadDim, true), geom::kSmemOptinSm80Bytes);
     EXPECT_LE(geom::attn_smem_bytes(1, 128, false), geom::kSmemDefaultBytes);  // split, head_dim 128: no opt-in
-    EXPECT_GT(geom::attn_smem_bytes(1, geom::kMaxHeadDim, false), geom::kSmemDefaultBytes);  // 256: the launcher opts in
+    EXPECT_GT(geom::attn_smem_bytes(1, geom::kMaxHeadDim, false),
+              geom::kSmemDefaultBytes);  // 256: the launcher opts in
     EXPECT_LE(geom::attn_smem_bytes(1, geom::kMaxHeadDim, false), geom::kSmemOptinSm80Bytes);
     // exact layout: q, k (padded), v, p, acc_c, acc_t, state
     EXPECT_EQ(geom::attn_smem_bytes(16, 64, true), (16 * 64 + 32 * 65 + 32 * 64 + 16 * 32 + 16 * 64 * 2 + 16 * 8) * 4u);
@@ -71,9 +72,9 @@ TEST(launch_geometry, attention_shared_memory_fits_sm80_and_sm90) {
 }
 
 TEST(launch_geometry, attention_refuses_bad_shapes) {
-    EXPECT_THROW(geom::attn_tiled(1, 7, 2, 64), std::invalid_argument);    // 7 heads do not group into 2 kv heads
-    EXPECT_THROW(geom::attn_tiled(1, 8, 8, 63), std::invalid_argument);    // odd head_dim (RoPE pairs)
-    EXPECT_THROW(geom::attn_tiled(1, 8, 8, 512), std::invalid_argument);   // beyond kMaxHeadDim
+    EXPECT_THROW(geom::attn_tiled(1, 7, 2, 64), std::invalid_argument);   // 7 heads do not group into 2 kv heads
+    EXPECT_THROW(geom::attn_tiled(1, 8, 8, 63), std::invalid_argument);   // odd head_dim (RoPE pairs)
+    EXPECT_THROW(geom::attn_tiled(1, 8, 8, 512), std::invalid_argument);  // beyond kMaxHeadDim
     EXPECT_THROW(geom::attn_tiled(0, 8, 8, 64), std::invalid_argument);
     EXPECT_THROW(geom::attn_split(5, 8, 8, 64, 100), std::invalid_argument);
     EXPECT_THROW(geom::attn_tiled(1, 70000, 1, 64), std::invalid_argument);  // grid.y
@@ -107,9 +108,9 @@ TEST(launch_geometry, first_key_with_and_without_window) {
     EXPECT_EQ(geom::attn_first_key(99999, 0), 0);
     EXPECT_EQ(geom::attn_first_key(0, 4096), 0);
     EXPECT_EQ(geom::attn_first_key(4095, 4096), 0);
-    EXPECT_EQ(geom::attn_first_key(4096, 4096), 1);   // p - window < j <= p, as the CPU backend
+    EXPECT_EQ(geom::attn_first_key(4096, 4096), 1);  // p - window < j <= p, as the CPU backend
     EXPECT_EQ(geom::attn_first_key(100000, 4096), 100000 - 4095);
-    EXPECT_EQ(geom::attn_first_key(5, 1), 5);         // window 1: only itself
+    EXPECT_EQ(geom::attn_first_key(5, 1), 5);  // window 1: only itself
 }
 
 TEST(launch_geometry, split_path_only_for_small_batches) {
@@ -136,7 +137,8 @@ TEST(launch_geometry, row_and_elementwise_kernels) {
     }
     EXPECT_THROW(geom::row_blocks(0), std::invalid_argument);
     EXPECT_THROW(geom::heads_per_row(1, 127), std::invalid_argument);
-    for (int64_t n : {int64_t(1), int64_t(255), int64_t(256), int64_t(257), int64_t(100000) * 151936, int64_t(1) << 40}) {
+    for (int64_t n :
+         {int64_t(1), int64_t(255), int64_t(256), int64_t(257), int64_t(100000) * 151936, int64_t(1) << 40}) {
         const geom::Launch l = geom::elementwise(n);
         expect_within_limits(l);
         // grid-stride loop: enough threads or the cap
@@ -169,10 +171,12 @@ TEST(launch_geometry, buffer_plan_and_required_bytes) {
 }
 
 TEST(launch_geometry, fallback_gemm_tiles_cover_the_output) {
-    for (auto [m, n] : {std::pair{1, 1}, std::pair{1, 151936}, std::pair{512, 4096}, std::pair{65, 63}, std::pair{4096, 12288}}) {
+    for (auto [m, n] :
+         {std::pair{1, 1}, std::pair{1, 151936}, std::pair{512, 4096}, std::pair{65, 63}, std::pair{4096, 12288}}) {
         const geom::Launch l = geom::gemm_fallback(m, n);
         expect_within_limits(l);
-        EXPECT_EQ(l.block.x * l.block.y * 16, unsigned(geom::kGemmTile * geom::kGemmTile)) << "4 x 4 outputs per thread";
+        EXPECT_EQ(l.block.x * l.block.y * 16, unsigned(geom::kGemmTile * geom::kGemmTile))
+            << "4 x 4 outputs per thread";
         EXPECT_GE(uint64_t(l.grid.x) * geom::kGemmTile, uint64_t(n));
         EXPECT_LT(uint64_t(l.grid.x - 1) * geom::kGemmTile, uint64_t(n));
         EXPECT_GE(uint64_t(l.grid.y) * geom::kGemmTile, uint64_t(m));
