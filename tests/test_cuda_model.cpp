@@ -139,4 +139,17 @@ TEST(CudaModel, RequiredBytesCoverWeightsActivationsAndWorkspace) {
     EXPECT_EQ(cc::cuda::cuda_required_bytes(c, o) - small, (size_t(1) << 30) - (size_t(64) << 20));
 }
 
+TEST(CudaModel, NumericsIdNamesArchitectureAndKvDtype) {
+    // Plain string arithmetic: runs without a device. The id keeps GPU groups from linking on the
+    // CPU or on another architecture.
+    cc::cuda::DeviceInfo d;
+    d.compute_major = 9;
+    d.compute_minor = 0;
+    cc::cuda::CudaBackendOptions o;
+    EXPECT_EQ(cc::cuda::cuda_numerics_id(d, o), "cuda/sm90/bf16/f32");
+    o.kv_dtype = cc::KvDType::bf16;
+    d.compute_major = 8;
+    EXPECT_EQ(cc::cuda::cuda_numerics_id(d, o), "cuda/sm80/bf16/bf16");
+}
+
 }  // namespace

@@ -269,3 +269,37 @@ TEST(kernel_math, softmax_tile_begin_rescales_running_sum) {
     EXPECT_EQ(st.m, 3.0f);
     EXPECT_NEAR(st.l, 2.0 * std::exp(-2.0), 1e-7);
 }
+
+TEST(kernel_math, uniform01_is_open_interval_repeatable_and_uniform) {
+    double sum = 0;
+    int below_quarter = 0;
+    const int n = 200000;
+    for (int i = 0; i < n; ++i) {
+        const float u = km::uniform01(42, 7, uint64_t(i));
+        ASSERT_GT(u, 0.0f) << i;
+        ASSERT_LT(u, 1.0f) << i;
+        ASSERT_EQ(u, km::uniform01(42, 7, uint64_t(i)));
+        sum += u;
+        below_quarter += u < 0.25f;
+    }
+    EXPECT_NEAR(sum / n, 0.5, 0.005);            // sd of the mean: 0.00065
+    EXPECT_NEAR(double(below_quarter) / n, 0.25, 0.005);
+    // seed, step and index each change the stream
+    EXPECT_NE(km::uniform01(42, 7, 0), km::uniform01(43, 7, 0));
+    EXPECT_NE(km::uniform01(42, 7, 0), km::uniform01(42, 8, 0));
+    EXPECT_NE(km::uniform01(42, 7, 0), km::uniform01(42, 7, 1));
+}
+
+TEST(kernel_math, gumbel_max_samples_softmax) {
+    // Two logits [0, ln 3]: softmax gives P(1) = 0.75; at temperature 0.5, P(1) = 9 / 10.
+    for (auto [temperature, want] : {std::pair{1.0f, 0.75}, std::pair{0.5f, 0.9}}) {
+        const int n = 100000;
+        int ones = 0;
+        for (int r = 0; r < n; ++r) {
+            const float s0 = km::gumbel_score(0.0f, temperature, km::uniform01(9, 1, uint64_t(r) * 2));
+            const float s1 = km::gumbel_score(std::log(3.0f), temperature, km::uniform01(9, 1, uint64_t(r) * 2 + 1));
+            ones += s1 > s0;
+        }
+        EXPECT_NEAR(double(ones) / n, want, 0.007) << "temperature " << temperature;  // 5 sd
+    }
+}
