@@ -119,12 +119,14 @@ CC_HD inline double rope_inv_freq(int i, const RopeParams& p) {
 // Rotates one head in place: pairs (i, i + half), half = head_dim / 2;
 // x_i' = x_i cos - x_{i+half} sin, x_{i+half}' = x_{i+half} cos + x_i sin
 // (HF: q * cos + rotate_half(q) * sin, rotate_half(x) = cat(-x[half:], x[:half])).
+// One rotation pair (a = x_i, b = x_{i+half}); the CUDA kernel rotates pairs in parallel with it.
+CC_HD inline void rope_pair(float& a, float& b, float c, float s) {
+    const float a0 = a, b0 = b;
+    a = a0 * c - b0 * s;
+    b = b0 * c + a0 * s;
+}
 CC_HD inline void rope_rotate(float* x, const float* cos_t, const float* sin_t, int half) {
-    for (int i = 0; i < half; ++i) {
-        const float a = x[i], b = x[i + half];
-        x[i] = a * cos_t[i] - b * sin_t[i];
-        x[i + half] = b * cos_t[i] + a * sin_t[i];
-    }
+    for (int i = 0; i < half; ++i) rope_pair(x[i], x[i + half], cos_t[i], sin_t[i]);
 }
 
 // ---- activations and softmax -------------------------------------------------------------------
@@ -148,6 +150,58 @@ CC_HD inline float softmax_update(SoftmaxState& st, float s, float* p) {
     st.l = st.l * rescale + *p;
     st.m = m_new;
     return rescale;
+}
+
+// Starts a tile of scores whose largest is tile_max (a finite score): moves the running max to
+// max(m, tile_max), rescales l, and returns the factor for the earlier weighted sums (0 when the
+// state was empty). The tile's exp(s - st.m) are then added to l and the sums by the caller, in
+// key order. (The CUDA attention kernels update a whole key tile at once with this.)
+CC_HD inline float softmax_tile_begin(SoftmaxState& st, float tile_max) {
+    const float m_new = tile_max > st.m ? tile_max : st.m;
+    const float rescale = st.m == -INFINITY ? 0.0f : std::exp(st.m - m_new);
+    st.l = st.l * rescale;
+    st.m = m_new;
+    return rescale;
+}
+
+// Merging two partial softmax states (split-K attention): a := a (+) b. Returns the factors by
+// which a's and b's weighted sums are scaled before adding them (merge_acc). An empty side
+// (m == -inf) gets factor 0. Written without FMAs so the host and the device give the same bits.
+struct MergeScales {
+    float a = 0.0f;
+    float b = 0.0f;
+};
+CC_HD inline MergeScales softmax_merge(SoftmaxState& a, const SoftmaxState& b) {
+    const float m = b.m > a.m ? b.m : a.m;
+    MergeScales s;
+    s.a = a.m == -INFINITY ? 0.0f : std::exp(a.m - m);
+    s.b = b.m == -INFINITY ? 0.0f : std::exp(b.m - m);
+    a.l = a.l * s.a + b.l * s.b;
+    a.m = m;
+    return s;
+}
+CC_HD inline float merge_acc(float acc_a, float scale_a, float acc_b, float scale_b) {
+    return acc_a * scale_a + acc_b * scale_b;
+}
+
+// ---- seeded sampling ---------------------------------------------------------------------------
+
+// splitmix64: a counter-based generator, so sample i of step s is a pure function of (seed, s, i)
+// on the host and on the device alike.
+CC_HD inline uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+// Uniform in (0, 1), never 0 or 1: 24 random bits at the centre of their interval.
+CC_HD inline float uniform01(uint64_t seed, uint64_t step, uint64_t index) {
+    const uint64_t h = splitmix64(seed ^ splitmix64(step ^ splitmix64(index)));
+    return (float(uint32_t(h >> 40)) + 0.5f) * (1.0f / 16777216.0f);
+}
+// Gumbel-max: argmax_i(logit_i / temperature + gumbel_i) is a sample of softmax(logits / temperature).
+CC_HD inline float gumbel_score(float logit, float temperature, float u) {
+    return logit / temperature - std::log(-std::log(u));
 }
 
 }  // namespace cc::km

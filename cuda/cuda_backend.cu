@@ -1,9 +1,30 @@
+// The CUDA backend: the same forward pass as core/cpu/cpu_backend.cpp, with cuBLASLt GEMMs (BF16
+// in, FP32 accumulate) and our kernels (cuda/kernels.cu); weights and KV live on the device.
+//
+// Numerics: the residual stream, norms, RoPE, attention and logits are F32; GEMM inputs
+// (normed activations, attention output, SwiGLU output) are rounded to BF16 just before each GEMM
+// and weights are stored as BF16. Exactness within this backend: every kernel computes a row
+// independently of the batch (kernels.cu, gemm.cu), so a cached query gives the bits of a full
+// prefill. Against the CPU backend the results differ by the BF16 rounding, which the self-test
+// bounds (selftest.cu); the numerics_id keeps the two backends' groups apart.
 #include "cuda/cuda_backend.h"
+
+#include "core/kernel_math.h"
+#include "cuda/context.h"
+#include "cuda/gemm.h"
+#include "cuda/kernels.h"
+#include "cuda/launch_geometry.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace cc::cuda {
 
@@ -68,15 +89,525 @@ size_t device_free_bytes(int device) {
     return free_bytes;
 }
 
-// Placeholders until the forward pass lands (issue 6): they refuse honestly.
-size_t cuda_required_bytes(const ModelConfig&, const CudaBackendOptions&) {
-    throw CudaError("the CUDA forward pass is not implemented yet");
+// ---- the backend -------------------------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kStagingBytes = size_t(32) << 20;  // pinned staging for uploads and downloads
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
 }
-std::unique_ptr<Backend> make_cuda_backend(const ModelWeights&, const CudaBackendOptions&) {
-    throw CudaError("the CUDA forward pass is not implemented yet");
+
+float element_to_f32(const std::byte* data, DType t, size_t i) {
+    uint16_t h;
+    switch (t) {
+        case DType::f32: {
+            float f;
+            std::memcpy(&f, data + 4 * i, 4);
+            return f;
+        }
+        case DType::bf16:
+            std::memcpy(&h, data + 2 * i, 2);
+            return km::bf16_to_f32(h);
+        case DType::f16:
+            std::memcpy(&h, data + 2 * i, 2);
+            return km::f16_to_f32(h);
+    }
+    return 0.0f;
 }
-std::vector<SelftestRow> run_selftest(const SelftestOptions&) {
-    throw CudaError("the CUDA forward pass is not implemented yet");
+
+// Device KV block: one allocation, per layer K then V, each [n_kv_heads][cap][head_dim] in the KV
+// dtype: the canonical layout with `cap` positions per head, so export/import are strided copies
+// (one piece per layer, part and head) and attention reads a position's row contiguously.
+class CudaKvBlock final : public KvBlock {
+public:
+    CudaKvBlock(const void* owner, const Context& ctx, const ModelConfig& c, bool bf16, int capacity)
+        : owner_(owner), bf16_(bf16), n_layers_(c.n_layers), n_kv_(c.n_kv_heads), hd_(c.head_dim), cap_(capacity) {
+        if (capacity < 0) throw std::runtime_error("allocate_kv: negative capacity " + std::to_string(capacity));
+        mem_ =
+            ctx.alloc(size_t(n_layers_) * 2 * part_bytes(), "a KV block of " + std::to_string(capacity) + " positions");
+    }
+    int capacity_tokens() const override { return cap_; }
+    int n_tokens() const override { return n_tokens_; }
+    void truncate(int n_tokens) override {
+        if (n_tokens < 0 || n_tokens > n_tokens_)
+            throw std::runtime_error("KvBlock::truncate: " + std::to_string(n_tokens) + " is outside [0, " +
+                                     std::to_string(n_tokens_) + "]");
+        n_tokens_ = n_tokens;
+    }
+    void set_n_tokens(int n) { n_tokens_ = n; }
+    const void* owner() const { return owner_; }
+    size_t elem_bytes() const { return bf16_ ? 2 : 4; }
+    size_t part_bytes() const { return size_t(n_kv_) * size_t(cap_) * size_t(hd_) * elem_bytes(); }
+    // which = 0: K, 1: V of `layer`: [n_kv_heads][cap][head_dim]
+    std::byte* part(int layer, int which) const {
+        return mem_.as<std::byte>() + (2 * size_t(layer) + size_t(which)) * part_bytes();
+    }
+
+    // Pieces between this block and a canonical image of n positions (per layer K then V, each
+    // [n_kv_heads][n][head_dim]): one per (layer, part, head).
+    std::vector<Context::Piece> pieces(std::byte* image, int n) const {
+        std::vector<Context::Piece> out;
+        const size_t row = size_t(hd_) * elem_bytes(), canon_part = size_t(n_kv_) * size_t(n) * row;
+        for (int l = 0; l < n_layers_; ++l)
+            for (int which = 0; which < 2; ++which)
+                for (int h = 0; h < n_kv_; ++h)
+                    out.push_back({part(l, which) + size_t(h) * size_t(cap_) * row,
+                                   image + (2 * size_t(l) + size_t(which)) * canon_part + size_t(h) * size_t(n) * row,
+                                   size_t(n) * row});
+        return out;
+    }
+
+private:
+    const void* owner_;
+    bool bf16_;
+    int n_layers_, n_kv_, hd_;
+    int cap_;
+    int n_tokens_ = 0;
+    DeviceBuffer mem_;
+};
+
+struct DevLayer {
+    DeviceBuffer attn_norm;  // (dim) f32
+    DeviceBuffer ffn_norm;   // (dim) f32
+    DeviceBuffer q_norm;     // (head_dim) f32, Qwen3 only
+    DeviceBuffer k_norm;     // (head_dim) f32, Qwen3 only
+    DeviceBuffer wq;         // (n_heads * head_dim, dim) bf16
+    DeviceBuffer wk;         // (n_kv_heads * head_dim, dim) bf16
+    DeviceBuffer wv;         // (n_kv_heads * head_dim, dim) bf16
+    DeviceBuffer wo;         // (dim, n_heads * head_dim) bf16
+    DeviceBuffer w_gate;     // (ffn_dim, dim) bf16
+    DeviceBuffer w_up;       // (ffn_dim, dim) bf16
+    DeviceBuffer w_down;     // (dim, ffn_dim) bf16
+};
+
+const uint16_t* bf(const DeviceBuffer& b) {
+    return b.as<const uint16_t>();
+}
+const float* f32(const DeviceBuffer& b) {
+    return b.as<const float>();
+}
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend(const ModelWeights& weights, const CudaBackendOptions& options)
+        : cfg_(weights.config),
+          options_(options),
+          ctx_(options.device, options.workspace_bytes, kStagingBytes),
+          max_rows_(options.max_batch_tokens) {
+        const ModelConfig& c = cfg_;
+        if (c.n_layers <= 0 || c.dim <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 || c.ffn_dim <= 0 ||
+            c.vocab_size <= 0)
+            throw std::runtime_error("cuda backend: the model config has a non-positive dimension");
+        if (c.n_heads % c.n_kv_heads != 0)
+            throw std::runtime_error("cuda backend: num_attention_heads " + std::to_string(c.n_heads) +
+                                     " is not a multiple of num_key_value_heads " + std::to_string(c.n_kv_heads));
+        if (c.head_dim % 2 != 0 || c.head_dim > geom::kMaxHeadDim)
+            throw std::runtime_error("cuda backend: head_dim " + std::to_string(c.head_dim) +
+                                     " must be even and at most " + std::to_string(geom::kMaxHeadDim));
+        if (max_rows_ < 1) throw std::runtime_error("cuda backend: max_batch_tokens must be at least 1");
+        if (int(weights.layers.size()) != c.n_layers)
+            throw std::runtime_error("cuda backend: " + std::to_string(weights.layers.size()) +
+                                     " layers of weights, config has " + std::to_string(c.n_layers));
+        rope_.theta = c.rope_theta;
+        rope_.head_dim = c.head_dim;
+        if (c.rope_scaling.type == "llama3") {
+            rope_.factor = c.rope_scaling.factor;
+            rope_.low_freq_factor = c.rope_scaling.low_freq_factor;
+            rope_.high_freq_factor = c.rope_scaling.high_freq_factor;
+            rope_.original_max_position_embeddings = c.rope_scaling.original_max_position_embeddings;
+        } else if (!c.rope_scaling.type.empty()) {
+            throw std::runtime_error("cuda backend: rope_scaling type \"" + c.rope_scaling.type +
+                                     "\" is not supported");
+        }
+        for (int i = 0; i < c.head_dim / 2; ++i) inv_freq_.push_back(km::rope_inv_freq(i, rope_));
+
+        // weights, uploaded once (matrices as BF16, norm vectors as F32)
+        const int64_t qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
+        embed_ = mat(weights.embed, "model.embed_tokens.weight", c.vocab_size, c.dim);
+        for (int l = 0; l < c.n_layers; ++l) {
+            const LayerWeights& w = weights.layers[size_t(l)];
+            const std::string p = "model.layers." + std::to_string(l) + ".";
+            DevLayer L;
+            L.attn_norm = vec(w.attn_norm, p + "input_layernorm.weight", c.dim);
+            L.ffn_norm = vec(w.ffn_norm, p + "post_attention_layernorm.weight", c.dim);
+            if (c.qk_norm) {
+                L.q_norm = vec(w.q_norm, p + "self_attn.q_norm.weight", c.head_dim);
+                L.k_norm = vec(w.k_norm, p + "self_attn.k_norm.weight", c.head_dim);
+            }
+            L.wq = mat(w.wq, p + "self_attn.q_proj.weight", qd, c.dim);
+            L.wk = mat(w.wk, p + "self_attn.k_proj.weight", kvd, c.dim);
+            L.wv = mat(w.wv, p + "self_attn.v_proj.weight", kvd, c.dim);
+            L.wo = mat(w.wo, p + "self_attn.o_proj.weight", c.dim, qd);
+            L.w_gate = mat(w.w_gate, p + "mlp.gate_proj.weight", c.ffn_dim, c.dim);
+            L.w_up = mat(w.w_up, p + "mlp.up_proj.weight", c.ffn_dim, c.dim);
+            L.w_down = mat(w.w_down, p + "mlp.down_proj.weight", c.dim, c.ffn_dim);
+            layers_.push_back(std::move(L));
+        }
+        final_norm_ = vec(weights.final_norm, "model.norm.weight", c.dim);
+        tied_ = weights.lm_head.data == nullptr || weights.lm_head.data == weights.embed.data;
+        if (!tied_) lm_head_ = mat(weights.lm_head, "lm_head.weight", c.vocab_size, c.dim);
+
+        // activation buffers for max_rows_ rows, allocated once (never inside forward, except the
+        // RoPE table and split scratch, which grow with the positions seen)
+        const geom::ForwardBuffers fb = geom::plan_buffers(c, max_rows_, 1);
+        x_ = ctx_.alloc(fb.x, "activations (x)");
+        xn_ = ctx_.alloc(fb.xn, "activations (normed x)");
+        q_ = ctx_.alloc(fb.q, "activations (q)");
+        k_ = ctx_.alloc(fb.k, "activations (k)");
+        v_ = ctx_.alloc(fb.v, "activations (v)");
+        att_ = ctx_.alloc(fb.att, "activations (attention)");
+        proj_ = ctx_.alloc(fb.proj, "activations (projection)");
+        gate_ = ctx_.alloc(fb.gate, "activations (gate)");
+        up_ = ctx_.alloc(fb.up, "activations (up)");
+        act_ = ctx_.alloc(fb.act, "activations (swiglu)");
+        tokens_ = ctx_.alloc(fb.tokens, "token ids");
+        sel_ = ctx_.alloc(fb.sel, "logit row indices");
+        logits_ = ctx_.alloc(fb.logits, "logits");
+        ensure_positions(std::min(std::max(c.max_position_embeddings, 1), 8192));
+
+        // one pinned GEMM algorithm per weight shape (gemm.cu explains why)
+        plan_q_ = plan(int(qd), c.dim, max_rows_);
+        plan_kv_ = plan(int(kvd), c.dim, max_rows_);
+        plan_o_ = plan(c.dim, int(qd), max_rows_);
+        plan_up_ = plan(c.ffn_dim, c.dim, max_rows_);
+        plan_down_ = plan(c.dim, c.ffn_dim, max_rows_);
+        plan_lm_ = plan(c.vocab_size, c.dim, geom::max_logit_rows(max_rows_));
+    }
+
+    std::string name() const override { return "cuda"; }
+    std::string numerics_id() const override { return cuda_numerics_id(ctx_.info(), options_); }
+    const ModelConfig& config() const override { return cfg_; }
+    KvDType kv_dtype() const override { return options_.kv_dtype; }
+    bool kv_on_device() const override { return true; }
+
+    std::unique_ptr<KvBlock> allocate_kv(int capacity_tokens) override {
+        std::lock_guard lock(mutex_);
+        ctx_.make_current();
+        return std::make_unique<CudaKvBlock>(this, ctx_, cfg_, bf16_kv(), capacity_tokens);
+    }
+
+    std::vector<float> forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
+                               const std::atomic<bool>* cancel) override;
+
+    void export_kv(const KvBlock& block, int n_tokens, std::span<std::byte> out) const override {
+        std::lock_guard lock(mutex_);
+        ctx_.make_current();
+        const CudaKvBlock& b = own(&block, "export_kv");
+        if (n_tokens < 0 || n_tokens > b.n_tokens())
+            throw std::runtime_error("export_kv: " + std::to_string(n_tokens) +
+                                     " positions requested, the block holds " + std::to_string(b.n_tokens()));
+        if (out.size() != kv_bytes(n_tokens))
+            throw std::runtime_error("export_kv: output is " + std::to_string(out.size()) + " bytes, expected " +
+                                     std::to_string(kv_bytes(n_tokens)));
+        const std::vector<Context::Piece> pieces = b.pieces(out.data(), n_tokens);
+        ctx_.download_pieces(pieces);
+    }
+
+    std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens, int capacity_tokens) override {
+        std::lock_guard lock(mutex_);
+        ctx_.make_current();
+        if (n_tokens < 0 || n_tokens > capacity_tokens)
+            throw std::runtime_error("import_kv: " + std::to_string(n_tokens) + " positions do not fit a capacity of " +
+                                     std::to_string(capacity_tokens));
+        if (data.size() != kv_bytes(n_tokens))
+            throw std::runtime_error("import_kv: data is " + std::to_string(data.size()) + " bytes, expected " +
+                                     std::to_string(kv_bytes(n_tokens)) + " for " + std::to_string(n_tokens) +
+                                     " positions");
+        auto block = std::make_unique<CudaKvBlock>(this, ctx_, cfg_, bf16_kv(), capacity_tokens);
+        // pieces() takes a mutable image pointer; upload_pieces only reads from it.
+        const std::vector<Context::Piece> pieces = block->pieces(const_cast<std::byte*>(data.data()), n_tokens);
+        ctx_.upload_pieces(pieces);
+        block->set_n_tokens(n_tokens);
+        return block;
+    }
+
+private:
+    bool bf16_kv() const { return options_.kv_dtype == KvDType::bf16; }
+
+    static void check(const Tensor& t, const std::string& name, std::vector<int64_t> shape) {
+        if (t.data == nullptr) throw std::runtime_error("cuda backend: weight " + name + " is missing");
+        if (t.shape != shape)
+            throw std::runtime_error("cuda backend: weight " + name + " has shape " + shape_str(t.shape) +
+                                     ", expected " + shape_str(shape));
+        size_t n = 1;
+        for (int64_t d : shape) n *= size_t(d);
+        if (t.n_bytes != n * dtype_bytes(t.dtype))
+            throw std::runtime_error("cuda backend: weight " + name + " holds " + std::to_string(t.n_bytes) +
+                                     " bytes, expected " + std::to_string(n * dtype_bytes(t.dtype)) + " for " +
+                                     dtype_name(t.dtype));
+    }
+
+    // Uploads n elements of t converted to bf16 (out_bf16) or f32, through the pinned staging buffer.
+    DeviceBuffer upload(const Tensor& t, const std::string& name, size_t n, bool out_bf16) {
+        const size_t eb = out_bf16 ? 2 : 4;
+        DeviceBuffer buf = ctx_.alloc(n * eb, "weight " + name);
+        const size_t per_piece = ctx_.staging_bytes() / eb;
+        std::byte* stage = ctx_.staging();
+        for (size_t i0 = 0; i0 < n; i0 += per_piece) {
+            const size_t m = std::min(per_piece, n - i0);
+            ctx_.sync();  // the previous piece has left the staging buffer
+            if (out_bf16 && t.dtype == DType::bf16) {
+                std::memcpy(stage, t.data + i0 * 2, m * 2);
+            } else {
+                for (size_t i = 0; i < m; ++i) {
+                    const float f = element_to_f32(t.data, t.dtype, i0 + i);
+                    if (out_bf16) {
+                        const uint16_t h = km::f32_to_bf16(f);
+                        std::memcpy(stage + 2 * i, &h, 2);
+                    } else {
+                        std::memcpy(stage + 4 * i, &f, 4);
+                    }
+                }
+            }
+            CC_CUDA_CHECK(
+                cudaMemcpyAsync(buf.as<std::byte>() + i0 * eb, stage, m * eb, cudaMemcpyHostToDevice, ctx_.stream()));
+        }
+        ctx_.sync();
+        return buf;
+    }
+    DeviceBuffer vec(const Tensor& t, const std::string& name, int64_t n) {
+        check(t, name, {n});
+        return upload(t, name, size_t(n), false);
+    }
+    DeviceBuffer mat(const Tensor& t, const std::string& name, int64_t rows, int64_t cols) {
+        check(t, name, {rows, cols});
+        return upload(t, name, size_t(rows) * size_t(cols), true);
+    }
+
+    std::shared_ptr<GemmPlan> plan(int n, int k, int max_m) {
+        const std::string key = std::to_string(n) + "x" + std::to_string(k) + "/" + std::to_string(max_m);
+        auto it = plans_.find(key);
+        if (it != plans_.end()) return it->second;
+        auto p = std::make_shared<GemmPlan>(ctx_, n, k, max_m);
+        plans_.emplace(key, p);
+        return p;
+    }
+
+    // The RoPE table and the split-attention scratch cover positions [0, n_positions).
+    // cos/sin are computed on the host exactly as the CPU backend does (angle = position *
+    // inv_freq in double, cos/sin in double, rounded to float once), so both backends rotate by
+    // the same floats; the table grows in steps of geom::kRopeTableStep positions.
+    void ensure_positions(int n_positions) {
+        if (n_positions > rope_positions_) {
+            const int positions = geom::rope_table_positions(n_positions);
+            const int half = cfg_.head_dim / 2;
+            std::vector<float> cs(size_t(positions) * half), sn(size_t(positions) * half);
+            for (int p = 0; p < positions; ++p)
+                for (int i = 0; i < half; ++i) {
+                    const double angle = double(p) * inv_freq_[size_t(i)];
+                    cs[size_t(p) * half + i] = float(std::cos(angle));
+                    sn[size_t(p) * half + i] = float(std::sin(angle));
+                }
+            DeviceBuffer c = ctx_.alloc(cs.size() * 4, "the RoPE cos table"),
+                         s = ctx_.alloc(sn.size() * 4, "the RoPE sin table");
+            ctx_.upload(c.get(), cs.data(), cs.size() * 4);
+            ctx_.upload(s.get(), sn.data(), sn.size() * 4);
+            cos_ = std::move(c);
+            sin_ = std::move(s);
+            rope_positions_ = positions;
+        }
+        const size_t need = geom::attn_partial_floats(geom::kAttnSplitMaxRows, cfg_.n_heads, cfg_.head_dim,
+                                                      geom::rope_table_positions(n_positions));
+        if (need * 4 > partial_.bytes()) partial_ = ctx_.alloc(need * 4, "split-attention scratch");
+    }
+
+    const CudaKvBlock& own(const KvBlock* b, const char* what) const {
+        auto* cb = dynamic_cast<const CudaKvBlock*>(b);
+        if (cb == nullptr || cb->owner() != this)
+            throw std::runtime_error(std::string(what) +
+                                     ": the KV block is missing or was not allocated by this CUDA backend");
+        return *cb;
+    }
+
+    ModelConfig cfg_;
+    CudaBackendOptions options_;
+    Context ctx_;
+    int max_rows_;
+    km::RopeParams rope_;
+    std::vector<double> inv_freq_;  // (head_dim / 2)
+    mutable std::mutex mutex_;      // one call at a time: activations and staging are shared
+
+    DeviceBuffer embed_;  // (vocab, dim) bf16
+    std::vector<DevLayer> layers_;
+    DeviceBuffer final_norm_;  // (dim) f32
+    bool tied_ = false;
+    DeviceBuffer lm_head_;  // (vocab, dim) bf16, or empty when tied to embed_
+
+    DeviceBuffer x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, act_, tokens_, sel_,
+        logits_;              // shapes: geom::ForwardBuffers
+    DeviceBuffer cos_, sin_;  // (rope_positions_, head_dim / 2) f32
+    int rope_positions_ = 0;
+    DeviceBuffer partial_;  // split-attention partial states
+
+    std::map<std::string, std::shared_ptr<GemmPlan>> plans_;
+    std::shared_ptr<GemmPlan> plan_q_, plan_kv_, plan_o_, plan_up_, plan_down_, plan_lm_;
+};
+
+std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const KvView& kv,
+                                        std::span<const int> logit_rows, const std::atomic<bool>* cancel) {
+    std::lock_guard lock(mutex_);
+    ctx_.make_current();
+    const ModelConfig& c = cfg_;
+    const int T = int(tokens.size());
+
+    // ---- validate the request before touching any state
+    auto* suffix = const_cast<CudaKvBlock*>(&own(kv.suffix, "forward (suffix block)"));
+    const CudaKvBlock* prefix = nullptr;
+    if (kv.prefix_tokens < 0) throw std::runtime_error("forward: negative prefix_tokens");
+    if (kv.prefix_tokens > 0) {
+        prefix = &own(kv.prefix, "forward (prefix block)");
+        if (prefix == suffix) throw std::runtime_error("forward: the prefix and suffix blocks are the same block");
+        if (kv.prefix_tokens > prefix->n_tokens())
+            throw std::runtime_error("forward: the view uses " + std::to_string(kv.prefix_tokens) +
+                                     " prefix positions, the prefix block holds " + std::to_string(prefix->n_tokens()));
+    }
+    for (int t = 0; t < T; ++t)
+        if (tokens[size_t(t)] < 0 || tokens[size_t(t)] >= c.vocab_size)
+            throw std::runtime_error("forward: token id " + std::to_string(tokens[size_t(t)]) + " (at index " +
+                                     std::to_string(t) + ") is outside the vocabulary [0, " +
+                                     std::to_string(c.vocab_size) + ")");
+    for (int r : logit_rows)
+        if (r < 0 || r >= T)
+            throw std::runtime_error("forward: logit row " + std::to_string(r) + " is outside the batch [0, " +
+                                     std::to_string(T) + ")");
+    const int P = kv.prefix_tokens;
+    const int n0 = suffix->n_tokens();
+    if (int64_t(n0) + T > suffix->capacity_tokens())
+        throw std::runtime_error("forward: KV capacity exceeded: positions " + std::to_string(P + n0) + ".." +
+                                 std::to_string(P + n0 + T - 1) + " need " + std::to_string(n0 + T) +
+                                 " suffix slots, the block has " + std::to_string(suffix->capacity_tokens()));
+    if (T == 0) return {};
+    const int first_pos = P + n0;
+    ensure_positions(first_pos + T);
+
+    const int dim = c.dim, hd = c.head_dim, ffn = c.ffn_dim, vocab = c.vocab_size;
+    const int qd = c.n_heads * hd;
+    const float eps = float(c.rms_norm_eps);
+    const cudaStream_t st = ctx_.stream();
+    const uint16_t* lm_head = tied_ ? bf(embed_) : bf(lm_head_);
+    auto* xn = xn_.as<uint16_t>();
+    auto* act = act_.as<uint16_t>();
+    const int R = int(logit_rows.size());
+    std::vector<float> logits(size_t(R) * size_t(vocab));
+
+    auto check_cancel = [&] {
+        if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+            ctx_.sync();  // nothing of this call may still run when the caller goes on
+            throw Cancelled();
+        }
+    };
+
+    // Chunks of max_rows_ rows: row results do not depend on the chunking (the exactness argument),
+    // so only the memory bound decides it.
+    for (int c0 = 0; c0 < T; c0 += max_rows_) {
+        const int n = std::min(max_rows_, T - c0);
+        ctx_.upload(tokens_.get(), tokens.data() + c0, size_t(n) * sizeof(token_id));
+        kern::embed(bf(embed_), tokens_.as<const int32_t>(), x_.as<float>(), n, dim, st);
+
+        for (int l = 0; l < c.n_layers; ++l) {
+            check_cancel();
+            const DevLayer& L = layers_[size_t(l)];
+
+            // attention: xn = bf16(rmsnorm(x)); q, k, v projections
+            kern::rmsnorm(x_.as<float>(), nullptr, f32(L.attn_norm), xn, true, n, dim, eps, st);
+            plan_q_->run(ctx_, xn, bf(L.wq), q_.as<float>(), n);
+            plan_kv_->run(ctx_, xn, bf(L.wk), k_.as<float>(), n);
+            plan_kv_->run(ctx_, xn, bf(L.wv), v_.as<float>(), n);
+
+            // Qwen3 q/k-norm, RoPE, this chunk's K and V into the suffix block
+            kern::QkRopeArgs qa;
+            qa.q = q_.as<float>();
+            qa.k = k_.as<float>();
+            qa.v = v_.as<const float>();
+            qa.n_rows = n;
+            qa.n_heads = c.n_heads;
+            qa.n_kv_heads = c.n_kv_heads;
+            qa.head_dim = hd;
+            qa.q_norm = c.qk_norm ? f32(L.q_norm) : nullptr;
+            qa.k_norm = c.qk_norm ? f32(L.k_norm) : nullptr;
+            qa.eps = eps;
+            qa.cos_t = f32(cos_);
+            qa.sin_t = f32(sin_);
+            qa.first_pos = first_pos + c0;
+            qa.kv_k = suffix->part(l, 0);
+            qa.kv_v = suffix->part(l, 1);
+            qa.kv_cap = suffix->capacity_tokens();
+            qa.first_slot = n0 + c0;
+            qa.kv_bf16 = bf16_kv();
+            kern::qk_rope_store(qa, st);
+
+            // attention over [prefix | suffix], then o_proj and the residual
+            kern::AttnArgs aa;
+            if (prefix != nullptr) aa.seg[0] = {prefix->part(l, 0), prefix->part(l, 1), prefix->capacity_tokens(), P};
+            aa.seg[1] = {suffix->part(l, 0), suffix->part(l, 1), suffix->capacity_tokens(), n0 + c0 + n};
+            aa.kv_bf16 = bf16_kv();
+            aa.n_heads = c.n_heads;
+            aa.n_kv_heads = c.n_kv_heads;
+            aa.head_dim = hd;
+            aa.window = c.sliding_window;
+            aa.scale = float(1.0 / std::sqrt(double(hd)));
+            aa.q = q_.as<const float>();
+            aa.n_rows = n;
+            aa.first_pos = first_pos + c0;
+            aa.out = att_.as<float>();
+            kern::attention(aa, partial_.as<float>(), partial_.bytes() / 4, kern::AttnPath::automatic, st);
+            kern::f32_to_bf16(att_.as<const float>(), xn, int64_t(n) * qd, st);
+            plan_o_->run(ctx_, xn, bf(L.wo), proj_.as<float>(), n);
+            kern::add_inplace(x_.as<float>(), proj_.as<const float>(), int64_t(n) * dim, st);
+
+            // MLP: down(bf16(silu(gate(xn)) * up(xn))), then the residual
+            kern::rmsnorm(x_.as<float>(), nullptr, f32(L.ffn_norm), xn, true, n, dim, eps, st);
+            plan_up_->run(ctx_, xn, bf(L.w_gate), gate_.as<float>(), n);
+            plan_up_->run(ctx_, xn, bf(L.w_up), up_.as<float>(), n);
+            kern::swiglu(gate_.as<const float>(), up_.as<const float>(), act, int64_t(n) * ffn, st);
+            plan_down_->run(ctx_, act, bf(L.w_down), proj_.as<float>(), n);
+            kern::add_inplace(x_.as<float>(), proj_.as<const float>(), int64_t(n) * dim, st);
+        }
+        check_cancel();
+
+        // final norm and lm_head for the requested rows of this chunk (rows may repeat)
+        std::vector<int> outs;  // indices into logit_rows
+        for (int r = 0; r < R; ++r)
+            if (logit_rows[size_t(r)] >= c0 && logit_rows[size_t(r)] < c0 + n) outs.push_back(r);
+        const int max_sel = plan_lm_->max_m();
+        for (size_t s0 = 0; s0 < outs.size(); s0 += size_t(max_sel)) {
+            const int ns = int(std::min(outs.size() - s0, size_t(max_sel)));
+            std::vector<int32_t> sel(static_cast<size_t>(ns));
+            for (int i = 0; i < ns; ++i) sel[size_t(i)] = logit_rows[size_t(outs[s0 + size_t(i)])] - c0;
+            ctx_.upload(sel_.get(), sel.data(), size_t(ns) * 4);
+            kern::rmsnorm(x_.as<const float>(), sel_.as<const int32_t>(), f32(final_norm_), xn, true, ns, dim, eps, st);
+            plan_lm_->run(ctx_, xn, lm_head, logits_.as<float>(), ns);
+            std::vector<float> tmp(size_t(ns) * size_t(vocab));
+            ctx_.download(tmp.data(), logits_.get(), tmp.size() * 4);
+            for (int i = 0; i < ns; ++i)
+                std::memcpy(logits.data() + size_t(outs[s0 + size_t(i)]) * size_t(vocab),
+                            tmp.data() + size_t(i) * size_t(vocab), size_t(vocab) * 4);
+        }
+    }
+    ctx_.sync();
+    suffix->set_n_tokens(n0 + T);
+    return logits;
+}
+
+}  // namespace
+
+size_t cuda_required_bytes(const ModelConfig& config, const CudaBackendOptions& options) {
+    const int positions = geom::rope_table_positions(std::min(std::max(config.max_position_embeddings, 1), 8192));
+    const size_t rope = 2 * size_t(positions) * size_t(config.head_dim / 2) * 4;
+    size_t bytes = geom::weight_bytes(config) +
+                   geom::plan_buffers(config, options.max_batch_tokens, positions).total() + rope +
+                   options.workspace_bytes;
+    // Each weight and activation is its own cudaMalloc, which rounds up: 256 KiB allowed per buffer.
+    const size_t n_buffers = size_t(config.n_layers) * 11 + 20;
+    return bytes + n_buffers * (size_t(256) << 10);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights, const CudaBackendOptions& options) {
+    return std::make_unique<CudaBackend>(weights, options);
 }
 
 }  // namespace cc::cuda

@@ -76,7 +76,9 @@ std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights, const Cu
 struct SelftestOptions {
     int device = 0;
     bool quick = false;        // fewer shapes (the ctest run); the CLI runs the full sweep
-    std::string model_spec;    // "" = builtin:qwen3-test and, when present, nothing else
+    std::string model_spec;    // "" = builtin:qwen3-test only; else that model too (builtin:NAME or an HF directory)
+    bool ops = true;           // the per-op checks
+    bool models = true;        // the whole-model checks
 };
 
 // One line of the self-test's table.

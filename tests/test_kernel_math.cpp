@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -176,4 +177,129 @@ TEST(kernel_math, online_softmax_matches_two_pass) {
     EXPECT_NEAR(st.m, m, 0.0);
     EXPECT_NEAR(st.l, l, 1e-5 * l);
     EXPECT_NEAR(acc / st.l, a / l, 1e-5 * (std::abs(a / l) + 1));
+}
+
+namespace {
+
+// The CUDA attention's scheme on the host: keys in tiles of `tile`, grouped in chunks of
+// `chunk`; per chunk an online softmax over its tiles (softmax_tile_begin), the chunks merged in
+// order (softmax_merge / merge_acc). Returns the weighted mean of v.
+double tiled_chunked_softmax(const std::vector<float>& s, const std::vector<float>& v, int tile, int chunk) {
+    km::SoftmaxState total;
+    float acc_t = 0.0f;
+    for (size_t c0 = 0; c0 < s.size(); c0 += size_t(chunk)) {
+        km::SoftmaxState st;
+        float acc = 0.0f;
+        for (size_t t0 = c0; t0 < std::min(s.size(), c0 + size_t(chunk)); t0 += size_t(tile)) {
+            const size_t t1 = std::min({s.size(), t0 + size_t(tile), c0 + size_t(chunk)});
+            float mx = -INFINITY;
+            for (size_t j = t0; j < t1; ++j) mx = std::max(mx, s[j]);
+            const float rescale = km::softmax_tile_begin(st, mx);
+            acc = acc * rescale;
+            for (size_t j = t0; j < t1; ++j) {
+                const float p = std::exp(s[j] - st.m);
+                st.l = st.l + p;
+                acc = acc + p * v[j];
+            }
+        }
+        const km::MergeScales f = km::softmax_merge(total, st);
+        acc_t = km::merge_acc(acc_t, f.a, acc, f.b);
+    }
+    return double(acc_t) / double(total.l);
+}
+
+}  // namespace
+
+TEST(kernel_math, tiled_chunked_softmax_matches_two_pass) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 4.0f);
+    for (int n : {1, 31, 32, 33, 255, 256, 257, 1000}) {
+        std::vector<float> s(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+        for (auto& x : s) x = nd(rng);
+        for (auto& x : v) x = nd(rng);
+        double m = -1e300, l = 0, a = 0;
+        for (float x : s) m = std::max(m, double(x));
+        for (size_t j = 0; j < s.size(); ++j) {
+            l += std::exp(s[j] - m);
+            a += std::exp(s[j] - m) * v[j];
+        }
+        EXPECT_NEAR(tiled_chunked_softmax(s, v, 32, 256), a / l, 1e-5 * (std::abs(a / l) + 1)) << "n=" << n;
+    }
+}
+
+TEST(kernel_math, softmax_merge_with_empty_and_order) {
+    // Merging into an empty state takes the other side exactly (factor 1, the empty side 0).
+    km::SoftmaxState empty, b;
+    b.m = 2.5f;
+    b.l = 3.25f;
+    const km::MergeScales f = km::softmax_merge(empty, b);
+    EXPECT_EQ(f.a, 0.0f);
+    EXPECT_EQ(f.b, 1.0f);
+    EXPECT_EQ(empty.m, 2.5f);
+    EXPECT_EQ(empty.l, 3.25f);
+    EXPECT_EQ(km::merge_acc(0.0f, f.a, 7.0f, f.b), 7.0f);
+    // Merging an empty state in keeps a state as it is.
+    km::SoftmaxState a = b, none;
+    const km::MergeScales g = km::softmax_merge(a, none);
+    EXPECT_EQ(g.a, 1.0f);
+    EXPECT_EQ(g.b, 0.0f);
+    EXPECT_EQ(a.m, b.m);
+    EXPECT_EQ(a.l, b.l);
+    // Two states merge to the softmax of their union: (m=0, l=1) + (m=ln 3, l=1) -> m=ln 3, l=1/3+1.
+    km::SoftmaxState x, y;
+    x.m = 0.0f;
+    x.l = 1.0f;
+    y.m = std::log(3.0f);
+    y.l = 1.0f;
+    const km::MergeScales h = km::softmax_merge(x, y);
+    EXPECT_NEAR(h.a, 1.0 / 3.0, 1e-7);
+    EXPECT_EQ(h.b, 1.0f);
+    EXPECT_NEAR(x.l, 4.0 / 3.0, 1e-6);
+}
+
+TEST(kernel_math, softmax_tile_begin_rescales_running_sum) {
+    km::SoftmaxState st;
+    EXPECT_EQ(km::softmax_tile_begin(st, 1.0f), 0.0f);  // empty: nothing to rescale
+    EXPECT_EQ(st.m, 1.0f);
+    st.l = 2.0f;
+    EXPECT_EQ(km::softmax_tile_begin(st, 0.5f), 1.0f);  // a smaller tile max keeps m
+    EXPECT_EQ(st.l, 2.0f);
+    const float r = km::softmax_tile_begin(st, 3.0f);
+    EXPECT_NEAR(r, std::exp(-2.0), 1e-7);
+    EXPECT_EQ(st.m, 3.0f);
+    EXPECT_NEAR(st.l, 2.0 * std::exp(-2.0), 1e-7);
+}
+
+TEST(kernel_math, uniform01_is_open_interval_repeatable_and_uniform) {
+    double sum = 0;
+    int below_quarter = 0;
+    const int n = 200000;
+    for (int i = 0; i < n; ++i) {
+        const float u = km::uniform01(42, 7, uint64_t(i));
+        ASSERT_GT(u, 0.0f) << i;
+        ASSERT_LT(u, 1.0f) << i;
+        ASSERT_EQ(u, km::uniform01(42, 7, uint64_t(i)));
+        sum += u;
+        below_quarter += u < 0.25f;
+    }
+    EXPECT_NEAR(sum / n, 0.5, 0.005);            // sd of the mean: 0.00065
+    EXPECT_NEAR(double(below_quarter) / n, 0.25, 0.005);
+    // seed, step and index each change the stream
+    EXPECT_NE(km::uniform01(42, 7, 0), km::uniform01(43, 7, 0));
+    EXPECT_NE(km::uniform01(42, 7, 0), km::uniform01(42, 8, 0));
+    EXPECT_NE(km::uniform01(42, 7, 0), km::uniform01(42, 7, 1));
+}
+
+TEST(kernel_math, gumbel_max_samples_softmax) {
+    // Two logits [0, ln 3]: softmax gives P(1) = 0.75; at temperature 0.5, P(1) = 9 / 10.
+    for (auto [temperature, want] : {std::pair{1.0f, 0.75}, std::pair{0.5f, 0.9}}) {
+        const int n = 100000;
+        int ones = 0;
+        for (int r = 0; r < n; ++r) {
+            const float s0 = km::gumbel_score(0.0f, temperature, km::uniform01(9, 1, uint64_t(r) * 2));
+            const float s1 = km::gumbel_score(std::log(3.0f), temperature, km::uniform01(9, 1, uint64_t(r) * 2 + 1));
+            ones += s1 > s0;
+        }
+        EXPECT_NEAR(double(ones) / n, want, 0.007) << "temperature " << temperature;  // 5 sd
+    }
 }

@@ -1,0 +1,234 @@
+#include "cuda/context.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace cc::cuda {
+namespace {
+
+std::string mib(size_t bytes) {
+    char buf[64];
+    if (bytes >= (size_t(1) << 30))
+        std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(size_t(1) << 30));
+    else
+        std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(size_t(1) << 20));
+    return buf;
+}
+
+std::string where(const char* call, const char* file, int line) {
+    return std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": ";
+}
+
+}  // namespace
+
+void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
+    cudaGetLastError();  // clear a non-sticky error so the next call starts clean
+    std::string msg = where(call, file, line) + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+    if (err == cudaErrorMemoryAllocation)
+        msg += ". Use a smaller --max-batch or KV budget, or the CPU backend (--backend cpu)";
+    throw CudaError(msg);
+}
+
+void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
+    std::string msg =
+        where(call, file, line) + cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")";
+    if (status == CUBLAS_STATUS_ALLOC_FAILED)
+        msg += ". Use a smaller --max-batch or KV budget, or the CPU backend (--backend cpu)";
+    throw CudaError(msg);
+}
+
+std::string out_of_memory_message(size_t bytes, const std::string& what, int device) {
+    size_t free_b = 0, total_b = 0;
+    std::string free_text = "free memory unknown";
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+        free_text = mib(free_b) + " free of " + mib(total_b);
+    else
+        cudaGetLastError();
+    return "cudaMalloc of " + std::to_string(bytes) + " bytes (" + mib(bytes) + ") for " + what + " on device " +
+           std::to_string(device) + " failed: cudaErrorMemoryAllocation, out of device memory (" + free_text +
+           "). Use a smaller --max-batch or KV budget, or the CPU backend (--backend cpu)";
+}
+
+// ---- buffers -------------------------------------------------------------------------------------
+
+DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& what, int device) : bytes_(bytes) {
+    if (bytes == 0) return;
+    const cudaError_t err = cudaMalloc(&ptr_, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        ptr_ = nullptr;
+        throw CudaError(out_of_memory_message(bytes, what, device));
+    }
+    if (err != cudaSuccess) {
+        ptr_ = nullptr;
+        throw_cuda_error(err, ("cudaMalloc(" + std::to_string(bytes) + " bytes for " + what + ")").c_str(), __FILE__,
+                         __LINE__);
+    }
+}
+
+DeviceBuffer::~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);  // never throws from a destructor
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+        if (ptr_ != nullptr) cudaFree(ptr_);
+        ptr_ = std::exchange(o.ptr_, nullptr);
+        bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+}
+
+PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes == 0) return;
+    const cudaError_t err = cudaMallocHost(&ptr_, bytes);
+    if (err != cudaSuccess) {
+        ptr_ = nullptr;
+        cudaGetLastError();
+        throw CudaError("cudaMallocHost of " + std::to_string(bytes) + " bytes (" + mib(bytes) +
+                        ") for pinned staging failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+    }
+}
+
+PinnedBuffer::~PinnedBuffer() {
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+    if (this != &o) {
+        if (ptr_ != nullptr) cudaFreeHost(ptr_);
+        ptr_ = std::exchange(o.ptr_, nullptr);
+        bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+}
+
+// ---- context -------------------------------------------------------------------------------------
+
+Context::Context(int device, size_t workspace_bytes, size_t staging_bytes) : device_(device) {
+    int n_devices = 0;
+    const cudaError_t count_err = cudaGetDeviceCount(&n_devices);
+    if (count_err != cudaSuccess || n_devices == 0) {
+        cudaGetLastError();
+        throw CudaError(std::string("no CUDA device: ") +
+                        (count_err != cudaSuccess ? cudaGetErrorString(count_err) : "the driver reports 0 devices"));
+    }
+    if (device < 0 || device >= n_devices)
+        throw CudaError("CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(n_devices) +
+                        " device(s) found)");
+    CC_CUDA_CHECK(cudaSetDevice(device));
+    cudaDeviceProp prop{};
+    CC_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    info_.index = device;
+    info_.name = prop.name;
+    info_.compute_major = prop.major;
+    info_.compute_minor = prop.minor;
+    info_.total_memory_bytes = prop.totalGlobalMem;
+    info_.sm_count = prop.multiProcessorCount;
+    if (prop.major < 8)
+        throw CudaError("CUDA device " + std::to_string(device) + " (" + info_.name + ", sm_" +
+                        std::to_string(prop.major) + std::to_string(prop.minor) +
+                        ") is older than sm_80: this build has kernels for sm_80 and sm_90 only");
+    CC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    try {
+        CC_CUBLAS_CHECK(cublasLtCreate(&lt_));
+        workspace_ = DeviceBuffer(workspace_bytes, "the cuBLASLt workspace", device);
+        staging_ = PinnedBuffer(staging_bytes);
+    } catch (...) {
+        if (lt_ != nullptr) cublasLtDestroy(lt_);
+        cudaStreamDestroy(stream_);
+        throw;
+    }
+}
+
+Context::~Context() {
+    cudaStreamSynchronize(stream_);
+    if (lt_ != nullptr) cublasLtDestroy(lt_);
+    cudaStreamDestroy(stream_);
+}
+
+void Context::sync() const {
+    CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void Context::make_current() const {
+    CC_CUDA_CHECK(cudaSetDevice(device_));
+}
+
+void Context::upload(void* dst_device, const void* src_host, size_t bytes) const {
+    const auto* src = static_cast<const std::byte*>(src_host);
+    auto* dst = static_cast<std::byte*>(dst_device);
+    for (size_t done = 0; done < bytes;) {
+        const size_t n = std::min(bytes - done, staging_.bytes());
+        CC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the previous piece has left the staging buffer
+        std::memcpy(staging_.get(), src + done, n);
+        CC_CUDA_CHECK(cudaMemcpyAsync(dst + done, staging_.get(), n, cudaMemcpyHostToDevice, stream_));
+        done += n;
+    }
+    CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void Context::download(void* dst_host, const void* src_device, size_t bytes) const {
+    const auto* src = static_cast<const std::byte*>(src_device);
+    auto* dst = static_cast<std::byte*>(dst_host);
+    for (size_t done = 0; done < bytes;) {
+        const size_t n = std::min(bytes - done, staging_.bytes());
+        CC_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), src + done, n, cudaMemcpyDeviceToHost, stream_));
+        CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        std::memcpy(dst + done, staging_.get(), n);
+        done += n;
+    }
+}
+
+void Context::upload_pieces(std::span<const Piece> pieces) const {
+    size_t used = 0;
+    CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (const Piece& p : pieces) {
+        for (size_t done = 0; done < p.bytes;) {
+            if (used == staging_.bytes()) {  // full: wait until its copies have left
+                CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+                used = 0;
+            }
+            const size_t n = std::min(p.bytes - done, staging_.bytes() - used);
+            std::memcpy(staging_.get() + used, p.host + done, n);
+            CC_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(p.device) + done, staging_.get() + used, n,
+                                          cudaMemcpyHostToDevice, stream_));
+            used += n;
+            done += n;
+        }
+    }
+    CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void Context::download_pieces(std::span<const Piece> pieces) const {
+    // Copies queued into staging, then (when it is full, and at the end) one wait and the host copies.
+    struct Pending {
+        std::byte* host;
+        size_t offset, bytes;
+    };
+    std::vector<Pending> pending;
+    size_t used = 0;
+    auto flush = [&] {
+        CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        for (const Pending& q : pending) std::memcpy(q.host, staging_.get() + q.offset, q.bytes);
+        pending.clear();
+        used = 0;
+    };
+    for (const Piece& p : pieces) {
+        for (size_t done = 0; done < p.bytes;) {
+            if (used == staging_.bytes()) flush();
+            const size_t n = std::min(p.bytes - done, staging_.bytes() - used);
+            CC_CUDA_CHECK(cudaMemcpyAsync(staging_.get() + used, static_cast<const std::byte*>(p.device) + done, n,
+                                          cudaMemcpyDeviceToHost, stream_));
+            pending.push_back({p.host + done, used, n});
+            used += n;
+            done += n;
+        }
+    }
+    flush();
+}
+
+}  // namespace cc::cuda

@@ -1,0 +1,80 @@
+// Launchers of our CUDA kernels (internal to cuda/; CUDA types appear here). Each launcher takes
+// its grid/block/shared-memory sizes from cuda/launch_geometry.h and checks the launch.
+//
+// Per-element arithmetic goes through core/kernel_math.h (km::), shared with the CPU backend, and
+// cuda/ is compiled with --fmad=false: an `a * b + c` is never fused behind our back, so the same
+// formula gives the same bits in every kernel that uses it (FMAs we want are written as fmaf).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cc::cuda::kern {
+
+// x[r][i] = table[tokens[r]][i] widened to f32. table: (vocab, dim) bf16; x: (n_rows, dim) f32.
+void embed(const uint16_t* table, const int32_t* tokens, float* x, int n_rows, int dim, cudaStream_t stream);
+
+// y[r] = rmsnorm(x[rows ? rows[r] : r]) * w over dim elements; y: (n_rows, dim), bf16 or f32.
+void rmsnorm(const float* x, const int32_t* rows, const float* w, void* y, bool y_bf16, int n_rows, int dim, float eps,
+             cudaStream_t stream);
+
+void f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
+void bf16_to_f32(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
+void add_inplace(float* x, const float* y, int64_t n, cudaStream_t stream);                      // x += y
+void swiglu(const float* gate, const float* up, uint16_t* out, int64_t n, cudaStream_t stream);  // bf16(silu(g) * u)
+
+// Per row: Qwen3 q/k RMSNorm per head (when q_norm/k_norm are set), RoPE on q and k, then this
+// row's K and V into the KV block at slot first_slot + row.
+struct QkRopeArgs {
+    float* q = nullptr;        // (n_rows, n_heads * head_dim) f32, in place
+    float* k = nullptr;        // (n_rows, n_kv_heads * head_dim) f32, in place
+    const float* v = nullptr;  // (n_rows, n_kv_heads * head_dim) f32
+    int n_rows = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+    const float* q_norm = nullptr;  // (head_dim) or null
+    const float* k_norm = nullptr;  // (head_dim) or null
+    float eps = 0;
+    const float* cos_t = nullptr;  // (table positions, head_dim / 2)
+    const float* sin_t = nullptr;
+    int first_pos = 0;     // position of row 0 (row r uses table row first_pos + r)
+    void* kv_k = nullptr;  // this layer's K in the block: [n_kv_heads][kv_cap][head_dim]
+    void* kv_v = nullptr;  // this layer's V, same layout
+    int kv_cap = 0;
+    int first_slot = 0;  // block slot of row 0
+    bool kv_bf16 = false;
+};
+void qk_rope_store(const QkRopeArgs& args, cudaStream_t stream);
+
+// Attention over the two-segment view (DESIGN §6): positions [0, seg[0].n) in seg[0] (the prefix
+// block), then [seg[0].n, seg[0].n + seg[1].n) in seg[1] (the suffix block). Row r is the query at
+// position first_pos + r and sees keys j with first_key(pos) <= j <= pos.
+struct AttnSeg {
+    const void* k = nullptr;  // [n_kv_heads][cap][head_dim], f32 or bf16
+    const void* v = nullptr;
+    int cap = 0;
+    int n = 0;
+};
+struct AttnArgs {
+    AttnSeg seg[2];
+    bool kv_bf16 = false;
+    int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+    int window = 0;  // sliding window (0 = none)
+    float scale = 1.0f;
+    const float* q = nullptr;  // (n_rows, n_heads * head_dim) f32
+    int n_rows = 0;
+    int first_pos = 0;
+    float* out = nullptr;  // (n_rows, n_heads * head_dim) f32
+};
+enum class AttnPath { automatic, tiled, split };
+// `partial`: scratch for the split path, geom::attn_partial_floats(n_rows, ...) floats.
+void attention(const AttnArgs& args, float* partial, size_t partial_floats, AttnPath path, cudaStream_t stream);
+
+// out[r] = the index of the largest logit of row r (the lowest index among equal maxima).
+void argmax_rows(const float* logits, int n_rows, int vocab, int32_t* out, cudaStream_t stream);
+// out[r] = a sample of softmax(logits[r] / temperature) by Gumbel-max with km::uniform01(seed,
+// step, r * vocab + i); deterministic for a given (seed, step).
+void sample_rows(const float* logits, int n_rows, int vocab, float temperature, uint64_t seed, uint64_t step,
+                 int32_t* out, cudaStream_t stream);
+
+}  // namespace cc::cuda::kern

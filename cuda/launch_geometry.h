@@ -1,0 +1,262 @@
+// Launch geometry of every CUDA kernel, as plain C++ (no CUDA types), so it is unit-tested on the
+// CPU (tests/test_launch_geometry.cpp) and every launcher in cuda/kernels.cu uses it.
+//
+// The attention constants here are part of the numerics (DESIGN §6, README "CUDA backend"):
+// keys are visited in tiles of kAttnKeyTile positions and grouped in chunks of kAttnChunk
+// positions, both aligned to ABSOLUTE positions 0, T, 2T, ... of the logical sequence
+// [prefix | suffix]. A query's result then depends only on its position and the key values, never
+// on where the prefix ends, how many rows share the launch or which kernel (tiled or split) ran.
+// Changing any of these constants changes the bits: it must change cuda_numerics_id too.
+#pragma once
+
+#include "core/kernel_math.h"  // CC_HD: the position rules below are used by the kernels too
+#include "core/model_config.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace cc::cuda::geom {
+
+struct Dim3 {
+    unsigned x = 1, y = 1, z = 1;
+};
+struct Launch {
+    Dim3 grid;
+    Dim3 block;
+    size_t smem_bytes = 0;  // dynamic shared memory
+};
+
+// CUDA limits (compute capability 8.0 and 9.0).
+inline constexpr uint64_t kMaxGridX = 2147483647u;
+inline constexpr uint64_t kMaxGridYZ = 65535u;
+inline constexpr unsigned kMaxBlockThreads = 1024;
+inline constexpr size_t kSmemDefaultBytes = 48 * 1024;  // without cudaFuncAttributeMaxDynamicSharedMemorySize
+inline constexpr size_t kSmemOptinSm80Bytes = 166912;   // 163 KiB per block on sm_80
+inline constexpr size_t kSmemOptinSm90Bytes = 232448;   // 227 KiB per block on sm_90
+// What our kernels may ask for: the smaller of the two, so one build runs on both.
+inline constexpr size_t kSmemMaxBytes = kSmemOptinSm80Bytes;
+
+// ---- attention numerics constants -----------------------------------------------------------------
+inline constexpr int kAttnKeyTile = 32;       // keys per tile, tiles start at multiples of 32
+inline constexpr int kAttnChunk = 256;        // keys per chunk (8 tiles), chunks start at multiples of 256
+inline constexpr int kAttnRowsPerBlock = 16;  // query rows per block in the tiled (prefill) kernel
+inline constexpr int kAttnThreads = 128;
+inline constexpr int kAttnSplitMaxRows = 4;  // batches of at most this many rows use the split kernel
+inline constexpr int kMaxHeadDim = 256;
+static_assert(kAttnChunk % kAttnKeyTile == 0, "a chunk is whole tiles");
+
+inline void require(bool ok, const std::string& what) {
+    if (!ok) throw std::invalid_argument("cuda launch geometry: " + what);
+}
+
+inline uint64_t ceil_div(uint64_t a, uint64_t b) {
+    return (a + b - 1) / b;
+}
+
+inline void check_grid(const Launch& l, const char* kernel) {
+    require(l.grid.x >= 1 && l.grid.x <= kMaxGridX, std::string(kernel) + ": grid.x out of range");
+    require(l.grid.y >= 1 && l.grid.y <= kMaxGridYZ, std::string(kernel) + ": grid.y out of range");
+    require(l.grid.z >= 1 && l.grid.z <= kMaxGridYZ, std::string(kernel) + ": grid.z out of range");
+    require(uint64_t(l.block.x) * l.block.y * l.block.z <= kMaxBlockThreads,
+            std::string(kernel) + ": too many threads");
+    require(l.smem_bytes <= kSmemMaxBytes, std::string(kernel) + ": shared memory " + std::to_string(l.smem_bytes) +
+                                               " bytes exceeds " + std::to_string(kSmemMaxBytes));
+}
+
+// First key position a query at `pos` sees: key j is seen iff first_key <= j <= pos.
+CC_HD inline int attn_first_key(int pos, int window) {
+    const int lo = pos - window + 1;
+    return window > 0 && lo > 0 ? lo : 0;
+}
+CC_HD inline int attn_chunk_of(int pos) {
+    return pos / kAttnChunk;
+}
+// Chunks covering positions [0, n_positions).
+inline int attn_n_chunks(int n_positions) {
+    return int(ceil_div(uint64_t(std::max(n_positions, 1)), kAttnChunk));
+}
+// Chunk c covers positions [attn_chunk_begin(c), attn_chunk_begin(c) + kAttnChunk): aligned to 0.
+inline int64_t attn_chunk_begin(int c) {
+    return int64_t(c) * kAttnChunk;
+}
+
+// Shared memory of one attention block holding `rows` query rows:
+//   q      [rows][head_dim]              the rows' queries (f32)
+//   k      [kAttnKeyTile][head_dim + 1]  one key tile (padded: threads reading one key each hit different banks)
+//   v      [kAttnKeyTile][head_dim]
+//   p      [rows][kAttnKeyTile]          scores, then probabilities
+//   acc_c  [rows][head_dim]              this chunk's weighted V sum
+//   acc_t  [rows][head_dim]              the merged total (tiled kernel only)
+//   state  [rows][8]                     m, l of chunk and total, rescale factors, flags
+inline size_t attn_smem_bytes(int rows, int head_dim, bool with_total) {
+    const size_t r = size_t(rows), d = size_t(head_dim), kt = size_t(kAttnKeyTile);
+    const size_t floats = r * d + kt * (d + 1) + kt * d + r * kt + r * d + (with_total ? r * d : 0) + r * 8;
+    return floats * sizeof(float);
+}
+
+inline void check_attention_shape(int n_heads, int n_kv_heads, int head_dim) {
+    require(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
+            "attention: n_heads must be a multiple of n_kv_heads");
+    require(head_dim > 0 && head_dim <= kMaxHeadDim && head_dim % 2 == 0,
+            "attention: head_dim must be even and <= 256");
+    require(uint64_t(n_heads) <= kMaxGridYZ, "attention: too many heads");
+}
+
+// Tiled kernel: one block per (16 query rows, head); it walks the chunks itself.
+inline Launch attn_tiled(int n_rows, int n_heads, int n_kv_heads, int head_dim) {
+    check_attention_shape(n_heads, n_kv_heads, head_dim);
+    require(n_rows >= 1, "attention: no rows");
+    Launch l;
+    l.grid = {unsigned(ceil_div(uint64_t(n_rows), kAttnRowsPerBlock)), unsigned(n_heads), 1};
+    l.block = {kAttnThreads, 1, 1};
+    l.smem_bytes = attn_smem_bytes(kAttnRowsPerBlock, head_dim, true);
+    check_grid(l, "attention_tiled");
+    return l;
+}
+
+inline bool attn_use_split(int n_rows) {
+    return n_rows <= kAttnSplitMaxRows;
+}
+
+// Split kernel: one block per (chunk, head, row), each writes a partial state; then the combine.
+inline Launch attn_split(int n_rows, int n_heads, int n_kv_heads, int head_dim, int n_positions) {
+    check_attention_shape(n_heads, n_kv_heads, head_dim);
+    require(n_rows >= 1 && n_rows <= kAttnSplitMaxRows, "attention split: 1 to 4 rows");
+    Launch l;
+    l.grid = {unsigned(attn_n_chunks(n_positions)), unsigned(n_heads), unsigned(n_rows)};
+    l.block = {kAttnThreads, 1, 1};
+    l.smem_bytes = attn_smem_bytes(1, head_dim, false);
+    check_grid(l, "attention_split");
+    return l;
+}
+// Partial states of the split kernel: [n_rows][n_heads][n_chunks][head_dim + 2] floats (m, l, acc).
+inline size_t attn_partial_floats(int n_rows, int n_heads, int head_dim, int n_positions) {
+    return size_t(n_rows) * size_t(n_heads) * size_t(attn_n_chunks(n_positions)) * (size_t(head_dim) + 2);
+}
+inline Launch attn_combine(int n_rows, int n_heads, int head_dim) {
+    Launch l;
+    l.grid = {unsigned(n_heads), unsigned(n_rows), 1};
+    l.block = {unsigned(std::min(256, int(ceil_div(uint64_t(head_dim), 32)) * 32)), 1, 1};
+    check_grid(l, "attention_combine");
+    return l;
+}
+
+// ---- row kernels ---------------------------------------------------------------------------------
+inline constexpr unsigned kRowThreads = 256;  // RMSNorm / embedding / argmax: one block per row
+
+// RMSNorm, one block per row: each thread sums a strided slice in index order, then a fixed tree
+// over kRowThreads partial sums in shared memory (the same order for every row and batch).
+inline Launch row_blocks(int n_rows) {
+    require(n_rows >= 1, "row kernel: no rows");
+    Launch l;
+    l.grid = {unsigned(n_rows), 1, 1};
+    l.block = {kRowThreads, 1, 1};
+    l.smem_bytes = kRowThreads * sizeof(float);
+    check_grid(l, "row");
+    return l;
+}
+
+// Q/K norm + RoPE + KV store: one block per row, one warp per head (warps loop over heads).
+inline constexpr unsigned kHeadWarps = 8;
+inline Launch heads_per_row(int n_rows, int head_dim) {
+    require(n_rows >= 1, "qk/rope: no rows");
+    require(head_dim > 0 && head_dim <= kMaxHeadDim && head_dim % 2 == 0, "qk/rope: head_dim must be even and <= 256");
+    Launch l;
+    l.grid = {unsigned(n_rows), 1, 1};
+    l.block = {32 * kHeadWarps, 1, 1};
+    check_grid(l, "qk_rope");
+    return l;
+}
+
+// Elementwise kernels: grid-stride loops, at most 65535 * 16 blocks of 256.
+inline constexpr unsigned kElemThreads = 256;
+inline Launch elementwise(int64_t n) {
+    require(n >= 1, "elementwise: no elements");
+    Launch l;
+    l.grid = {unsigned(std::min<uint64_t>(ceil_div(uint64_t(n), kElemThreads), 65535u * 16u)), 1, 1};
+    l.block = {kElemThreads, 1, 1};
+    check_grid(l, "elementwise");
+    return l;
+}
+
+// ---- fallback GEMM (used only when cuBLASLt offers no batch-invariant algorithm) -------------------
+// Block = 64 x 64 outputs, 16 x 16 threads of 4 x 4 outputs each; K in steps of 16 through shared
+// memory. Each output is one fmaf chain over k = 0..K-1: batch-invariant by construction.
+inline constexpr int kGemmTile = 64;
+inline constexpr int kGemmKStep = 16;
+inline Launch gemm_fallback(int m, int n) {
+    require(m >= 1 && n >= 1, "gemm: empty output");
+    Launch l;
+    l.grid = {unsigned(ceil_div(uint64_t(n), kGemmTile)), unsigned(ceil_div(uint64_t(m), kGemmTile)), 1};
+    l.block = {16, 16, 1};
+    check_grid(l, "gemm_fallback");
+    return l;
+}
+
+// ---- buffers of one backend ----------------------------------------------------------------------
+
+// Device activation buffers of a forward pass for `max_rows` rows (bytes; each a separate cudaMalloc).
+struct ForwardBuffers {
+    size_t x = 0;        // (rows, dim) f32       residual stream
+    size_t xn = 0;       // (rows, max(dim, qd)) bf16  GEMM input (normed x, or attention output)
+    size_t q = 0;        // (rows, n_heads * head_dim) f32
+    size_t k = 0;        // (rows, n_kv_heads * head_dim) f32
+    size_t v = 0;        // (rows, n_kv_heads * head_dim) f32
+    size_t att = 0;      // (rows, n_heads * head_dim) f32
+    size_t proj = 0;     // (rows, dim) f32
+    size_t gate = 0;     // (rows, ffn_dim) f32
+    size_t up = 0;       // (rows, ffn_dim) f32
+    size_t act = 0;      // (rows, ffn_dim) bf16  silu(gate) * up
+    size_t tokens = 0;   // (rows) int32
+    size_t sel = 0;      // (logit_rows) int32   rows whose logits are wanted
+    size_t logits = 0;   // (logit_rows, vocab) f32
+    size_t partial = 0;  // split-attention partial states for max_positions
+    size_t total() const { return x + xn + q + k + v + att + proj + gate + up + act + tokens + sel + logits + partial; }
+};
+
+// Logit rows per lm_head GEMM: (rows, vocab) f32 gets large (Qwen3: 600 KB a row), so at most 32.
+inline int max_logit_rows(int max_rows) {
+    return std::max(1, std::min(max_rows, 32));
+}
+
+inline ForwardBuffers plan_buffers(const ModelConfig& c, int max_rows, int max_positions) {
+    require(max_rows >= 1, "max_batch_tokens must be at least 1");
+    const size_t r = size_t(max_rows), qd = size_t(c.n_heads) * c.head_dim, kvd = size_t(c.n_kv_heads) * c.head_dim;
+    const size_t lr = size_t(max_logit_rows(max_rows));
+    ForwardBuffers b;
+    b.x = r * c.dim * 4;
+    b.xn = r * std::max(size_t(c.dim), qd) * 2;
+    b.q = r * qd * 4;
+    b.k = r * kvd * 4;
+    b.v = r * kvd * 4;
+    b.att = r * qd * 4;
+    b.proj = r * c.dim * 4;
+    b.gate = r * c.ffn_dim * 4;
+    b.up = r * c.ffn_dim * 4;
+    b.act = r * c.ffn_dim * 2;
+    b.tokens = r * 4;
+    b.sel = lr * 4;
+    b.logits = lr * c.vocab_size * 4;
+    b.partial = attn_partial_floats(kAttnSplitMaxRows, c.n_heads, c.head_dim, max_positions) * 4;
+    return b;
+}
+
+// Weights as uploaded: matrices BF16, norm vectors F32.
+inline size_t weight_bytes(const ModelConfig& c) {
+    const size_t qd = size_t(c.n_heads) * c.head_dim, kvd = size_t(c.n_kv_heads) * c.head_dim, d = size_t(c.dim);
+    const size_t per_layer = (qd * d + 2 * kvd * d + d * qd + 3 * size_t(c.ffn_dim) * d) * 2 + 2 * d * 4 +
+                             (c.qk_norm ? 2 * size_t(c.head_dim) * 4 : 0);
+    const size_t embed = size_t(c.vocab_size) * d * 2;
+    return size_t(c.n_layers) * per_layer + embed + (c.tie_word_embeddings ? 0 : embed) + d * 4;
+}
+
+// RoPE tables grow in steps of this many positions (cos and sin, (positions, head_dim / 2) f32).
+inline constexpr int kRopeTableStep = 4096;
+inline int rope_table_positions(int needed) {
+    return int(ceil_div(uint64_t(std::max(needed, 1)), kRopeTableStep)) * kRopeTableStep;
+}
+
+}  // namespace cc::cuda::geom

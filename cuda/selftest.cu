@@ -1,0 +1,819 @@
+// The GPU self-test (`contextcache-cli selftest --backend cuda`, tests/test_cuda_*.cpp): every op
+// against the CPU reference on seeded inputs, the exactness properties the cache relies on
+// (GEMM batch invariance, attention segment invariance, tiled == split attention), and whole-model
+// checks (CPU vs CUDA tokens, cached == full on the GPU).
+//
+// Conventions: each row reports the measured error and the bound it is held to. Exact checks
+// report the number of mismatching values (bound 0). Device outputs sit between guard bytes that
+// are checked after each kernel; NaN/Inf in an output fails its row. Bounds scale with the
+// reduction length (XNNPACK / llama.cpp test-backend-ops style). None of this has run on a GPU
+// in this project yet: the bounds are first estimates, reported with the measurements.
+#include "cuda/cuda_backend.h"
+
+#include "core/builtin_model.h"
+#include "core/cpu/cpu_backend.h"
+#include "core/kernel_math.h"
+#include "core/model_spec.h"
+#include "cuda/context.h"
+#include "cuda/gemm.h"
+#include "cuda/kernels.h"
+#include "cuda/launch_geometry.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cc::cuda {
+namespace {
+
+constexpr size_t kGuardBytes = 256;
+constexpr unsigned char kGuardByte = 0xA5;
+constexpr double kEps = FLT_EPSILON;
+
+// A device buffer with kGuardBytes of a known pattern before and after the payload.
+class Guarded {
+public:
+    Guarded(const Context& ctx, size_t bytes, const std::string& what)
+        : ctx_(&ctx), bytes_(bytes), buf_(ctx.alloc(bytes + 2 * kGuardBytes, what)) {
+        std::vector<unsigned char> pattern(bytes + 2 * kGuardBytes, kGuardByte);
+        ctx.upload(buf_.get(), pattern.data(), pattern.size());
+    }
+    template <class T>
+    T* as() const {
+        return reinterpret_cast<T*>(buf_.as<std::byte>() + kGuardBytes);
+    }
+    template <class T>
+    void set(const std::vector<T>& v) const {
+        ctx_->upload(as<T>(), v.data(), std::min(bytes_, v.size() * sizeof(T)));
+    }
+    template <class T>
+    std::vector<T> get() const {
+        std::vector<T> v(bytes_ / sizeof(T));
+        ctx_->download(v.data(), as<T>(), v.size() * sizeof(T));
+        return v;
+    }
+    bool guards_intact() const {
+        std::vector<unsigned char> g(kGuardBytes);
+        ctx_->download(g.data(), buf_.get(), kGuardBytes);
+        bool ok = std::all_of(g.begin(), g.end(), [](unsigned char b) { return b == kGuardByte; });
+        ctx_->download(g.data(), buf_.as<std::byte>() + kGuardBytes + bytes_, kGuardBytes);
+        return ok && std::all_of(g.begin(), g.end(), [](unsigned char b) { return b == kGuardByte; });
+    }
+
+private:
+    const Context* ctx_;
+    size_t bytes_;
+    DeviceBuffer buf_;
+};
+
+std::vector<float> normals(std::mt19937& rng, size_t n, float sd = 1.0f) {
+    std::normal_distribution<float> nd(0.0f, sd);
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(rng);
+    return v;
+}
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+    std::vector<uint16_t> o(v.size());
+    for (size_t i = 0; i < v.size(); ++i) o[i] = km::f32_to_bf16(v[i]);
+    return o;
+}
+size_t count_nonfinite(const std::vector<float>& v) {
+    return size_t(std::count_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); }));
+}
+template <class T>
+size_t count_bit_mismatch(const std::vector<T>& a, const std::vector<T>& b) {
+    if (a.size() != b.size()) return std::max(a.size(), b.size());
+    size_t n = 0;
+    for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+    return n;
+}
+
+class Table {
+public:
+    void add(std::string check, std::string shape, double err, double bound, std::string note = {}, bool ok = true) {
+        SelftestRow r;
+        r.check = std::move(check);
+        r.shape = std::move(shape);
+        r.max_error = err;
+        r.bound = bound;
+        r.pass = ok && std::isfinite(err) && err <= bound;
+        r.note = std::move(note);
+        rows.push_back(std::move(r));
+    }
+    // A row for an output checked against a reference: NaN/Inf and guard bytes noted.
+    void add_output(const std::string& check, const std::string& shape, double err, double bound, size_t nonfinite,
+                    bool guards) {
+        std::string note;
+        if (nonfinite > 0) note += std::to_string(nonfinite) + " NaN/Inf in the output; ";
+        if (!guards) note += "guard bytes around the output were overwritten; ";
+        add(check, shape, err, bound, note, nonfinite == 0 && guards);
+    }
+    // Runs fn; a CudaError or other exception becomes a failing row instead of ending the test.
+    template <class F>
+    void guarded(const std::string& check, const std::string& shape, F&& fn) {
+        try {
+            fn();
+        } catch (const std::exception& e) {
+            add(check, shape, NAN, 0, std::string("threw: ") + e.what(), false);
+        }
+    }
+    std::vector<SelftestRow> rows;
+};
+
+// ---- ops ---------------------------------------------------------------------------------------
+
+void check_conversions(const Context& ctx, Table& t) {
+    std::mt19937 rng(11);
+    std::vector<float> x = normals(rng, 4096, 100.0f);
+    // specials and rounding ties: NaN, +-Inf, +-0, subnormals, exact halfway cases, the largest finite
+    const float specials[] = {NAN,
+                              INFINITY,
+                              -INFINITY,
+                              0.0f,
+                              -0.0f,
+                              1e-40f,
+                              -1e-40f,
+                              FLT_MAX,
+                              -FLT_MAX,
+                              km::f32_from_bits(0x3f808000u),
+                              km::f32_from_bits(0x3f818000u),
+                              km::f32_from_bits(0x7f7fffffu)};
+    for (float s : specials) x.push_back(s);
+    const size_t n = x.size();
+    Guarded in(ctx, n * 4, "selftest input"), out(ctx, n * 2, "selftest output"), back(ctx, n * 4, "selftest output");
+    in.set(x);
+    kern::f32_to_bf16(in.as<float>(), out.as<uint16_t>(), int64_t(n), ctx.stream());
+    kern::bf16_to_f32(out.as<uint16_t>(), back.as<float>(), int64_t(n), ctx.stream());
+    ctx.sync();
+    const std::vector<uint16_t> got = out.get<uint16_t>();
+    const std::vector<uint16_t> want = to_bf16(x);
+    t.add_output("f32_to_bf16 (bits, incl. NaN/Inf/ties)", "n=" + std::to_string(n),
+                 double(count_bit_mismatch(got, want)), 0, 0, in.guards_intact() && out.guards_intact());
+    std::vector<float> widened(n);
+    for (size_t i = 0; i < n; ++i) widened[i] = km::bf16_to_f32(want[i]);
+    t.add_output("bf16_to_f32 (bits)", "n=" + std::to_string(n), double(count_bit_mismatch(back.get<float>(), widened)),
+                 0, 0, back.guards_intact());
+}
+
+void check_embedding_add(const Context& ctx, Table& t) {
+    std::mt19937 rng(12);
+    const int vocab = 1000, dim = 72, rows = 9;
+    const std::vector<uint16_t> table = to_bf16(normals(rng, size_t(vocab) * dim));
+    std::vector<int32_t> tokens(rows);
+    for (auto& tok : tokens) tok = int32_t(rng() % vocab);
+    tokens[0] = 0;
+    tokens[1] = vocab - 1;
+    Guarded tb(ctx, table.size() * 2, "selftest table"), tk(ctx, tokens.size() * 4, "selftest tokens"),
+        x(ctx, size_t(rows) * dim * 4, "selftest output");
+    tb.set(table);
+    tk.set(tokens);
+    kern::embed(tb.as<uint16_t>(), tk.as<int32_t>(), x.as<float>(), rows, dim, ctx.stream());
+    ctx.sync();
+    std::vector<float> want(size_t(rows) * dim);
+    for (int r = 0; r < rows; ++r)
+        for (int i = 0; i < dim; ++i)
+            want[size_t(r) * dim + i] = km::bf16_to_f32(table[size_t(tokens[size_t(r)]) * dim + i]);
+    const std::vector<float> got = x.get<float>();
+    t.add_output("embedding (bits)", "rows=9 dim=72 vocab=1000", double(count_bit_mismatch(got, want)), 0,
+                 count_nonfinite(got), x.guards_intact());
+
+    const std::vector<float> a = normals(rng, 5000), b = normals(rng, 5000);
+    Guarded ga(ctx, a.size() * 4, "selftest a"), gb(ctx, b.size() * 4, "selftest b");
+    ga.set(a);
+    gb.set(b);
+    kern::add_inplace(ga.as<float>(), gb.as<float>(), int64_t(a.size()), ctx.stream());
+    ctx.sync();
+    std::vector<float> sum(a.size());
+    for (size_t i = 0; i < a.size(); ++i) sum[i] = a[i] + b[i];
+    t.add_output("residual add (bits)", "n=5000", double(count_bit_mismatch(ga.get<float>(), sum)), 0, 0,
+                 ga.guards_intact());
+}
+
+void check_rmsnorm(const Context& ctx, Table& t, bool quick) {
+    std::mt19937 rng(13);
+    std::vector<std::pair<int, int>> shapes = {{1, 64}, {7, 4096}, {3, 1000}, {5, 2560}};
+    if (!quick) shapes.insert(shapes.end(), {{33, 5120}, {2, 1}, {1, 8192}});
+    for (auto [rows, dim] : shapes) {
+        const std::string shape = "rows=" + std::to_string(rows) + " dim=" + std::to_string(dim);
+        const std::vector<float> x = normals(rng, size_t(rows) * dim, 3.0f), w = normals(rng, size_t(dim));
+        const float eps = 1e-6f;
+        Guarded gx(ctx, x.size() * 4, "x"), gw(ctx, w.size() * 4, "w"), y(ctx, x.size() * 4, "y"),
+            yb(ctx, x.size() * 2, "y bf16");
+        gx.set(x);
+        gw.set(w);
+        kern::rmsnorm(gx.as<float>(), nullptr, gw.as<float>(), y.as<float>(), false, rows, dim, eps, ctx.stream());
+        kern::rmsnorm(gx.as<float>(), nullptr, gw.as<float>(), yb.as<uint16_t>(), true, rows, dim, eps, ctx.stream());
+        ctx.sync();
+        const std::vector<float> got = y.get<float>();
+        double err = 0;
+        for (int r = 0; r < rows; ++r) {
+            double ss = 0;
+            for (int i = 0; i < dim; ++i) ss += double(x[size_t(r) * dim + i]) * x[size_t(r) * dim + i];
+            const double inv = 1.0 / std::sqrt(ss / dim + eps);
+            for (int i = 0; i < dim; ++i) {
+                const double ref = double(w[size_t(i)]) * (double(x[size_t(r) * dim + i]) * inv);
+                err = std::max(err, std::abs(got[size_t(r) * dim + i] - ref) / std::max(1.0, std::abs(ref)));
+            }
+        }
+        // sum of squares: a strided sum per thread (dim / 256 terms) then an 8-level tree
+        const double bound = 4 * kEps * (double(dim) / geom::kRowThreads + 8 + 4);
+        t.add_output("rmsnorm (vs float64)", shape, err, bound, count_nonfinite(got),
+                     gx.guards_intact() && y.guards_intact());
+        t.add_output("rmsnorm bf16 out == bf16(f32 out)", shape,
+                     double(count_bit_mismatch(yb.get<uint16_t>(), to_bf16(got))), 0, 0, yb.guards_intact());
+    }
+}
+
+void check_swiglu(const Context& ctx, Table& t) {
+    std::mt19937 rng(14);
+    const size_t n = 100003;  // odd: the grid-stride loop's tail
+    const std::vector<float> g = normals(rng, n, 4.0f), u = normals(rng, n, 2.0f);
+    Guarded gg(ctx, n * 4, "gate"), gu(ctx, n * 4, "up"), out(ctx, n * 2, "out");
+    gg.set(g);
+    gu.set(u);
+    kern::swiglu(gg.as<float>(), gu.as<float>(), out.as<uint16_t>(), int64_t(n), ctx.stream());
+    ctx.sync();
+    const std::vector<uint16_t> got = out.get<uint16_t>();
+    double err = 0;        // in BF16 ulps of the reference: device expf and the host's exp may differ in the last
+    size_t nonfinite = 0;  // float bit, which can move a BF16 rounding by one ulp
+    for (size_t i = 0; i < n; ++i) {
+        const double ref = double(km::bf16_to_f32(km::f32_to_bf16(km::swiglu(g[i], u[i]))));
+        const double val = km::bf16_to_f32(got[i]);
+        nonfinite += !std::isfinite(val);
+        const double ulp = std::max(std::abs(ref), 1e-30) * std::ldexp(1.0, -7);
+        err = std::max(err, std::abs(val - ref) / ulp);
+    }
+    t.add_output("swiglu (bf16 ulps)", "n=100003", err, 1.0, nonfinite, out.guards_intact());
+}
+
+void check_qk_rope(const Context& ctx, Table& t, bool quick) {
+    struct Case {
+        int rows, heads, kv, hd;
+        bool norm, bf16, llama3;
+        int first_pos;
+    };
+    std::vector<Case> cases = {{3, 7, 1, 64, true, false, false, 0},
+                               {5, 32, 8, 128, false, true, true, 1000},
+                               {1, 4, 2, 32, true, true, false, 37}};
+    if (!quick) cases.push_back({17, 16, 8, 256, true, false, true, 99990});
+    std::mt19937 rng(15);
+    for (const Case& c : cases) {
+        const std::string shape = "rows=" + std::to_string(c.rows) + " heads=" + std::to_string(c.heads) + "/" +
+                                  std::to_string(c.kv) + " hd=" + std::to_string(c.hd) + (c.norm ? " qk_norm" : "") +
+                                  (c.llama3 ? " llama3" : "") + (c.bf16 ? " kv=bf16" : " kv=f32") +
+                                  " pos=" + std::to_string(c.first_pos);
+        const int half = c.hd / 2, qd = c.heads * c.hd, kvd = c.kv * c.hd;
+        km::RopeParams rp;
+        rp.theta = c.llama3 ? 500000.0 : 1000000.0;
+        rp.head_dim = c.hd;
+        if (c.llama3) {
+            rp.factor = 8.0;
+            rp.low_freq_factor = 1.0;
+            rp.high_freq_factor = 4.0;
+            rp.original_max_position_embeddings = 8192;
+        }
+        const int positions = c.first_pos + c.rows;
+        std::vector<float> cs(size_t(positions) * half), sn(size_t(positions) * half);
+        for (int p = 0; p < positions; ++p)
+            for (int i = 0; i < half; ++i) {
+                const double angle = double(p) * km::rope_inv_freq(i, rp);
+                cs[size_t(p) * half + i] = float(std::cos(angle));
+                sn[size_t(p) * half + i] = float(std::sin(angle));
+            }
+        const std::vector<float> q = normals(rng, size_t(c.rows) * qd), k = normals(rng, size_t(c.rows) * kvd),
+                                 v = normals(rng, size_t(c.rows) * kvd), qw = normals(rng, size_t(c.hd)),
+                                 kw = normals(rng, size_t(c.hd));
+        const int cap = c.rows + 3, first_slot = 2;
+        const size_t eb = c.bf16 ? 2 : 4, kv_bytes = size_t(c.kv) * cap * c.hd * eb;
+        Guarded gq(ctx, q.size() * 4, "q"), gk(ctx, k.size() * 4, "k"), gv(ctx, v.size() * 4, "v"),
+            gqw(ctx, qw.size() * 4, "qw"), gkw(ctx, kw.size() * 4, "kw"), gc(ctx, cs.size() * 4, "cos"),
+            gs(ctx, sn.size() * 4, "sin"), kk(ctx, kv_bytes, "K"), kv(ctx, kv_bytes, "V");
+        gq.set(q);
+        gk.set(k);
+        gv.set(v);
+        gqw.set(qw);
+        gkw.set(kw);
+        gc.set(cs);
+        gs.set(sn);
+        kern::QkRopeArgs a;
+        a.q = gq.as<float>();
+        a.k = gk.as<float>();
+        a.v = gv.as<float>();
+        a.n_rows = c.rows;
+        a.n_heads = c.heads;
+        a.n_kv_heads = c.kv;
+        a.head_dim = c.hd;
+        a.q_norm = c.norm ? gqw.as<float>() : nullptr;
+        a.k_norm = c.norm ? gkw.as<float>() : nullptr;
+        a.eps = 1e-6f;
+        a.cos_t = gc.as<float>();
+        a.sin_t = gs.as<float>();
+        a.first_pos = c.first_pos;
+        a.kv_k = kk.as<void>();
+        a.kv_v = kv.as<void>();
+        a.kv_cap = cap;
+        a.first_slot = first_slot;
+        a.kv_bf16 = c.bf16;
+        kern::qk_rope_store(a, ctx.stream());
+        ctx.sync();
+        // CPU reference: the CPU backend's per-head steps (km::rmsnorm_row, km::rope_rotate)
+        std::vector<float> rq = q, rk = k;
+        for (int r = 0; r < c.rows; ++r) {
+            const float* cr = &cs[size_t(c.first_pos + r) * half];
+            const float* sr = &sn[size_t(c.first_pos + r) * half];
+            for (int h = 0; h < c.heads; ++h) {
+                float* x = &rq[size_t(r) * qd + size_t(h) * c.hd];
+                if (c.norm) km::rmsnorm_row(x, qw.data(), x, c.hd, 1e-6f);
+                km::rope_rotate(x, cr, sr, half);
+            }
+            for (int h = 0; h < c.kv; ++h) {
+                float* x = &rk[size_t(r) * kvd + size_t(h) * c.hd];
+                if (c.norm) km::rmsnorm_row(x, kw.data(), x, c.hd, 1e-6f);
+                km::rope_rotate(x, cr, sr, half);
+            }
+        }
+        const std::vector<float> got_q = gq.get<float>(), got_k = gk.get<float>();
+        // Errors relative to the largest magnitude: after the rotation a small output can be the
+        // difference of two large terms, so an element-relative error would be meaningless.
+        double mag = 1.0, err = 0;
+        for (float x : rq) mag = std::max(mag, double(std::abs(x)));
+        for (float x : rk) mag = std::max(mag, double(std::abs(x)));
+        for (size_t i = 0; i < rq.size(); ++i) err = std::max(err, std::abs(double(got_q[i]) - rq[i]) / mag);
+        for (size_t i = 0; i < rk.size(); ++i) err = std::max(err, std::abs(double(got_k[i]) - rk[i]) / mag);
+        // Without q/k-norm the arithmetic is the same formula on the same floats: exact. With it the
+        // two sums of squares differ in order (the CPU reference sums head_dim terms in sequence).
+        const double bound = c.norm ? 4 * kEps * (double(c.hd) + 16) : 0.0;
+        t.add_output("qk_norm + rope", shape, err, bound, count_nonfinite(got_q) + count_nonfinite(got_k),
+                     gq.guards_intact() && gk.guards_intact());
+        // The KV store: the kernel's own k (rounded to bf16 when the block is bf16) and v, at slot
+        // first_slot + r of each head.
+        size_t mism = 0;
+        std::vector<std::byte> hk(kv_bytes), hv(kv_bytes);
+        ctx.download(hk.data(), kk.as<void>(), kv_bytes);
+        ctx.download(hv.data(), kv.as<void>(), kv_bytes);
+        for (int r = 0; r < c.rows; ++r)
+            for (int h = 0; h < c.kv; ++h)
+                for (int d = 0; d < c.hd; ++d) {
+                    const size_t src = size_t(r) * kvd + size_t(h) * c.hd + size_t(d);
+                    const size_t dst = (size_t(h) * cap + size_t(first_slot + r)) * c.hd + size_t(d);
+                    if (c.bf16) {
+                        uint16_t a16, b16;
+                        std::memcpy(&a16, hk.data() + dst * 2, 2);
+                        std::memcpy(&b16, hv.data() + dst * 2, 2);
+                        mism += a16 != km::f32_to_bf16(got_k[src]);
+                        mism += b16 != km::f32_to_bf16(v[src]);
+                    } else {
+                        float a32, b32;
+                        std::memcpy(&a32, hk.data() + dst * 4, 4);
+                        std::memcpy(&b32, hv.data() + dst * 4, 4);
+                        mism += km::f32_bits(a32) != km::f32_bits(got_k[src]);
+                        mism += km::f32_bits(b32) != km::f32_bits(v[src]);
+                    }
+                }
+        t.add_output("kv store (bits)", shape, double(mism), 0, 0, kk.guards_intact() && kv.guards_intact());
+    }
+}
+
+void check_gemm(const Context& ctx, Table& t, bool quick) {
+    struct Case {
+        int n, k, max_m;
+        bool fallback = false;  // our own kernel instead of cuBLASLt
+    };
+    std::vector<Case> cases = {{64, 64, 8},      {1000, 4096, 7},      {151, 256, 33},
+                               {4096, 1024, 64}, {151, 256, 33, true}, {1000, 4096, 7, true}};
+    if (!quick)
+        cases.insert(cases.end(), {{12288, 4096, 128}, {4096, 12288, 96}, {151936, 1024, 32}, {4096, 1000, 70, true}});
+    std::mt19937 rng(16);
+    for (const Case& c : cases) {
+        const std::string shape = "n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+                                  " m<=" + std::to_string(c.max_m) + (c.fallback ? " fallback" : "");
+        t.guarded("gemm_bf16", shape, [&] {
+            GemmPlan plan(ctx, c.n, c.k, c.max_m, c.fallback);
+            const std::vector<uint16_t> x = to_bf16(normals(rng, size_t(c.max_m) * c.k)),
+                                        w = to_bf16(normals(rng, size_t(c.n) * c.k));
+            Guarded gx(ctx, x.size() * 2, "x"), gw(ctx, w.size() * 2, "w"), y(ctx, size_t(c.max_m) * c.n * 4, "y"),
+                xb(ctx, x.size() * 2, "x batch"), yb(ctx, size_t(c.max_m) * c.n * 4, "y batch");
+            gx.set(x);
+            gw.set(w);
+            plan.run(ctx, gx.as<uint16_t>(), gw.as<uint16_t>(), y.as<float>(), c.max_m);
+            ctx.sync();
+            const std::vector<float> full = y.get<float>();
+            double err = 0;
+            for (int m = 0; m < c.max_m; ++m)
+                for (int n = 0; n < c.n;
+                     n += std::max(1, c.n / 257)) {  // a sample of columns keeps the host side quick
+                    double ref = 0, mag = 0;
+                    for (int kk = 0; kk < c.k; ++kk) {
+                        const double p =
+                            double(km::bf16_to_f32(x[size_t(m) * c.k + kk])) * km::bf16_to_f32(w[size_t(n) * c.k + kk]);
+                        ref += p;
+                        mag += std::abs(p);
+                    }
+                    err = std::max(err, std::abs(full[size_t(m) * c.n + n] - ref) / std::max(mag, 1e-30));
+                }
+            t.add_output("gemm_bf16 (|err| / sum|x w|)", shape + " [" + plan.description() + "]", err, 2 * kEps * c.k,
+                         count_nonfinite(full), y.guards_intact() && gx.guards_intact());
+            // Batch invariance: rows [s, s + b) computed as their own batch of b rows give the bits
+            // of the full batch, for several sizes and offsets, and in reversed order.
+            size_t mism = 0;
+            std::vector<int> sizes = {1, 2, 3, c.max_m - 1, c.max_m};
+            for (int b : sizes) {
+                if (b < 1 || b > c.max_m) continue;
+                for (int s = 0; s + b <= c.max_m; s += std::max(1, (c.max_m - b) / 3 + 1)) {
+                    for (int reversed = 0; reversed < 2; ++reversed) {
+                        std::vector<uint16_t> batch(size_t(b) * c.k);
+                        for (int i = 0; i < b; ++i) {
+                            const int src = reversed ? s + b - 1 - i : s + i;
+                            std::copy_n(&x[size_t(src) * c.k], c.k, &batch[size_t(i) * c.k]);
+                        }
+                        xb.set(batch);
+                        plan.run(ctx, xb.as<uint16_t>(), gw.as<uint16_t>(), yb.as<float>(), b);
+                        ctx.sync();
+                        const std::vector<float> got = yb.get<float>();
+                        for (int i = 0; i < b; ++i) {
+                            const int src = reversed ? s + b - 1 - i : s + i;
+                            for (int n = 0; n < c.n; ++n)
+                                mism +=
+                                    km::f32_bits(got[size_t(i) * c.n + n]) != km::f32_bits(full[size_t(src) * c.n + n]);
+                        }
+                    }
+                }
+            }
+            t.add_output("gemm batch invariance (bits)", shape, double(mism), 0, 0, yb.guards_intact());
+        });
+    }
+}
+
+// Keys and values of N logical positions for the attention checks: [n_kv][N][hd] f32, rounded
+// through bf16 when the block is bf16 (then the reference sees the stored values).
+struct KvData {
+    std::vector<float> k, v;
+};
+
+void put_segment(const Context& ctx, const KvData& kv, int n_kv, int hd, int first, int n, int cap, bool bf16,
+                 Guarded& gk, Guarded& gv) {
+    const int N = int(kv.k.size() / (size_t(n_kv) * hd));
+    std::vector<float> k(size_t(n_kv) * cap * hd, 0.0f), v(size_t(n_kv) * cap * hd, 0.0f);
+    for (int h = 0; h < n_kv; ++h)
+        for (int j = 0; j < n; ++j)
+            for (int d = 0; d < hd; ++d) {
+                k[(size_t(h) * cap + j) * hd + d] = kv.k[(size_t(h) * N + first + j) * hd + d];
+                v[(size_t(h) * cap + j) * hd + d] = kv.v[(size_t(h) * N + first + j) * hd + d];
+            }
+    if (bf16) {
+        gk.set(to_bf16(k));
+        gv.set(to_bf16(v));
+    } else {
+        gk.set(k);
+        gv.set(v);
+    }
+    (void)ctx;
+}
+
+void check_attention(const Context& ctx, Table& t, bool quick) {
+    struct Case {
+        int heads, kv, hd, window, n_before, rows;
+        bool bf16;
+    };
+    // n_before = positions before the first row (the prefix and earlier suffix positions)
+    std::vector<Case> cases = {{7, 1, 64, 0, 42, 19, false},
+                               {4, 2, 128, 0, 300, 3, false},
+                               {8, 8, 64, 50, 270, 20, false},
+                               {2, 1, 128, 0, 0, 33, true},
+                               {4, 1, 64, 0, 5003, 2, true}};
+    if (!quick)
+        cases.insert(cases.end(),
+                     {{32, 8, 128, 0, 2900, 100, false}, {8, 2, 256, 4096, 9000, 4, true}, {3, 3, 64, 0, 0, 1, false}});
+    std::mt19937 rng(17);
+    for (const Case& c : cases) {
+        const int N = c.n_before + c.rows, qd = c.heads * c.hd;
+        const std::string shape = "heads=" + std::to_string(c.heads) + "/" + std::to_string(c.kv) +
+                                  " hd=" + std::to_string(c.hd) + " rows=" + std::to_string(c.rows) + " at " +
+                                  std::to_string(c.n_before) + (c.window ? " window=" + std::to_string(c.window) : "") +
+                                  (c.bf16 ? " kv=bf16" : " kv=f32");
+        t.guarded("attention", shape, [&] {
+            KvData kv{normals(rng, size_t(c.kv) * N * c.hd), normals(rng, size_t(c.kv) * N * c.hd)};
+            if (c.bf16)
+                for (auto* vec : {&kv.k, &kv.v})
+                    for (auto& x : *vec) x = km::bf16_to_f32(km::f32_to_bf16(x));
+            const std::vector<float> q = normals(rng, size_t(c.rows) * qd);
+            const float scale = float(1.0 / std::sqrt(double(c.hd)));
+            const size_t eb = c.bf16 ? 2 : 4;
+            Guarded gq(ctx, q.size() * 4, "q"), out(ctx, q.size() * 4, "out"), out2(ctx, q.size() * 4, "out split");
+            gq.set(q);
+            const size_t partial_floats = geom::attn_partial_floats(geom::kAttnSplitMaxRows, c.heads, c.hd, N);
+            DeviceBuffer partial = ctx.alloc(partial_floats * 4, "split scratch");
+
+            // runs the rows with the keys split at P (prefix [0, P), suffix [P, N))
+            auto run = [&](int P, kern::AttnPath path, Guarded& dst) {
+                const int cap0 = P + 5, cap1 = N - P + 3;
+                Guarded k0(ctx, size_t(c.kv) * cap0 * c.hd * eb, "K prefix"),
+                    v0(ctx, size_t(c.kv) * cap0 * c.hd * eb, "V prefix"),
+                    k1(ctx, size_t(c.kv) * cap1 * c.hd * eb, "K suffix"),
+                    v1(ctx, size_t(c.kv) * cap1 * c.hd * eb, "V suffix");
+                put_segment(ctx, kv, c.kv, c.hd, 0, P, cap0, c.bf16, k0, v0);
+                put_segment(ctx, kv, c.kv, c.hd, P, N - P, cap1, c.bf16, k1, v1);
+                kern::AttnArgs a;
+                a.seg[0] = {k0.as<void>(), v0.as<void>(), cap0, P};
+                a.seg[1] = {k1.as<void>(), v1.as<void>(), cap1, N - P};
+                a.kv_bf16 = c.bf16;
+                a.n_heads = c.heads;
+                a.n_kv_heads = c.kv;
+                a.head_dim = c.hd;
+                a.window = c.window;
+                a.scale = scale;
+                if (path == kern::AttnPath::split) {  // groups of at most 4 rows
+                    for (int r0 = 0; r0 < c.rows; r0 += geom::kAttnSplitMaxRows) {
+                        a.q = gq.as<float>() + size_t(r0) * qd;
+                        a.out = dst.as<float>() + size_t(r0) * qd;
+                        a.n_rows = std::min(geom::kAttnSplitMaxRows, c.rows - r0);
+                        a.first_pos = c.n_before + r0;
+                        kern::attention(a, partial.as<float>(), partial_floats, path, ctx.stream());
+                    }
+                } else {
+                    a.q = gq.as<float>();
+                    a.out = dst.as<float>();
+                    a.n_rows = c.rows;
+                    a.first_pos = c.n_before;
+                    kern::attention(a, nullptr, 0, path, ctx.stream());
+                }
+                ctx.sync();
+                return k0.guards_intact() && v0.guards_intact() && k1.guards_intact() && v1.guards_intact();
+            };
+
+            bool inputs_ok = run(c.n_before, kern::AttnPath::tiled, out);
+            const std::vector<float> got = out.get<float>();
+            // float64 reference
+            double err = 0, vmax = 0;
+            for (float x : kv.v) vmax = std::max(vmax, double(std::abs(x)));
+            const int group = c.heads / c.kv;
+            for (int r = 0; r < c.rows; ++r) {
+                const int pos = c.n_before + r, lo = geom::attn_first_key(pos, c.window);
+                for (int h = 0; h < c.heads; ++h) {
+                    const int kvh = h / group;
+                    std::vector<double> s(size_t(pos - lo + 1));
+                    double m = -1e300;
+                    for (int j = lo; j <= pos; ++j) {
+                        double dot = 0;
+                        for (int d = 0; d < c.hd; ++d)
+                            dot += double(q[size_t(r) * qd + size_t(h) * c.hd + d]) *
+                                   kv.k[(size_t(kvh) * N + j) * c.hd + d];
+                        s[size_t(j - lo)] = dot * scale;
+                        m = std::max(m, s[size_t(j - lo)]);
+                    }
+                    double l = 0;
+                    for (double& x : s) l += (x = std::exp(x - m));
+                    for (int d = 0; d < c.hd; ++d) {
+                        double acc = 0;
+                        for (int j = lo; j <= pos; ++j)
+                            acc += s[size_t(j - lo)] * kv.v[(size_t(kvh) * N + j) * c.hd + d];
+                        err = std::max(err, std::abs(got[size_t(r) * qd + size_t(h) * c.hd + d] - acc / l));
+                    }
+                }
+            }
+            // scores: an FMA chain over head_dim; softmax and the weighted sum over at most N keys
+            // in tiles of 32 and chunks of 256
+            const double bound = kEps * (8.0 * c.hd + 256.0 + 8.0 * std::log2(double(N) + 1)) * std::max(1.0, vmax);
+            t.add_output("attention (vs float64)", shape, err, bound, count_nonfinite(got),
+                         inputs_ok && out.guards_intact() && gq.guards_intact());
+
+            // the split kernel (decode) gives the tiled kernel's bits
+            run(c.n_before, kern::AttnPath::split, out2);
+            t.add_output("attention split == tiled (bits)", shape, double(count_bit_mismatch(out2.get<float>(), got)),
+                         0, 0, out2.guards_intact());
+
+            // the same keys split into prefix/suffix anywhere give the same bits
+            std::vector<int> splits = {0, 1, 31, 32, 33, 255, 256, 257, c.n_before / 2, c.n_before};
+            size_t mism = 0;
+            std::string tried;
+            for (int P : splits) {
+                if (P < 0 || P > c.n_before) continue;
+                run(P, kern::AttnPath::tiled, out2);
+                mism += count_bit_mismatch(out2.get<float>(), got);
+                tried += (tried.empty() ? "" : ",") + std::to_string(P);
+            }
+            t.add_output("attention segment invariance (bits)", shape + " prefix=" + tried, double(mism), 0, 0,
+                         out2.guards_intact());
+        });
+    }
+}
+
+void check_argmax_sampling(const Context& ctx, Table& t) {
+    std::mt19937 rng(18);
+    const int rows = 6, vocab = 50000;
+    std::vector<float> logits = normals(rng, size_t(rows) * vocab, 3.0f);
+    logits[size_t(1) * vocab + 777] = 100.0f;  // row 1: a tie between 777 and 40000 -> 777
+    logits[size_t(1) * vocab + 40000] = 100.0f;
+    logits[size_t(2) * vocab + vocab - 1] = 50.0f;  // the last index
+    logits[size_t(3) * vocab + 0] = 50.0f;          // the first index
+    Guarded gl(ctx, logits.size() * 4, "logits"), out(ctx, size_t(rows) * 4, "tokens");
+    gl.set(logits);
+    kern::argmax_rows(gl.as<float>(), rows, vocab, out.as<int32_t>(), ctx.stream());
+    ctx.sync();
+    const std::vector<int32_t> got = out.get<int32_t>();
+    size_t mism = 0;
+    for (int r = 0; r < rows; ++r) {
+        const float* row = &logits[size_t(r) * vocab];
+        mism += got[size_t(r)] != int32_t(std::max_element(row, row + vocab) - row);  // the first maximum
+    }
+    t.add_output("argmax (exact, lowest index on ties)", "rows=6 vocab=50000", double(mism), 0, 0, out.guards_intact());
+
+    // Gumbel-max sampling: two logits [0, ln 3] -> P(token 1) = 0.75 at temperature 1.
+    const int n = 20000;
+    std::vector<float> two(size_t(n) * 2);
+    for (int r = 0; r < n; ++r) {
+        two[size_t(r) * 2] = 0.0f;
+        two[size_t(r) * 2 + 1] = std::log(3.0f);
+    }
+    Guarded g2(ctx, two.size() * 4, "logits"), s1(ctx, size_t(n) * 4, "samples"), s2(ctx, size_t(n) * 4, "samples");
+    g2.set(two);
+    kern::sample_rows(g2.as<float>(), n, 2, 1.0f, 1234, 7, s1.as<int32_t>(), ctx.stream());
+    kern::sample_rows(g2.as<float>(), n, 2, 1.0f, 1234, 7, s2.as<int32_t>(), ctx.stream());
+    ctx.sync();
+    const std::vector<int32_t> a = s1.get<int32_t>(), b = s2.get<int32_t>();
+    t.add_output("sampling repeatable (same seed, step)", "rows=20000 vocab=2", double(count_bit_mismatch(a, b)), 0, 0,
+                 s1.guards_intact() && s2.guards_intact());
+    double ones = 0;
+    for (int32_t x : a) ones += x == 1;
+    // binomial sd at p = 0.75, n = 20000: 0.0031; 5 sd
+    t.add("sampling frequency |P(1) - 0.75|", "rows=20000 vocab=2", std::abs(ones / n - 0.75), 0.0155);
+}
+
+// ---- whole model ---------------------------------------------------------------------------------
+
+ModelWeights load_model(const std::string& spec) {
+    const ModelSource src = resolve_model(spec);
+    if (src.builtin) {
+        const auto recipe = find_builtin(src.builtin_name);
+        if (!recipe) throw std::runtime_error(spec + ": unknown built-in model");
+        return generate_builtin_weights(*recipe);
+    }
+    const ModelConfig config = ModelConfig::from_json(src.config, (src.dir / "config.json").string());
+    return load_weights(src.dir, config);
+}
+
+std::vector<float> slice_rows(const std::vector<float>& logits, int vocab, int first, int n) {
+    return std::vector<float>(logits.begin() + ptrdiff_t(first) * vocab, logits.begin() + ptrdiff_t(first + n) * vocab);
+}
+
+void check_model(const SelftestOptions& options, const std::string& spec, Table& t) {
+    const std::string name = "model " + spec;
+    ModelWeights weights;
+    try {
+        weights = load_model(spec);
+    } catch (const std::exception& e) {
+        t.add(name + ": load", spec, NAN, 0, std::string("threw: ") + e.what(), false);
+        return;
+    }
+    const ModelConfig& c = weights.config;
+    const int vocab = c.vocab_size;
+    const int N = options.quick ? 300 : 700;  // crosses the 256-position attention chunk
+    std::mt19937 rng(19);
+    std::vector<token_id> tokens(static_cast<size_t>(N));
+    for (auto& tok : tokens) tok = token_id(rng() % uint32_t(vocab));
+    std::vector<int> all(static_cast<size_t>(N));
+    for (int i = 0; i < N; ++i) all[size_t(i)] = i;
+
+    t.guarded(name + ": forward", "tokens=" + std::to_string(N), [&] {
+        // CPU reference
+        auto cpu = make_cpu_backend(weights, {});
+        auto cpu_kv = cpu->allocate_kv(N);
+        const std::vector<float> ref = cpu->forward(tokens, KvView{nullptr, 0, cpu_kv.get()}, all);
+
+        CudaBackendOptions o;
+        o.device = options.device;
+        o.max_batch_tokens = 64;  // a full prefill of N tokens runs in chunks: chunking is part of what is checked
+        auto gpu = make_cuda_backend(weights, o);
+        auto kv = gpu->allocate_kv(N);
+        const std::vector<float> full = gpu->forward(tokens, KvView{nullptr, 0, kv.get()}, all);
+
+        // logits against the CPU: BF16 GEMM inputs and weights (the CPU keeps activations in F32)
+        // put each logit off by a few BF16 ulps of the logit scale; a first bound, to be tightened
+        // with measurements on real GPUs.
+        double err = 0, scale = 1;
+        for (size_t i = 0; i < ref.size(); ++i) {
+            err = std::max(err, double(std::abs(full[i] - ref[i])));
+            scale = std::max(scale, double(std::abs(ref[i])));
+        }
+        const double bound = scale * std::ldexp(1.0, -8) * std::sqrt(double(c.n_layers) + 1) * 4;
+        t.add_output(name + ": logits vs cpu", "tokens=" + std::to_string(N), err, bound, count_nonfinite(full), true);
+        // greedy tokens equal wherever the CPU's top-2 gap exceeds twice the bound
+        size_t mism = 0, compared = 0;
+        for (int r = 0; r < N; ++r) {
+            const float* cr = &ref[size_t(r) * vocab];
+            const float* gr = &full[size_t(r) * vocab];
+            const int top = int(std::max_element(cr, cr + vocab) - cr);
+            float second = -INFINITY;
+            for (int i = 0; i < vocab; ++i)
+                if (i != top) second = std::max(second, cr[i]);
+            if (double(cr[top]) - second <= 2 * bound) continue;
+            ++compared;
+            mism += int(std::max_element(gr, gr + vocab) - gr) != top;
+        }
+        t.add(name + ": greedy tokens == cpu (clear top-2 gap)",
+              std::to_string(compared) + " of " + std::to_string(N) + " rows compared", double(mism), 0);
+
+        // cached == full, bit for bit: prefix block of P positions, then the rest as a suffix
+        size_t cached_mism = 0;
+        std::string tried;
+        for (int P : {1, 31, 32, 63, 64, 65, 100, 256, 257, N - 1}) {
+            if (P <= 0 || P >= N) continue;
+            auto prefix = gpu->allocate_kv(P);
+            gpu->forward(std::span(tokens).first(size_t(P)), KvView{nullptr, 0, prefix.get()}, {});
+            auto suffix = gpu->allocate_kv(N - P);
+            std::vector<int> rows(size_t(N - P));
+            for (int i = 0; i < N - P; ++i) rows[size_t(i)] = i;
+            const std::vector<float> got =
+                gpu->forward(std::span(tokens).subspan(size_t(P)), KvView{prefix.get(), P, suffix.get()}, rows);
+            cached_mism += count_bit_mismatch(got, slice_rows(full, vocab, P, N - P));
+            tried += (tried.empty() ? "" : ",") + std::to_string(P);
+        }
+        t.add(name + ": cached == full (bits)", "prefix=" + tried, double(cached_mism), 0);
+
+        // through export/import (the store's path): the same bits
+        {
+            const int P = std::min(100, N - 1);
+            auto prefix = gpu->allocate_kv(P);
+            gpu->forward(std::span(tokens).first(size_t(P)), KvView{nullptr, 0, prefix.get()}, {});
+            std::vector<std::byte> image(gpu->kv_bytes(P));
+            gpu->export_kv(*prefix, P, image);
+            auto imported = gpu->import_kv(image, P, P);
+            std::vector<std::byte> image2(gpu->kv_bytes(P));
+            gpu->export_kv(*imported, P, image2);
+            auto suffix = gpu->allocate_kv(N - P);
+            std::vector<int> rows(size_t(N - P));
+            for (int i = 0; i < N - P; ++i) rows[size_t(i)] = i;
+            const std::vector<float> got =
+                gpu->forward(std::span(tokens).subspan(size_t(P)), KvView{imported.get(), P, suffix.get()}, rows);
+            const size_t m = count_bit_mismatch(got, slice_rows(full, vocab, P, N - P)) + (image == image2 ? 0 : 1);
+            t.add(name + ": export/import then cached == full (bits)", "prefix=" + std::to_string(P), double(m), 0);
+        }
+
+        // decode (one token at a time: the split attention kernel) gives the prefill's bits
+        {
+            const int D = 5;
+            auto dkv = gpu->allocate_kv(N);
+            gpu->forward(std::span(tokens).first(size_t(N - D)), KvView{nullptr, 0, dkv.get()}, {});
+            size_t m = 0;
+            for (int i = N - D; i < N; ++i) {
+                const std::vector<int> row0 = {0};
+                const std::vector<float> got =
+                    gpu->forward(std::span(tokens).subspan(size_t(i), 1), KvView{nullptr, 0, dkv.get()}, row0);
+                m += count_bit_mismatch(got, slice_rows(full, vocab, i, 1));
+            }
+            t.add(name + ": decode steps == prefill rows (bits)",
+                  "last " + std::to_string(D) + " of " + std::to_string(N), double(m), 0);
+        }
+
+        // BF16 KV: cached == full as well
+        {
+            CudaBackendOptions ob = o;
+            ob.kv_dtype = KvDType::bf16;
+            auto g2 = make_cuda_backend(weights, ob);
+            auto fkv = g2->allocate_kv(N);
+            const std::vector<float> f2 = g2->forward(tokens, KvView{nullptr, 0, fkv.get()}, all);
+            const int P = std::min(257, N - 1);
+            auto prefix = g2->allocate_kv(P);
+            g2->forward(std::span(tokens).first(size_t(P)), KvView{nullptr, 0, prefix.get()}, {});
+            auto suffix = g2->allocate_kv(N - P);
+            std::vector<int> rows(size_t(N - P));
+            for (int i = 0; i < N - P; ++i) rows[size_t(i)] = i;
+            const std::vector<float> got =
+                g2->forward(std::span(tokens).subspan(size_t(P)), KvView{prefix.get(), P, suffix.get()}, rows);
+            t.add(name + ": kv=bf16 cached == full (bits)", "prefix=" + std::to_string(P),
+                  double(count_bit_mismatch(got, slice_rows(f2, vocab, P, N - P))), 0);
+        }
+    });
+}
+
+}  // namespace
+
+std::vector<SelftestRow> run_selftest(const SelftestOptions& options) {
+    const Probe p = probe();
+    if (!p.available) throw CudaError(p.message);
+    Table t;
+    if (options.ops) {
+        Context ctx(options.device, size_t(64) << 20, size_t(32) << 20);
+        t.guarded("f32_to_bf16", "", [&] { check_conversions(ctx, t); });
+        t.guarded("embedding / add", "", [&] { check_embedding_add(ctx, t); });
+        t.guarded("rmsnorm", "", [&] { check_rmsnorm(ctx, t, options.quick); });
+        t.guarded("swiglu", "", [&] { check_swiglu(ctx, t); });
+        t.guarded("qk_norm + rope", "", [&] { check_qk_rope(ctx, t, options.quick); });
+        check_gemm(ctx, t, options.quick);
+        check_attention(ctx, t, options.quick);
+        t.guarded("argmax / sampling", "", [&] { check_argmax_sampling(ctx, t); });
+    }
+    if (options.models) {
+        check_model(options, "builtin:qwen3-test", t);
+        if (!options.model_spec.empty() && options.model_spec != "builtin:qwen3-test")
+            check_model(options, options.model_spec, t);
+    }
+    return t.rows;
+}
+
+}  // namespace cc::cuda
