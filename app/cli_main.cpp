@@ -48,6 +48,7 @@ global options:
   --cache-dir DIR     cache directory (default $XDG_CACHE_HOME/contextcache): group files, index, fingerprints
   --host-budget-bytes N  memory tier budget (default 4 GiB)
   --disk-budget-bytes N  disk tier budget (default 32 GiB)
+  --gpu-budget-bytes N   GPU tier budget, device KV (default 8 GiB; CUDA backend only)
   --json              print one JSON object (JSON lines for --jsonl)
   --help              this text
 
@@ -281,7 +282,8 @@ int cmd_info(Args& args, cc::EngineOptions options, bool json) {
                     {"groups", groups.size()},
                     {"disk_bytes", engine.cache().disk_bytes()},
                     {"disk_budget_bytes", options.cache.disk_budget_bytes},
-                    {"host_budget_bytes", options.cache.host_budget_bytes}};
+                    {"host_budget_bytes", options.cache.host_budget_bytes},
+                    {"gpu_budget_bytes", options.cache.gpu_budget_bytes}};
     report_warnings(engine);
     if (json) {
         print_json(out);
