@@ -90,4 +90,7 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
 // Cache problems (a damaged file quarantined, a failed write) are warnings: one line each on stderr.
 void report_warnings(cc::Engine& engine);
 
+// Command families in their own files (app/cli_<name>.cpp).
+int cmd_selftest(Args& args, const cc::EngineOptions& options, bool json);  // cli_selftest.cpp
+
 }  // namespace cli

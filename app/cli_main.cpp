@@ -72,6 +72,10 @@ commands:
                                               tools_hash and group_key of a tool set
   render --tools FILE --query Q [--system S | --system-file F]
                                               prefix/suffix text and ids exactly as the model sees them
+  selftest [--backend cuda|cpu] [--quick]    check this build on this machine: a pass/fail table with
+                                              measured errors (cuda: every op and the model vs the CPU;
+                                              cpu: shared math vs float64, each CPU ISA, cached == full).
+                                              Exit 0 all pass, 1 a failure, 77 skipped (no CUDA device)
 )";
 
 // ---- commands ---------------------------------------------------------------------------------
@@ -462,7 +466,7 @@ int cmd_export(Args& args, const std::string& model_spec, bool json) {
 
 int main(int argc, char** argv) {
     try {
-        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode", "ignore-eos"});
+        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode", "ignore-eos", "quick"});
         if (args.flag("help") || args.positional().empty()) {
             std::cout << kUsage;
             return args.flag("help") ? 0 : 2;
@@ -484,6 +488,7 @@ int main(int argc, char** argv) {
             if (command == "generate") return cmd_generate(args, options, json);
             return cmd_logits(args, options, json);
         }
+        if (command == "selftest") return cmd_selftest(args, options, json);
         if (command == "export") return cmd_export(args, model_spec, json);
         if (command == "cache") return cmd_cache(args, options, json);
         const auto model = cc::resolve_model(model_spec);
