@@ -174,6 +174,10 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
         result.tier = "memory";
         {
             std::lock_guard lock(mutex_);
+            if (auto it = entries_.find(group_key); it != entries_.end()) {  // inserted meanwhile by another thread
+                bytes_ -= it->second.group->kv_bytes;
+                entries_.erase(it);
+            }
             bytes_ += group->kv_bytes;
             entries_[group_key] = Entry{group, unix_ms_now(), host_entry.hits + 1, ++tick_};
             evict_memory_locked(group_key);
