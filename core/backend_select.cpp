@@ -84,7 +84,12 @@ PlannedBackend plan_backend(const EngineOptions& options, const ModelConfig& con
 #ifdef CC_HAVE_CUDA
         if (in.cuda.available) {
             try {
-                in.required_bytes = cuda::cuda_required_bytes(config, cuda_options(options));
+                // Plus the KV of one 4,096-token context (cuda_required_bytes counts no KV): a
+                // model that only just fits would fail at its first long query.
+                constexpr size_t kKvHeadroomTokens = 4096;
+                const size_t kv_per_token = size_t(config.n_layers) * 2 * size_t(config.n_kv_heads) *
+                                            size_t(config.head_dim) * (options.kv_dtype == KvDType::f32 ? 4 : 2);
+                in.required_bytes = cuda::cuda_required_bytes(config, cuda_options(options)) + kv_per_token * kKvHeadroomTokens;
             } catch (const std::exception& e) {
                 in.required_bytes_error = e.what();
             }
