@@ -92,6 +92,7 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
     o.cache_dir = args.get_or("cache-dir", cc::default_cache_dir().string());
     o.cache.dir = o.cache_dir;
     if (auto v = args.get("host-budget-bytes")) o.cache.host_budget_bytes = static_cast<size_t>(parse_int(*v, "--host-budget-bytes", 0, INT64_MAX));
+    if (auto v = args.get("gpu-budget-bytes")) o.cache.gpu_budget_bytes = static_cast<size_t>(parse_int(*v, "--gpu-budget-bytes", 0, INT64_MAX));
     if (auto v = args.get("disk-budget-bytes")) o.cache.disk_budget_bytes = static_cast<size_t>(parse_int(*v, "--disk-budget-bytes", 0, INT64_MAX));
     return o;
 }

@@ -93,5 +93,6 @@ void report_warnings(cc::Engine& engine);
 // Command families in their own files (app/cli_<name>.cpp).
 int cmd_bench(Args& args, const cc::EngineOptions& options, bool json);  // cli_bench.cpp
 int cmd_eval(Args& args, const cc::EngineOptions& options, bool json);  // app/cli_eval.cpp
+int cmd_selftest(Args& args, const cc::EngineOptions& options, bool json);  // cli_selftest.cpp
 
 }  // namespace cli

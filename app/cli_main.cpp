@@ -48,6 +48,7 @@ global options:
   --cache-dir DIR     cache directory (default $XDG_CACHE_HOME/contextcache): group files, index, fingerprints
   --host-budget-bytes N  memory tier budget (default 4 GiB)
   --disk-budget-bytes N  disk tier budget (default 32 GiB)
+  --gpu-budget-bytes N   GPU tier budget, device KV (default 8 GiB; CUDA backend only)
   --json              print one JSON object (JSON lines for --jsonl)
   --help              this text
 
@@ -79,6 +80,10 @@ commands:
                                               break-even); --out: results.json, table2.csv, table3.csv
   eval --dataset F [--mode cached|full|both|MODE] [--limit N] [--max-new-tokens N] [--out DIR] [--quiet]
                                               tool-calling quality (TSA, PF1, EM, FPR, FNR) on a JSONL dataset
+  selftest [--backend cuda|cpu] [--quick]    check this build on this machine: a pass/fail table with
+                                              measured errors (cuda: every op and the model vs the CPU;
+                                              cpu: shared math vs float64, each CPU ISA, cached == full).
+                                              Exit 0 all pass, 1 a failure, 77 skipped (no CUDA device)
 )";
 
 // ---- commands ---------------------------------------------------------------------------------
@@ -289,7 +294,8 @@ int cmd_info(Args& args, cc::EngineOptions options, bool json) {
                     {"groups", groups.size()},
                     {"disk_bytes", engine.cache().disk_bytes()},
                     {"disk_budget_bytes", options.cache.disk_budget_bytes},
-                    {"host_budget_bytes", options.cache.host_budget_bytes}};
+                    {"host_budget_bytes", options.cache.host_budget_bytes},
+                    {"gpu_budget_bytes", options.cache.gpu_budget_bytes}};
     report_warnings(engine);
     if (json) {
         print_json(out);
@@ -469,7 +475,7 @@ int cmd_export(Args& args, const std::string& model_spec, bool json) {
 
 int main(int argc, char** argv) {
     try {
-        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode", "ignore-eos", "csv", "quiet"});
+        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode", "ignore-eos", "csv", "quiet", "quick"});
         if (args.flag("help") || args.positional().empty()) {
             std::cout << kUsage;
             return args.flag("help") ? 0 : 2;
@@ -491,6 +497,7 @@ int main(int argc, char** argv) {
             if (command == "generate") return cmd_generate(args, options, json);
             return cmd_logits(args, options, json);
         }
+        if (command == "selftest") return cmd_selftest(args, options, json);
         if (command == "export") return cmd_export(args, model_spec, json);
         if (command == "cache") return cmd_cache(args, options, json);
         if (command == "bench") return cmd_bench(args, options, json);

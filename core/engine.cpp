@@ -1,7 +1,7 @@
 #include "core/engine.h"
 
+#include "core/backend_select.h"
 #include "core/builtin_model.h"
-#include "core/cpu/cpu_backend.h"
 #include "core/keys.h"
 #include "core/run_info.h"
 #include "core/sha256.h"
@@ -174,17 +174,36 @@ const ModelInfo& Engine::load_model() {
     for (int id : info.config.eos_token_ids)
         if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
 
-    // Backend: CUDA only when asked for or when `auto` finds a usable device (not yet: see README).
-    const std::string planned = planned_numerics(options_);
-    info.backend_reason = options_.backend == "cpu" ? "asked for" : "auto: the CUDA forward pass is not implemented yet";
-    CpuBackendOptions cpu;
-    cpu.n_threads = options_.n_threads;
-    cpu.kv_dtype = options_.kv_dtype;
-    backend_ = make_cpu_backend(*weights_, cpu);
+    // Backend: core/backend_select.cpp decides (auto = CUDA only when the build has it, a device is
+    // present and the model fits; "cuda" without that is an error naming why) and builds it.
+    PlannedBackend plan = plan_backend(options_, info.config);
+    if (backend_) {
+        // A reload: the cache demotes the old backend's device blocks to host memory while that
+        // backend still exists, then the old backend frees its memory before the new one is made.
+        cache_->set_backend(nullptr);
+        backend_.reset();
+    }
+    std::unique_ptr<Backend> fresh;
+    try {
+        fresh = make_planned_backend(plan, *weights_, options_);
+    } catch (const Cancelled&) {
+        throw;
+    } catch (const std::exception& e) {
+        if (options_.backend != "auto" || plan.choice.backend != "cuda") throw;
+        // auto: a CUDA backend that cannot be built (e.g. out of device memory) leaves the CPU, and says so.
+        EngineOptions cpu_only = options_;
+        cpu_only.backend = "cpu";
+        plan = plan_backend(cpu_only, info.config);
+        plan.choice.reason = std::string("auto: the CUDA backend could not be built (") + e.what() + "); using the CPU";
+        fresh = make_planned_backend(plan, *weights_, cpu_only);
+    }
+    cache_->set_backend(fresh.get());
+    backend_ = std::move(fresh);
+    info.backend_reason = plan.choice.reason;
     info.backend = backend_->name();
     info.numerics = backend_->numerics_id();
-    info.device = machine_info().cpu;
-    if (info.numerics != planned) throw std::logic_error("numerics id " + info.numerics + " != planned " + planned);
+    info.device = plan.device;
+    if (info.numerics != plan.numerics) throw std::logic_error("numerics id " + info.numerics + " != planned " + plan.numerics);
     info.n_threads = options_.n_threads > 0 ? options_.n_threads : static_cast<int>(std::thread::hardware_concurrency());
     info.kv_bytes_per_token = backend_->kv_bytes(1);
     info.load_ms = clock.elapsed_ms();
@@ -198,11 +217,8 @@ const ModelInfo& Engine::load_model() {
 std::string planned_numerics(const EngineOptions& options) {
     if (options.backend != "auto" && options.backend != "cpu" && options.backend != "cuda")
         throw std::invalid_argument("backend must be auto, cpu or cuda, not \"" + options.backend + "\"");
-    if (options.backend == "cuda")
-        throw std::runtime_error("--backend cuda: the CUDA forward pass is not implemented yet; use --backend cpu");
-    CpuBackendOptions cpu;
-    cpu.kv_dtype = options.kv_dtype;
-    return cpu_numerics_id(cpu);
+    // The same decision load_model makes (so keys shown before a load match the loaded engine's).
+    return plan_backend(options, planned_model_config(options.model_spec)).numerics;
 }
 
 std::string engine_group_key(const std::string& model_fingerprint, const std::string& chat_format,
@@ -274,6 +290,7 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
         timings->disk_load_ms = found.disk_load_ms;
         timings->upload_ms = found.upload_ms;
         timings->disk_load_gb_s = found.disk_load_gb_s;
+        timings->upload_gb_s = found.upload_gb_s;
     }
     result.problem = found.problem;
     if (found.group) {

@@ -63,7 +63,7 @@ struct CompileResult {
     std::vector<std::string> tool_names;
     size_t prefix_tokens = 0;
     bool cache_hit = false;
-    std::string tier = "miss";        // "memory" | "disk" | "miss"
+    std::string tier = "miss";        // "gpu" | "memory" | "disk" | "miss"
     size_t reused_tokens = 0;         // prefix tokens taken from another stored group (longest-prefix reuse)
     double compile_ms = 0;            // forward pass over the prefix (0 on a hit)
     double persist_ms = 0;            // writing the group file (in the background; see Engine::wait_for_persist)
@@ -128,7 +128,7 @@ struct ToolsPreview {
     size_t n_tools = 0;
     size_t prefix_tokens = 0;
     size_t kv_bytes = 0;              // canonical KV bytes of the prefix
-    std::string tier;                 // "memory" | "disk" | "" (not cached)
+    std::string tier;                 // "gpu" | "memory" | "disk" | "" (not cached)
 };
 
 // Reported during long steps (a compile's prefix forward, chunk by chunk).

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 
 namespace cc {
 namespace fs = std::filesystem;
@@ -41,6 +42,27 @@ GroupFileHeader header_of(const Group& g) {
     h.tool_token_boundaries = g.tool_token_boundaries;
     h.created_unix_ms = g.created_unix_ms;
     return h;
+}
+
+// The group's description without its KV block (the host tier keeps bytes instead).
+std::shared_ptr<Group> copy_without_kv(const Group& g) {
+    auto m = std::make_shared<Group>();
+    m->group_key = g.group_key;
+    m->tools_hash = g.tools_hash;
+    m->tool_names = g.tool_names;
+    m->prefix_ids = g.prefix_ids;
+    m->kv_bytes = g.kv_bytes;
+    m->created_unix_ms = g.created_unix_ms;
+    m->model_fingerprint = g.model_fingerprint;
+    m->chat_format = g.chat_format;
+    m->backend_numerics = g.backend_numerics;
+    m->system_prompt_sha256 = g.system_prompt_sha256;
+    m->tool_token_boundaries = g.tool_token_boundaries;
+    m->n_layers = g.n_layers;
+    m->n_kv_heads = g.n_kv_heads;
+    m->head_dim = g.head_dim;
+    m->kv_dtype = g.kv_dtype;
+    return m;
 }
 
 }  // namespace
@@ -86,8 +108,13 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
                                     const Group& expected, Backend& backend) {
     Stopwatch clock;
     Lookup result;
+    std::shared_ptr<const Group> host_meta;                   // a host-tier hit (device backends)
+    std::shared_ptr<const std::vector<std::byte>> host_bytes;
+    HostEntry host_entry;
     {
         std::lock_guard lock(mutex_);
+        if (backend.kv_on_device() && &backend != backend_)
+            throw std::logic_error("GroupStore::find: a device backend must be given to set_backend() first");
         auto it = entries_.find(group_key);
         if (it != entries_.end()) {
             const Group& g = *it->second.group;
@@ -96,7 +123,7 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
                 it->second.use_tick = ++tick_;
                 it->second.hits += 1;
                 result.group = it->second.group;
-                result.tier = "memory";
+                result.tier = first_tier();  // the GPU tier: the block is already on the device, nothing is copied
                 if (index_) {
                     try {
                         index_->touch(group_key);
@@ -112,8 +139,57 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
             bytes_ -= g.kv_bytes;
             entries_.erase(it);
         }
+        if (auto h = host_.find(group_key); h != host_.end()) {
+            const Group& g = *h->second.meta;
+            if (std::equal(g.prefix_ids.begin(), g.prefix_ids.end(), prefix_ids.begin(), prefix_ids.end())) {
+                host_entry = h->second;  // taken out while it is uploaded: it moves to the GPU tier
+            } else if (result.problem.empty()) {
+                result.problem = "group " + group_key.substr(0, 12) +
+                                 ": stored prefix token ids differ from the rendered prefix; entry dropped and recompiled";
+            }
+            host_bytes_ -= h->second.bytes->size();
+            host_.erase(h);
+        }
     }
     result.lookup_ms = clock.elapsed_ms();
+    if (host_entry.meta) {
+        // Host tier -> GPU: one upload of the canonical bytes, then the group lives on the device.
+        Stopwatch upload_clock;
+        const Group& meta = *host_entry.meta;
+        std::unique_ptr<KvBlock> kv;
+        try {
+            const int n = static_cast<int>(meta.prefix_ids.size());
+            kv = backend.import_kv(*host_entry.bytes, n, n);
+        } catch (...) {
+            std::lock_guard lock(mutex_);  // e.g. out of device memory: the bytes stay in the host tier
+            host_bytes_ += host_entry.bytes->size();
+            host_.emplace(group_key, host_entry);
+            throw;
+        }
+        auto group = copy_without_kv(meta);
+        group->kv = std::move(kv);
+        result.upload_ms = upload_clock.elapsed_ms();
+        result.upload_gb_s = result.upload_ms > 0 ? double(host_entry.bytes->size()) / (result.upload_ms * 1e6) : 0;
+        result.group = group;
+        result.tier = "memory";
+        {
+            std::lock_guard lock(mutex_);
+            if (auto it = entries_.find(group_key); it != entries_.end()) {  // inserted meanwhile by another thread
+                bytes_ -= it->second.group->kv_bytes;
+                entries_.erase(it);
+            }
+            bytes_ += group->kv_bytes;
+            entries_[group_key] = Entry{group, unix_ms_now(), host_entry.hits + 1, ++tick_};
+            evict_memory_locked(group_key);
+            if (index_) {
+                try {
+                    index_->touch(group_key);
+                } catch (const std::exception&) {
+                }
+            }
+        }
+        return result;
+    }
     if (!index_) return result;
     const fs::path path = group_path(group_key);
     std::error_code ec;
@@ -173,6 +249,8 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
     group->head_dim = h.head_dim;
     group->kv_dtype = h.kv_dtype;
     result.upload_ms = upload_clock.elapsed_ms();
+    if (!backend.links_in_place() && result.upload_ms > 0)
+        result.upload_gb_s = double(mapped.payload.size()) / (result.upload_ms * 1e6);
     result.group = group;
     result.tier = "disk";
     insert(group);
@@ -196,8 +274,12 @@ void GroupStore::insert(std::shared_ptr<const Group> group) {
     evict_memory_locked(key);
 }
 
+size_t GroupStore::first_budget() const { return on_device_ ? options_.gpu_budget_bytes : options_.host_budget_bytes; }
+
+const char* GroupStore::first_tier() const { return on_device_ ? "gpu" : "memory"; }
+
 void GroupStore::evict_memory_locked(const std::string& keep) {
-    while (bytes_ > options_.host_budget_bytes) {
+    while (bytes_ > first_budget()) {
         // The least recently used entry that no query holds (use_count 1 = only this map).
         auto victim = entries_.end();
         for (auto it = entries_.begin(); it != entries_.end(); ++it) {
@@ -206,8 +288,68 @@ void GroupStore::evict_memory_locked(const std::string& keep) {
         }
         if (victim == entries_.end()) return;  // everything left is in use: over budget until released
         bytes_ -= victim->second.group->kv_bytes;
+        const Entry entry = std::move(victim->second);
+        const std::string key = victim->first;
         entries_.erase(victim);
+        if (on_device_) demote_locked(key, entry);
     }
+}
+
+void GroupStore::demote_locked(const std::string& key, const Entry& entry) {
+    const Group& g = *entry.group;
+    // A group larger than the whole host budget is not copied just to be evicted again.
+    if (!g.kv || !backend_ || g.kv_bytes > options_.host_budget_bytes) return;
+    const int n = static_cast<int>(g.prefix_ids.size());
+    auto bytes = std::make_shared<std::vector<std::byte>>(backend_->kv_bytes(n));
+    try {
+        backend_->export_kv(*g.kv, n, *bytes);
+    } catch (const std::exception& e) {
+        warnings_.push_back("group " + key.substr(0, 12) + ": not demoted to host memory: " + e.what());
+        return;
+    }
+    host_bytes_ += bytes->size();
+    host_[key] = HostEntry{copy_without_kv(g), std::move(bytes), entry.last_used_unix_ms, entry.hits, entry.use_tick};
+    evict_host_locked();
+}
+
+void GroupStore::evict_host_locked() {
+    // Host entries are plain bytes no query holds (a query holds the GPU block made from them).
+    while (host_bytes_ > options_.host_budget_bytes && !host_.empty()) {
+        auto victim = host_.begin();
+        for (auto it = host_.begin(); it != host_.end(); ++it)
+            if (it->second.use_tick < victim->second.use_tick) victim = it;
+        host_bytes_ -= victim->second.bytes->size();
+        host_.erase(victim);
+    }
+}
+
+void GroupStore::set_backend(Backend* backend) {
+    std::lock_guard lock(mutex_);
+    if (backend == backend_) return;
+    const bool next_on_device = backend && backend->kv_on_device();
+    if (on_device_) {
+        // Leaving a device backend: its blocks become host bytes while it still exists.
+        std::vector<std::pair<std::string, Entry>> all(entries_.begin(), entries_.end());
+        std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second.use_tick < b.second.use_tick; });
+        entries_.clear();
+        bytes_ = 0;
+        for (const auto& [key, entry] : all) demote_locked(key, entry);
+    } else if (next_on_device) {
+        // CPU blocks cannot be handed to a device backend (other numerics: never a hit there).
+        entries_.clear();
+        bytes_ = 0;
+    }
+    if (backend && !next_on_device) {
+        host_.clear();  // canonical bytes of device numerics: a CPU backend never hits them
+        host_bytes_ = 0;
+    }
+    backend_ = backend;
+    on_device_ = next_on_device;
+}
+
+bool GroupStore::on_device() const {
+    std::lock_guard lock(mutex_);
+    return on_device_;
 }
 
 PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, std::vector<std::byte> canonical_kv) {
@@ -255,6 +397,12 @@ std::optional<GroupStore::PrefixMatch> GroupStore::longest_prefix(std::span<cons
             g.backend_numerics == expected.backend_numerics)
             consider(key, g.prefix_ids);
     }
+    for (const auto& [key, h] : host_) {
+        const Group& g = *h.meta;
+        if (g.model_fingerprint == expected.model_fingerprint && g.chat_format == expected.chat_format &&
+            g.backend_numerics == expected.backend_numerics)
+            consider(key, g.prefix_ids);
+    }
     if (index_) {
         try {
             for (const auto& e : index_->candidates(expected.model_fingerprint, expected.chat_format, expected.backend_numerics))
@@ -268,7 +416,8 @@ std::optional<GroupStore::PrefixMatch> GroupStore::longest_prefix(std::span<cons
 std::string GroupStore::tier_of(const std::string& group_key) const {
     {
         std::lock_guard lock(mutex_);
-        if (entries_.count(group_key)) return "memory";
+        if (entries_.count(group_key)) return first_tier();
+        if (host_.count(group_key)) return "memory";
     }
     if (!persistent() || !is_group_key(group_key)) return "";
     std::error_code ec;
@@ -286,13 +435,27 @@ std::vector<GroupInfo> GroupStore::list() const {
         info.tool_names = e.group->tool_names;
         info.n_tokens = e.group->prefix_ids.size();
         info.kv_bytes = e.group->kv_bytes;
-        info.tier = "memory";
+        info.tier = first_tier();
         info.created_unix_ms = e.group->created_unix_ms;
         info.last_used_unix_ms = e.last_used_unix_ms;
         info.hits = e.hits;
         info.in_use = e.group.use_count() > 1;
         position[key] = rows.size();
         rows.emplace_back(e.last_used_unix_ms, std::move(info));
+    }
+    for (const auto& [key, h] : host_) {
+        GroupInfo info;
+        info.group_key = key;
+        info.tools_hash = h.meta->tools_hash;
+        info.tool_names = h.meta->tool_names;
+        info.n_tokens = h.meta->prefix_ids.size();
+        info.kv_bytes = h.bytes->size();
+        info.tier = "memory";
+        info.created_unix_ms = h.meta->created_unix_ms;
+        info.last_used_unix_ms = h.last_used_unix_ms;
+        info.hits = h.hits;
+        position[key] = rows.size();
+        rows.emplace_back(h.last_used_unix_ms, std::move(info));
     }
     if (index_) {
         try {
@@ -365,6 +528,11 @@ bool GroupStore::remove(const std::string& group_key) {
         entries_.erase(it);
         found = true;
     }
+    if (auto h = host_.find(group_key); h != host_.end()) {
+        host_bytes_ -= h->second.bytes->size();
+        host_.erase(h);
+        found = true;
+    }
     if (index_ && is_group_key(group_key)) {
         std::error_code ec;
         if (fs::remove(group_path(group_key), ec)) found = true;
@@ -375,17 +543,26 @@ bool GroupStore::remove(const std::string& group_key) {
 
 bool GroupStore::drop_from_memory(const std::string& group_key) {
     std::lock_guard lock(mutex_);
-    auto it = entries_.find(group_key);
-    if (it == entries_.end()) return false;
-    bytes_ -= it->second.group->kv_bytes;
-    entries_.erase(it);
-    return true;
+    bool found = false;
+    if (auto it = entries_.find(group_key); it != entries_.end()) {
+        bytes_ -= it->second.group->kv_bytes;
+        entries_.erase(it);
+        found = true;
+    }
+    if (auto h = host_.find(group_key); h != host_.end()) {
+        host_bytes_ -= h->second.bytes->size();
+        host_.erase(h);
+        found = true;
+    }
+    return found;
 }
 
 void GroupStore::clear() {
     std::lock_guard lock(mutex_);
     entries_.clear();
     bytes_ = 0;
+    host_.clear();
+    host_bytes_ = 0;
     if (!index_) return;
     std::error_code ec;
     for (const auto& f : fs::directory_iterator(options_.dir / "groups", ec))
@@ -420,12 +597,22 @@ std::vector<std::string> GroupStore::gc_locked(size_t max_bytes) {
 
 size_t GroupStore::memory_bytes() const {
     std::lock_guard lock(mutex_);
-    return bytes_;
+    return (on_device_ ? 0 : bytes_) + host_bytes_;  // host_ is empty unless a device backend was used
 }
 
 size_t GroupStore::memory_size() const {
     std::lock_guard lock(mutex_);
-    return entries_.size();
+    return (on_device_ ? 0 : entries_.size()) + host_.size();
+}
+
+size_t GroupStore::gpu_bytes() const {
+    std::lock_guard lock(mutex_);
+    return on_device_ ? bytes_ : 0;
+}
+
+size_t GroupStore::gpu_size() const {
+    std::lock_guard lock(mutex_);
+    return on_device_ ? entries_.size() : 0;
 }
 
 uint64_t GroupStore::disk_bytes() const {

@@ -13,7 +13,7 @@ ordered_json to_json(const Timings& t) {
                         {"prefill_ms", t.prefill_ms},     {"ttft_ms", t.ttft_ms},
                         {"decode_ms", t.decode_ms},       {"total_ms", t.total_ms},
                         {"prefill_tok_s", t.prefill_tok_s}, {"decode_tok_s", t.decode_tok_s},
-                        {"disk_load_gb_s", t.disk_load_gb_s}};
+                        {"disk_load_gb_s", t.disk_load_gb_s}, {"upload_gb_s", t.upload_gb_s}};
 }
 
 ordered_json to_json(const CompileResult& r) {

@@ -33,6 +33,7 @@ struct Timings {
     double prefill_tok_s = 0;
     double decode_tok_s = 0;
     double disk_load_gb_s = 0;
+    double upload_gb_s = 0;  // KV bytes / upload_ms when they were copied to the device (0 when linked in place)
 };
 
 }  // namespace cc

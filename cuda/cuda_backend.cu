@@ -14,6 +14,7 @@
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
 #include "cuda/launch_geometry.h"
+#include "core/device_peaks.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -50,6 +51,13 @@ Probe probe() {
         d.compute_minor = prop.minor;
         d.total_memory_bytes = prop.totalGlobalMem;
         d.sm_count = prop.multiProcessorCount;
+        // Peaks for the benchmarks' fraction of peak (core/device_peaks.h); 0 = unknown.
+        int memory_clock_khz = 0, bus_width_bits = 0;
+        if (cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, i) != cudaSuccess) memory_clock_khz = 0;
+        if (cudaDeviceGetAttribute(&bus_width_bits, cudaDevAttrGlobalMemoryBusWidth, i) != cudaSuccess) bus_width_bits = 0;
+        cudaGetLastError();
+        d.peak_bf16_tflops = cc::peak_bf16_tflops(d.name);
+        d.peak_dram_gb_s = cc::peak_dram_gb_s(memory_clock_khz, bus_width_bits);
         result.devices.push_back(d);
     }
     // A device is only useful to us if cuBLAS can open a handle on it.

@@ -26,6 +26,7 @@ QString when(int64_t unixMs) {
 
 QString tierText(const cc::GroupInfo& g) {
     if (g.tier == "memory" && g.file_bytes > 0) return QStringLiteral("memory + disk");
+    if (g.tier == "gpu" && g.file_bytes > 0) return QStringLiteral("gpu + disk");
     return QString::fromStdString(g.tier);
 }
 

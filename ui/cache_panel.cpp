@@ -92,6 +92,17 @@ CachePanel::CachePanel(EngineController* engine, QWidget* parent) : QWidget(pare
     usage->addWidget(m_memoryBar, 0, 1);
     usage->addWidget(m_diskLabel, 1, 0);
     usage->addWidget(m_diskBar, 1, 1);
+    // The GPU tier (device KV, CUDA backend only): shown once a snapshot says the backend has one.
+    m_gpuLabel = new QLabel(tr("GPU tier"), this);
+    m_gpuBar = new QProgressBar(this);
+    m_gpuBar->setObjectName(QStringLiteral("gpuTierBar"));
+    m_gpuBar->setToolTip(tr("KV bytes held in device memory against the GPU budget; least recently used groups "
+                            "move to host memory when it is exceeded"));
+    m_gpuLabel->setToolTip(m_gpuBar->toolTip());
+    usage->addWidget(m_gpuLabel, 2, 0);
+    usage->addWidget(m_gpuBar, 2, 1);
+    m_gpuLabel->setVisible(false);
+    m_gpuBar->setVisible(false);
     usage->setColumnStretch(1, 1);
     layout->addLayout(usage);
     showUsage(m_memoryBar, m_memoryLabel, tr("Memory tier"), 0, 0);
@@ -180,6 +191,9 @@ void CachePanel::onListed(const CacheSnapshot& snapshot) {
                                          QItemSelectionModel::Select | QItemSelectionModel::Rows);
     }
     showUsage(m_memoryBar, m_memoryLabel, tr("Memory tier"), snapshot.memoryBytes, snapshot.hostBudgetBytes);
+    m_gpuLabel->setVisible(snapshot.onDevice);
+    m_gpuBar->setVisible(snapshot.onDevice);
+    if (snapshot.onDevice) showUsage(m_gpuBar, m_gpuLabel, tr("GPU tier"), snapshot.gpuBytes, snapshot.gpuBudgetBytes);
     if (snapshot.dir.empty()) {
         showUsage(m_diskBar, m_diskLabel, tr("Disk (none: memory-only cache)"), 0, 0);
     } else {
@@ -200,7 +214,7 @@ void CachePanel::refreshEnabled() {
         ++nSelected;
         const cc::GroupInfo* g = m_model->group(m_proxy->mapToSource(index).row());
         // a group only in memory would be lost, not evicted
-        if (g && g->tier == "memory" && g->file_bytes > 0) evictable = true;
+        if (g && (g->tier == "memory" || g->tier == "gpu") && g->file_bytes > 0) evictable = true;
     }
     m_refreshButton->setEnabled(loaded);
     m_verifyButton->setEnabled(loaded && persistent && any);
@@ -235,7 +249,7 @@ void CachePanel::evictSelected() {
     int n = 0;
     for (const QModelIndex& index : m_view->selectionModel()->selectedRows()) {
         const cc::GroupInfo* g = m_model->group(m_proxy->mapToSource(index).row());
-        if (!g || g->tier != "memory" || g->file_bytes == 0) continue;
+        if (!g || (g->tier != "memory" && g->tier != "gpu") || g->file_bytes == 0) continue;
         m_engine->evictGroup(QString::fromStdString(g->group_key));
         ++n;
     }

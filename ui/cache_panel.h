@@ -61,6 +61,8 @@ private:
     QProgressBar* m_diskBar = nullptr;
     QLabel* m_memoryLabel = nullptr;
     QLabel* m_diskLabel = nullptr;
+    QProgressBar* m_gpuBar = nullptr;   // hidden unless the backend keeps KV on a GPU
+    QLabel* m_gpuLabel = nullptr;
     QLabel* m_status = nullptr;
 };
 

@@ -102,6 +102,7 @@ cc::EngineOptions engineOptions(const ModelRequest& request) {
     options.cache.dir = options.cache_dir;
     options.cache.host_budget_bytes = request.hostBudgetBytes;
     options.cache.disk_budget_bytes = request.diskBudgetBytes;
+    options.cache.gpu_budget_bytes = request.gpuBudgetBytes;
     return options;
 }
 
@@ -234,7 +235,9 @@ void EngineWorker::runQuery(const QueryRequest& request) {
         if (outcome.result.stop_reason == "cancelled") emit cancelled(QStringLiteral("query"));
         for (const auto& p : engine.wait_for_persist())
             if (!p.ok) emit warning(QStringLiteral("group not saved: %1").arg(QString::fromStdString(p.error)));
-        if (outcome.result.tier != "memory") emit cacheChanged();
+        // A hit in the first tier changes nothing listed; any other tier promotes (or compiles).
+        const std::string first_tier = engine.cache().on_device() ? "gpu" : "memory";
+        if (outcome.result.tier != first_tier) emit cacheChanged();
     });
 }
 
@@ -369,6 +372,9 @@ void EngineWorker::listCache() {
         s.hostBudgetBytes = store.options().host_budget_bytes;
         s.diskBytes = store.persistent() ? store.disk_bytes() : 0;
         s.diskBudgetBytes = store.options().disk_budget_bytes;
+        s.onDevice = store.on_device();
+        s.gpuBytes = store.gpu_bytes();
+        s.gpuBudgetBytes = store.options().gpu_budget_bytes;
         emit cacheListed(s);
     });
 }

@@ -37,6 +37,7 @@ struct ModelRequest {
     std::string cacheDir;                       // "" = cc::default_cache_dir()
     uint64_t hostBudgetBytes = uint64_t(4) << 30;
     uint64_t diskBudgetBytes = uint64_t(32) << 30;
+    uint64_t gpuBudgetBytes = uint64_t(8) << 30;  // the GPU tier (CUDA backend only)
 };
 
 struct ToolsRequest {
@@ -95,7 +96,7 @@ struct ToolsDescription {
     size_t nTools = 0;
     size_t prefixTokens = 0;
     size_t kvBytes = 0;         // canonical KV bytes of the prefix
-    std::string cacheState;     // "memory" | "disk" | "not cached"
+    std::string cacheState;     // "gpu" | "memory" | "disk" | "not cached"
 };
 
 struct TokenBatch {
@@ -137,6 +138,9 @@ struct CacheSnapshot {
     uint64_t hostBudgetBytes = 0;
     uint64_t diskBytes = 0;
     uint64_t diskBudgetBytes = 0;
+    bool onDevice = false;      // the backend keeps KV on a GPU: a "gpu" tier precedes memory
+    uint64_t gpuBytes = 0;
+    uint64_t gpuBudgetBytes = 0;
 };
 
 // ---- the worker (worker thread) --------------------------------------------------------------

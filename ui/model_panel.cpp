@@ -161,7 +161,12 @@ ModelPanel::ModelPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_diskBudget = budget(QStringLiteral("diskBudgetSpin"),
                           tr("Disk space for group files in the cache directory; least recently used files are removed first"),
                           100000);
+    m_gpuBudget = budget(QStringLiteral("gpuBudgetSpin"),
+                         tr("Device memory for compiled groups (GPU tier, CUDA backend only); least recently used "
+                            "groups move to host memory first"),
+                         1024);
     advancedForm->addRow(tr("&Host budget"), m_hostBudget);
+    advancedForm->addRow(tr("&GPU budget"), m_gpuBudget);
     advancedForm->addRow(tr("D&isk budget"), m_diskBudget);
     layout->addWidget(advanced);
 
@@ -262,6 +267,7 @@ ModelRequest ModelPanel::request() const {
     r.cacheDir = m_cacheDir->text().trimmed().toStdString();
     r.hostBudgetBytes = uint64_t(m_hostBudget->value() * kGiB);
     r.diskBudgetBytes = uint64_t(m_diskBudget->value() * kGiB);
+    r.gpuBudgetBytes = uint64_t(m_gpuBudget->value() * kGiB);
     return r;
 }
 
@@ -275,6 +281,7 @@ void ModelPanel::setRequest(const ModelRequest& r) {
     m_cacheDir->setText(QString::fromStdString(r.cacheDir));
     m_hostBudget->setValue(double(r.hostBudgetBytes) / kGiB);
     m_diskBudget->setValue(double(r.diskBudgetBytes) / kGiB);
+    m_gpuBudget->setValue(double(r.gpuBudgetBytes) / kGiB);
 }
 
 void ModelPanel::restoreSettings(const QSettings& s) {
@@ -287,6 +294,7 @@ void ModelPanel::restoreSettings(const QSettings& s) {
     r.cacheDir = s.value(QStringLiteral("model/cacheDir"), QString()).toString().toStdString();
     r.hostBudgetBytes = s.value(QStringLiteral("model/hostBudgetBytes"), qulonglong(defaults.hostBudgetBytes)).toULongLong();
     r.diskBudgetBytes = s.value(QStringLiteral("model/diskBudgetBytes"), qulonglong(defaults.diskBudgetBytes)).toULongLong();
+    r.gpuBudgetBytes = s.value(QStringLiteral("model/gpuBudgetBytes"), qulonglong(defaults.gpuBudgetBytes)).toULongLong();
     setRequest(r);
 }
 
@@ -298,6 +306,7 @@ void ModelPanel::saveSettings(QSettings& s) const {
     s.setValue(QStringLiteral("model/kvDtype"), QString::fromStdString(r.kvDtype));
     s.setValue(QStringLiteral("model/cacheDir"), QString::fromStdString(r.cacheDir));
     s.setValue(QStringLiteral("model/hostBudgetBytes"), qulonglong(r.hostBudgetBytes));
+    s.setValue(QStringLiteral("model/gpuBudgetBytes"), qulonglong(r.gpuBudgetBytes));
     s.setValue(QStringLiteral("model/diskBudgetBytes"), qulonglong(r.diskBudgetBytes));
 }
 
@@ -329,13 +338,13 @@ void ModelPanel::probeCuda() {
 }
 
 void ModelPanel::applyCudaStatus(bool deviceFound, const QString& message) {
-    // The engine refuses "cuda" today (planned_numerics: the CUDA forward pass is not implemented),
-    // so the item stays disabled even with a device; the tooltip says both facts.
-    const QString device = deviceFound ? tr("CUDA device found: %1").arg(message) : tr("No CUDA device: %1").arg(message);
-    m_cudaStatus = device + tr(". The CUDA forward pass is not implemented yet, so models run on the CPU.");
+    // CUDA can be chosen when the probe finds a device; whether a model fits is the engine's call
+    // at load (core/backend_choice.h), and its reason is shown next to "Backend" once loaded.
+    m_cudaStatus = deviceFound ? tr("CUDA device found: %1. \"auto\" uses it when the model fits in its free memory.").arg(message)
+                               : tr("%1. Models run on the CPU.").arg(message);
     if (auto* model = qobject_cast<QStandardItemModel*>(m_backend->model())) {
         if (auto* item = model->item(2)) {
-            item->setEnabled(false);
+            item->setEnabled(deviceFound);
             item->setToolTip(m_cudaStatus);
         }
     }
@@ -355,10 +364,15 @@ void ModelPanel::showInfo(const cc::ModelInfo& info) {
     m_fingerprint->setText(fp.left(12));
     m_fingerprint->setToolTip(tr("Model fingerprint (part of every cache key): %1").arg(fp));
     m_numerics->setText(QString::fromStdString(info.numerics));
-    m_backendReason->setText(tr("%1, %2 threads — %3")
-                                 .arg(QString::fromStdString(info.backend))
-                                 .arg(info.n_threads)
-                                 .arg(QString::fromStdString(info.backend_reason)));
+    if (info.backend == "cuda")
+        m_backendReason->setText(tr("%1 on %2 — %3")
+                                     .arg(QString::fromStdString(info.backend), QString::fromStdString(info.device),
+                                          QString::fromStdString(info.backend_reason)));
+    else
+        m_backendReason->setText(tr("%1, %2 threads — %3")
+                                     .arg(QString::fromStdString(info.backend))
+                                     .arg(info.n_threads)
+                                     .arg(QString::fromStdString(info.backend_reason)));
     m_status->setText(tr("Loaded <b>%1</b> in %2 ms.").arg(QString::fromStdString(info.spec).toHtmlEscaped())
                           .arg(info.load_ms, 0, 'f', 0));
 }

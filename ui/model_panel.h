@@ -54,6 +54,7 @@ private:
     QLineEdit* m_cacheDir;
     QToolButton* m_cacheDirBrowse;
     QDoubleSpinBox* m_hostBudget;   // GiB
+    QDoubleSpinBox* m_gpuBudget;    // GiB
     QDoubleSpinBox* m_diskBudget;   // GiB
     QPushButton* m_load;
     QPushButton* m_cancel;

@@ -649,7 +649,8 @@ void ToolSetPanel::showDescription(const ToolsDescription& d) {
     m_prefixLabel->setText(tr("%1 tokens").arg(QLocale().toString(qulonglong(d.prefixTokens))));
     m_kvLabel->setText(humanBytes(d.kvBytes));
     m_stateLabel->setText(m_cacheState);
-    const QString color = m_cacheState == QLatin1String("memory") ? QStringLiteral("#2e7d32")
+    const QString color = m_cacheState == QLatin1String("gpu")      ? QStringLiteral("#6a1b9a")
+                          : m_cacheState == QLatin1String("memory") ? QStringLiteral("#2e7d32")
                           : m_cacheState == QLatin1String("disk") ? QStringLiteral("#1565c0")
                                                                   : QStringLiteral("#757575");
     m_stateLabel->setStyleSheet(QStringLiteral("color: %1; font-weight: bold;").arg(color));

@@ -63,7 +63,7 @@ public:
     void setToolEnabled(const QString& name, bool enabled);
     QString errorText() const;     // the editor's error (plain text), else the visible file error; "" when none
     QString groupKey() const { return m_groupKey; }     // from the last description, "" before one
-    QString cacheState() const { return m_cacheState; } // "memory" | "disk" | "not cached" | ""
+    QString cacheState() const { return m_cacheState; } // "gpu" | "memory" | "disk" | "not cached" | ""
 
 public slots:
     void compile();

@@ -2,15 +2,18 @@
 // dismissible banner, settings that survive a restart, View menu, closing while a job runs.
 #include "ui/main_window.h"
 #include "ui/message_banner.h"
+#include "core/backend_select.h"
 #include "ui/model_panel.h"
 #include "ui_test_support.h"
 
 #include <QAction>
+#include <QComboBox>
 #include <QDockWidget>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QLabel>
 #include <QSettings>
+#include <QStandardItemModel>
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTemporaryDir>
@@ -136,6 +139,7 @@ private slots:
             r.cacheDir = otherCache.path().toStdString();
             r.hostBudgetBytes = uint64_t(2) << 30;
             r.diskBudgetBytes = uint64_t(5) << 30;
+            r.gpuBudgetBytes = uint64_t(3) << 30;
             window.modelPanel()->setRequest(r);
             window.setTheme(Theme::dark);
             window.setPresentationMode(true);
@@ -153,6 +157,7 @@ private slots:
         QCOMPARE(QString::fromStdString(r.cacheDir), otherCache.path());
         QCOMPARE(r.hostBudgetBytes, uint64_t(2) << 30);
         QCOMPARE(r.diskBudgetBytes, uint64_t(5) << 30);
+        QCOMPARE(r.gpuBudgetBytes, uint64_t(3) << 30);
         QCOMPARE(window.theme(), Theme::dark);
         QVERIFY(QApplication::palette().color(QPalette::Window).lightness() < 128);
         QVERIFY(window.presentationMode());
@@ -183,6 +188,24 @@ private slots:
         QVERIFY(!query->isHidden());
         QCOMPARE(window.dockWidgetArea(model), Qt::LeftDockWidgetArea);
         QCOMPARE(window.dockWidgetArea(query), Qt::RightDockWidgetArea);
+    }
+
+    // The CUDA item is enabled exactly when the probe finds a device (none here), and the loaded
+    // model shows the engine's reason for its backend.
+    void cudaChoiceFollowsTheProbeAndTheReasonIsShown() {
+        MainWindow window;
+        window.show();
+        QVERIFY(waitForModel(window));
+        auto* combo = window.findChild<QComboBox*>(QStringLiteral("backendCombo"));
+        QVERIFY(combo);
+        auto* items = qobject_cast<QStandardItemModel*>(combo->model());
+        QVERIFY(items && items->item(2));
+        QTRY_VERIFY_WITH_TIMEOUT(!window.modelPanel()->cudaStatus().startsWith(QStringLiteral("probing")), 10000);
+        QCOMPARE(items->item(2)->isEnabled(), cc::probe_cuda_summary().available);
+        auto* reason = window.findChild<QLabel*>(QStringLiteral("backendReasonValue"));
+        QVERIFY(reason);
+        QVERIFY2(reason->text().contains(QStringLiteral("auto: ")) || reason->text().contains(QStringLiteral("asked for (--backend ")),
+                 qPrintable(reason->text()));
     }
 
     void aboutNamesTheVersions() {
