@@ -13,37 +13,8 @@
 
 namespace {
 
-struct RunResult {
-    int exit_code = -1;
-    std::string out;
-    std::string err;
-};
-
-std::string shell_quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-// As in test_cli.cpp: the CLI with this program's own XDG_CACHE_HOME, stdout and stderr captured.
-RunResult run_cli(const std::vector<std::string>& args) {
-    static cc::test::TempDir tmp;
-    const auto err_path = tmp.path() / "stderr.txt";
-    std::string cmd = "XDG_CACHE_HOME=" + shell_quote((tmp.path() / "xdg-cache").string()) + " " +
-                      shell_quote(cc::test::cli_path().string());
-    for (const auto& a : args) cmd += " " + shell_quote(a);
-    cmd += " 2>" + shell_quote(err_path.string());
-    RunResult r;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) return r;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-    const int status = pclose(pipe);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.err = cc::test::read_file(err_path);
-    return r;
-}
+using cc::test::RunResult;
+using cc::test::run_cli;
 
 std::string toolset(int n) {
     return (cc::test::source_dir() / "resources" / "toolsets" / ("tools_" + std::to_string(n) + ".json")).string();
