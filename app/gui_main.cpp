@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
                                     QStringLiteral("Screenshot: compile the bundled set of N tools (5, 10, 20, 50, 100)."),
                                     QStringLiteral("n"));
     const QCommandLineOption query(QStringLiteral("query"), QStringLiteral("Screenshot: run this query."), QStringLiteral("text"));
-    const QCommandLineOption mode(QStringLiteral("mode"), QStringLiteral("Screenshot: cached, full or compare."),
+    const QCommandLineOption mode(QStringLiteral("mode"), QStringLiteral("Screenshot: cached, full, compare or per_tool_nope."),
                                   QStringLiteral("mode"), QStringLiteral("cached"));
     const QCommandLineOption maxTokens(QStringLiteral("max-new-tokens"), QStringLiteral("Screenshot: tokens to generate."),
                                        QStringLiteral("n"), QStringLiteral("32"));

@@ -45,8 +45,10 @@ void ScreenshotRunner::start() {
     if (m_options.output.isEmpty()) return finish(2, tr("--screenshot needs a file name"));
     if (!m_options.size.isValid() || m_options.size.width() < 320 || m_options.size.height() < 240)
         return finish(2, tr("--size must be WxH, at least 320x240"));
-    const QStringList modes{QStringLiteral("cached"), QStringLiteral("full"), QStringLiteral("compare")};
-    if (!modes.contains(m_options.mode)) return finish(2, tr("--mode must be cached, full or compare, not \"%1\"").arg(m_options.mode));
+    const QStringList modes{QStringLiteral("cached"), QStringLiteral("full"), QStringLiteral("compare"),
+                            QStringLiteral("per_tool_nope")};
+    if (!modes.contains(m_options.mode))
+        return finish(2, tr("--mode must be cached, full, compare or per_tool_nope, not \"%1\"").arg(m_options.mode));
     if (m_options.sample != 0 && !m_options.toolsFile.isEmpty()) return finish(2, tr("give --tools or --sample, not both"));
     if (m_options.sample != 0 && !sampleToolSetNames().contains(QStringLiteral("tools_%1.json").arg(m_options.sample)))
         return finish(2, tr("--sample must be 5, 10, 20, 50 or 100, not %1").arg(m_options.sample));
