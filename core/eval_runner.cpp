@@ -110,6 +110,10 @@ EvalRunResult run_eval(Engine& engine, const EvalDataset& dataset, const EvalRun
             rec.compile_tier = compiled.tier;
             rec.compile_ms = compiled.compile_ms;
             r = engine.query(ex.query, q);
+        } catch (const Cancelled&) {
+            // A cancel during the example's compile (set_tools checks it per chunk): a partial result.
+            result.cancelled = true;
+            break;
         } catch (const std::exception& e) {
             throw std::runtime_error(ex.source + " (example \"" + ex.id + "\"): " + e.what());
         }
