@@ -62,4 +62,29 @@ struct ModelWeights {
 // is the embedding (a stored lm_head.weight is ignored, as transformers does, and noted).
 ModelWeights load_weights(const std::filesystem::path& dir, const ModelConfig& config);
 
+// Builds a backend's own view of decoder layer `layer` (a struct with LayerWeights' member names),
+// converting each tensor with the backend's `vec(tensor, name, n)` for the norm vectors and
+// `mat(tensor, name, rows, cols)` for the matrices; `name` is the checkpoint's, for the errors.
+// One walk for every backend, so the shapes each expects cannot drift apart.
+template <class Layer, class Vec, class Mat>
+Layer bind_layer(const ModelConfig& c, const LayerWeights& w, int layer, Vec&& vec, Mat&& mat) {
+    const int64_t qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
+    const std::string p = "model.layers." + std::to_string(layer) + ".";
+    Layer L{};
+    L.attn_norm = vec(w.attn_norm, p + "input_layernorm.weight", c.dim);
+    L.ffn_norm = vec(w.ffn_norm, p + "post_attention_layernorm.weight", c.dim);
+    if (c.qk_norm) {
+        L.q_norm = vec(w.q_norm, p + "self_attn.q_norm.weight", c.head_dim);
+        L.k_norm = vec(w.k_norm, p + "self_attn.k_norm.weight", c.head_dim);
+    }
+    L.wq = mat(w.wq, p + "self_attn.q_proj.weight", qd, c.dim);
+    L.wk = mat(w.wk, p + "self_attn.k_proj.weight", kvd, c.dim);
+    L.wv = mat(w.wv, p + "self_attn.v_proj.weight", kvd, c.dim);
+    L.wo = mat(w.wo, p + "self_attn.o_proj.weight", c.dim, qd);
+    L.w_gate = mat(w.w_gate, p + "mlp.gate_proj.weight", c.ffn_dim, c.dim);
+    L.w_up = mat(w.w_up, p + "mlp.up_proj.weight", c.ffn_dim, c.dim);
+    L.w_down = mat(w.w_down, p + "mlp.down_proj.weight", c.dim, c.ffn_dim);
+    return L;
+}
+
 }  // namespace cc

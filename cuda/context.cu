@@ -1,5 +1,7 @@
 #include "cuda/context.h"
 
+#include "core/device_peaks.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -108,6 +110,23 @@ PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
 
 // ---- context -------------------------------------------------------------------------------------
 
+DeviceInfo describe_device(int index, const cudaDeviceProp& prop) {
+    DeviceInfo d;
+    d.index = index;
+    d.name = prop.name;
+    d.compute_major = prop.major;
+    d.compute_minor = prop.minor;
+    d.total_memory_bytes = prop.totalGlobalMem;
+    d.sm_count = prop.multiProcessorCount;
+    int memory_clock_khz = 0, bus_width_bits = 0;
+    if (cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, index) != cudaSuccess) memory_clock_khz = 0;
+    if (cudaDeviceGetAttribute(&bus_width_bits, cudaDevAttrGlobalMemoryBusWidth, index) != cudaSuccess) bus_width_bits = 0;
+    cudaGetLastError();  // an unsupported attribute leaves no sticky error behind
+    d.peak_bf16_tflops = cc::peak_bf16_tflops(d.name);
+    d.peak_dram_gb_s = cc::peak_dram_gb_s(memory_clock_khz, bus_width_bits);
+    return d;
+}
+
 Context::Context(int device, size_t workspace_bytes, size_t staging_bytes) : device_(device) {
     int n_devices = 0;
     const cudaError_t count_err = cudaGetDeviceCount(&n_devices);
@@ -122,12 +141,7 @@ Context::Context(int device, size_t workspace_bytes, size_t staging_bytes) : dev
     CC_CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp prop{};
     CC_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    info_.index = device;
-    info_.name = prop.name;
-    info_.compute_major = prop.major;
-    info_.compute_minor = prop.minor;
-    info_.total_memory_bytes = prop.totalGlobalMem;
-    info_.sm_count = prop.multiProcessorCount;
+    info_ = describe_device(device, prop);
     if (prop.major < 8)
         throw CudaError("CUDA device " + std::to_string(device) + " (" + info_.name + ", sm_" +
                         std::to_string(prop.major) + std::to_string(prop.minor) +

@@ -81,6 +81,10 @@ private:
     size_t bytes_ = 0;
 };
 
+// What we record of device `index`: name, compute capability, memory, SMs and the peaks for the
+// benchmarks' fraction-of-peak figures (core/device_peaks.h; 0 where unknown). Never throws.
+DeviceInfo describe_device(int index, const cudaDeviceProp& prop);
+
 class Context {
 public:
     // Selects `device`, creates the stream, the cuBLASLt handle, `workspace_bytes` of workspace and

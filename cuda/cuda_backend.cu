@@ -14,7 +14,6 @@
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
 #include "cuda/launch_geometry.h"
-#include "core/device_peaks.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -44,21 +43,7 @@ Probe probe() {
     for (int i = 0; i < n_devices; ++i) {
         cudaDeviceProp prop{};
         if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-        DeviceInfo d;
-        d.index = i;
-        d.name = prop.name;
-        d.compute_major = prop.major;
-        d.compute_minor = prop.minor;
-        d.total_memory_bytes = prop.totalGlobalMem;
-        d.sm_count = prop.multiProcessorCount;
-        // Peaks for the benchmarks' fraction of peak (core/device_peaks.h); 0 = unknown.
-        int memory_clock_khz = 0, bus_width_bits = 0;
-        if (cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, i) != cudaSuccess) memory_clock_khz = 0;
-        if (cudaDeviceGetAttribute(&bus_width_bits, cudaDevAttrGlobalMemoryBusWidth, i) != cudaSuccess) bus_width_bits = 0;
-        cudaGetLastError();
-        d.peak_bf16_tflops = cc::peak_bf16_tflops(d.name);
-        d.peak_dram_gb_s = cc::peak_dram_gb_s(memory_clock_khz, bus_width_bits);
-        result.devices.push_back(d);
+        result.devices.push_back(describe_device(i, prop));
     }
     // A device is only useful to us if cuBLAS can open a handle on it.
     cublasHandle_t handle = nullptr;
@@ -236,25 +221,12 @@ public:
         // weights, uploaded once (matrices as BF16, norm vectors as F32)
         const int64_t qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
         embed_ = mat(weights.embed, "model.embed_tokens.weight", c.vocab_size, c.dim);
-        for (int l = 0; l < c.n_layers; ++l) {
-            const LayerWeights& w = weights.layers[size_t(l)];
-            const std::string p = "model.layers." + std::to_string(l) + ".";
-            DevLayer L;
-            L.attn_norm = vec(w.attn_norm, p + "input_layernorm.weight", c.dim);
-            L.ffn_norm = vec(w.ffn_norm, p + "post_attention_layernorm.weight", c.dim);
-            if (c.qk_norm) {
-                L.q_norm = vec(w.q_norm, p + "self_attn.q_norm.weight", c.head_dim);
-                L.k_norm = vec(w.k_norm, p + "self_attn.k_norm.weight", c.head_dim);
-            }
-            L.wq = mat(w.wq, p + "self_attn.q_proj.weight", qd, c.dim);
-            L.wk = mat(w.wk, p + "self_attn.k_proj.weight", kvd, c.dim);
-            L.wv = mat(w.wv, p + "self_attn.v_proj.weight", kvd, c.dim);
-            L.wo = mat(w.wo, p + "self_attn.o_proj.weight", c.dim, qd);
-            L.w_gate = mat(w.w_gate, p + "mlp.gate_proj.weight", c.ffn_dim, c.dim);
-            L.w_up = mat(w.w_up, p + "mlp.up_proj.weight", c.ffn_dim, c.dim);
-            L.w_down = mat(w.w_down, p + "mlp.down_proj.weight", c.dim, c.ffn_dim);
-            layers_.push_back(std::move(L));
-        }
+        const auto to_vec = [this](const Tensor& t, const std::string& name, int64_t n) { return vec(t, name, n); };
+        const auto to_mat = [this](const Tensor& t, const std::string& name, int64_t rows, int64_t cols) {
+            return mat(t, name, rows, cols);
+        };
+        for (int l = 0; l < c.n_layers; ++l)
+            layers_.push_back(bind_layer<DevLayer>(c, weights.layers[size_t(l)], l, to_vec, to_mat));
         final_norm_ = vec(weights.final_norm, "model.norm.weight", c.dim);
         tied_ = weights.lm_head.data == nullptr || weights.lm_head.data == weights.embed.data;
         if (!tied_) lm_head_ = mat(weights.lm_head, "lm_head.weight", c.vocab_size, c.dim);

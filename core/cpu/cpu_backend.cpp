@@ -280,27 +280,13 @@ public:
         if (int(weights.layers.size()) != c.n_layers)
             throw std::runtime_error("cpu backend: " + std::to_string(weights.layers.size()) + " layers of weights, config has " +
                                      std::to_string(c.n_layers));
-        const int64_t qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
         check(weights.embed, "model.embed_tokens.weight", {c.vocab_size, c.dim});
-        for (int l = 0; l < c.n_layers; ++l) {
-            const LayerWeights& w = weights.layers[size_t(l)];
-            const std::string p = "model.layers." + std::to_string(l) + ".";
-            Layer L{};
-            L.attn_norm = vec(w.attn_norm, p + "input_layernorm.weight", c.dim);
-            L.ffn_norm = vec(w.ffn_norm, p + "post_attention_layernorm.weight", c.dim);
-            if (c.qk_norm) {
-                L.q_norm = vec(w.q_norm, p + "self_attn.q_norm.weight", c.head_dim);
-                L.k_norm = vec(w.k_norm, p + "self_attn.k_norm.weight", c.head_dim);
-            }
-            L.wq = mat(w.wq, p + "self_attn.q_proj.weight", qd, c.dim);
-            L.wk = mat(w.wk, p + "self_attn.k_proj.weight", kvd, c.dim);
-            L.wv = mat(w.wv, p + "self_attn.v_proj.weight", kvd, c.dim);
-            L.wo = mat(w.wo, p + "self_attn.o_proj.weight", c.dim, qd);
-            L.w_gate = mat(w.w_gate, p + "mlp.gate_proj.weight", c.ffn_dim, c.dim);
-            L.w_up = mat(w.w_up, p + "mlp.up_proj.weight", c.ffn_dim, c.dim);
-            L.w_down = mat(w.w_down, p + "mlp.down_proj.weight", c.dim, c.ffn_dim);
-            layers_.push_back(L);
-        }
+        const auto to_vec = [this](const Tensor& t, const std::string& name, int64_t n) { return vec(t, name, n); };
+        const auto to_mat = [this](const Tensor& t, const std::string& name, int64_t rows, int64_t cols) {
+            return mat(t, name, rows, cols);
+        };
+        for (int l = 0; l < c.n_layers; ++l)
+            layers_.push_back(bind_layer<Layer>(c, weights.layers[size_t(l)], l, to_vec, to_mat));
         final_norm_ = vec(weights.final_norm, "model.norm.weight", c.dim);
         const Tensor& head = weights.lm_head.data != nullptr ? weights.lm_head : weights.embed;
         lm_head_ = mat(head, weights.lm_head.data != nullptr ? "lm_head.weight" : "model.embed_tokens.weight (tied lm_head)",
