@@ -143,12 +143,7 @@ ordered_json to_json(const EvalOutput& o) {
     j["mode"] = o.mode;
     j["text"] = o.text;
     j["tokens"] = o.tokens;
-    if (o.tool_call) {
-        j["tool_call"] = {{"name", o.tool_call->name}, {"arguments", o.tool_call->arguments}};
-        if (!o.tool_call->arguments_valid) j["tool_call"]["arguments_raw"] = o.tool_call->raw;
-    } else {
-        j["tool_call"] = nullptr;
-    }
+    j["tool_call"] = tool_call_json(o.tool_call);
     j["score"] = to_json(o.score);
     j["stop_reason"] = o.stop_reason;
     j["cache_hit"] = o.cache_hit;

@@ -28,17 +28,19 @@ ordered_json to_json(const CompileResult& r) {
     return j;
 }
 
+ordered_json tool_call_json(const std::optional<ToolCall>& call) {
+    if (!call) return nullptr;
+    ordered_json j{{"name", call->name}, {"arguments", call->arguments}};
+    if (!call->arguments_valid) j["arguments_raw"] = call->raw;
+    return j;
+}
+
 ordered_json to_json(const QueryResult& r) {
     ordered_json j;
     j["mode"] = r.mode;
     j["text"] = r.text;
     j["tokens"] = r.tokens;
-    if (r.tool_call) {
-        j["tool_call"] = {{"name", r.tool_call->name}, {"arguments", r.tool_call->arguments}};
-        if (!r.tool_call->arguments_valid) j["tool_call"]["arguments_raw"] = r.tool_call->raw;
-    } else {
-        j["tool_call"] = nullptr;
-    }
+    j["tool_call"] = tool_call_json(r.tool_call);
     j["cache_hit"] = r.cache_hit;
     j["tier"] = r.tier;
     j["group_key"] = r.group_key;

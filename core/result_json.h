@@ -8,6 +8,8 @@
 namespace cc {
 
 nlohmann::ordered_json to_json(const Timings& t);
+// {"name", "arguments"} (+ "arguments_raw" when the arguments did not parse), or null for no call.
+nlohmann::ordered_json tool_call_json(const std::optional<ToolCall>& call);
 nlohmann::ordered_json to_json(const CompileResult& r);
 nlohmann::ordered_json to_json(const QueryResult& r);
 nlohmann::ordered_json to_json(const NopeReport& n);
