@@ -522,17 +522,7 @@ std::vector<std::string> GroupStore::verify() {
 
 bool GroupStore::remove(const std::string& group_key) {
     std::lock_guard lock(mutex_);
-    bool found = false;
-    if (auto it = entries_.find(group_key); it != entries_.end()) {
-        bytes_ -= it->second.group->kv_bytes;
-        entries_.erase(it);
-        found = true;
-    }
-    if (auto h = host_.find(group_key); h != host_.end()) {
-        host_bytes_ -= h->second.bytes->size();
-        host_.erase(h);
-        found = true;
-    }
+    bool found = drop_from_memory_locked(group_key);
     if (index_ && is_group_key(group_key)) {
         std::error_code ec;
         if (fs::remove(group_path(group_key), ec)) found = true;
@@ -543,6 +533,10 @@ bool GroupStore::remove(const std::string& group_key) {
 
 bool GroupStore::drop_from_memory(const std::string& group_key) {
     std::lock_guard lock(mutex_);
+    return drop_from_memory_locked(group_key);
+}
+
+bool GroupStore::drop_from_memory_locked(const std::string& group_key) {
     bool found = false;
     if (auto it = entries_.find(group_key); it != entries_.end()) {
         bytes_ -= it->second.group->kv_bytes;

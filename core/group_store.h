@@ -169,6 +169,7 @@ private:
     void evict_memory_locked(const std::string& keep);
     void demote_locked(const std::string& key, const Entry& entry);
     void evict_host_locked();
+    bool drop_from_memory_locked(const std::string& key);  // the gpu and memory tiers' entries of key
     size_t first_budget() const;
     const char* first_tier() const;
     std::vector<std::string> gc_locked(size_t max_bytes);
