@@ -3,6 +3,7 @@
 // real Llama 3 tokenizer and the Mistral test tokenizer, and the real stories260k fixture.
 #include "core/builtin_model.h"
 #include "core/engine.h"
+#include "tests/synthetic_checkpoint.h"
 #include "tests/test_support.h"
 
 #include <fstream>
@@ -17,14 +18,6 @@ cc::ToolSet sample_tools(size_t n) {
     nlohmann::ordered_json subset = nlohmann::ordered_json::array();
     for (size_t i = 0; i < n; ++i) subset.push_back(arr[i]);
     return cc::ToolSet::from_json_text(subset.dump(), "subset");
-}
-
-// Writes config + synthetic weights + the given tokenizer into dir.
-void make_checkpoint(const fs::path& dir, const nlohmann::json& config_json, const fs::path& tokenizer_json) {
-    const auto config = cc::ModelConfig::from_json(config_json, "test config");
-    const auto weights = cc::generate_synthetic_weights(config, 99, cc::DType::bf16, 2);
-    cc::save_hf_checkpoint(weights, dir);
-    fs::copy_file(tokenizer_json, dir / "tokenizer.json");
 }
 
 void expect_exact(const std::string& model_dir, const cc::ToolSet& tools, const std::string& system,
@@ -61,27 +54,16 @@ TEST(EngineFamilies, Llama3FormatWithLlama3RopeScaling) {
     const auto tokenizer = cc::test::gen_dir() / "llama3" / "tokenizer.json";
     if (!fs::exists(tokenizer)) GTEST_SKIP() << tokenizer << " is absent (unpacked from tests/data/llama3_tokenizer.tar.xz)";
     cc::test::TempDir dir;
-    const nlohmann::json config = {
-        {"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 32}, {"intermediate_size", 64},
-        {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"vocab_size", 128256},
-        {"max_position_embeddings", 4096}, {"rms_norm_eps", 1e-5}, {"rope_theta", 500000.0},
-        {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                          {"original_max_position_embeddings", 64}}},
-        {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"bos_token_id", 128000}, {"eos_token_id", {128001, 128009}}};
-    make_checkpoint(dir.path(), config, tokenizer);
+    const nlohmann::json config = cc::test::tiny_llama3_config();
+    cc::test::write_synthetic_checkpoint(dir.path(), config, tokenizer);
     expect_exact(dir.path().string(), sample_tools(5), "Answer briefly.", kQueries, 2, "llama3");
 }
 
 TEST(EngineFamilies, MistralFormatWithSlidingWindow) {
     const auto tokenizer = cc::test::data_dir() / "mistral_test" / "tokenizer.json";
     cc::test::TempDir dir;
-    const nlohmann::json config = {
-        {"model_type", "mistral"}, {"architectures", {"MistralForCausalLM"}}, {"hidden_size", 32},
-        {"intermediate_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 1},
-        {"vocab_size", 519}, {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-5}, {"rope_theta", 1000000.0},
-        {"sliding_window", 16}, {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"bos_token_id", 1},
-        {"eos_token_id", 2}};
-    make_checkpoint(dir.path(), config, tokenizer);
+    const nlohmann::json config = cc::test::tiny_mistral_config();
+    cc::test::write_synthetic_checkpoint(dir.path(), config, tokenizer);
     // The window (16) is far shorter than the prefix: the suffix sees only the prefix's last keys.
     expect_exact(dir.path().string(), sample_tools(1), "Be brief.", kQueries, 2, "mistral");
 }

@@ -11,6 +11,7 @@
 #include "core/logit_metrics.h"
 #include "core/nope.h"
 #include "core/result_json.h"
+#include "tests/synthetic_checkpoint.h"
 #include "tests/test_support.h"
 
 #include <array>
@@ -21,7 +22,6 @@
 #include <map>
 #include <numeric>
 #include <random>
-#include <sys/wait.h>
 
 using namespace cc;
 
@@ -521,9 +521,7 @@ namespace {
 
 std::unique_ptr<Engine> checkpoint_engine(const std::filesystem::path& dir, const nlohmann::json& config_json,
                                           const std::filesystem::path& tokenizer_json) {
-    const auto config = ModelConfig::from_json(config_json, "test config");
-    save_hf_checkpoint(generate_synthetic_weights(config, 99, DType::bf16, 2), dir);
-    std::filesystem::copy_file(tokenizer_json, dir / "tokenizer.json");
+    test::write_synthetic_checkpoint(dir, config_json, tokenizer_json);
     EngineOptions o;
     o.model_spec = dir.string();
     o.n_threads = 2;
@@ -542,13 +540,7 @@ TEST(NopeEngine, Llama3FormatOneToolExactAndThreeToolsRun) {
     if (!std::filesystem::exists(tokenizer))
         GTEST_SKIP() << tokenizer << " is absent (unpacked from tests/data/llama3_tokenizer.tar.xz)";
     test::TempDir dir;
-    const nlohmann::json config = {
-        {"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 32}, {"intermediate_size", 64},
-        {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"vocab_size", 128256},
-        {"max_position_embeddings", 4096}, {"rms_norm_eps", 1e-5}, {"rope_theta", 500000.0},
-        {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                          {"original_max_position_embeddings", 64}}},
-        {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"bos_token_id", 128000}, {"eos_token_id", {128001, 128009}}};
+    const nlohmann::json config = test::tiny_llama3_config();
     auto engine = checkpoint_engine(dir.path(), config, tokenizer);
     ASSERT_EQ(engine->model_info().chat_format, "llama3");
 
@@ -575,12 +567,7 @@ TEST(NopeEngine, Llama3FormatOneToolExactAndThreeToolsRun) {
 TEST(NopeEngine, MistralFormatIsRefusedWithTheReason) {
     const auto tokenizer = test::data_dir() / "mistral_test" / "tokenizer.json";
     test::TempDir dir;
-    const nlohmann::json config = {
-        {"model_type", "mistral"}, {"architectures", {"MistralForCausalLM"}}, {"hidden_size", 32},
-        {"intermediate_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 1},
-        {"vocab_size", 519}, {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-5}, {"rope_theta", 1000000.0},
-        {"sliding_window", 16}, {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"bos_token_id", 1},
-        {"eos_token_id", 2}};
+    const nlohmann::json config = test::tiny_mistral_config();
     auto engine = checkpoint_engine(dir.path(), config, tokenizer);
     ASSERT_EQ(engine->model_info().chat_format, "mistral");
     engine->set_tools(first_tools(3), "");
@@ -595,38 +582,20 @@ TEST(NopeEngine, MistralFormatIsRefusedWithTheReason) {
 
 // ---- the CLI ------------------------------------------------------------------------------------
 
-namespace {
-struct CliRun {
-    int exit_code = -1;
-    std::string out;
-};
-CliRun run_cli(const std::string& args) {
-    static test::TempDir tmp;  // never the user's cache
-    const std::string cmd = "XDG_CACHE_HOME='" + (tmp.path() / "xdg").string() + "' '" + test::cli_path().string() + "' " + args +
-                            " 2>/dev/null";
-    CliRun r;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) return r;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-    const int status = pclose(pipe);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
-}  // namespace
-
 TEST(NopeCli, QueryPrintsTheReportAsTextAndJson) {
     const std::string tools = (test::source_dir() / "resources" / "toolsets" / "tools_5.json").string();
-    const std::string common = "--model builtin:qwen3-test --threads 2 query --tools '" + tools +
-                               "' --query 'weather in Paris' --mode per_tool_nope --max-new-tokens 3 --ignore-eos";
-    const auto human = run_cli(common);
-    EXPECT_EQ(human.exit_code, 0) << human.out;  // a difference is the experiment's result, not an error
+    const std::vector<std::string> common = {"--model", "builtin:qwen3-test", "--threads", "2", "query", "--tools", tools,
+                                             "--query", "weather in Paris", "--mode", "per_tool_nope",
+                                             "--max-new-tokens", "3", "--ignore-eos"};
+    const auto human = test::run_cli(common);
+    EXPECT_EQ(human.exit_code, 0) << human.out << human.err;  // a difference is the experiment's result, not an error
     for (const char* part : {"per-tool NoPE", "RoPE check", "max |diff| 0 across", "logit cosine", "KL(full || nope)",
                              "top-1 agreement", "synthetic weights"})
         EXPECT_NE(human.out.find(part), std::string::npos) << part << " missing in:\n" << human.out;
 
-    const auto js = run_cli("--json " + common);
+    std::vector<std::string> json_args{"--json"};
+    json_args.insert(json_args.end(), common.begin(), common.end());
+    const auto js = test::run_cli(json_args);
     ASSERT_EQ(js.exit_code, 0) << js.out;
     const auto j = nlohmann::json::parse(js.out);
     EXPECT_EQ(j["mode"], "per_tool_nope");
