@@ -157,7 +157,10 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_nope->setWordWrap(true);
     m_nope->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_nope->setToolTip(tr("Per-tool NoPE: how far the composed per-tool K/V moves the output from a full prefill. "
-                          "The RoPE check compares deferred and standard rotation of the same keys."));
+                          "Cosine and KL at the first generated token; mean cosine and top-1 agreement over the full "
+                          "run's steps, teacher-forced. The RoPE check compares deferred and standard rotation of the "
+                          "same keys. With synthetic weights the figures say nothing about quality: load a real "
+                          "checkpoint to measure."));
     m_nope->hide();
 
     auto* badgeRow = new QHBoxLayout;
@@ -274,6 +277,9 @@ void QueryPanel::updateCompareVisibility() {
     const bool nope = mode == cc::QueryMode::per_tool_nope;
     m_fullBox->setVisible(compare || nope);
     m_outputTitle->setText(compare ? tr("Cached (linked prefix)") : nope ? tr("Per-tool NoPE (composed)") : tr("Output"));
+    // The NoPE report names both runs' calls; the box's height goes to the report, so the window
+    // still fits 1280x800.
+    m_callBox->setVisible(!nope);
 }
 
 void QueryPanel::updateButtons() {
@@ -432,27 +438,32 @@ void QueryPanel::showNope(const cc::QueryResult& r) {
         return;
     }
     const cc::NopeReport& n = *r.nope;
-    QStringList lines;
-    lines << tr("<b>Per-tool NoPE vs full prefill</b> (%1 tools compiled alone, composed with deferred RoPE%2)")
-                 .arg(n.n_tools)
-                 .arg(n.reused ? tr("; composition reused") : QString());
-    lines << tr("logit cosine %1 at the first token, KL(full ‖ NoPE) %2 nats; over %3 steps (teacher-forced): mean cosine "
-                "%4, top-1 agreement %5")
-                 .arg(n.logit_cosine_first, 0, 'f', 4)
-                 .arg(n.kl_first, 0, 'g', 4)
-                 .arg(n.compared_steps)
-                 .arg(n.logit_cosine_mean, 0, 'f', 4)
-                 .arg(n.top1_agreement, 0, 'f', 3);
+    // Four short lines (about 90 characters): the Query dock at 1280x800 shows them unwrapped (a
+    // docked label only gets the height of its unwrapped text, so a wrapped line would be cut off).
     QString output = n.identical_tokens ? tr("identical tokens") : tr("different tokens");
     if (n.first_difference) output += tr(" (first difference at token %1)").arg(*n.first_difference);
-    lines << tr("output: %1; same tool called: %2; RoPE check max |diff| %3 across %4 layers (%5 KV)")
-                 .arg(output)
-                 .arg(n.tool_name_match ? tr("yes") : tr("no"))
-                 .arg(n.rope_check_max_abs_diff, 0, 'g', 3)
-                 .arg(n.rope_check_per_layer.size())
-                 .arg(QString::fromStdString(n.kv_dtype));
+    QStringList lines;
+    lines << tr("<b>Per-tool NoPE vs full prefill</b>: %1 tools compiled alone, composed with deferred RoPE%2")
+                 .arg(n.n_tools)
+                 .arg(n.reused ? tr(" (reused)") : QString());
+    lines << tr("logit cosine %1 first, %2 mean over %3 steps · top-1 agreement %4 · KL(full ‖ NoPE) %5 nats")
+                 .arg(n.logit_cosine_first, 0, 'f', 4)
+                 .arg(n.logit_cosine_mean, 0, 'f', 4)
+                 .arg(n.compared_steps)
+                 .arg(n.top1_agreement, 0, 'f', 3)
+                 .arg(n.kl_first, 0, 'g', 4);
+    const auto callName = [this](const std::optional<cc::ToolCall>& call) {
+        return call ? QString::fromStdString(call->name) : tr("no call");
+    };
+    lines << tr("output: %1 · tool call: %2 (composed), %3 (full prefill)")
+                 .arg(output, callName(r.tool_call), r.full ? callName(r.full->tool_call) : tr("—"));
+    QString rope = tr("RoPE check max |diff| %1 across %2 layers (%3 KV)")
+                       .arg(n.rope_check_max_abs_diff, 0, 'g', 3)
+                       .arg(n.rope_check_per_layer.size())
+                       .arg(QString::fromStdString(n.kv_dtype));
     if (const cc::ModelInfo* info = m_engine->modelInfo(); info && info->synthetic_weights)
-        lines << tr("<i>Synthetic weights: these quality figures are meaningless; load a real checkpoint to measure.</i>");
+        rope += tr(" · <i>synthetic weights: these figures are meaningless</i>");
+    lines << rope;
     m_nope->setText(lines.join(QStringLiteral("<br>")));
     m_nope->show();
 }

@@ -158,12 +158,19 @@ private slots:
         QCOMPARE(panel.outputText(), QString::fromStdString(outcome.result.text));
         QCOMPARE(panel.fullOutputText(), QString::fromStdString(outcome.result.full->text));
         QVERIFY(panel.findChild<QPlainTextEdit*>(QStringLiteral("fullOutput"))->isVisibleTo(&panel));
+        // both runs' calls are named in the report (the Tool call box is hidden in this mode)
+        const auto name = [](const std::optional<cc::ToolCall>& c) { return c ? QString::fromStdString(c->name) : QStringLiteral("no call"); };
+        QVERIFY2(text.contains(QStringLiteral("tool call: %1 (composed), %2 (full prefill)")
+                                   .arg(name(outcome.result.tool_call), name(outcome.result.full->tool_call))),
+                 qPrintable(text));
+        QVERIFY(!panel.findChild<QLabel*>(QStringLiteral("toolCallName"))->isVisibleTo(&panel));
 
         // another mode hides the metrics
         panel.setMode(cc::QueryMode::cached);
         panel.run();
         QTRY_COMPARE_WITH_TIMEOUT(done.count(), 2, kTimeoutMs);
         QVERIFY(panel.nopeText().isEmpty());
+        QVERIFY(panel.findChild<QLabel*>(QStringLiteral("toolCallName"))->isVisibleTo(&panel));
     }
 
     void cancelStopsALongQuery() {
