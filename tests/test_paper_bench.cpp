@@ -291,6 +291,17 @@ TEST(CliBench, JsonAndOutFilesAgree) {
     expect_csv_matches(cc::test::read_file(dir.path() / "out/table3.csv"), cc::table3_columns(), result["rows"], kTable3Checks);
 }
 
+// Without Qt there is no chart code: --plot is refused before anything runs, naming the reason.
+TEST(CliBench, PlotWithoutTheUiIsAClearUsageError) {
+    if (CC_CLI_HAS_UI) GTEST_SKIP() << "this build has the UI: ui_test_bench_panel checks that --plot writes the PNGs";
+    cc::test::TempDir dir;
+    const auto r = cc::test::run_cli(tiny({"--plot", (dir.path() / "plots").string()}));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--plot: this contextcache-cli was built without Qt (CONTEXTCACHE_UI=OFF)"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "plots"));
+}
+
 TEST(CliBench, TableAndCsvOnStdout) {
     auto r = cc::test::run_cli({"--model", "builtin:qwen3-test", "bench", "--tool-counts", "5", "--n-queries", "1",
                                 "--warmup", "0", "--max-new-tokens", "1"});
