@@ -45,6 +45,13 @@ struct Cancelled : std::runtime_error {
     Cancelled() : std::runtime_error("cancelled") {}
 };
 
+// The checks every backend's forward() makes before it touches any state, in the same words for
+// all: prefix_tokens within `prefix` (the backend's own block behind kv.prefix, null when
+// kv.prefix_tokens is 0), prefix and suffix distinct, token ids within [0, vocab_size), logit rows
+// within the batch, and room in `suffix` for the new positions. Throws std::runtime_error.
+void check_forward_request(std::span<const token_id> tokens, const KvView& kv, const KvBlock* prefix,
+                           const KvBlock& suffix, std::span<const int> logit_rows, int vocab_size);
+
 class Backend {
 public:
     virtual ~Backend() = default;

@@ -436,30 +436,10 @@ std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const 
 
     // ---- validate the request before touching any state
     auto* suffix = const_cast<CudaKvBlock*>(&own(kv.suffix, "forward (suffix block)"));
-    const CudaKvBlock* prefix = nullptr;
-    if (kv.prefix_tokens < 0) throw std::runtime_error("forward: negative prefix_tokens");
-    if (kv.prefix_tokens > 0) {
-        prefix = &own(kv.prefix, "forward (prefix block)");
-        if (prefix == suffix) throw std::runtime_error("forward: the prefix and suffix blocks are the same block");
-        if (kv.prefix_tokens > prefix->n_tokens())
-            throw std::runtime_error("forward: the view uses " + std::to_string(kv.prefix_tokens) +
-                                     " prefix positions, the prefix block holds " + std::to_string(prefix->n_tokens()));
-    }
-    for (int t = 0; t < T; ++t)
-        if (tokens[size_t(t)] < 0 || tokens[size_t(t)] >= c.vocab_size)
-            throw std::runtime_error("forward: token id " + std::to_string(tokens[size_t(t)]) + " (at index " +
-                                     std::to_string(t) + ") is outside the vocabulary [0, " +
-                                     std::to_string(c.vocab_size) + ")");
-    for (int r : logit_rows)
-        if (r < 0 || r >= T)
-            throw std::runtime_error("forward: logit row " + std::to_string(r) + " is outside the batch [0, " +
-                                     std::to_string(T) + ")");
+    const CudaKvBlock* prefix = kv.prefix_tokens > 0 ? &own(kv.prefix, "forward (prefix block)") : nullptr;
+    check_forward_request(tokens, kv, prefix, *suffix, logit_rows, c.vocab_size);
     const int P = kv.prefix_tokens;
     const int n0 = suffix->n_tokens();
-    if (int64_t(n0) + T > suffix->capacity_tokens())
-        throw std::runtime_error("forward: KV capacity exceeded: positions " + std::to_string(P + n0) + ".." +
-                                 std::to_string(P + n0 + T - 1) + " need " + std::to_string(n0 + T) +
-                                 " suffix slots, the block has " + std::to_string(suffix->capacity_tokens()));
     if (T == 0) return {};
     const int first_pos = P + n0;
     ensure_positions(first_pos + T);

@@ -467,6 +467,42 @@ TEST(cpu_backend, cancel_throws_and_leaves_the_suffix_unchanged) {
     ASSERT_TRUE(same_bits(rest, full.data() + size_t(10) * V, size_t(20) * V));
 }
 
+// check_forward_request is what every backend's forward() runs first: each bad request is refused
+// with its own words, and a good one passes.
+TEST(ForwardRequest, EachProblemIsNamed) {
+    struct Block : KvBlock {
+        int cap, n;
+        Block(int c, int k) : cap(c), n(k) {}
+        int capacity_tokens() const override { return cap; }
+        int n_tokens() const override { return n; }
+        void truncate(int k) override { n = k; }
+    };
+    Block prefix(8, 6), suffix(4, 1);
+    const std::vector<token_id> ok{1, 2};
+    const auto message = [&](std::span<const token_id> tokens, KvView kv, const KvBlock* pre, const KvBlock& suf,
+                             std::vector<int> rows) -> std::string {
+        try {
+            check_forward_request(tokens, kv, pre, suf, rows, 100);
+        } catch (const std::runtime_error& e) {
+            return e.what();
+        }
+        return "";
+    };
+    EXPECT_EQ(message(ok, {&prefix, 6, &suffix}, &prefix, suffix, {0, 1}), "");
+    EXPECT_EQ(message(ok, {nullptr, 0, &suffix}, nullptr, suffix, {}), "");
+    EXPECT_EQ(message(ok, {&prefix, -1, &suffix}, nullptr, suffix, {}), "forward: negative prefix_tokens");
+    EXPECT_EQ(message(ok, {&prefix, 7, &suffix}, &prefix, suffix, {}),
+              "forward: the view uses 7 prefix positions, the prefix block holds 6");
+    EXPECT_EQ(message(ok, {&suffix, 1, &suffix}, &suffix, suffix, {}), "forward: the prefix and suffix blocks are the same block");
+    EXPECT_EQ(message(std::vector<token_id>{1, 100}, {nullptr, 0, &suffix}, nullptr, suffix, {}),
+              "forward: token id 100 (at index 1) is outside the vocabulary [0, 100)");
+    EXPECT_EQ(message(std::vector<token_id>{-1}, {nullptr, 0, &suffix}, nullptr, suffix, {}),
+              "forward: token id -1 (at index 0) is outside the vocabulary [0, 100)");
+    EXPECT_EQ(message(ok, {nullptr, 0, &suffix}, nullptr, suffix, {2}), "forward: logit row 2 is outside the batch [0, 2)");
+    EXPECT_EQ(message(std::vector<token_id>{1, 2, 3, 4}, {&prefix, 6, &suffix}, &prefix, suffix, {}),
+              "forward: KV capacity exceeded: positions 7..10 need 5 suffix slots, the block has 4");
+}
+
 TEST(cpu_backend, bad_requests_are_errors_naming_the_problem) {
     auto s = make_synth(ModelFamily::qwen3, DType::f32);
     auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), 1));
