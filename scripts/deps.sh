@@ -5,7 +5,7 @@ set -euo pipefail
 
 CC_PACKAGES=(
   build-essential cmake ninja-build pkg-config git xz-utils
-  qt6-base-dev qt6-charts-dev   # Qt 6 Widgets, Charts, Test
+  qt6-base-dev qt6-charts-dev libqt6opengl6-dev  # Qt 6 Widgets, Charts (which needs Qt6OpenGL), Test
   nlohmann-json3-dev                             # JSON
   libssl-dev                                     # OpenSSL libcrypto: SHA-256 (EVP)
   libpcre2-dev                                   # the tokenizer's Unicode regex (the file's own pattern)
