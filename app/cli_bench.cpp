@@ -1,13 +1,9 @@
 // contextcache-cli bench: the paper's Table 2 (deployment economics) and Table 3 (TTFT scaling) for
 // the model given with --model, measured by core/paper_bench. JSON (--json), CSV (--csv) or a table
-// on stdout; --out DIR writes results.json, table2.csv and table3.csv; --plot DIR the three charts
-// as PNG (Qt Charts, offscreen; only in a build with the UI).
+// on stdout; --out DIR writes results.json, table2.csv and table3.csv. The charts of a results.json
+// come from the app: `contextcache --plot-bench DIR` (the CLI links no Qt).
 #include "app/cli_common.h"
-#include "core/paper_bench.h"
-
-#ifdef CC_CLI_HAVE_UI
-#include "ui/bench_charts.h"
-#endif
+#include "core/research/paper_bench.h"
 
 #include <cmath>
 #include <cstdio>
@@ -96,9 +92,10 @@ int cmd_bench(Args& args, const cc::EngineOptions& global, bool json) {
     const auto plot_dir = args.get("plot");
     const bool csv = args.flag("csv");
     args.check_all_used();
-#ifndef CC_CLI_HAVE_UI
-    if (plot_dir) throw UsageError("--plot: this contextcache-cli was built without Qt (CONTEXTCACHE_UI=OFF)");
-#endif
+    // The CLI links no Qt: the charts come from the app, over the results this run writes.
+    if (plot_dir)
+        throw UsageError("--plot: contextcache-cli draws no charts; write the results with --out DIR and run "
+                         "`contextcache --plot-bench DIR`");
 
     // A memory-only store of its own: every compile is a forced miss, and the user's cache directory
     // is neither read nor cleared. (--cache-dir still memoises the model fingerprint.)
@@ -119,12 +116,6 @@ int cmd_bench(Args& args, const cc::EngineOptions& global, bool json) {
         write_text(std::filesystem::path(*out_dir) / "table2.csv", cc::table2_csv(rows));
         write_text(std::filesystem::path(*out_dir) / "table3.csv", cc::table3_csv(rows));
     }
-#ifdef CC_CLI_HAVE_UI
-    if (plot_dir) {
-        std::string error;
-        if (!cc::ui::plotBenchChartsOffscreen(rows, *plot_dir, &error)) throw std::runtime_error(error);
-    }
-#endif
     if (json) print_json(result);
     else if (csv) std::cout << cc::table2_csv(rows) << "\n" << cc::table3_csv(rows);
     else print_tables(rows, model, o.n_queries);

@@ -1,6 +1,8 @@
 #include "app/cli_common.h"
 
-#include "core/paths.h"
+#include "app/backends.h"
+
+#include "core/base/paths.h"
 
 #include <fstream>
 #include <iostream>
@@ -83,6 +85,7 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
     cc::EngineOptions o;
     o.model_spec = model_spec;
     o.backend = backend;
+    o.backends = cc::app::available_backends();
     if (auto t = args.get("threads")) o.n_threads = parse_int(*t, "--threads", 1, 1024);
     const std::string kv = args.get_or("kv-dtype", "f32");
     if (kv == "f32") o.kv_dtype = cc::KvDType::f32;

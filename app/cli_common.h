@@ -3,8 +3,8 @@
 // from main() in cli_main.cpp.
 #pragma once
 
-#include "core/engine.h"
-#include "core/tool_set.h"
+#include "core/engine/engine.h"
+#include "core/text/tool_set.h"
 
 #include <nlohmann/json.hpp>
 

@@ -3,9 +3,9 @@
 // examples.jsonl (one record per example), summary.json and summary.csv. Every result carries the
 // run's metadata (cc::run_info_json). Exit 3 when two outputs were compared and some differ.
 #include "app/cli_common.h"
-#include "core/eval.h"
-#include "core/eval_runner.h"
-#include "core/run_info.h"
+#include "core/research/eval.h"
+#include "core/research/eval_runner.h"
+#include "core/research/run_info.h"
 
 #include <cstdio>
 #include <filesystem>

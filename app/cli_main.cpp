@@ -2,20 +2,17 @@
 // Every command prints one JSON object with --json (human text otherwise). Errors: one line on
 // stderr naming the file and the problem; exit 1 for bad input, 2 for bad usage.
 #include "app/cli_common.h"
-#include "core/builtin_model.h"
-#include "core/chat_format.h"
-#include "core/embedded_resources.h"
-#include "core/engine.h"
-#include "core/group_store.h"
-#include "core/keys.h"
-#include "core/result_json.h"
-#include "core/model_spec.h"
-#include "core/paths.h"
-#include "core/tokenizer.h"
-#include "core/tool_set.h"
-#ifdef CC_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#endif
+#include "core/model/builtin_model.h"
+#include "core/text/chat_format.h"
+#include "core/base/embedded_resources.h"
+#include "core/engine/engine.h"
+#include "core/store/group_store.h"
+#include "core/text/keys.h"
+#include "core/engine/result_json.h"
+#include "core/model/model_spec.h"
+#include "core/base/paths.h"
+#include "core/text/tokenizer.h"
+#include "core/text/tool_set.h"
 
 #include <nlohmann/json.hpp>
 
@@ -282,12 +279,8 @@ int cmd_info(Args& args, cc::EngineOptions options, bool json) {
     cc::Engine engine(options);
     const auto& info = engine.load_model();
     auto out = cc::to_json(info);
-#ifdef CC_HAVE_CUDA
-    const auto probe = cc::cuda::probe();
-    out["cuda"] = {{"compiled", true}, {"available", probe.available}, {"message", probe.message}};
-#else
-    out["cuda"] = {{"compiled", false}, {"available", false}, {"message", "built without the CUDA backend"}};
-#endif
+    const auto probe = options.backends->probe_gpu();
+    out["cuda"] = {{"compiled", probe.compiled}, {"available", probe.available}, {"message", probe.message}};
     const auto groups = engine.cache().list();
     out["cache"] = {{"dir", options.cache.dir.empty() ? ordered_json(nullptr) : ordered_json(options.cache.dir.string())},
                     {"persistent", engine.cache().persistent()},

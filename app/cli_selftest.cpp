@@ -1,8 +1,8 @@
 // `contextcache-cli selftest [--backend cuda|cpu] [--quick] [--model SPEC]`: checks a build on the
 // user's own machine and prints a pass/fail table (or JSON with --json).
 //
-//   cuda: cc::cuda::run_selftest — every op against the CPU reference and the whole model on the
-//         device (cuda/cuda_backend.h). Without a device, or in a build without CUDA, it prints
+//   cuda: the registered CUDA backend's self-test — every op against the CPU reference and the
+//         whole model on the device. Without a device, or in a build without CUDA, it prints
 //         "skipped: <reason>" and exits 77 (the automake/ctest skip code) — never "pass".
 //   cpu:  the shared per-element math (core/kernel_math.h) against float64, every CPU instruction
 //         set path this CPU has (cached == full bit for bit, and close to the scalar path), and the
@@ -10,17 +10,14 @@
 //   auto: cuda when a device is usable, else cpu (saying why).
 // Exit codes: 0 every check passed, 1 a check failed (or the run itself failed), 2 usage, 77 skipped.
 #include "app/cli_common.h"
-#include "core/backend_select.h"
-#include "core/builtin_model.h"
+#include "core/engine/backend_select.h"
+#include "core/model/builtin_model.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/kernels.h"
-#include "core/kernel_math.h"
-#include "core/model_spec.h"
-#include "core/run_info.h"
-#include "core/weights.h"
-#ifdef CC_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#endif
+#include "core/base/kernel_math.h"
+#include "core/model/model_spec.h"
+#include "core/research/run_info.h"
+#include "core/model/weights.h"
 
 #include <cmath>
 #include <cstdio>
@@ -313,7 +310,8 @@ int cmd_selftest(Args& args, const cc::EngineOptions& engine_options, bool json)
 
     std::string backend = options.backend;
     std::string note;
-    const auto probe = cc::probe_cuda_summary();
+    const auto probe = options.backends->probe_gpu();
+    const cc::BackendEntry* gpu = options.backends->find("cuda");
     if (backend == "auto") {
         backend = probe.available ? "cuda" : "cpu";
         if (!probe.available) note = "CUDA not used (" + probe.message + "); running the CPU checks";
@@ -321,15 +319,12 @@ int cmd_selftest(Args& args, const cc::EngineOptions& engine_options, bool json)
     if (backend == "cuda") {
         if (!probe.compiled) return skipped("this build has no CUDA backend (configure with -DCONTEXTCACHE_CUDA=ON)", json);
         if (!probe.available) return skipped(probe.message, json);
-#ifdef CC_HAVE_CUDA
-        cc::cuda::SelftestOptions o;
-        o.quick = quick;
-        o.model_spec = args.has("model") ? options.model_spec : "";
+        if (!gpu || !gpu->selftest) return skipped("the CUDA backend has no self-test", json);
         std::vector<Row> rows;
-        for (const auto& r : cc::cuda::run_selftest(o)) rows.push_back(Row{r.check, r.shape, r.max_error, r.bound, r.pass, r.note});
-        if (rows.empty()) rows.push_back(Row{"cuda self-test", "", 0, 0, false, "run_selftest returned no checks"});
+        for (const auto& r : gpu->selftest(quick, args.has("model") ? options.model_spec : ""))
+            rows.push_back(Row{r.check, r.shape, r.max_error, r.bound, r.pass, r.note});
+        if (rows.empty()) rows.push_back(Row{"cuda self-test", "", 0, 0, false, "the self-test returned no checks"});
         return report("cuda", probe.device_name, rows, note, json);
-#endif
     }
     std::vector<Row> rows;
     check_bf16(rows);

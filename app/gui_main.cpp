@@ -1,13 +1,22 @@
 // contextcache: the desktop app. With --screenshot it renders the window headless (works with
 // QT_QPA_PLATFORM=offscreen) after loading the model and, optionally, a tool set and a query.
-#include "ui/main_window.h"
-#include "ui/screenshot_runner.h"
-#include "ui/theme.h"
+#include "app/backends.h"
+#include "core/research/paper_bench.h"
+#include "ui/research/bench_charts.h"
+#include "ui/shell/main_window.h"
+#include "ui/shell/screenshot_runner.h"
+#include "ui/widgets/theme.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDir>
+#include <QStyle>
 
 #include <cstdio>
+#include <exception>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 int main(int argc, char** argv) {
     QApplication app(argc, argv);
@@ -44,7 +53,11 @@ int main(int argc, char** argv) {
     const QCommandLineOption presentation(QStringLiteral("presentation"), QStringLiteral("Screenshot: presentation mode (large fonts)."));
     const QCommandLineOption timeout(QStringLiteral("timeout"), QStringLiteral("Screenshot: give up after S seconds."),
                                      QStringLiteral("s"), QStringLiteral("300"));
-    parser.addOptions({screenshot, model, cacheDir, threads, tools, sample, query, mode, maxTokens, size, theme, presentation, timeout});
+    const QCommandLineOption plotBench(QStringLiteral("plot-bench"),
+                                       QStringLiteral("Draw the three charts of `contextcache-cli bench --out DIR`'s DIR/results.json "
+                                                      "into DIR as PNG (light theme) and exit."),
+                                       QStringLiteral("dir"));
+    parser.addOptions({plotBench, screenshot, model, cacheDir, threads, tools, sample, query, mode, maxTokens, size, theme, presentation, timeout});
     parser.process(app);
 
     auto fail = [](const QString& message, int code) {
@@ -52,7 +65,30 @@ int main(int argc, char** argv) {
         return code;
     };
 
+    if (parser.isSet(plotBench)) {
+        const QString dir = parser.value(plotBench);
+        const std::string results = QDir(dir).filePath(QStringLiteral("results.json")).toStdString();
+        try {
+            std::ifstream in(results);
+            if (!in) return fail(QStringLiteral("%1: cannot be read").arg(QString::fromStdString(results)), 1);
+            nlohmann::json json;
+            try {
+                json = nlohmann::json::parse(in);
+            } catch (const nlohmann::json::parse_error& e) {
+                return fail(QStringLiteral("%1: not JSON: %2").arg(QString::fromStdString(results), QString::fromUtf8(e.what())), 1);
+            }
+            const auto rows = cc::paper_bench_rows_from_json(json, results);
+            QString error;
+            // the light theme whatever the desktop's: a chart in a paper or a slide
+            if (!cc::ui::writeBenchCharts(rows, dir, QApplication::style()->standardPalette(), &error)) return fail(error, 1);
+        } catch (const std::exception& e) {
+            return fail(QString::fromUtf8(e.what()), 1);
+        }
+        return 0;
+    }
+
     cc::ui::MainWindowOptions options;
+    options.backends = cc::app::available_backends();
     options.modelSpec = parser.value(model);
     options.cacheDir = parser.value(cacheDir);
     bool ok = true;

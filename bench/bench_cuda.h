@@ -3,8 +3,8 @@
 // the device's peaks for the fraction-of-peak figures.
 #pragma once
 
-#include "core/backend_select.h"
-#include "core/weights.h"
+#include "app/backends.h"
+#include "core/model/weights.h"
 #ifdef CC_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #endif
@@ -48,7 +48,7 @@ struct CudaDevice {
 
 // The device the CUDA backend would use, or nullopt with `reason` filled.
 inline std::optional<CudaDevice> cuda_device(std::string& reason) {
-    const auto summary = probe_cuda_summary();
+    const auto summary = cc::app::available_backends()->probe_gpu();
     if (!summary.compiled) {
         reason = "this build has no CUDA backend (configure with -DCONTEXTCACHE_CUDA=ON)";
         return std::nullopt;

@@ -16,7 +16,7 @@
 //   BM_MemcpyCeiling, BM_Xxh3Ceiling  the machine's memcpy and XXH3 speed on the same 48 MB: a
 //                          read + verify is one of each, so it cannot beat 1 / (1/copy + 1/hash)
 #include "bench/bench_common.h"
-#include "core/group_file.h"
+#include "core/store/group_file.h"
 
 #include <benchmark/benchmark.h>
 #include <xxhash.h>

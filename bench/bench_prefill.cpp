@@ -13,10 +13,10 @@
 // Target (issue 6): a 3,000-token prefill of the Qwen3-8B shape at >= 50% of the BF16 peak
 // (counter target_met). Without a device: "skipped: <reason>", exit 77. Never run on a GPU here.
 #include "bench/bench_cuda.h"
-#include "core/builtin_model.h"
+#include "core/model/builtin_model.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/kernels.h"
-#include "core/kernel_math.h"
+#include "core/base/kernel_math.h"
 
 #include <benchmark/benchmark.h>
 

@@ -4,8 +4,8 @@
 //   build/bench/bench_tokenizer --benchmark_format=json
 //
 // Counters: tokens (per encode), tokens_per_s, ms_per_3000_tokens.
-#include "core/embedded_resources.h"
-#include "core/tokenizer.h"
+#include "core/base/embedded_resources.h"
+#include "core/text/tokenizer.h"
 
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>

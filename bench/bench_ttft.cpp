@@ -13,12 +13,13 @@
 // peak, and the upload of a disk hit (GB/s); a hit is then a GPU-tier hit. Every backend reports
 // the cache-hit TTFT over a single forward pass of the suffix tokens alone (target on a GPU: <= 2).
 // Without a device, --backend cuda prints "skipped: <reason>" and exits 77. Never run on a GPU here.
+#include "app/backends.h"
 #include "bench/bench_common.h"
 #include "bench/bench_cuda.h"
-#include "core/engine.h"
-#include "core/paper_bench.h"
-#include "core/run_info.h"
-#include "core/sample_stats.h"
+#include "core/engine/engine.h"
+#include "core/research/paper_bench.h"
+#include "core/research/run_info.h"
+#include "core/research/sample_stats.h"
 
 #include <cstdlib>
 #include <fcntl.h>
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
     options.model_spec = model;
     options.n_threads = threads;
     options.backend = backend;
+    options.backends = cc::app::available_backends();
     options.cache.dir = cache_dir;
     cc::Engine engine(options);
     const auto& info = engine.load_model();

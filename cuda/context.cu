@@ -1,6 +1,6 @@
 #include "cuda/context.h"
 
-#include "core/device_peaks.h"
+#include "core/backend/device_peaks.h"
 
 #include <algorithm>
 #include <cstdio>

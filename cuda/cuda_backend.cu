@@ -9,7 +9,7 @@
 // bounds (selftest.cu); the numerics_id keeps the two backends' groups apart.
 #include "cuda/cuda_backend.h"
 
-#include "core/kernel_math.h"
+#include "core/base/kernel_math.h"
 #include "cuda/context.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"

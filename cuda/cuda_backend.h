@@ -6,8 +6,9 @@
 // the CPU reference on the user's own GPU (`contextcache-cli selftest --backend cuda`).
 #pragma once
 
-#include "core/backend.h"
-#include "core/weights.h"
+#include "core/backend/backend.h"
+#include "core/backend/registry.h"
+#include "core/model/weights.h"
 
 #include <cstddef>
 #include <memory>
@@ -70,6 +71,10 @@ size_t device_free_bytes(int device);
 // Uploads the weights once and returns the backend. Throws CudaError (no device, out of memory)
 // with a message a user can act on.
 std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights, const CudaBackendOptions& options);
+
+// The CUDA backend's registry entry ("cuda"): its probe (device 0, with the free memory), numerics
+// id, required bytes and factory, for app/ to register (cuda/registry_entry.cpp).
+BackendEntry cuda_backend_entry();
 
 // ---- self-test -----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@
 // (gemm_fallback_kernel): slow, but batch-invariant by construction. The description says which.
 #include "cuda/gemm.h"
 
-#include "core/kernel_math.h"
+#include "core/base/kernel_math.h"
 #include "cuda/launch_geometry.h"
 
 #include <string>

@@ -6,7 +6,7 @@
 // tiles and chunks aligned to absolute positions (launch_geometry.h); see attend_chunk.
 #include "cuda/kernels.h"
 
-#include "core/kernel_math.h"
+#include "core/base/kernel_math.h"
 #include "cuda/context.h"
 #include "cuda/launch_geometry.h"
 

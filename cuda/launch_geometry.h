@@ -9,8 +9,8 @@
 // Changing any of these constants changes the bits: it must change cuda_numerics_id too.
 #pragma once
 
-#include "core/kernel_math.h"  // CC_HD: the position rules below are used by the kernels too
-#include "core/model_config.h"
+#include "core/base/kernel_math.h"  // CC_HD: the position rules below are used by the kernels too
+#include "core/model/model_config.h"
 
 #include <algorithm>
 #include <cstddef>

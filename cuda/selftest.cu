@@ -10,10 +10,10 @@
 // in this project yet: the bounds are first estimates, reported with the measurements.
 #include "cuda/cuda_backend.h"
 
-#include "core/builtin_model.h"
+#include "core/model/builtin_model.h"
 #include "core/cpu/cpu_backend.h"
-#include "core/kernel_math.h"
-#include "core/model_spec.h"
+#include "core/base/kernel_math.h"
+#include "core/model/model_spec.h"
 #include "cuda/context.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"

@@ -5,7 +5,7 @@
 // A mutated header almost never matches its XXH3, which would stop the fuzzer at the checksum; so
 // each input is also parsed a second time with the checksum recomputed, to reach the JSON and
 // field checks behind it.
-#include "core/group_file.h"
+#include "core/store/group_file.h"
 
 #include <xxhash.h>
 

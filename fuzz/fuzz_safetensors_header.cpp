@@ -1,6 +1,6 @@
 // Fuzz entry point: safetensors files (outside input). Any input must give a list of tensors that
 // lie inside the data section, or a std::runtime_error, never a crash, a hang or another exception.
-#include "core/safetensors.h"
+#include "core/model/safetensors.h"
 
 #include <cstddef>
 #include <cstdint>

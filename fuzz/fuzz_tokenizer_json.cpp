@@ -1,6 +1,6 @@
 // Fuzz entry point: tokenizer.json files (outside input). Any input must give a Tokenizer or a
 // std::runtime_error; a Tokenizer that loads must then encode and decode without crashing.
-#include "core/tokenizer.h"
+#include "core/text/tokenizer.h"
 
 #include <cstddef>
 #include <cstdint>

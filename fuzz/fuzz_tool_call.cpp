@@ -1,7 +1,7 @@
 // Fuzz entry point: tool calls in generated text (model output is outside input). Every format's
 // parser must return a call or nullopt for any bytes: never throw, crash or hang, and a call it
 // returns must have a name and object arguments.
-#include "core/chat_format.h"
+#include "core/text/chat_format.h"
 
 #include <cstddef>
 #include <cstdint>

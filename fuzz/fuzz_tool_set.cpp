@@ -1,6 +1,6 @@
 // Fuzz entry point: tools files (outside input). Any input must give a ToolSet or a
 // std::runtime_error, never a crash, a hang or another exception type.
-#include "core/tool_set.h"
+#include "core/text/tool_set.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -2,7 +2,7 @@
 // exactly the case it checks. Data bytes are a deterministic ramp, so contents can be verified.
 #pragma once
 
-#include "core/model_config.h"
+#include "core/model/model_config.h"
 
 #include <gtest/gtest.h>
 

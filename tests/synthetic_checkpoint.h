@@ -2,8 +2,8 @@
 // engine tests can run the Llama 3 and Mistral formats without downloading a model.
 #pragma once
 
-#include "core/builtin_model.h"
-#include "core/model_config.h"
+#include "core/model/builtin_model.h"
+#include "core/model/model_config.h"
 
 #include <nlohmann/json.hpp>
 

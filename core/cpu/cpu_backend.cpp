@@ -4,7 +4,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/thread_pool.h"
-#include "core/kernel_math.h"
+#include "core/base/kernel_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -633,6 +633,20 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
 
 std::unique_ptr<Backend> make_cpu_backend(const ModelWeights& weights, const CpuBackendOptions& options) {
     return std::make_unique<CpuBackend>(weights, options);
+}
+
+BackendEntry cpu_backend_entry() {
+    BackendEntry e;
+    e.name = "cpu";
+    const auto cpu_options = [](const BackendOptions& o) {
+        CpuBackendOptions cpu;
+        cpu.n_threads = o.n_threads;
+        cpu.kv_dtype = o.kv_dtype;
+        return cpu;
+    };
+    e.numerics_id = [cpu_options](const BackendOptions& o, const CudaProbeSummary&) { return cpu_numerics_id(cpu_options(o)); };
+    e.make = [cpu_options](const ModelWeights& w, const BackendOptions& o) { return make_cpu_backend(w, cpu_options(o)); };
+    return e;
 }
 
 }  // namespace cc

@@ -1,8 +1,9 @@
 // The CPU backend: the readable, deterministic reference (DESIGN §5).
 #pragma once
 
-#include "core/backend.h"
-#include "core/weights.h"
+#include "core/backend/backend.h"
+#include "core/backend/registry.h"
+#include "core/model/weights.h"
 
 #include <memory>
 #include <string>
@@ -27,5 +28,8 @@ std::string cpu_numerics_id(const CpuBackendOptions& options);
 // Keeps a reference to `weights` (which must outlive the backend) and converts what it needs
 // (e.g. F16 tensors) once, at construction.
 std::unique_ptr<Backend> make_cpu_backend(const ModelWeights& weights, const CpuBackendOptions& options = {});
+
+// The CPU backend's registry entry ("cpu"; needs no device, so it has no probe).
+BackendEntry cpu_backend_entry();
 
 }  // namespace cc

@@ -1,6 +1,6 @@
 // The AVX2 + FMA kernels, chosen at run time when the CPU has them but not AVX-512.
 #include "core/cpu/kernels.h"
-#include "core/kernel_math.h"
+#include "core/base/kernel_math.h"
 
 #include <immintrin.h>
 

@@ -1,6 +1,6 @@
 // The AVX-512 kernels (F, BW, VL, DQ + FMA), chosen at run time when the CPU has them.
 #include "core/cpu/kernels.h"
-#include "core/kernel_math.h"
+#include "core/base/kernel_math.h"
 
 // GCC 12's AVX-512 intrinsics initialise their "undefined" operand as `__m512i __Y = __Y;`, which
 // -Wmaybe-uninitialized reports once inlined (GCC bug 105593, fixed in GCC 13); not our code.

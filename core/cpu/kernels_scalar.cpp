@@ -1,7 +1,7 @@
 // The scalar kernels: any x86-64 (or other) CPU; also the easiest to read. Same algorithms with
 // a vector width of 1: the FMA of the vector paths is a multiply then an add here.
 #include "core/cpu/kernels.h"
-#include "core/kernel_math.h"
+#include "core/base/kernel_math.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,14 +1,15 @@
 // The Benchmarks tab runs core/paper_bench on the worker (an engine of its own: the user's cache is
 // untouched), shows Tables 2 and 3 exactly as the CSV files hold them, draws the three charts and
-// exports JSON, CSV and PNG; Cancel stops it. `contextcache-cli bench --plot` renders the same
+// exports JSON, CSV and PNG; Cancel stops it. `contextcache-cli bench --out DIR` + `contextcache --plot-bench DIR` render the same
 // charts offscreen. A tiny configuration on builtin:qwen3-test; timings are never asserted.
-#include "ui/bench_panel.h"
+#include "ui/research/bench_panel.h"
 
-#include "core/paper_bench.h"
+#include "core/research/paper_bench.h"
 #include "tests/ui/ui_test_rig.h"
-#include "ui/bench_charts.h"
-#include "ui/timing_charts.h"
+#include "ui/research/bench_charts.h"
+#include "ui/charts/timing_charts.h"
 
+#include <QDir>
 #include <QFile>
 #include <QImage>
 #include <QLineSeries>
@@ -143,7 +144,7 @@ private slots:
         QTRY_VERIFY(panel.runButton()->isEnabled());
     }
 
-    void cliPlotWritesThePngs() {
+    void appPlotsTheCliResults() {
         QTemporaryDir dir;
         QProcess cli;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
@@ -155,12 +156,31 @@ private slots:
                    QStringLiteral("--tool-counts"), QStringLiteral("5,20"), QStringLiteral("--n-queries"),
                    QStringLiteral("3"), QStringLiteral("--warmup"), QStringLiteral("0"),
                    QStringLiteral("--max-new-tokens"), QStringLiteral("2"), QStringLiteral("--json"),
-                   QStringLiteral("--plot"), dir.path() + QStringLiteral("/plots")});
+                   QStringLiteral("--out"), dir.path() + QStringLiteral("/plots")});
         QVERIFY(cli.waitForFinished(cc::ui::test::kTimeoutMs));
         QVERIFY2(cli.exitCode() == 0, cli.readAllStandardError().constData());
         const auto json = nlohmann::json::parse(cli.readAllStandardOutput().toStdString());
         QCOMPARE(json["rows"].size(), size_t(2));
+
+        QProcess app;
+        app.setProcessEnvironment(env);
+        app.start(QStringLiteral(CC_GUI_PATH), {QStringLiteral("--platform"), QStringLiteral("offscreen"),
+                                                QStringLiteral("--plot-bench"), dir.path() + QStringLiteral("/plots")});
+        QVERIFY(app.waitForFinished(cc::ui::test::kTimeoutMs));
+        QVERIFY2(app.exitCode() == 0, app.readAllStandardError().constData());
         verifyPngs(dir.path() + QStringLiteral("/plots"));
+
+        // Not a results file: a clear error naming it, and no chart.
+        QFile bad(dir.path() + QStringLiteral("/bad/results.json"));
+        QVERIFY(QDir().mkpath(dir.path() + QStringLiteral("/bad")) && bad.open(QIODevice::WriteOnly));
+        bad.write("{\"benchmark\": \"something else\"}");
+        bad.close();
+        app.start(QStringLiteral(CC_GUI_PATH), {QStringLiteral("--platform"), QStringLiteral("offscreen"),
+                                                QStringLiteral("--plot-bench"), dir.path() + QStringLiteral("/bad")});
+        QVERIFY(app.waitForFinished(cc::ui::test::kTimeoutMs));
+        QCOMPARE(app.exitCode(), 1);
+        QVERIFY(QString::fromUtf8(app.readAllStandardError()).contains(QStringLiteral("not a paper_tables result")));
+        QVERIFY(!QFile::exists(dir.path() + QStringLiteral("/bad/ttft_vs_tools.png")));
     }
 };
 

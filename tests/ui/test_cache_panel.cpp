@@ -1,9 +1,9 @@
 // The Cache panel lists what the store holds, and its actions reach the store: Delete removes the
 // group file, Evict leaves it on disk only, the usage bars show the snapshot's bytes.
-#include "ui/cache_panel.h"
+#include "ui/panels/cache_panel.h"
 
 #include "tests/ui/ui_test_rig.h"
-#include "ui/cache_model.h"
+#include "ui/panels/cache_model.h"
 
 #include <QFileInfo>
 #include <QProgressBar>

@@ -1,7 +1,7 @@
 // EngineController / EngineWorker: answers come from the worker's thread, the GUI thread keeps
 // turning while a big compile runs, compiles and queries can be cancelled, and bad input turns
 // into failed() naming the file without disturbing what was loaded before.
-#include "ui/engine_controller.h"
+#include "ui/worker/engine_controller.h"
 #include "ui_test_support.h"
 
 #include <QElapsedTimer>

@@ -1,6 +1,6 @@
 // The Evaluation panel runs the bundled set on the worker thread: progress, per-example rows, the
 // per-mode summary, identical outputs in both mode, the synthetic-weights warning, and Cancel.
-#include "ui/eval_panel.h"
+#include "ui/research/eval_panel.h"
 
 #include "tests/ui/ui_test_rig.h"
 

@@ -1,9 +1,10 @@
 // The main window: its docks (Benchmarks and Evaluation included), the synthetic-weights banner, errors in the status bar and a
 // dismissible banner, settings that survive a restart, View menu, closing while a job runs.
-#include "ui/main_window.h"
-#include "ui/message_banner.h"
-#include "core/backend_select.h"
-#include "ui/model_panel.h"
+#include "app/backends.h"
+#include "ui/shell/main_window.h"
+#include "ui/widgets/message_banner.h"
+#include "core/engine/backend_select.h"
+#include "ui/panels/model_panel.h"
 #include "ui_test_support.h"
 
 #include <QAction>
@@ -193,7 +194,9 @@ private slots:
     // The CUDA item is enabled exactly when the probe finds a device (none here), and the loaded
     // model shows the engine's reason for its backend.
     void cudaChoiceFollowsTheProbeAndTheReasonIsShown() {
-        MainWindow window;
+        cc::ui::MainWindowOptions options;
+        options.backends = cc::app::available_backends();  // as the app wires them
+        MainWindow window(options);
         window.show();
         QVERIFY(waitForModel(window));
         auto* combo = window.findChild<QComboBox*>(QStringLiteral("backendCombo"));
@@ -201,7 +204,7 @@ private slots:
         auto* items = qobject_cast<QStandardItemModel*>(combo->model());
         QVERIFY(items && items->item(2));
         QTRY_VERIFY_WITH_TIMEOUT(!window.modelPanel()->cudaStatus().startsWith(QStringLiteral("probing")), 10000);
-        QCOMPARE(items->item(2)->isEnabled(), cc::probe_cuda_summary().available);
+        QCOMPARE(items->item(2)->isEnabled(), options.backends->probe_gpu().available);
         auto* reason = window.findChild<QLabel*>(QStringLiteral("backendReasonValue"));
         QVERIFY(reason);
         QVERIFY2(reason->text().contains(QStringLiteral("auto: ")) || reason->text().contains(QStringLiteral("asked for (--backend ")),

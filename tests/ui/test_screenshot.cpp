@@ -1,7 +1,7 @@
 // --screenshot: the runner (in-process) and the built binary write a PNG of the requested size
 // after loading, compiling and querying; bad input exits non-zero with the reason.
-#include "ui/main_window.h"
-#include "ui/screenshot_runner.h"
+#include "ui/shell/main_window.h"
+#include "ui/shell/screenshot_runner.h"
 #include "ui_test_support.h"
 
 #include <QFile>

@@ -1,10 +1,10 @@
 // The Timings panel shows exactly what the engine measured: history and chart data equal the
 // QueryOutcome's Timings, compare mode draws both runs, the sweep plots both TTFTs, the break-even
 // is ceil(compile / saving), and the exports write what they say.
-#include "ui/timings_panel.h"
+#include "ui/panels/timings_panel.h"
 
 #include "tests/ui/ui_test_rig.h"
-#include "ui/timing_charts.h"
+#include "ui/charts/timing_charts.h"
 
 #include <QBarSet>
 #include <QChartView>

@@ -1,9 +1,9 @@
 // ToolSetPanel against a real EngineController with the tiny built-in model (offscreen).
-#include "ui/tool_set_panel.h"
+#include "ui/panels/tool_set_panel.h"
 #include "tests/ui/ui_test_rig.h"
 
-#include "ui/engine_controller.h"
-#include "ui/resources.h"
+#include "ui/worker/engine_controller.h"
+#include "ui/widgets/resources.h"
 
 #include <QApplication>
 #include <QLabel>

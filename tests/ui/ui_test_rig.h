@@ -2,8 +2,8 @@
 // a temporary directory.
 #pragma once
 
-#include "ui/engine_controller.h"
-#include "ui/resources.h"
+#include "ui/worker/engine_controller.h"
+#include "ui/widgets/resources.h"
 
 #include <QSignalSpy>
 #include <QTemporaryDir>

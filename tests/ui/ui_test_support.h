@@ -1,8 +1,8 @@
 // Shared helpers of the QTest suites: a controller on a temporary cache, loading and waiting.
 #pragma once
 
-#include "ui/engine_controller.h"
-#include "ui/resources.h"
+#include "ui/worker/engine_controller.h"
+#include "ui/widgets/resources.h"
 
 #include <QSignalSpy>
 #include <QString>

@@ -1,0 +1,64 @@
+#include "core/backend/backend.h"
+
+#include <cstdint>
+
+namespace cc {
+
+const char* kv_dtype_name(KvDType t) {
+    switch (t) {
+        case KvDType::f32: return "f32";
+        case KvDType::bf16: return "bf16";
+    }
+    return "?";
+}
+
+void check_forward_request(std::span<const token_id> tokens, const KvView& kv, const KvBlock* prefix,
+                           const KvBlock& suffix, std::span<const int> logit_rows, int vocab_size) {
+    const int T = int(tokens.size());
+    if (kv.prefix_tokens < 0) throw std::runtime_error("forward: negative prefix_tokens");
+    if (kv.prefix_tokens > 0) {
+        if (prefix == nullptr) throw std::runtime_error("forward: the view uses prefix positions but has no prefix block");
+        if (prefix == &suffix) throw std::runtime_error("forward: the prefix and suffix blocks are the same block");
+        if (kv.prefix_tokens > prefix->n_tokens())
+            throw std::runtime_error("forward: the view uses " + std::to_string(kv.prefix_tokens) +
+                                     " prefix positions, the prefix block holds " + std::to_string(prefix->n_tokens()));
+    }
+    for (int t = 0; t < T; ++t)
+        if (tokens[size_t(t)] < 0 || tokens[size_t(t)] >= vocab_size)
+            throw std::runtime_error("forward: token id " + std::to_string(tokens[size_t(t)]) + " (at index " +
+                                     std::to_string(t) + ") is outside the vocabulary [0, " +
+                                     std::to_string(vocab_size) + ")");
+    for (int r : logit_rows)
+        if (r < 0 || r >= T)
+            throw std::runtime_error("forward: logit row " + std::to_string(r) + " is outside the batch [0, " +
+                                     std::to_string(T) + ")");
+    const int P = kv.prefix_tokens, n0 = suffix.n_tokens();
+    if (int64_t(n0) + T > suffix.capacity_tokens())
+        throw std::runtime_error("forward: KV capacity exceeded: positions " + std::to_string(P + n0) + ".." +
+                                 std::to_string(P + n0 + T - 1) + " need " + std::to_string(n0 + T) +
+                                 " suffix slots, the block has " + std::to_string(suffix.capacity_tokens()));
+}
+
+std::unique_ptr<KvBlock> Backend::link_kv(std::span<const std::byte> data, int n_tokens, std::shared_ptr<const void>) {
+    return import_kv(data, n_tokens, n_tokens);
+}
+
+std::vector<float> Backend::forward_capture_unrotated(std::span<const token_id>, const KvView&, std::span<const int>,
+                                                      KvBlock&, const std::atomic<bool>*) {
+    throw std::runtime_error("forward_capture_unrotated (pre-RoPE key capture, per-tool NoPE) is not supported by the " +
+                             name() + " backend");
+}
+
+void Backend::rope_rotate_kv(std::span<std::byte>, int, std::span<const int>) const {
+    throw std::runtime_error("rope_rotate_kv (deferred RoPE, per-tool NoPE) is not supported by the " + name() +
+                             " backend");
+}
+
+size_t Backend::kv_bytes(int n_tokens) const {
+    const ModelConfig& c = config();
+    const size_t elem_bytes = kv_dtype() == KvDType::f32 ? 4 : 2;
+    // Per layer K and V, each [n_kv_heads, n_tokens, head_dim].
+    return size_t(c.n_layers) * 2 * size_t(c.n_kv_heads) * size_t(n_tokens) * size_t(c.head_dim) * elem_bytes;
+}
+
+}  // namespace cc

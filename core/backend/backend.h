@@ -1,0 +1,111 @@
+// The backend seam (DESIGN §5, §6): chosen once at start, operations on whole sequences.
+//
+// Exactness rests on one property every backend must keep: the result for a token row depends
+// only on that row's inputs and on the K/V it attends to — never on how many rows are in the
+// batch, how they are split across threads, or whether the attended K/V sits in the shared
+// prefix block or the private suffix block. Then a cached query (prefix K/V from compile + suffix
+// prefill) computes exactly the bits a full prefill computes for the same rows.
+#pragma once
+
+#include "core/base/cancelled.h"
+#include "core/model/model_config.h"
+#include "core/text/tokenizer.h"
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cc {
+
+enum class KvDType { f32, bf16 };
+const char* kv_dtype_name(KvDType t);  // "f32", "bf16"
+
+// K and V of consecutive positions, for every layer; memory owned by the backend.
+class KvBlock {
+public:
+    virtual ~KvBlock() = default;
+    virtual int capacity_tokens() const = 0;
+    virtual int n_tokens() const = 0;
+    virtual void truncate(int n_tokens) = 0;  // forget positions >= n_tokens (e.g. after a compare run)
+};
+
+// What a forward pass attends to: positions [0, prefix_tokens) from `prefix` (shared, read-only,
+// possibly used by many queries at once), then the positions already in `suffix`. The new tokens
+// get positions prefix_tokens + suffix->n_tokens() onwards and their K/V are appended to `suffix`.
+struct KvView {
+    const KvBlock* prefix = nullptr;
+    int prefix_tokens = 0;  // <= prefix->n_tokens(); a shorter view reuses only the first tokens
+    KvBlock* suffix = nullptr;
+};
+
+// The checks every backend's forward() makes before it touches any state, in the same words for
+// all: prefix_tokens within `prefix` (the backend's own block behind kv.prefix, null when
+// kv.prefix_tokens is 0), prefix and suffix distinct, token ids within [0, vocab_size), logit rows
+// within the batch, and room in `suffix` for the new positions. Throws std::runtime_error.
+void check_forward_request(std::span<const token_id> tokens, const KvView& kv, const KvBlock* prefix,
+                           const KvBlock& suffix, std::span<const int> logit_rows, int vocab_size);
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;          // "cpu" or "cuda"
+    virtual std::string numerics_id() const = 0;   // e.g. "cpu/f32": enters the group_key
+    virtual const ModelConfig& config() const = 0;
+    virtual KvDType kv_dtype() const = 0;
+
+    virtual std::unique_ptr<KvBlock> allocate_kv(int capacity_tokens) = 0;
+
+    // Runs `tokens` through the model against `kv` and returns the logits of the rows listed in
+    // `logit_rows` (indices into `tokens`), row after row, each config().vocab_size floats.
+    // `cancel` (optional) is checked between layers; when set the call throws Cancelled and the
+    // suffix block is left as it was before the call.
+    virtual std::vector<float> forward(std::span<const token_id> tokens, const KvView& kv,
+                                       std::span<const int> logit_rows,
+                                       const std::atomic<bool>* cancel = nullptr) = 0;
+
+    // The canonical layout the group store writes: per layer, K then V, each
+    // [n_kv_heads, n_tokens, head_dim] in kv_dtype(). `out` must be kv_bytes(n_tokens) long.
+    virtual void export_kv(const KvBlock& block, int n_tokens, std::span<std::byte> out) const = 0;
+    virtual std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens,
+                                               int capacity_tokens) = 0;
+
+    // Links a canonical KV image (as export_kv writes it) for use as a read-only prefix block.
+    // A backend that can attend to the canonical layout where it lies reads it in place: the block
+    // holds `keep_alive` (e.g. the group file's mapping), so the bytes outlive every query using
+    // the block, and it is never written (forward refuses it as a suffix block). The default
+    // copies it with import_kv and drops `keep_alive` (a device backend uploads anyway).
+    virtual std::unique_ptr<KvBlock> link_kv(std::span<const std::byte> data, int n_tokens,
+                                             std::shared_ptr<const void> keep_alive);
+    // Whether link_kv reads the bytes in place (no copy; its cost is then ~0).
+    virtual bool links_in_place() const { return false; }
+
+    // Whether KV blocks live in device memory (the group store then keeps them in its GPU tier and
+    // demotes to host memory as canonical bytes).
+    virtual bool kv_on_device() const { return false; }
+
+    size_t kv_bytes(int n_tokens) const;  // canonical bytes for n_tokens positions
+
+    // ---- the per-tool NoPE experiment (paper §3.2–3.3; not used by the cached/full paths) -----
+    // Optional: a backend that lacks them throws "... is not supported by the <name> backend".
+
+    // Like forward, and also appends the new positions' K *before* RoPE (after Qwen3's k_norm) and
+    // their V to `unrotated` (at its n_tokens() onwards). Attention in this pass still uses the
+    // rotated keys it writes to kv.suffix, so the pass computes exactly what forward computes.
+    // On cancel, neither block changes its n_tokens().
+    virtual std::vector<float> forward_capture_unrotated(std::span<const token_id> tokens, const KvView& kv,
+                                                         std::span<const int> logit_rows, KvBlock& unrotated,
+                                                         const std::atomic<bool>* cancel = nullptr);
+
+    // Applies RoPE to the K parts of a canonical KV image (export_kv's layout, n_tokens positions)
+    // in place: the image's position t is rotated as absolute position positions[t], with the
+    // same cos/sin tables and rotation the forward pass uses (so rotating unrotated keys at the
+    // positions they were computed at gives the forward pass's keys; bit for bit with f32 KV).
+    // V parts are left as they are (V is never rotated).
+    virtual void rope_rotate_kv(std::span<std::byte> canonical, int n_tokens, std::span<const int> positions) const;
+};
+
+}  // namespace cc

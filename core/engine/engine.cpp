@@ -1,0 +1,598 @@
+#include "core/engine/engine.h"
+
+#include "core/engine/backend_select.h"
+#include "core/model/builtin_model.h"
+#include "core/text/keys.h"
+#include "core/base/sha256.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+namespace cc {
+namespace {
+
+// Greedy: the first index of the maximum (ties go to the lower id, as torch.argmax does).
+token_id argmax(const std::vector<float>& logits) {
+    return static_cast<token_id>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+// Temperature + top-p (nucleus) sampling with an explicit generator, so a seed gives the same
+// token on every platform (std::*_distribution are not portable; this conversion is).
+token_id sample(const std::vector<float>& logits, float temperature, float top_p, std::mt19937_64& rng) {
+    if (temperature <= 0.0f) return argmax(logits);
+    const float max_logit = *std::max_element(logits.begin(), logits.end());
+    std::vector<std::pair<double, token_id>> probs(logits.size());
+    double sum = 0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+        const double p = std::exp((static_cast<double>(logits[i]) - max_logit) / temperature);
+        probs[i] = {p, static_cast<token_id>(i)};
+        sum += p;
+    }
+    std::sort(probs.begin(), probs.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    double kept = 0;
+    size_t n_kept = 0;
+    for (; n_kept < probs.size(); ++n_kept) {
+        kept += probs[n_kept].first / sum;
+        if (kept >= top_p) {
+            ++n_kept;
+            break;
+        }
+    }
+    n_kept = std::min(n_kept, probs.size());
+    double mass = 0;
+    for (size_t i = 0; i < n_kept; ++i) mass += probs[i].first;
+    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * mass;
+    double acc = 0;
+    for (size_t i = 0; i < n_kept; ++i) {
+        acc += probs[i].first;
+        if (u < acc) return probs[i].second;
+    }
+    return probs[n_kept - 1].second;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+const char* query_mode_name(QueryMode m) {
+    switch (m) {
+        case QueryMode::cached: return "cached";
+        case QueryMode::full: return "full";
+        case QueryMode::compare: return "compare";
+        case QueryMode::per_tool_nope: return "per_tool_nope";
+    }
+    return "?";
+}
+
+QueryMode parse_query_mode(const std::string& name) {
+    if (name == "cached") return QueryMode::cached;
+    if (name == "full") return QueryMode::full;
+    if (name == "compare") return QueryMode::compare;
+    if (name == "per_tool_nope") return QueryMode::per_tool_nope;
+    throw std::invalid_argument("mode must be cached, full, compare or per_tool_nope, not \"" + name + "\"");
+}
+
+Engine::Engine(EngineOptions options) : options_(std::move(options)) {
+    if (!options_.backends) options_.backends = cpu_only_backends();
+    try {
+        cache_ = std::make_unique<GroupStore>(options_.cache);
+        for (auto& w : cache_->take_warnings()) warnings_.push_back(std::move(w));
+    } catch (const std::exception& e) {
+        // An unusable cache directory costs persistence, not answers.
+        warnings_.push_back(std::string(e.what()) + "; the cache works in memory only");
+        GroupStoreOptions memory_only = options_.cache;
+        memory_only.dir.clear();
+        cache_ = std::make_unique<GroupStore>(memory_only);
+    }
+}
+
+Engine::~Engine() {
+    try {
+        wait_for_persist();
+    } catch (...) {
+    }
+}
+
+std::vector<PersistResult> Engine::wait_for_persist() {
+    std::vector<PersistResult> results;
+    for (auto& [key, f] : pending_persist_) {
+        PersistResult r = f.get();
+        if (!r.ok) warnings_.push_back("group " + key.substr(0, 12) + ": not written to the cache: " + r.error);
+        if (compile_ && compile_->group_key == key) {
+            compile_->persist_ms = r.persist_ms;
+            compile_->persisted = r.ok;
+            compile_->persist_error = r.error;
+        }
+        results.push_back(std::move(r));
+    }
+    pending_persist_.clear();
+    return results;
+}
+
+std::vector<std::string> Engine::cache_warnings() {
+    for (auto& w : cache_->take_warnings()) warnings_.push_back(std::move(w));
+    return std::exchange(warnings_, {});
+}
+
+const Tokenizer& Engine::tokenizer() const {
+    if (!tokenizer_) throw std::runtime_error(info_.spec + ": this model has no tokenizer (weights-only directory); use token ids");
+    return *tokenizer_;
+}
+
+Backend& Engine::backend() {
+    if (!backend_) throw std::logic_error("Engine: load_model() has not been called");
+    return *backend_;
+}
+
+const ModelInfo& Engine::load_model() {
+    Stopwatch clock;
+    source_ = resolve_model(options_.model_spec);
+    ModelInfo info;
+    info.spec = options_.model_spec;
+    info.builtin = source_.builtin;
+
+    // Tokenizer: the bundled one for built-in models; DIR/tokenizer.json when present.
+    if (options_.tokenizer_path || source_.builtin || std::filesystem::exists(source_.dir / "tokenizer.json"))
+        tokenizer_ = load_model_tokenizer(source_, options_.tokenizer_path);
+    info.has_tokenizer = tokenizer_.has_value();
+
+    if (source_.builtin) {
+        const auto recipe = find_builtin(source_.builtin_name);
+        if (!recipe) throw std::runtime_error(options_.model_spec + ": unknown built-in model");
+        weights_ = std::make_unique<ModelWeights>(generate_builtin_weights(*recipe, options_.n_threads, &cancel_));
+        info.synthetic_weights = true;
+        info.fingerprint = sha256_hex(builtin_recipe_text(*recipe));
+    } else {
+        const ModelConfig config = ModelConfig::from_json(source_.config, (source_.dir / "config.json").string());
+        weights_ = std::make_unique<ModelWeights>(load_weights(source_.dir, config));
+        info.fingerprint = options_.cache_dir.empty() ? model_fingerprint(source_)
+                                                      : model_fingerprint(source_, options_.cache_dir);
+    }
+    info.config = weights_->config;
+    info.family = family_name(info.config.family);
+    info.n_params = builtin_parameter_count(info.config);
+    for (const auto& s : {&weights_->embed, &weights_->final_norm}) info.weight_bytes += s->n_bytes;
+    for (const auto& l : weights_->layers)
+        for (const Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.w_gate,
+                                &l.w_up, &l.w_down})
+            info.weight_bytes += t->n_bytes;
+    if (!info.config.tie_word_embeddings) info.weight_bytes += weights_->lm_head.n_bytes;
+
+    if (tokenizer_) {
+        info.chat_format = options_.chat_format.empty() ? model_chat_format(source_, *tokenizer_) : options_.chat_format;
+        format_ = make_chat_format(info.chat_format);
+        stop_ids_ = format_->stop_token_ids(*tokenizer_);
+    }
+    for (int id : info.config.eos_token_ids)
+        if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
+
+    // Backend: backend_select.cpp decides among the registered backends (auto = CUDA only when the
+    // program registered it, a device is present and the model fits; "cuda" without that is an
+    // error naming why) and builds it.
+    const BackendRegistry& backends = *options_.backends;
+    PlannedBackend plan = plan_backend(options_, info.config, backends);
+    if (backend_) {
+        // A reload: the cache demotes the old backend's device blocks to host memory while that
+        // backend still exists, then the old backend frees its memory before the new one is made.
+        cache_->set_backend(nullptr);
+        backend_.reset();
+    }
+    std::unique_ptr<Backend> fresh;
+    try {
+        fresh = make_planned_backend(plan, *weights_, options_, backends);
+    } catch (const Cancelled&) {
+        throw;
+    } catch (const std::exception& e) {
+        if (options_.backend != "auto" || plan.choice.backend != "cuda") throw;
+        // auto: a CUDA backend that cannot be built (e.g. out of device memory) leaves the CPU, and says so.
+        EngineOptions cpu_only = options_;
+        cpu_only.backend = "cpu";
+        plan = plan_backend(cpu_only, info.config, backends);
+        plan.choice.reason = std::string("auto: the CUDA backend could not be built (") + e.what() + "); using the CPU";
+        fresh = make_planned_backend(plan, *weights_, cpu_only, backends);
+    }
+    cache_->set_backend(fresh.get());
+    backend_ = std::move(fresh);
+    info.backend_reason = plan.choice.reason;
+    info.backend = backend_->name();
+    info.numerics = backend_->numerics_id();
+    info.device = plan.device;
+    if (info.numerics != plan.numerics) throw std::logic_error("numerics id " + info.numerics + " != planned " + plan.numerics);
+    info.n_threads = options_.n_threads > 0 ? options_.n_threads : static_cast<int>(std::thread::hardware_concurrency());
+    info.kv_bytes_per_token = backend_->kv_bytes(1);
+    info.load_ms = clock.elapsed_ms();
+    info_ = std::move(info);
+    compile_.reset();
+    tools_.reset();
+    nope_.reset();  // its blocks belong to the previous backend
+    return info_;
+}
+
+std::string planned_numerics(const EngineOptions& options) {
+    if (options.backend != "auto" && options.backend != "cpu" && options.backend != "cuda")
+        throw std::invalid_argument("backend must be auto, cpu or cuda, not \"" + options.backend + "\"");
+    // The same decision load_model makes (so keys shown before a load match the loaded engine's).
+    return plan_backend(options, planned_model_config(options.model_spec), options.backends ? *options.backends : *cpu_only_backends()).numerics;
+}
+
+std::string engine_group_key(const std::string& model_fingerprint, const std::string& chat_format,
+                             const std::string& numerics, const ToolSet& tools, const std::string& system_prompt) {
+    GroupKeyInputs in;
+    in.model_fingerprint = model_fingerprint;
+    in.chat_format = chat_format;
+    in.backend_numerics = numerics;
+    in.system_prompt = system_prompt;
+    in.tools_hash = tools.tools_hash();
+    return group_key(in);
+}
+
+std::string Engine::group_key_for(const ToolSet& tools, const std::string& system_prompt) const {
+    return engine_group_key(info_.fingerprint, info_.chat_format, info_.numerics, tools, system_prompt);
+}
+
+namespace {
+
+// Token index at which each tool's text starts in the prefix: the line holding the tool's
+// "name" field (for Qwen3 that line is the whole tool). Computed from each token's decoded bytes;
+// left empty when those do not add up to the prefix text (then no boundary is claimed).
+std::vector<int> tool_token_boundaries(const Tokenizer& tokenizer, std::span<const token_id> ids,
+                                       const std::string& text, const ToolSet& tools) {
+    std::vector<size_t> token_end;  // byte offset where each token ends
+    size_t offset = 0;
+    for (const token_id id : ids) {
+        offset += tokenizer.decode(std::span<const token_id>(&id, 1)).size();
+        token_end.push_back(offset);
+    }
+    if (offset != text.size()) return {};
+    std::vector<int> out;
+    size_t from = 0;
+    for (const auto& tool : tools.tools()) {
+        const size_t at = text.find("\"name\": \"" + tool.name + "\"", from);
+        if (at == std::string::npos) return {};
+        const size_t line = text.rfind('\n', at);
+        const size_t start = line == std::string::npos ? 0 : line + 1;
+        const auto it = std::upper_bound(token_end.begin(), token_end.end(), start);
+        out.push_back(static_cast<int>(it - token_end.begin()));
+        from = at + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const std::string& system_prompt,
+                                                     const RenderedPrompt& rendered, CompileResult& result,
+                                                     Timings* timings) {
+    // What a stored group must be to serve this prefix (besides its key and token ids).
+    auto expected = std::make_shared<Group>();
+    expected->group_key = result.group_key;
+    expected->tools_hash = tools.tools_hash();
+    expected->tool_names = tools.names();
+    expected->prefix_ids = rendered.prefix_ids;
+    expected->model_fingerprint = info_.fingerprint;
+    expected->chat_format = info_.chat_format;
+    expected->backend_numerics = info_.numerics;
+    expected->system_prompt_sha256 = sha256_hex(system_prompt);
+    expected->n_layers = info_.config.n_layers;
+    expected->n_kv_heads = info_.config.n_kv_heads;
+    expected->head_dim = info_.config.head_dim;
+    expected->kv_dtype = kv_dtype_name(backend_->kv_dtype());
+
+    auto found = cache_->find(result.group_key, rendered.prefix_ids, *expected, *backend_);
+    if (timings) {
+        timings->lookup_ms = found.lookup_ms;
+        timings->disk_load_ms = found.disk_load_ms;
+        timings->upload_ms = found.upload_ms;
+        timings->disk_load_gb_s = found.disk_load_gb_s;
+        timings->upload_gb_s = found.upload_gb_s;
+    }
+    result.problem = found.problem;
+    if (found.group) {
+        result.cache_hit = true;
+        result.tier = found.tier;
+        result.kv_bytes = found.group->kv_bytes;
+        return found.group;
+    }
+
+    // A miss: compute the prefix's K/V, reusing the longest stored prefix it shares (the same
+    // system prompt and first tools give the same leading tokens, hence the same K/V bits).
+    Stopwatch compile_clock;
+    cancel_.store(false);
+    const int n = static_cast<int>(rendered.prefix_ids.size());
+    std::unique_ptr<KvBlock> block;
+    size_t reused = 0;
+    // Below kMinReusedTokens the shared part is only the template's opening (e.g. "<|im_start|>system\n"):
+    // copying it costs more than computing it.
+    constexpr size_t kMinReusedTokens = 32;
+    if (auto match = cache_->longest_prefix(rendered.prefix_ids, *expected); match && match->n_common >= kMinReusedTokens) {
+        auto donor = cache_->find(match->group_key, match->prefix_ids, *expected, *backend_);
+        if (donor.group) {
+            reused = std::min(match->n_common, rendered.prefix_ids.size());
+            std::vector<std::byte> head(backend_->kv_bytes(static_cast<int>(reused)));
+            backend_->export_kv(*donor.group->kv, static_cast<int>(reused), head);
+            block = backend_->import_kv(head, static_cast<int>(reused), n);
+        }
+    }
+    if (!block) block = backend_->allocate_kv(n);
+    // In chunks, so that progress is reported and a cancel lands within one chunk. Exact: a row's
+    // result does not depend on how the rows are batched (the backend contract, backend.h).
+    constexpr size_t kCompileChunkTokens = 512;
+    for (size_t done = reused; done < rendered.prefix_ids.size();) {
+        const size_t count = std::min(kCompileChunkTokens, rendered.prefix_ids.size() - done);
+        backend_->forward(std::span<const token_id>(rendered.prefix_ids).subspan(done, count),
+                          KvView{nullptr, 0, block.get()}, {}, &cancel_);
+        done += count;
+        if (progress_) progress_(EngineProgress{"compile", done, rendered.prefix_ids.size()});
+    }
+    auto group = expected;
+    group->kv = std::move(block);
+    group->kv_bytes = backend_->kv_bytes(n);
+    group->created_unix_ms = unix_ms_now();
+    group->tool_token_boundaries = tool_token_boundaries(*tokenizer_, rendered.prefix_ids, rendered.prefix_text, tools);
+    result.compile_ms = compile_clock.elapsed_ms();
+    if (timings) timings->compile_ms = result.compile_ms;
+    result.cache_hit = false;
+    result.tier = "miss";
+    result.reused_tokens = reused;
+    result.kv_bytes = group->kv_bytes;
+    std::shared_ptr<const Group> shared = group;
+    cache_->insert(shared);
+
+    // Persist in the background: the canonical bytes are taken now (the block is immutable from
+    // here on), the file is written while the query goes on.
+    if (cache_->persistent()) {
+        std::vector<std::byte> canonical(group->kv_bytes);
+        backend_->export_kv(*shared->kv, n, canonical);
+        GroupStore* store = cache_.get();
+        pending_persist_.emplace_back(shared->group_key,
+                                      std::async(std::launch::async, [store, shared, bytes = std::move(canonical)]() mutable {
+                                          return store->persist(shared, std::move(bytes));
+                                      }));
+    }
+    return shared;
+}
+
+void Engine::require_chat_model() {
+    if (!backend_) throw std::logic_error("Engine: load_model() has not been called");
+    if (!format_) tokenizer();  // throws: no tokenizer, no chat format
+}
+
+CompileResult Engine::set_tools(const ToolSet& tools, const std::string& system_prompt) {
+    require_chat_model();
+    CompileResult result;
+    result.tools_hash = tools.tools_hash();
+    result.n_tools = tools.size();
+    result.tool_names = tools.names();
+    result.group_key = group_key_for(tools, system_prompt);
+    RenderedPrompt rendered;
+    const auto pieces = format_->prefix_pieces(tools, system_prompt);
+    rendered.prefix_ids = tokenize_pieces(*tokenizer_, pieces);
+    rendered.prefix_text = pieces_text(pieces, &*tokenizer_);
+    result.prefix_tokens = rendered.prefix_ids.size();
+    link_or_compile(tools, system_prompt, rendered, result, nullptr);
+    prefix_ids_ = std::move(rendered.prefix_ids);
+    prefix_pieces_ = pieces;
+    prefix_text_ = rendered.prefix_text;
+    tools_ = tools;
+    system_prompt_ = system_prompt;
+    compile_ = result;
+    return result;
+}
+
+ToolsPreview Engine::preview_tools(const ToolSet& tools, const std::string& system_prompt) {
+    require_chat_model();
+    ToolsPreview out;
+    out.tools_hash = tools.tools_hash();
+    out.group_key = group_key_for(tools, system_prompt);
+    out.n_tools = tools.size();
+    out.prefix_tokens = tokenize_pieces(*tokenizer_, format_->prefix_pieces(tools, system_prompt)).size();
+    out.kv_bytes = backend_->kv_bytes(static_cast<int>(out.prefix_tokens));
+    out.tier = cache_->tier_of(out.group_key);
+    return out;
+}
+
+QueryResult Engine::query(const std::string& text, const QueryOptions& options,
+                          const std::function<void(const TokenEvent&)>& on_token) {
+    if (!compile_) throw std::logic_error("Engine: set_tools() must be called before query()");
+    if (options.max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
+    if (options.mode == QueryMode::cached) return run_cached(text, options, on_token);
+    if (options.mode == QueryMode::full) return run_full(text, options, on_token);
+    if (options.mode == QueryMode::per_tool_nope) return run_per_tool_nope(text, options, on_token);
+
+    // compare: the full prefill first (it is the reference), then the cached path; both keep the
+    // logits of every generated position.
+    auto full = std::make_shared<QueryResult>(run_full(text, options, {}));
+    QueryResult cached = run_cached(text, options, on_token);
+    cached.mode = "compare";
+    const size_t n_common = std::min(full->step_logits.size(), cached.step_logits.size());
+    bool identical = full->tokens == cached.tokens && full->step_logits.size() == cached.step_logits.size();
+    double max_diff = 0;
+    for (size_t i = 0; i < n_common; ++i) {
+        const auto& a = full->step_logits[i];
+        const auto& b = cached.step_logits[i];
+        const bool same = same_bits(a, b) && full->tokens[i] == cached.tokens[i];
+        for (size_t v = 0; v < a.size() && v < b.size(); ++v)
+            max_diff = std::max(max_diff, std::abs(static_cast<double>(a[v]) - static_cast<double>(b[v])));
+        if (!same) {
+            identical = false;
+            if (!cached.first_difference) cached.first_difference = i;
+            // past a differing token the two runs condition on different text: stop comparing
+            if (full->tokens[i] != cached.tokens[i]) break;
+        }
+    }
+    if (!identical && !cached.first_difference) cached.first_difference = n_common;
+    cached.identical = identical;
+    cached.max_abs_logit_diff = max_diff;
+    cached.full = full;
+    return cached;
+}
+
+QueryResult Engine::run_cached(const std::string& text, const QueryOptions& options,
+                               const std::function<void(const TokenEvent&)>& on_token) {
+    Stopwatch submit;
+    QueryResult result;
+    result.mode = query_mode_name(options.mode);
+    cancel_.store(false);
+
+    Stopwatch tokenize_clock;
+    const auto suffix_pieces = format_->suffix_pieces(text, system_prompt_);
+    RenderedPrompt rendered;
+    rendered.suffix_ids = tokenize_suffix(*format_, *tokenizer_, prefix_pieces_, prefix_ids_, suffix_pieces);
+    rendered.prefix_ids = prefix_ids_;  // rendered by set_tools; checked against the stored group's ids
+    rendered.prefix_text = prefix_text_;
+    result.timings.tokenize_ms = tokenize_clock.elapsed_ms();
+    if (rendered.suffix_ids.empty()) throw std::runtime_error("the rendered query suffix is empty");
+
+    CompileResult link;
+    link.group_key = compile_->group_key;
+    const auto group = link_or_compile(*tools_, system_prompt_, rendered, link, &result.timings);
+    result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.upload_ms;
+    result.cache_hit = link.cache_hit;
+    result.tier = link.tier;
+    result.problem = link.problem;
+    result.reused_tokens = link.reused_tokens;
+    result.group_key = link.group_key;
+    result.prefix_tokens = group->prefix_ids.size();
+    result.suffix_tokens = rendered.suffix_ids.size();
+
+    const int n_prefix = static_cast<int>(group->prefix_ids.size());
+    auto suffix_block = backend_->allocate_kv(static_cast<int>(rendered.suffix_ids.size()) + options.max_new_tokens);
+    prefill_and_decode(rendered.suffix_ids, KvView{group->kv.get(), n_prefix, suffix_block.get()}, options, on_token,
+                       result, submit);
+    return result;
+}
+
+void Engine::prefill_and_decode(std::span<const token_id> ids, const KvView& view, const QueryOptions& options,
+                                const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
+                                const Stopwatch& submit) {
+    Stopwatch prefill_clock;
+    const int last_row = static_cast<int>(ids.size()) - 1;
+    auto logits = backend_->forward(ids, view, std::span<const int>(&last_row, 1), &cancel_);
+    result.timings.prefill_ms = prefill_clock.elapsed_ms();
+    result.timings.prefill_tok_s = static_cast<double>(ids.size()) / (result.timings.prefill_ms / 1000.0);
+    decode_loop(std::move(logits), view, options, on_token, result, submit);
+    result.timings.total_ms = submit.elapsed_ms();
+}
+
+QueryResult Engine::run_full(const std::string& text, const QueryOptions& options,
+                             const std::function<void(const TokenEvent&)>& on_token) {
+    Stopwatch submit;
+    QueryResult result;
+    result.mode = query_mode_name(options.mode);
+    cancel_.store(false);
+
+    Stopwatch tokenize_clock;
+    const RenderedPrompt rendered = render_prompt(*format_, *tokenizer_, *tools_, system_prompt_, text);
+    const auto ids = rendered.full_ids();
+    result.timings.tokenize_ms = tokenize_clock.elapsed_ms();
+    result.cache_hit = false;
+    result.tier = "miss";
+    result.group_key = compile_->group_key;
+    result.prefix_tokens = rendered.prefix_ids.size();
+    result.suffix_tokens = rendered.suffix_ids.size();
+
+    auto block = backend_->allocate_kv(static_cast<int>(ids.size()) + options.max_new_tokens);
+    prefill_and_decode(ids, KvView{nullptr, 0, block.get()}, options, on_token, result, submit);
+    return result;
+}
+
+void Engine::decode_loop(std::vector<float> logits, const KvView& view, const QueryOptions& options,
+                         const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
+                         const Stopwatch& submit) {
+    std::mt19937_64 rng(options.seed);
+    IncrementalDecoder stream(*tokenizer_, /*skip_special_tokens=*/true);
+    const bool keep_logits = options.mode == QueryMode::compare || options.mode == QueryMode::per_tool_nope;
+    Stopwatch decode_clock;
+    result.stop_reason = "max_new_tokens";
+    for (int step = 0; step < options.max_new_tokens; ++step) {
+        if (step > 0 && cancel_.load()) {
+            result.stop_reason = "cancelled";
+            break;
+        }
+        const token_id token = sample(logits, options.temperature, options.top_p, rng);
+        if (keep_logits) result.step_logits.push_back(logits);
+        result.tokens.push_back(token);
+        if (step == 0) {
+            result.timings.ttft_ms = submit.elapsed_ms();
+            decode_clock.restart();
+        }
+        TokenEvent event{step, token, stream.push(token)};
+        if (on_token) on_token(event);
+        const bool is_stop = std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end();
+        if (is_stop && !options.ignore_eos) {
+            result.stop_reason = "stop_token";
+            break;
+        }
+        if (step + 1 == options.max_new_tokens) break;
+        const int row = 0;
+        try {
+            logits = backend_->forward(std::span<const token_id>(&token, 1), view, std::span<const int>(&row, 1), &cancel_);
+        } catch (const Cancelled&) {
+            result.stop_reason = "cancelled";
+            break;
+        }
+    }
+    if (const std::string tail = stream.flush(); !tail.empty() && on_token)
+        on_token(TokenEvent{static_cast<int>(result.tokens.size()), -1, tail});
+    result.generated_tokens = result.tokens.size();
+    result.timings.decode_ms = result.tokens.size() > 1 ? decode_clock.elapsed_ms() : 0.0;
+    result.timings.decode_tok_s =
+        result.timings.decode_ms > 0 ? (result.tokens.size() - 1) / (result.timings.decode_ms / 1000.0) : 0.0;
+    result.text = tokenizer_->decode(result.tokens, /*skip_special_tokens=*/true);
+    result.tool_call = format_->parse_tool_call(result.text);
+}
+
+GenerateResult Engine::generate(const std::vector<token_id>& prompt_ids, int max_new_tokens, bool ignore_eos) {
+    if (!backend_) throw std::logic_error("Engine: load_model() has not been called");
+    if (prompt_ids.empty()) throw std::invalid_argument("generate: the prompt has no tokens");
+    if (max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
+    Stopwatch submit;
+    GenerateResult out;
+    cancel_.store(false);
+    auto block = backend_->allocate_kv(static_cast<int>(prompt_ids.size()) + max_new_tokens);
+    const KvView view{nullptr, 0, block.get()};
+    const int last = static_cast<int>(prompt_ids.size()) - 1;
+    auto logits = backend_->forward(prompt_ids, view, std::span<const int>(&last, 1), &cancel_);
+    out.timings.prefill_ms = submit.elapsed_ms();
+    Stopwatch decode_clock;
+    for (int step = 0; step < max_new_tokens; ++step) {
+        const token_id token = argmax(logits);
+        out.ids.push_back(token);
+        if (step == 0) {
+            out.timings.ttft_ms = submit.elapsed_ms();
+            decode_clock.restart();
+        }
+        if (!ignore_eos && std::find(info_.config.eos_token_ids.begin(), info_.config.eos_token_ids.end(), token) !=
+                               info_.config.eos_token_ids.end())
+            break;
+        if (step + 1 == max_new_tokens || cancel_.load()) break;
+        const int row = 0;
+        logits = backend_->forward(std::span<const token_id>(&token, 1), view, std::span<const int>(&row, 1), &cancel_);
+    }
+    out.timings.decode_ms = decode_clock.elapsed_ms();
+    out.timings.total_ms = submit.elapsed_ms();
+    if (tokenizer_) out.text = tokenizer_->decode(out.ids, true);
+    return out;
+}
+
+std::vector<float> Engine::last_logits(const std::vector<token_id>& prompt_ids) {
+    if (!backend_) throw std::logic_error("Engine: load_model() has not been called");
+    if (prompt_ids.empty()) throw std::invalid_argument("logits: the prompt has no tokens");
+    auto block = backend_->allocate_kv(static_cast<int>(prompt_ids.size()));
+    const int last = static_cast<int>(prompt_ids.size()) - 1;
+    return backend_->forward(prompt_ids, KvView{nullptr, 0, block.get()}, std::span<const int>(&last, 1), &cancel_);
+}
+
+std::vector<token_id> Engine::encode_prompt(const std::string& text) {
+    return tokenizer().encode(text, EncodeMode::plain, /*add_special_tokens=*/true);
+}
+
+}  // namespace cc

@@ -1,0 +1,249 @@
+// The engine (DESIGN §8): loads a model, compiles tool sets into the group cache, and answers
+// queries in cached / full / compare mode with the timing split. Single owner: one thread calls it
+// at a time (the app's worker, the CLI's main); cancel() may be called from any thread.
+#pragma once
+
+#include "core/backend/backend.h"
+#include "core/backend/registry.h"
+#include "core/text/chat_format.h"
+#include "core/store/group_store.h"
+#include "core/model/model_spec.h"
+#include "core/engine/nope.h"
+#include "core/base/timings.h"
+#include "core/text/tokenizer.h"
+#include "core/text/tool_set.h"
+#include "core/model/weights.h"
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cc {
+
+struct EngineOptions {
+    std::string model_spec = kDefaultModelSpec;          // builtin:NAME or an HF directory
+    std::string backend = "auto";                        // auto | cpu | cuda
+    int n_threads = 0;                                   // 0 = all cores
+    KvDType kv_dtype = KvDType::f32;
+    std::optional<std::filesystem::path> tokenizer_path; // overrides the model's tokenizer
+    std::string chat_format;                             // overrides the format chosen from config.json
+    std::filesystem::path cache_dir;                     // fingerprints.json (and later the group files);
+                                                         // empty = no memo (every file hashed each load)
+    GroupStoreOptions cache;                             // cache.dir empty = memory tier only
+    // The backends this program offers (app/ wires them; core/backend/registry.h); null = the
+    // CPU backend alone.
+    std::shared_ptr<const BackendRegistry> backends;
+};
+
+struct ModelInfo {
+    std::string spec;
+    bool builtin = false;
+    bool synthetic_weights = false;   // built-in models: timings and exactness real, text not
+    std::string family;
+    std::string fingerprint;
+    std::string chat_format;          // "" when the model has no tokenizer (weights-only directory)
+    std::string backend;              // "cpu" / "cuda"
+    std::string backend_reason;       // why auto picked it, e.g. "no CUDA device: ..."
+    std::string numerics;             // backend + KV dtype, e.g. "cpu/f32"
+    std::string device;               // what runs it: the CPU's model name, or the GPU's name
+    int n_threads = 0;
+    ModelConfig config;
+    uint64_t n_params = 0;
+    size_t weight_bytes = 0;
+    size_t kv_bytes_per_token = 0;
+    double load_ms = 0;
+    bool has_tokenizer = false;
+};
+
+struct CompileResult {
+    std::string group_key;
+    std::string tools_hash;
+    size_t n_tools = 0;
+    std::vector<std::string> tool_names;
+    size_t prefix_tokens = 0;
+    bool cache_hit = false;
+    std::string tier = "miss";        // "gpu" | "memory" | "disk" | "miss"
+    size_t reused_tokens = 0;         // prefix tokens taken from another stored group (longest-prefix reuse)
+    double compile_ms = 0;            // forward pass over the prefix (0 on a hit)
+    double persist_ms = 0;            // writing the group file (in the background; see Engine::wait_for_persist)
+    bool persisted = false;           // the group file was written
+    std::string persist_error;        // a failed write is a warning: the answer is still given
+    size_t kv_bytes = 0;
+    std::string problem;              // a stored entry that was refused, if any
+};
+
+// per_tool_nope: the paper's negative result (core/nope.h), not a product path: each tool compiled
+// alone, composed with deferred RoPE, compared with a full prefill.
+enum class QueryMode { cached, full, compare, per_tool_nope };
+const char* query_mode_name(QueryMode m);
+QueryMode parse_query_mode(const std::string& name);  // throws naming the value
+
+struct QueryOptions {
+    QueryMode mode = QueryMode::cached;
+    int max_new_tokens = 64;
+    float temperature = 0.0f;         // 0 = greedy
+    float top_p = 1.0f;
+    uint64_t seed = 0;
+    bool ignore_eos = false;          // do not stop on the chat format's stop tokens
+};
+
+struct TokenEvent {
+    int index = 0;                    // 0 = the first generated token
+    token_id id = 0;
+    std::string text;                 // complete UTF-8 that this token completed (may be empty)
+};
+
+struct QueryResult {
+    std::string mode;
+    std::string text;
+    std::vector<token_id> tokens;     // generated ids
+    std::optional<ToolCall> tool_call;
+    bool cache_hit = false;
+    std::string tier = "miss";
+    std::string group_key;
+    size_t prefix_tokens = 0;
+    size_t suffix_tokens = 0;
+    size_t generated_tokens = 0;
+    size_t reused_tokens = 0;
+    std::string stop_reason;          // "stop_token" | "max_new_tokens" | "cancelled"
+    std::string problem;              // a stored group that was refused (damaged, foreign) and recompiled
+    Timings timings;
+    std::vector<std::vector<float>> step_logits;  // logits before each generated token (kept for compare)
+    // compare mode: the full-prefill run and the comparison
+    std::shared_ptr<QueryResult> full;
+    std::optional<bool> identical;
+    double max_abs_logit_diff = 0;
+    std::optional<size_t> first_difference;  // index of the first generated position that differs
+    // per_tool_nope mode: text/tokens/tool_call are the composed (NoPE) run's, `full` the full
+    // prefill's, and the comparison is here (`identical` stays unset: a difference is the
+    // expected outcome of the experiment, not a failure of the product's exactness):
+    std::optional<NopeReport> nope;
+};
+
+// What set_tools would do for a tool set, without computing anything (the app shows it live).
+struct ToolsPreview {
+    std::string tools_hash;
+    std::string group_key;
+    size_t n_tools = 0;
+    size_t prefix_tokens = 0;
+    size_t kv_bytes = 0;              // canonical KV bytes of the prefix
+    std::string tier;                 // "gpu" | "memory" | "disk" | "" (not cached)
+};
+
+// Reported during long steps (a compile's prefix forward, chunk by chunk).
+struct EngineProgress {
+    std::string stage;                // "compile"
+    size_t done = 0;                  // tokens
+    size_t total = 0;
+};
+
+struct GenerateResult {
+    std::vector<token_id> ids;        // generated only
+    std::string text;                 // "" without a tokenizer
+    Timings timings;
+};
+
+// The backend numerics id load_model() will report for these options ("cpu/avx512/f32", ...),
+// and so the one that enters the group_key. Throws for an unknown or unavailable backend.
+std::string planned_numerics(const EngineOptions& options);
+
+// The group_key of a tool set for a model, as Engine::set_tools computes it.
+std::string engine_group_key(const std::string& model_fingerprint, const std::string& chat_format,
+                             const std::string& numerics, const ToolSet& tools, const std::string& system_prompt);
+
+class Engine {
+public:
+    explicit Engine(EngineOptions options);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Loads (or generates) the weights and picks the backend. Throws naming the file and problem.
+    // cancel() stops the generation of built-in weights (throws Cancelled); loading a checkpoint
+    // maps its files and is not interrupted.
+    const ModelInfo& load_model();
+    bool loaded() const { return backend_ != nullptr; }
+    const ModelInfo& model_info() const { return info_; }
+
+    // Renders and tokenizes the prefix, then links it from the cache or computes it (a miss).
+    CompileResult set_tools(const ToolSet& tools, const std::string& system_prompt);
+    const std::optional<CompileResult>& current_tools() const { return compile_; }
+    // Keys, prefix length and cache tier of a tool set; renders and tokenizes only.
+    ToolsPreview preview_tools(const ToolSet& tools, const std::string& system_prompt);
+    // Called on the engine's thread during long steps; may call cancel().
+    void set_progress_handler(std::function<void(const EngineProgress&)> handler) { progress_ = std::move(handler); }
+
+    QueryResult query(const std::string& text, const QueryOptions& options,
+                      const std::function<void(const TokenEvent&)>& on_token = {});
+
+    // Raw language model, no chat format: greedy continuation of `prompt_ids`.
+    GenerateResult generate(const std::vector<token_id>& prompt_ids, int max_new_tokens, bool ignore_eos);
+    std::vector<float> last_logits(const std::vector<token_id>& prompt_ids);
+    std::vector<token_id> encode_prompt(const std::string& text);  // BOS per the tokenizer's post-processor
+
+    // Any thread: stops the running query/compile at the next token or layer.
+    void cancel() { cancel_.store(true); }
+
+    GroupStore& cache() { return *cache_; }
+    // Waits for the background writes of newly compiled groups; returns their results (and fills
+    // persist_ms / persisted / persist_error of current_tools()).
+    std::vector<PersistResult> wait_for_persist();
+    // Problems met by the cache (damaged files quarantined, index rebuilt, failed writes).
+    std::vector<std::string> cache_warnings();
+    const Tokenizer& tokenizer() const;
+    Backend& backend();
+
+private:
+    void require_chat_model();  // a loaded model with a tokenizer and a chat format, else throws
+    std::shared_ptr<const Group> link_or_compile(const ToolSet& tools, const std::string& system_prompt,
+                                                 const RenderedPrompt& rendered, CompileResult& result,
+                                                 Timings* timings);
+    QueryResult run_cached(const std::string& text, const QueryOptions& options,
+                           const std::function<void(const TokenEvent&)>& on_token);
+    QueryResult run_full(const std::string& text, const QueryOptions& options,
+                         const std::function<void(const TokenEvent&)>& on_token);
+    // Forwards the prompt ids against `view`, then samples and decodes; fills timings.
+    void prefill_and_decode(std::span<const token_id> ids, const KvView& view, const QueryOptions& options,
+                            const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
+                            const Stopwatch& submit);
+    // Samples and decodes after the prompt's last logits; fills tokens, text, timings.decode.
+    void decode_loop(std::vector<float> first_logits, const KvView& view, const QueryOptions& options,
+                     const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
+                     const Stopwatch& submit_clock);
+    std::string group_key_for(const ToolSet& tools, const std::string& system_prompt) const;
+    // The per-tool NoPE experiment (engine_nope.cpp).
+    struct NopeState;
+    QueryResult run_per_tool_nope(const std::string& text, const QueryOptions& options,
+                                  const std::function<void(const TokenEvent&)>& on_token);
+    std::shared_ptr<NopeState> build_nope_state();
+
+    EngineOptions options_;
+    ModelInfo info_;
+    ModelSource source_;
+    std::optional<Tokenizer> tokenizer_;
+    std::unique_ptr<ChatFormat> format_;
+    std::unique_ptr<ModelWeights> weights_;
+    std::unique_ptr<Backend> backend_;
+    std::unique_ptr<GroupStore> cache_;
+    std::vector<std::pair<std::string, std::future<PersistResult>>> pending_persist_;
+    std::vector<std::string> warnings_;
+    std::atomic<bool> cancel_{false};
+    std::function<void(const EngineProgress&)> progress_;
+
+    // the current tool set
+    std::optional<ToolSet> tools_;
+    std::string system_prompt_;
+    std::vector<token_id> prefix_ids_;
+    std::vector<Piece> prefix_pieces_;
+    std::string prefix_text_;
+    std::optional<CompileResult> compile_;
+    std::vector<token_id> stop_ids_;
+    std::shared_ptr<NopeState> nope_;   // the composed per-tool K/V of the current tool set, if built
+};
+
+}  // namespace cc

@@ -1,0 +1,103 @@
+// The per-tool NoPE experiment (paper §3.2–3.3): what ContextCache deliberately does NOT do.
+//
+// Each tool is compiled on its own (system header + that tool), its keys captured before RoPE;
+// a "composed" prefix concatenates the header's K/V with every tool's K/V, rotated at the
+// positions the tool has in the composed prompt (deferred RoPE). The footer of the prefix (e.g.
+// Qwen3's "</tools>" and the tool-call instructions) and the query are then prefilled against it,
+// as the paper's reference code does. The composition is wrong in general because a tool's K/V
+// depends on the tools before it, which its own compile never saw; the engine measures how wrong
+// against a full prefill (Engine::query with QueryMode::per_tool_nope).
+//
+// This file holds the token layout of a prefix (header | tool spans | footer), the canonical-KV
+// slicing the composition needs, and the report.
+#pragma once
+
+#include "core/text/tokenizer.h"
+#include "core/text/tool_set.h"
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cc {
+
+// Token spans of a rendered prefix, indices into its ids (canonical tool order):
+// header [0, header_tokens), tool i [tool_begin[i], tool_begin[i] + tool_tokens[i]),
+// footer [footer_begin, n). The spans tile the prefix: tool 0 starts at header_tokens, each tool
+// ends where the next begins, the last ends at footer_begin.
+struct NopeLayout {
+    size_t header_tokens = 0;
+    std::vector<size_t> tool_begin;
+    std::vector<size_t> tool_tokens;
+    size_t footer_begin = 0;
+    size_t footer_tokens = 0;
+};
+
+// A tool's span is its rendered JSON (the canonical one-line text, or the 4-space-indented form
+// the Llama 3 template prints) plus what separates it from the next tool (Qwen3: the "\n" that
+// ends its line; the reference code compiles `tool + "\n"` too); the last tool's span also takes
+// the newlines that follow it. Every span boundary must fall between two tokens of `prefix_ids`
+// (checked from each token's decoded bytes), so the per-tool compile sees exactly the tokens the
+// full prompt has. Throws std::runtime_error naming `format_id` and the tool when it does not (e.g.
+// Mistral, whose ", " separator merges with the next tool's "{"), or when a tool's text is absent.
+NopeLayout nope_layout(const Tokenizer& tokenizer, std::span<const token_id> prefix_ids, const std::string& prefix_text,
+                       const ToolSet& tools, const std::string& format_id);
+
+// The shape of a canonical KV image (Backend::export_kv: per layer K then V, each
+// [n_kv_heads, n_tokens, head_dim], elem_bytes per element).
+struct KvImageShape {
+    int n_layers = 0;
+    int n_kv_heads = 0;
+    int head_dim = 0;
+    size_t elem_bytes = 4;
+    size_t bytes(int n_tokens) const;
+};
+
+// Positions [first, first + count) of an image of n_tokens positions, as an image of count.
+std::vector<std::byte> kv_image_slice(std::span<const std::byte> image, int n_tokens, int first, int count,
+                                      const KvImageShape& shape);
+// Images of n_tokens[i] positions each, one after the other along the position axis.
+std::vector<std::byte> kv_image_concat(std::span<const std::vector<std::byte>> images, std::span<const int> n_tokens,
+                                       const KvImageShape& shape);
+// max |a - b| over every K and V element of each layer (n_layers values); bf16 elements are
+// widened to float first. Images of n_tokens positions each.
+std::vector<double> kv_image_max_abs_diff_per_layer(std::span<const std::byte> a, std::span<const std::byte> b,
+                                                    int n_tokens, const KvImageShape& shape, bool bf16);
+
+// What a per_tool_nope query reports next to its output (QueryResult::nope).
+struct NopeReport {
+    size_t n_tools = 0;
+    size_t header_tokens = 0;
+    std::vector<size_t> tool_tokens;      // canonical tool order
+    size_t footer_tokens = 0;             // prefilled with the query, after the composed block
+    size_t composed_tokens = 0;           // header + all tool spans
+    std::string kv_dtype;                 // "f32" | "bf16"
+    // RoPE algebra check, on every per-tool compile: the captured pre-RoPE keys rotated at the
+    // positions they were computed at, vs the keys the forward pass rotated itself. 0 with f32 KV
+    // (same tables, same rotation); with bf16 KV the pre-RoPE keys are rounded before rotating.
+    double rope_check_max_abs_diff = 0;   // max over layers and tools
+    std::vector<double> rope_check_per_layer;
+    // Against the full prefill of the same prompt. At the first generated position both runs have
+    // the same context. For the later steps the composed prefix is teacher-forced with the full
+    // run's generated tokens, so every step of the full run is compared on the same context.
+    double logit_cosine_first = 0;        // cosine of the logits at the first generated position
+    double kl_first = 0;                  // KL(full || nope) at the first position, nats
+    size_t compared_steps = 0;            // the full run's steps (0 when the query was cancelled)
+    double logit_cosine_mean = 0;         // mean cosine over the compared steps
+    double top1_agreement = 0;            // share of compared steps whose argmax agrees
+    // The two free-running outputs (each run decodes on its own).
+    bool identical_tokens = false;        // the same generated ids, token for token
+    bool identical_logits = false;        // ... and every step's logits bit for bit
+    double max_abs_logit_diff = 0;        // over the steps up to the first differing token
+    std::optional<size_t> first_difference;  // first generated position whose logits or token differ
+    bool tool_name_match = false;         // both runs called the same tool, or both none
+    double build_ms = 0;                  // per-tool compiles + composition (0 when reused)
+    bool reused = false;                  // the composed block was kept from an earlier query
+};
+
+// A few human-readable lines (the CLI's output), ending with a newline.
+std::string nope_report_text(const NopeReport& report);
+
+}  // namespace cc

@@ -1,0 +1,53 @@
+// Resolving a --model SPEC (builtin:NAME or an HF directory) to its files, tokenizer, chat format
+// and fingerprint. The weights themselves are loaded by core/weights (the engine issue).
+#pragma once
+
+#include "core/text/tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cc {
+
+inline constexpr const char* kDefaultModelSpec = "builtin:qwen3-demo";
+
+struct ModelSource {
+    std::string spec;                // as given by the user
+    bool builtin = false;
+    std::string builtin_name;        // e.g. "qwen3-demo"
+    std::filesystem::path dir;       // HF directory (empty for builtin models)
+    nlohmann::json config;           // config.json (a synthesised one for builtin models)
+    std::vector<std::filesystem::path> weight_files;     // *.safetensors, sorted
+    std::vector<std::filesystem::path> tokenizer_files;  // tokenizer.json, tokenizer_config.json, ...
+};
+
+// Names of the built-in models (without the "builtin:" prefix).
+std::vector<std::string> builtin_model_names();
+
+// Throws std::runtime_error naming the spec/file and the problem (unknown builtin, missing
+// directory, missing or malformed config.json).
+ModelSource resolve_model(const std::string& spec);
+
+// The model's tokenizer: the bundled Qwen3 one for builtin models, else DIR/tokenizer.json.
+// `override_path` (tokenize --tokenizer) replaces it. Throws naming the file when it is absent.
+Tokenizer load_model_tokenizer(const ModelSource& model, const std::optional<std::filesystem::path>& override_path = {});
+
+// DESIGN §3: SHA-256 over config.json, the tokenizer files and every weight file's full content
+// (each listed as "name size sha256"); for a builtin model, the hash of its recipe text.
+std::string model_fingerprint(const ModelSource& model);
+
+// The same fingerprint, with each file's SHA-256 memoised in CACHE_DIR/fingerprints.json by
+// (absolute path with symlinks resolved, size, mtime in ns): an unchanged file is not read again.
+// The memo is rewritten atomically (temp file + rename) when it changes, forgetting files that are
+// gone; a damaged one is ignored and rewritten. A file changed without changing its size or mtime
+// keeps its old hash (as with make). Throws naming CACHE_DIR when the memo cannot be written.
+std::string model_fingerprint(const ModelSource& model, const std::filesystem::path& cache_dir);
+
+// The chat format id for this model (config + tokenizer), e.g. "qwen3".
+std::string model_chat_format(const ModelSource& model, const Tokenizer& tokenizer);
+
+}  // namespace cc

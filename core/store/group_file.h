@@ -1,0 +1,116 @@
+// Group files (DESIGN §7): one compiled prefix per file, groups/<group_key>.kv, immutable once
+// renamed into place.
+//
+// Layout (all integers little-endian; the preamble is kGroupFilePreambleBytes = 48 bytes):
+//   offset 0   magic            8 bytes  "CCKVGRP1"
+//   offset 8   format_version   u32      kGroupFileVersion
+//   offset 12  reserved         u32      0
+//   offset 16  header_bytes     u64      length of the JSON header (at most kMaxGroupHeaderBytes)
+//   offset 24  header_xxh3      u64      XXH3_64bits of the JSON header bytes
+//   offset 32  payload_offset   u64      where the KV starts: (48 + header_bytes) rounded up to 4096
+//   offset 40  payload_bytes    u64      n_layers * 2 * n_kv_heads * n_tokens * head_dim * dtype bytes
+//   offset 48  JSON header      header_bytes (UTF-8), then zero padding to payload_offset
+//   payload    per layer: K then V, each [n_kv_heads, n_tokens, head_dim] in kv_dtype (canonical layout)
+//   trailer    n_layers * u64: XXH3_64bits of each layer's K and V bytes (in that order)
+// The file size must be exactly payload_offset + payload_bytes + 8 * n_layers.
+//
+// The JSON header is one object with exactly the fields of GroupFileHeader, under the same names
+// (written in declaration order): group_key, model_fingerprint, tools_hash and
+// system_prompt_sha256 are 64 lowercase hex digits; kv_dtype is "f32" or "bf16"; n_layers,
+// n_kv_heads, head_dim > 0; n_tokens >= 0 and equal to prefix_ids' length; tool_token_boundaries is empty (not
+// known) or has one entry per tool name, non-decreasing, each in [0, n_tokens].
+#pragma once
+
+#include "core/base/mapped_file.h"
+#include "core/text/tokenizer.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cc {
+
+inline constexpr uint32_t kGroupFileVersion = 1;
+inline constexpr char kGroupFileMagic[8] = {'C', 'C', 'K', 'V', 'G', 'R', 'P', '1'};
+inline constexpr size_t kGroupFilePreambleBytes = 48;
+inline constexpr size_t kGroupFilePayloadAlign = 4096;
+// The header of a 1M-token prefix is ~7 MB of JSON (the ids); anything larger is not a group file.
+inline constexpr uint64_t kMaxGroupHeaderBytes = 64ull << 20;
+
+struct GroupFileHeader {
+    std::string group_key;
+    std::string model_fingerprint;
+    std::string chat_format;
+    std::string backend_numerics;
+    std::string tools_hash;
+    std::vector<std::string> tool_names;
+    std::string system_prompt_sha256;
+    int n_layers = 0;
+    int n_kv_heads = 0;
+    int head_dim = 0;
+    std::string kv_dtype;                     // "f32" | "bf16"
+    int n_tokens = 0;
+    std::vector<token_id> prefix_ids;         // n_tokens ids
+    std::vector<int> tool_token_boundaries;   // token index where each tool's text starts (canonical order)
+    int64_t created_unix_ms = 0;
+};
+
+size_t kv_dtype_bytes(const std::string& kv_dtype);          // throws on an unknown name
+// Canonical KV bytes. Throws std::runtime_error for an unknown dtype, a negative dimension or a
+// size that overflows.
+size_t group_payload_bytes(const GroupFileHeader& header);
+// Bytes of one layer (K and V); group_payload_bytes == n_layers * group_layer_bytes.
+size_t group_layer_bytes(const GroupFileHeader& header);
+
+struct GroupFileWriteOptions {
+    // Called after each chunk reaches the file, with the bytes written so far (preamble included).
+    // A test hook: it may throw (treated as a failed write: the temp file is removed) or block.
+    std::function<void(size_t bytes_written)> on_progress;
+    // Bytes per write(2) call for the payload; large, so a 50 MB group is a handful of syscalls.
+    size_t chunk_bytes = size_t(8) << 20;
+};
+
+// Writes the file atomically: a temp file ".<name>.tmp-<pid>-<random>" in the same directory,
+// fsync, rename to `path`, fsync of the directory. `payload` is the canonical KV
+// (group_payload_bytes(header) bytes); the header is validated as a reader would. Throws
+// std::runtime_error "<path>: <problem>" (e.g. disk full, read-only directory) after removing the
+// temp file; never leaves a partial file at `path`. An exception thrown by options.on_progress
+// that is not a std::system_error propagates unchanged (after the same clean-up).
+void write_group_file(const std::filesystem::path& path, const GroupFileHeader& header,
+                      std::span<const std::byte> payload, const GroupFileWriteOptions& options = {});
+
+// Reads and checks the preamble and header only (cheap; used to rebuild the index). Throws
+// std::runtime_error "<file>: <problem>" for a bad magic, version, header checksum, JSON, field or
+// file size.
+GroupFileHeader read_group_header(const std::filesystem::path& path);
+
+// Parses the preamble + header from bytes (the fuzz entry point's target). `bytes` holds at least
+// the preamble and the JSON header (it may be the whole file); `file_size` is the whole file's
+// size. Returns the header and the payload offset.
+GroupFileHeader parse_group_header(std::span<const std::byte> bytes, size_t file_size, const std::string& source,
+                                   size_t* payload_offset = nullptr);
+
+// Reads the whole file, verifying the header and every layer's checksum in the same pass as the
+// copy into `payload_out` (resized to the payload size; reuse it across calls to skip zeroing and
+// page faults). Throws naming the file and the layer; `payload_out` is then unspecified.
+GroupFileHeader read_group_file(const std::filesystem::path& path, std::vector<std::byte>& payload_out);
+
+// A group file mapped read-only and checked in place: the same checks as read_group_file
+// (preamble, header, file size, every layer's XXH3), hashing the mapping itself; nothing is copied.
+// `payload` points into `file`; whoever keeps using it keeps `file` (shared ownership). The
+// verification pass runs under MappedFile::read_guarded, so a file truncated underneath it is an
+// error like any other damage, never a crash.
+struct MappedGroupFile {
+    std::shared_ptr<const MappedFile> file;
+    GroupFileHeader header;
+    std::span<const std::byte> payload;   // group_payload_bytes(header) bytes of canonical KV
+};
+// Throws std::runtime_error "<file>: <problem>", as read_group_file.
+MappedGroupFile map_group_file(const std::filesystem::path& path);
+
+}  // namespace cc

@@ -1,0 +1,617 @@
+#include "core/store/group_store.h"
+
+#include "core/store/group_file.h"
+#include "core/store/group_index.h"
+#include "core/base/paths.h"
+#include "core/base/timings.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace cc {
+namespace fs = std::filesystem;
+
+int64_t unix_ms_now() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+bool is_group_key(const std::string& text) {
+    return text.size() == 64 &&
+           std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+namespace {
+
+GroupFileHeader header_of(const Group& g) {
+    GroupFileHeader h;
+    h.group_key = g.group_key;
+    h.model_fingerprint = g.model_fingerprint;
+    h.chat_format = g.chat_format;
+    h.backend_numerics = g.backend_numerics;
+    h.tools_hash = g.tools_hash;
+    h.tool_names = g.tool_names;
+    h.system_prompt_sha256 = g.system_prompt_sha256;
+    h.n_layers = g.n_layers;
+    h.n_kv_heads = g.n_kv_heads;
+    h.head_dim = g.head_dim;
+    h.kv_dtype = g.kv_dtype;
+    h.n_tokens = static_cast<int>(g.prefix_ids.size());
+    h.prefix_ids = g.prefix_ids;
+    h.tool_token_boundaries = g.tool_token_boundaries;
+    h.created_unix_ms = g.created_unix_ms;
+    return h;
+}
+
+// The group's description without its KV block (the host tier keeps bytes instead).
+std::shared_ptr<Group> copy_without_kv(const Group& g) {
+    auto m = std::make_shared<Group>();
+    m->group_key = g.group_key;
+    m->tools_hash = g.tools_hash;
+    m->tool_names = g.tool_names;
+    m->prefix_ids = g.prefix_ids;
+    m->kv_bytes = g.kv_bytes;
+    m->created_unix_ms = g.created_unix_ms;
+    m->model_fingerprint = g.model_fingerprint;
+    m->chat_format = g.chat_format;
+    m->backend_numerics = g.backend_numerics;
+    m->system_prompt_sha256 = g.system_prompt_sha256;
+    m->tool_token_boundaries = g.tool_token_boundaries;
+    m->n_layers = g.n_layers;
+    m->n_kv_heads = g.n_kv_heads;
+    m->head_dim = g.head_dim;
+    m->kv_dtype = g.kv_dtype;
+    return m;
+}
+
+}  // namespace
+
+GroupStore::GroupStore(GroupStoreOptions options) : options_(std::move(options)) {
+    if (options_.dir.empty()) return;
+    ensure_private_dir(options_.dir);
+    ensure_private_dir(options_.dir / "groups");
+    index_ = std::make_unique<GroupIndex>(options_.dir);
+    for (const auto& line : index_->open_report()) warnings_.push_back(line);
+    for (auto& p : index_->reconcile()) warnings_.push_back(std::move(p));
+}
+
+GroupStore::~GroupStore() = default;
+
+fs::path GroupStore::group_path(const std::string& group_key) const { return options_.dir / "groups" / (group_key + ".kv"); }
+
+std::vector<std::string> GroupStore::take_warnings() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(warnings_, {});
+}
+
+fs::path GroupStore::quarantine(const std::string& group_key, const std::string& reason) {
+    const fs::path from = group_path(group_key);
+    const fs::path dir = options_.dir / "groups" / "quarantine";
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    const fs::path to = dir / (group_key + "." + std::to_string(unix_ms_now()) + ".kv");
+    fs::rename(from, to, ec);
+    if (ec) fs::remove(from, ec);  // could not move it aside: at least never read it again
+    std::lock_guard lock(mutex_);
+    warnings_.push_back(reason + " (moved to " + to.string() + ")");
+    if (index_) {
+        try {
+            index_->remove(group_key);
+        } catch (const std::exception&) {
+        }
+    }
+    return to;
+}
+
+GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<const token_id> prefix_ids,
+                                    const Group& expected, Backend& backend) {
+    Stopwatch clock;
+    Lookup result;
+    std::shared_ptr<const Group> host_meta;                   // a host-tier hit (device backends)
+    std::shared_ptr<const std::vector<std::byte>> host_bytes;
+    HostEntry host_entry;
+    {
+        std::lock_guard lock(mutex_);
+        if (backend.kv_on_device() && &backend != backend_)
+            throw std::logic_error("GroupStore::find: a device backend must be given to set_backend() first");
+        auto it = entries_.find(group_key);
+        if (it != entries_.end()) {
+            const Group& g = *it->second.group;
+            if (std::equal(g.prefix_ids.begin(), g.prefix_ids.end(), prefix_ids.begin(), prefix_ids.end())) {
+                it->second.last_used_unix_ms = unix_ms_now();
+                it->second.use_tick = ++tick_;
+                it->second.hits += 1;
+                result.group = it->second.group;
+                result.tier = first_tier();  // the GPU tier: the block is already on the device, nothing is copied
+                if (index_) {
+                    try {
+                        index_->touch(group_key);
+                    } catch (const std::exception&) {
+                    }
+                }
+                result.lookup_ms = clock.elapsed_ms();
+                return result;
+            }
+            result.problem = "group " + group_key.substr(0, 12) + ": stored prefix token ids differ from the rendered prefix (" +
+                             std::to_string(g.prefix_ids.size()) + " vs " + std::to_string(prefix_ids.size()) +
+                             " tokens); entry dropped and recompiled";
+            bytes_ -= g.kv_bytes;
+            entries_.erase(it);
+        }
+        if (auto h = host_.find(group_key); h != host_.end()) {
+            const Group& g = *h->second.meta;
+            if (std::equal(g.prefix_ids.begin(), g.prefix_ids.end(), prefix_ids.begin(), prefix_ids.end())) {
+                host_entry = h->second;  // taken out while it is uploaded: it moves to the GPU tier
+            } else if (result.problem.empty()) {
+                result.problem = "group " + group_key.substr(0, 12) +
+                                 ": stored prefix token ids differ from the rendered prefix; entry dropped and recompiled";
+            }
+            host_bytes_ -= h->second.bytes->size();
+            host_.erase(h);
+        }
+    }
+    result.lookup_ms = clock.elapsed_ms();
+    if (host_entry.meta) {
+        // Host tier -> GPU: one upload of the canonical bytes, then the group lives on the device.
+        Stopwatch upload_clock;
+        const Group& meta = *host_entry.meta;
+        std::unique_ptr<KvBlock> kv;
+        try {
+            const int n = static_cast<int>(meta.prefix_ids.size());
+            kv = backend.import_kv(*host_entry.bytes, n, n);
+        } catch (...) {
+            std::lock_guard lock(mutex_);  // e.g. out of device memory: the bytes stay in the host tier
+            host_bytes_ += host_entry.bytes->size();
+            host_.emplace(group_key, host_entry);
+            throw;
+        }
+        auto group = copy_without_kv(meta);
+        group->kv = std::move(kv);
+        result.upload_ms = upload_clock.elapsed_ms();
+        result.upload_gb_s = result.upload_ms > 0 ? double(host_entry.bytes->size()) / (result.upload_ms * 1e6) : 0;
+        result.group = group;
+        result.tier = "memory";
+        {
+            std::lock_guard lock(mutex_);
+            if (auto it = entries_.find(group_key); it != entries_.end()) {  // inserted meanwhile by another thread
+                bytes_ -= it->second.group->kv_bytes;
+                entries_.erase(it);
+            }
+            bytes_ += group->kv_bytes;
+            entries_[group_key] = Entry{group, unix_ms_now(), host_entry.hits + 1, ++tick_};
+            evict_memory_locked(group_key);
+            if (index_) {
+                try {
+                    index_->touch(group_key);
+                } catch (const std::exception&) {
+                }
+            }
+        }
+        return result;
+    }
+    if (!index_) return result;
+    const fs::path path = group_path(group_key);
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return result;
+
+    // Disk: map the file and verify its checksums in place, then check that it is the group we
+    // rendered. Nothing is copied: a backend that links in place (CPU) attends to the mapping
+    // itself, and the Group's KV block keeps the mapping alive for as long as any query holds it.
+    // (Replacing the file by rename or removing it leaves this mapping valid; see mapped_file.h
+    // for an outside program truncating it in place.)
+    Stopwatch load_clock;
+    MappedGroupFile mapped;
+    try {
+        mapped = map_group_file(path);
+        const GroupFileHeader& h = mapped.header;
+        const auto& c = backend.config();
+        std::string mismatch;
+        if (h.group_key != group_key) mismatch = "header group_key " + h.group_key.substr(0, 12) + " differs from the file name";
+        else if (h.model_fingerprint != expected.model_fingerprint) mismatch = "written for another model fingerprint";
+        else if (h.backend_numerics != backend.numerics_id()) mismatch = "written by backend " + h.backend_numerics;
+        else if (h.chat_format != expected.chat_format) mismatch = "written for chat format " + h.chat_format;
+        else if (h.n_layers != c.n_layers || h.n_kv_heads != c.n_kv_heads || h.head_dim != c.head_dim ||
+                 h.kv_dtype != kv_dtype_name(backend.kv_dtype()))
+            mismatch = "KV shape or dtype differs from this model's";
+        else if (!std::equal(h.prefix_ids.begin(), h.prefix_ids.end(), prefix_ids.begin(), prefix_ids.end()))
+            mismatch = "stored prefix token ids differ from the rendered prefix";
+        if (!mismatch.empty()) throw std::runtime_error(path.string() + ": " + mismatch);
+    } catch (const std::exception& e) {
+        const auto moved = quarantine(group_key, e.what());
+        result.problem = std::string(e.what()) + "; moved to " + moved.string() + " and recompiled";
+        return result;
+    }
+    result.disk_load_ms = load_clock.elapsed_ms();
+    const size_t file_bytes = mapped.file->size();
+    result.disk_load_gb_s = result.disk_load_ms > 0 ? double(file_bytes) / (result.disk_load_ms * 1e6) : 0;
+
+    Stopwatch upload_clock;
+    const GroupFileHeader& h = mapped.header;
+    auto group = std::make_shared<Group>();
+    group->group_key = h.group_key;
+    group->tools_hash = h.tools_hash;
+    group->tool_names = h.tool_names;
+    group->prefix_ids = h.prefix_ids;
+    // In place (CPU: ~0 ms) or a copy into the backend's memory (the default import_kv).
+    group->kv = backend.link_kv(mapped.payload, h.n_tokens, mapped.file);
+    // The memory tier counts a linked group's bytes like an imported one's: they are the mapped
+    // file's pages, resident while the group is used.
+    group->kv_bytes = mapped.payload.size();
+    group->created_unix_ms = h.created_unix_ms;
+    group->model_fingerprint = h.model_fingerprint;
+    group->chat_format = h.chat_format;
+    group->backend_numerics = h.backend_numerics;
+    group->system_prompt_sha256 = h.system_prompt_sha256;
+    group->tool_token_boundaries = h.tool_token_boundaries;
+    group->n_layers = h.n_layers;
+    group->n_kv_heads = h.n_kv_heads;
+    group->head_dim = h.head_dim;
+    group->kv_dtype = h.kv_dtype;
+    result.upload_ms = upload_clock.elapsed_ms();
+    if (!backend.links_in_place() && result.upload_ms > 0)
+        result.upload_gb_s = double(mapped.payload.size()) / (result.upload_ms * 1e6);
+    result.group = group;
+    result.tier = "disk";
+    insert(group);
+    std::lock_guard lock(mutex_);
+    try {
+        index_->touch(group_key);
+    } catch (const std::exception&) {
+    }
+    return result;
+}
+
+void GroupStore::insert(std::shared_ptr<const Group> group) {
+    std::lock_guard lock(mutex_);
+    const std::string key = group->group_key;
+    if (auto it = entries_.find(key); it != entries_.end()) {
+        bytes_ -= it->second.group->kv_bytes;
+        entries_.erase(it);
+    }
+    bytes_ += group->kv_bytes;
+    entries_[key] = Entry{std::move(group), unix_ms_now(), 0, ++tick_};
+    evict_memory_locked(key);
+}
+
+size_t GroupStore::first_budget() const { return on_device_ ? options_.gpu_budget_bytes : options_.host_budget_bytes; }
+
+const char* GroupStore::first_tier() const { return on_device_ ? "gpu" : "memory"; }
+
+void GroupStore::evict_memory_locked(const std::string& keep) {
+    while (bytes_ > first_budget()) {
+        // The least recently used entry that no query holds (use_count 1 = only this map).
+        auto victim = entries_.end();
+        for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+            if (it->first == keep || it->second.group.use_count() > 1) continue;
+            if (victim == entries_.end() || it->second.use_tick < victim->second.use_tick) victim = it;
+        }
+        if (victim == entries_.end()) return;  // everything left is in use: over budget until released
+        bytes_ -= victim->second.group->kv_bytes;
+        const Entry entry = std::move(victim->second);
+        const std::string key = victim->first;
+        entries_.erase(victim);
+        if (on_device_) demote_locked(key, entry);
+    }
+}
+
+void GroupStore::demote_locked(const std::string& key, const Entry& entry) {
+    const Group& g = *entry.group;
+    // A group larger than the whole host budget is not copied just to be evicted again.
+    if (!g.kv || !backend_ || g.kv_bytes > options_.host_budget_bytes) return;
+    const int n = static_cast<int>(g.prefix_ids.size());
+    auto bytes = std::make_shared<std::vector<std::byte>>(backend_->kv_bytes(n));
+    try {
+        backend_->export_kv(*g.kv, n, *bytes);
+    } catch (const std::exception& e) {
+        warnings_.push_back("group " + key.substr(0, 12) + ": not demoted to host memory: " + e.what());
+        return;
+    }
+    host_bytes_ += bytes->size();
+    host_[key] = HostEntry{copy_without_kv(g), std::move(bytes), entry.last_used_unix_ms, entry.hits, entry.use_tick};
+    evict_host_locked();
+}
+
+void GroupStore::evict_host_locked() {
+    // Host entries are plain bytes no query holds (a query holds the GPU block made from them).
+    while (host_bytes_ > options_.host_budget_bytes && !host_.empty()) {
+        auto victim = host_.begin();
+        for (auto it = host_.begin(); it != host_.end(); ++it)
+            if (it->second.use_tick < victim->second.use_tick) victim = it;
+        host_bytes_ -= victim->second.bytes->size();
+        host_.erase(victim);
+    }
+}
+
+void GroupStore::set_backend(Backend* backend) {
+    std::lock_guard lock(mutex_);
+    if (backend == backend_) return;
+    const bool next_on_device = backend && backend->kv_on_device();
+    if (on_device_) {
+        // Leaving a device backend: its blocks become host bytes while it still exists.
+        std::vector<std::pair<std::string, Entry>> all(entries_.begin(), entries_.end());
+        std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second.use_tick < b.second.use_tick; });
+        entries_.clear();
+        bytes_ = 0;
+        for (const auto& [key, entry] : all) demote_locked(key, entry);
+    } else if (next_on_device) {
+        // CPU blocks cannot be handed to a device backend (other numerics: never a hit there).
+        entries_.clear();
+        bytes_ = 0;
+    }
+    if (backend && !next_on_device) {
+        host_.clear();  // canonical bytes of device numerics: a CPU backend never hits them
+        host_bytes_ = 0;
+    }
+    backend_ = backend;
+    on_device_ = next_on_device;
+}
+
+bool GroupStore::on_device() const {
+    std::lock_guard lock(mutex_);
+    return on_device_;
+}
+
+PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, std::vector<std::byte> canonical_kv) {
+    PersistResult r;
+    if (!index_) {
+        r.error = "no cache directory";
+        return r;
+    }
+    Stopwatch clock;
+    try {
+        const fs::path path = group_path(group->group_key);
+        const GroupFileHeader h = header_of(*group);
+        write_group_file(path, h, canonical_kv);
+        auto entry = index_entry_from_header(h, fs::file_size(path));
+        entry.last_used_unix_ms = unix_ms_now();
+        std::lock_guard lock(mutex_);
+        index_->upsert(entry);
+        gc_locked(options_.disk_budget_bytes);
+        r.ok = true;
+    } catch (const std::exception& e) {
+        r.error = e.what();
+    }
+    r.persist_ms = clock.elapsed_ms();
+    return r;
+}
+
+}  // namespace cc
+
+namespace cc {
+
+std::optional<GroupStore::PrefixMatch> GroupStore::longest_prefix(std::span<const token_id> prefix_ids,
+                                                                  const Group& expected) const {
+    std::optional<PrefixMatch> best;
+    auto consider = [&](const std::string& key, const std::vector<token_id>& ids) {
+        const size_t n = std::min(ids.size(), prefix_ids.size());
+        size_t common = 0;
+        while (common < n && ids[common] == prefix_ids[common]) ++common;
+        if (common == 0 || (best && best->n_common >= common)) return;
+        best = PrefixMatch{key, ids, common};
+    };
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, e] : entries_) {
+        const Group& g = *e.group;
+        if (g.model_fingerprint == expected.model_fingerprint && g.chat_format == expected.chat_format &&
+            g.backend_numerics == expected.backend_numerics)
+            consider(key, g.prefix_ids);
+    }
+    for (const auto& [key, h] : host_) {
+        const Group& g = *h.meta;
+        if (g.model_fingerprint == expected.model_fingerprint && g.chat_format == expected.chat_format &&
+            g.backend_numerics == expected.backend_numerics)
+            consider(key, g.prefix_ids);
+    }
+    if (index_) {
+        try {
+            for (const auto& e : index_->candidates(expected.model_fingerprint, expected.chat_format, expected.backend_numerics))
+                consider(e.group_key, e.prefix_ids);
+        } catch (const std::exception&) {
+        }
+    }
+    return best;
+}
+
+std::string GroupStore::tier_of(const std::string& group_key) const {
+    {
+        std::lock_guard lock(mutex_);
+        if (entries_.count(group_key)) return first_tier();
+        if (host_.count(group_key)) return "memory";
+    }
+    if (!persistent() || !is_group_key(group_key)) return "";
+    std::error_code ec;
+    return fs::is_regular_file(group_path(group_key), ec) ? "disk" : "";
+}
+
+std::vector<GroupInfo> GroupStore::list() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::pair<int64_t, GroupInfo>> rows;
+    std::unordered_map<std::string, size_t> position;
+    for (const auto& [key, e] : entries_) {
+        GroupInfo info;
+        info.group_key = key;
+        info.tools_hash = e.group->tools_hash;
+        info.tool_names = e.group->tool_names;
+        info.n_tokens = e.group->prefix_ids.size();
+        info.kv_bytes = e.group->kv_bytes;
+        info.tier = first_tier();
+        info.created_unix_ms = e.group->created_unix_ms;
+        info.last_used_unix_ms = e.last_used_unix_ms;
+        info.hits = e.hits;
+        info.in_use = e.group.use_count() > 1;
+        position[key] = rows.size();
+        rows.emplace_back(e.last_used_unix_ms, std::move(info));
+    }
+    for (const auto& [key, h] : host_) {
+        GroupInfo info;
+        info.group_key = key;
+        info.tools_hash = h.meta->tools_hash;
+        info.tool_names = h.meta->tool_names;
+        info.n_tokens = h.meta->prefix_ids.size();
+        info.kv_bytes = h.bytes->size();
+        info.tier = "memory";
+        info.created_unix_ms = h.meta->created_unix_ms;
+        info.last_used_unix_ms = h.last_used_unix_ms;
+        info.hits = h.hits;
+        position[key] = rows.size();
+        rows.emplace_back(h.last_used_unix_ms, std::move(info));
+    }
+    if (index_) {
+        try {
+            for (const auto& e : index_->list()) {
+                if (auto it = position.find(e.group_key); it != position.end()) {
+                    auto& info = rows[it->second].second;
+                    info.file_bytes = e.file_bytes;
+                    info.hits = std::max<uint64_t>(info.hits, e.hits);
+                    continue;
+                }
+                GroupInfo info;
+                info.group_key = e.group_key;
+                info.tools_hash = e.tools_hash;
+                info.tool_names = e.tool_names;
+                info.n_tokens = static_cast<size_t>(e.n_tokens);
+                info.kv_bytes = e.kv_bytes;
+                info.file_bytes = e.file_bytes;
+                info.tier = "disk";
+                info.created_unix_ms = e.created_unix_ms;
+                info.last_used_unix_ms = e.last_used_unix_ms;
+                info.hits = e.hits;
+                rows.emplace_back(e.last_used_unix_ms, std::move(info));
+            }
+        } catch (const std::exception&) {
+        }
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<GroupInfo> out;
+    for (auto& r : rows) out.push_back(std::move(r.second));
+    return out;
+}
+
+std::vector<std::string> GroupStore::verify() {
+    std::vector<std::string> problems;
+    if (!index_) return problems;
+    std::vector<std::string> keys;
+    std::error_code ec;
+    for (const auto& f : fs::directory_iterator(options_.dir / "groups", ec)) {
+        if (!f.is_regular_file()) continue;
+        const std::string name = f.path().filename().string();
+        if (name.starts_with(".") || f.path().extension() != ".kv") continue;
+        keys.push_back(f.path().stem().string());
+    }
+    std::sort(keys.begin(), keys.end());
+    for (const auto& key : keys) {
+        const fs::path path = group_path(key);
+        try {
+            if (!is_group_key(key)) throw std::runtime_error(path.string() + ": file name is not a group key");
+            const auto h = map_group_file(path).header;  // verified in place, unmapped again
+            if (h.group_key != key) throw std::runtime_error(path.string() + ": header group_key differs from the file name");
+        } catch (const std::exception& e) {
+            const auto moved = quarantine(key, e.what());
+            problems.push_back(std::string(e.what()) + " (moved to " + moved.string() + ")");
+        }
+    }
+    std::lock_guard lock(mutex_);
+    try {
+        for (auto& p : index_->reconcile()) problems.push_back(std::move(p));
+    } catch (const std::exception& e) {
+        problems.push_back(e.what());
+    }
+    return problems;
+}
+
+bool GroupStore::remove(const std::string& group_key) {
+    std::lock_guard lock(mutex_);
+    bool found = drop_from_memory_locked(group_key);
+    if (index_ && is_group_key(group_key)) {
+        std::error_code ec;
+        if (fs::remove(group_path(group_key), ec)) found = true;
+        index_->remove(group_key);
+    }
+    return found;
+}
+
+bool GroupStore::drop_from_memory(const std::string& group_key) {
+    std::lock_guard lock(mutex_);
+    return drop_from_memory_locked(group_key);
+}
+
+bool GroupStore::drop_from_memory_locked(const std::string& group_key) {
+    bool found = false;
+    if (auto it = entries_.find(group_key); it != entries_.end()) {
+        bytes_ -= it->second.group->kv_bytes;
+        entries_.erase(it);
+        found = true;
+    }
+    if (auto h = host_.find(group_key); h != host_.end()) {
+        host_bytes_ -= h->second.bytes->size();
+        host_.erase(h);
+        found = true;
+    }
+    return found;
+}
+
+void GroupStore::clear() {
+    std::lock_guard lock(mutex_);
+    entries_.clear();
+    bytes_ = 0;
+    host_.clear();
+    host_bytes_ = 0;
+    if (!index_) return;
+    std::error_code ec;
+    for (const auto& f : fs::directory_iterator(options_.dir / "groups", ec))
+        if (f.is_regular_file() && f.path().extension() == ".kv" && is_group_key(f.path().stem().string()))
+            fs::remove(f.path(), ec);
+    index_->clear();
+}
+
+std::vector<std::string> GroupStore::gc(size_t max_bytes) {
+    std::lock_guard lock(mutex_);
+    return gc_locked(max_bytes);
+}
+
+std::vector<std::string> GroupStore::gc_locked(size_t max_bytes) {
+    std::vector<std::string> removed;
+    if (!index_) return removed;
+    auto entries = index_->list();  // most recently used first
+    uint64_t total = 0;
+    for (const auto& e : entries) total += e.file_bytes;
+    for (auto it = entries.rbegin(); it != entries.rend() && total > max_bytes; ++it) {
+        // A group a query of this process holds stays (another process reading a file keeps its
+        // open descriptor valid after the unlink, so removing it cannot disturb that reader).
+        if (auto m = entries_.find(it->group_key); m != entries_.end() && m->second.group.use_count() > 1) continue;
+        std::error_code ec;
+        fs::remove(group_path(it->group_key), ec);
+        index_->remove(it->group_key);
+        total -= it->file_bytes;
+        removed.push_back(it->group_key);
+    }
+    return removed;
+}
+
+size_t GroupStore::memory_bytes() const {
+    std::lock_guard lock(mutex_);
+    return (on_device_ ? 0 : bytes_) + host_bytes_;  // host_ is empty unless a device backend was used
+}
+
+size_t GroupStore::memory_size() const {
+    std::lock_guard lock(mutex_);
+    return (on_device_ ? 0 : entries_.size()) + host_.size();
+}
+
+size_t GroupStore::gpu_bytes() const {
+    std::lock_guard lock(mutex_);
+    return on_device_ ? bytes_ : 0;
+}
+
+size_t GroupStore::gpu_size() const {
+    std::lock_guard lock(mutex_);
+    return on_device_ ? entries_.size() : 0;
+}
+
+uint64_t GroupStore::disk_bytes() const {
+    std::lock_guard lock(mutex_);
+    return index_ ? index_->total_file_bytes() : 0;
+}
+
+}  // namespace cc

@@ -1,0 +1,69 @@
+// The CUDA backend's entry in the backend registry: plain C++ over cuda_backend.h, so app/ wires
+// it without CUDA headers.
+#include "cuda/cuda_backend.h"
+
+namespace cc::cuda {
+
+namespace {
+
+CudaBackendOptions cuda_options(const BackendOptions& o) {
+    CudaBackendOptions c;
+    c.device = o.device;
+    c.kv_dtype = o.kv_dtype;
+    return c;
+}
+
+CudaProbeSummary probe_summary() {
+    CudaProbeSummary s;
+    s.compiled = true;
+    try {
+        const Probe p = probe();
+        s.available = p.available && !p.devices.empty();
+        s.message = p.message;
+        if (!p.devices.empty()) {
+            const auto& d = p.devices.front();
+            s.device_name = d.name;
+            s.compute_major = d.compute_major;
+            s.compute_minor = d.compute_minor;
+        }
+        if (s.available) {
+            try {
+                s.free_bytes = device_free_bytes(0);
+            } catch (const std::exception& e) {
+                s.free_bytes_error = e.what();
+            }
+        }
+    } catch (const std::exception& e) {  // probe() promises not to throw; be safe anyway
+        s.available = false;
+        s.message = std::string("CUDA probe failed: ") + e.what();
+    }
+    return s;
+}
+
+}  // namespace
+
+BackendEntry cuda_backend_entry() {
+    BackendEntry e;
+    e.name = "cuda";
+    e.probe = probe_summary;
+    e.numerics_id = [](const BackendOptions& o, const CudaProbeSummary& probe) {
+        DeviceInfo device;
+        device.name = probe.device_name;
+        device.compute_major = probe.compute_major;
+        device.compute_minor = probe.compute_minor;
+        return cuda_numerics_id(device, cuda_options(o));
+    };
+    e.required_bytes = [](const ModelConfig& config, const BackendOptions& o) { return cuda_required_bytes(config, cuda_options(o)); };
+    e.make = [](const ModelWeights& w, const BackendOptions& o) { return make_cuda_backend(w, cuda_options(o)); };
+    e.selftest = [](bool quick, const std::string& model_spec) {
+        SelftestOptions o;
+        o.quick = quick;
+        o.model_spec = model_spec;
+        std::vector<cc::SelftestRow> rows;
+        for (const auto& r : run_selftest(o)) rows.push_back(cc::SelftestRow{r.check, r.shape, r.max_error, r.bound, r.pass, r.note});
+        return rows;
+    };
+    return e;
+}
+
+}  // namespace cc::cuda

@@ -1,0 +1,260 @@
+// contextcache-cli end to end: exit codes, JSON shape, and errors that name the file.
+#include "core/text/tool_set.h"
+#include "tests/test_support.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <sstream>
+#include <cstdio>
+#include <fstream>
+#include <sys/wait.h>
+
+namespace {
+
+using cc::test::run_cli;
+
+std::string toolset(int n) { return (cc::test::source_dir() / "resources" / "toolsets" / ("tools_" + std::to_string(n) + ".json")).string(); }
+
+TEST(Cli, HelpAndUsageErrors) {
+    EXPECT_EQ(run_cli({"--help"}).exit_code, 0);
+    auto r = run_cli({"frobnicate"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("unknown command \"frobnicate\""), std::string::npos) << r.err;
+    r = run_cli({"tokenize", "--text", "a", "--bogus", "1"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("unknown option --bogus"), std::string::npos) << r.err;
+    r = run_cli({"tokenize"});
+    EXPECT_EQ(r.exit_code, 2);
+    r = run_cli({"tokenize", "--text", "a", "--mode", "fancy"});
+    EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST(Cli, TokenizePlainAndTemplateOnTheBundledQwen3) {
+    auto r = run_cli({"tokenize", "--json", "--text", "<|im_end|>", "--mode", "template"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["ids"], nlohmann::json::array({151645}));
+    r = run_cli({"tokenize", "--json", "--text", "<|im_end|>"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_GT(j["ids"].size(), 1u);
+    for (const auto& id : j["ids"]) EXPECT_LT(id.get<int>(), 151643);
+}
+
+TEST(Cli, TokenizeJsonlBatch) {
+    cc::test::TempDir dir;
+    const auto in = dir.path() / "in.jsonl";
+    std::ofstream(in) << "{\"text\": \"hello world\"}\n{\"text\": \"\"}\n{\"text\": \"héllo 世界\"}\n";
+    auto r = run_cli({"tokenize", "--jsonl", in.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream lines(r.out);
+    std::string line;
+    std::vector<nlohmann::json> outs;
+    while (std::getline(lines, line)) outs.push_back(nlohmann::json::parse(line));
+    ASSERT_EQ(outs.size(), 3u);
+    EXPECT_EQ(outs[1]["ids"].size(), 0u);
+    EXPECT_GT(outs[0]["ids"].size(), 0u);
+
+    std::ofstream(in) << "{\"text\": \"ok\"}\nnot json\n";
+    r = run_cli({"tokenize", "--jsonl", in.string()});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find(in.string() + ": line 2: invalid JSON"), std::string::npos) << r.err;
+}
+
+TEST(Cli, TokenizeWithTheStoriesFixture) {
+    CC_REQUIRE_FIXTURE("stories260k");
+    const auto dir = cc::test::fixture("stories260k").string();
+    auto r = run_cli({"--model", dir, "tokenize", "--json", "--text", "Once upon a time", "--add-special-tokens"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["ids"], nlohmann::json::parse("[1,403,407,261,378]"));
+    r = run_cli({"tokenize", "--json", "--tokenizer", dir + "/tokenizer.json", "--text", "Once upon a time"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["ids"], nlohmann::json::parse("[403,407,261,378]"));
+}
+
+TEST(Cli, KeyIsOrderInvariantAndSystemSensitive) {
+    cc::test::TempDir dir;
+    const std::string a = R"([{"name": "a", "parameters": {"type": "object"}}, {"name": "b"}])";
+    const std::string b = R"([{"name": "b"}, {"name": "a", "parameters": {"type": "object"}}])";
+    std::ofstream(dir.path() / "a.json") << a;
+    std::ofstream(dir.path() / "b.json") << b;
+    auto ra = run_cli({"key", "--json", "--tools", (dir.path() / "a.json").string()});
+    auto rb = run_cli({"key", "--json", "--tools", (dir.path() / "b.json").string()});
+    auto rs = run_cli({"key", "--json", "--tools", (dir.path() / "b.json").string(), "--system", "Be brief."});
+    ASSERT_EQ(ra.exit_code, 0) << ra.err;
+    const auto ja = nlohmann::json::parse(ra.out), jb = nlohmann::json::parse(rb.out), js = nlohmann::json::parse(rs.out);
+    EXPECT_EQ(ja["tools_hash"], jb["tools_hash"]);
+    EXPECT_EQ(ja["group_key"], jb["group_key"]);
+    EXPECT_EQ(ja["n_tools"], 2);
+    EXPECT_EQ(ja["tools_hash"], cc::ToolSet::from_json_text(a, "a").tools_hash());
+    EXPECT_EQ(js["tools_hash"], jb["tools_hash"]);
+    EXPECT_NE(js["group_key"], jb["group_key"]);
+}
+
+TEST(Cli, BadToolsFileExitsOneNamingTheFile) {
+    cc::test::TempDir dir;
+    const auto path = dir.path() / "tools.json";
+    std::ofstream(path) << R"([{"name": "get_wheather", "parameters": "city"}])";
+    auto r = run_cli({"key", "--tools", path.string()});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find(path.string() + ": tool 0 (\"get_wheather\"): \"parameters\" must be an object"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line on stderr: " << r.err;
+    r = run_cli({"key", "--tools", (dir.path() / "missing.json").string()});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("missing.json: cannot read"), std::string::npos) << r.err;
+}
+
+TEST(Cli, BadModelDirectoryExitsOne) {
+    cc::test::TempDir dir;
+    auto r = run_cli({"--model", dir.path().string(), "info"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("config.json: missing"), std::string::npos) << r.err;
+    std::ofstream(dir.path() / "config.json") << "{ not json";
+    r = run_cli({"--model", dir.path().string(), "info"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("config.json: invalid JSON"), std::string::npos) << r.err;
+    r = run_cli({"--model", "builtin:nope", "info"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("builtin:nope: unknown built-in model"), std::string::npos) << r.err;
+}
+
+TEST(Cli, RenderSplitsExactly) {
+    if (!std::filesystem::exists(toolset(20))) GTEST_SKIP() << "sample tool sets absent";
+    auto r = run_cli({"render", "--json", "--tools", toolset(20), "--query", "What's the weather in Paris?", "--system",
+                      "You are helpful."});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    auto full = j["prefix_ids"].get<std::vector<int>>();
+    const auto suffix = j["suffix_ids"].get<std::vector<int>>();
+    full.insert(full.end(), suffix.begin(), suffix.end());
+    EXPECT_EQ(full, j["full_ids"].get<std::vector<int>>());
+    EXPECT_EQ(j["chat_format"], "qwen3");
+    EXPECT_TRUE(j["prefix_text"].get<std::string>().starts_with("<|im_start|>system\nYou are helpful.\n\n# Tools"));
+    EXPECT_TRUE(j["prefix_text"].get<std::string>().ends_with("<|im_end|>\n"));
+    EXPECT_TRUE(j["suffix_text"].get<std::string>().starts_with("<|im_start|>user\nWhat's the weather in Paris?<|im_end|>"));
+    EXPECT_GT(j["prefix_tokens"].get<int>(), 1500);
+}
+
+TEST(Cli, InfoReportsCudaCleanly) {
+    auto r = run_cli({"info", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["chat_format"], "qwen3");
+    EXPECT_EQ(j["fingerprint"].get<std::string>().size(), 64u);
+    EXPECT_TRUE(j["cuda"].contains("available"));
+    EXPECT_NE(j["note"].get<std::string>().find("synthetic"), std::string::npos);
+    EXPECT_EQ(j["cache"]["persistent"], true);
+}
+
+// ---- engine commands ------------------------------------------------------------------------
+
+TEST(Cli, QueryCompareIsIdenticalAndReportsTheTimingSplit) {
+    auto r = run_cli({"--model", "builtin:qwen3-test", "--json", "query", "--tools", toolset(5), "--query",
+                      "Weather in Oslo?", "--mode", "compare", "--max-new-tokens", "4", "--ignore-eos", "--repeat", "2"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["identical"], true);
+    EXPECT_TRUE(j["first_difference"].is_null());
+    EXPECT_EQ(j["max_abs_logit_diff"], 0.0);
+    EXPECT_EQ(j["cache_hit"], true);
+    EXPECT_EQ(j["tier"], "memory");
+    EXPECT_EQ(j["generated_tokens"], 4);
+    EXPECT_EQ(j["tokens"], j["full"]["tokens"]);
+    EXPECT_EQ(j["runs"].size(), 2u);
+    EXPECT_EQ(j["compile"]["n_tools"], 5);
+    EXPECT_EQ(j["compile"]["group_key"], j["group_key"]);
+    for (const char* k : {"tokenize_ms", "lookup_ms", "disk_load_ms", "upload_ms", "link_ms", "prefill_ms", "ttft_ms",
+                          "decode_ms", "total_ms", "prefill_tok_s", "decode_tok_s", "disk_load_gb_s"})
+        EXPECT_TRUE(j["timings"][k].is_number()) << k;
+}
+
+TEST(Cli, KeyMatchesTheGroupKeyTheEngineCompiles) {
+    auto key = run_cli({"--model", "builtin:qwen3-test", "--json", "key", "--tools", toolset(5), "--system", "S"});
+    auto compile = run_cli({"--model", "builtin:qwen3-test", "--json", "compile", "--tools", toolset(5), "--system", "S"});
+    ASSERT_EQ(key.exit_code, 0) << key.err;
+    ASSERT_EQ(compile.exit_code, 0) << compile.err;
+    const auto k = nlohmann::json::parse(key.out), c = nlohmann::json::parse(compile.out);
+    EXPECT_EQ(k["group_key"], c["group_key"]);
+    EXPECT_EQ(c["tier"], "miss");
+    EXPECT_GT(c["kv_bytes"].get<double>(), 0);
+    EXPECT_GT(c["prefix_tokens"].get<int>(), 500);
+}
+
+TEST(Cli, GenerateOnTheStoriesFixtureMatchesTheReference) {
+    CC_REQUIRE_FIXTURE("stories260k");
+    const auto dir = cc::test::fixture("stories260k");
+    const auto ref = nlohmann::json::parse(cc::test::read_file(dir / "reference.json"))["cases"][0];
+    std::string ids;
+    for (const auto& id : ref["input_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+    auto r = run_cli({"--model", dir.string(), "--json", "generate", "--prompt-ids", ids, "--max-new-tokens", "64",
+                      "--ignore-eos"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["ids"], ref["generated_ids"]);
+    // --prompt applies the tokenizer's BOS, like the reference.
+    r = run_cli({"--model", dir.string(), "--json", "generate", "--prompt", ref["prompt"].get<std::string>(),
+                 "--max-new-tokens", "64", "--ignore-eos"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["prompt_ids"], ref["input_ids"]);
+    EXPECT_EQ(j["ids"], ref["generated_ids"]);
+    EXPECT_TRUE(j["text"].get<std::string>().starts_with(", there was a little girl named Lily")) << j["text"];
+
+    r = run_cli({"--model", dir.string(), "--json", "logits", "--prompt-ids", ids});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["logits"].size(), 512u);
+    for (const auto& top : ref["top5_first_logits"])
+        EXPECT_NEAR(j["logits"][top["id"].get<size_t>()].get<double>(), top["logit"].get<double>(), 1e-3);
+}
+
+TEST(Cli, WeightsOnlyDirectoryWorksWithTokenIds) {
+    CC_REQUIRE_FIXTURE("stories260k");
+    cc::test::TempDir dir;
+    for (const char* f : {"config.json", "model.safetensors"})
+        std::filesystem::copy_file(cc::test::fixture("stories260k") / f, dir.path() / f);
+    auto r = run_cli({"--model", dir.path().string(), "--json", "generate", "--prompt-ids", "1,403,407,261,378",
+                      "--max-new-tokens", "3"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["ids"], nlohmann::json::parse("[432, 383, 286]"));
+    r = run_cli({"--model", dir.path().string(), "generate", "--prompt", "Once"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("no tokenizer"), std::string::npos) << r.err;
+    r = run_cli({"--model", dir.path().string(), "--json", "info"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["has_tokenizer"], false);
+}
+
+TEST(Cli, DamagedWeightsExitOneNamingTheFileAndTensor) {
+    CC_REQUIRE_FIXTURE("stories260k");
+    cc::test::TempDir dir;
+    std::filesystem::copy_file(cc::test::fixture("stories260k") / "config.json", dir.path() / "config.json");
+    auto bytes = cc::test::read_file(cc::test::fixture("stories260k") / "model.safetensors");
+    bytes.resize(bytes.size() / 2);  // truncated
+    std::ofstream(dir.path() / "model.safetensors", std::ios::binary) << bytes;
+    auto r = run_cli({"--model", dir.path().string(), "logits", "--prompt-ids", "1"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("model.safetensors"), std::string::npos) << r.err;
+    r = run_cli({"--model", "builtin:qwen3-test", "logits", "--prompt-ids", "1,999999999"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("999999999"), std::string::npos) << r.err;
+    r = run_cli({"--model", "builtin:qwen3-test", "logits", "--prompt-ids", "1,x"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+TEST(Cli, ExportWritesALoadableCheckpoint) {
+    cc::test::TempDir dir;
+    const auto out = dir.path() / "qwen3-test";
+    auto r = run_cli({"--model", "builtin:qwen3-test", "export", "--out", out.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto a = run_cli({"--model", "builtin:qwen3-test", "--json", "logits", "--prompt-ids", "9707,1879"});
+    auto b = run_cli({"--model", out.string(), "--json", "logits", "--prompt-ids", "9707,1879"});
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(nlohmann::json::parse(a.out)["logits"], nlohmann::json::parse(b.out)["logits"]);
+    r = run_cli({"--model", "builtin:qwen3-test", "export", "--out", out.string()});
+    EXPECT_EQ(r.exit_code, 1);  // not empty: nothing is overwritten
+}
+
+}  // namespace

@@ -1,0 +1,281 @@
+// The CPU kernels of every instruction-set path this machine has, against float64 references
+// (tolerances scale with the reduction length), and their exactness properties (bit-equal
+// results whatever the batch, blocking, threads or prefix/suffix split).
+#include "core/cpu/kernels.h"
+#include "core/base/kernel_math.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace cc::cpu;
+
+namespace {
+
+std::vector<Isa> available_isas() {
+    std::vector<Isa> out;
+    for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512})
+        if (isa_supported(i)) out.push_back(i);
+    return out;
+}
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(rng);
+    return v;
+}
+
+bool bits_equal(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+class CpuKernels : public ::testing::TestWithParam<Isa> {};
+
+std::string isa_param_name(const ::testing::TestParamInfo<Isa>& info) { return isa_name(info.param); }
+
+}  // namespace
+
+TEST(cpu_isa, names_and_resolution) {
+    EXPECT_EQ(parse_isa("avx2"), Isa::avx2);
+    EXPECT_THROW(parse_isa("sse9"), std::runtime_error);
+    EXPECT_TRUE(isa_supported(Isa::scalar));
+    EXPECT_EQ(resolve_isa("scalar"), Isa::scalar);
+    EXPECT_THROW(resolve_isa("neon"), std::runtime_error);
+}
+
+TEST_P(CpuKernels, gemm_matches_float64_for_odd_shapes) {
+    const Kernels& k = kernels_for(GetParam());
+    ThreadPool pool(2);
+    Workspace ws(pool.n_threads());
+    for (int m : {1, 3, 17})
+        for (int n : {1, 5, 33})
+            for (int kk : {1, 7, 172, 1000})
+                for (bool bf16 : {false, true}) {
+                    auto x = random_vec(size_t(m) * kk, 10 + m + kk);
+                    auto wf = random_vec(size_t(n) * kk, 20 + n + kk);
+                    std::vector<uint16_t> wb(wf.size());
+                    for (size_t i = 0; i < wf.size(); ++i) {
+                        wb[i] = cc::km::f32_to_bf16(wf[i]);
+                        if (bf16) wf[i] = cc::km::bf16_to_f32(wb[i]);
+                    }
+                    Matrix w{bf16 ? static_cast<const void*>(wb.data()) : wf.data(), bf16, n, kk};
+                    std::vector<float> y(size_t(m) * n + 1, 12345.0f);
+                    k.gemm(pool, ws, x.data(), m, w, y.data());
+                    ASSERT_EQ(y.back(), 12345.0f) << "wrote past the output";
+                    for (int i = 0; i < m; ++i)
+                        for (int j = 0; j < n; ++j) {
+                            double ref = 0, mag = 0;
+                            for (int t = 0; t < kk; ++t) {
+                                ref += double(x[size_t(i) * kk + t]) * wf[size_t(j) * kk + t];
+                                mag += std::abs(double(x[size_t(i) * kk + t]) * wf[size_t(j) * kk + t]);
+                            }
+                            const double tol = 2e-7 * std::sqrt(double(kk)) * mag + 1e-30;
+                            ASSERT_NEAR(y[size_t(i) * n + j], ref, tol)
+                                << "m=" << m << " n=" << n << " k=" << kk << " bf16=" << bf16 << " at (" << i << ", " << j << ")";
+                        }
+                }
+}
+
+// A row's GEMM result depends on nothing but the row: every batch size, row offset and thread
+// count gives the same bits.
+TEST_P(CpuKernels, gemm_row_is_independent_of_batch_and_threads) {
+    const Kernels& k = kernels_for(GetParam());
+    const int m = 37, n = 70, kk = 600;
+    auto x = random_vec(size_t(m) * kk, 1);
+    auto wf = random_vec(size_t(n) * kk, 2);
+    Matrix w{wf.data(), false, n, kk};
+    ThreadPool pool1(1);
+    Workspace ws1(1);
+    std::vector<float> full(size_t(m) * n);
+    k.gemm(pool1, ws1, x.data(), m, w, full.data());
+    for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        Workspace ws(threads);
+        for (int start : {0, 5, 13})
+            for (int rows : {1, 2, 11, 24}) {
+                if (start + rows > m) continue;
+                std::vector<float> part(size_t(rows) * n);
+                k.gemm(pool, ws, x.data() + size_t(start) * kk, rows, w, part.data());
+                ASSERT_TRUE(bits_equal(part.data(), full.data() + size_t(start) * n, part.size()))
+                    << "threads=" << threads << " start=" << start << " rows=" << rows;
+            }
+    }
+}
+
+TEST_P(CpuKernels, exp_swiglu_rmsnorm_match_float64) {
+    const Kernels& k = kernels_for(GetParam());
+    std::vector<float> x;
+    for (double v = -110.0; v <= 90.0; v += 0.0731) x.push_back(float(v));
+    std::vector<float> y(x.size());
+    k.exp(x.data(), y.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double e = std::exp(double(x[i]));
+        if (x[i] < -87.3f) {
+            EXPECT_LE(y[i], 1.3e-38f) << x[i];  // (near) underflow: tiny, subnormal or 0
+            EXPECT_GE(y[i], 0.0f) << x[i];
+        } else if (x[i] > 88.72f) {
+            EXPECT_TRUE(std::isinf(y[i])) << x[i];
+        } else {
+            ASSERT_NEAR(y[i], e, 3e-7 * e) << "x=" << x[i];
+        }
+    }
+    auto g = random_vec(1003, 5, 4.0f), u = random_vec(1003, 6);
+    std::vector<float> s(g.size());
+    k.swiglu(g.data(), u.data(), s.data(), int64_t(g.size()));
+    for (size_t i = 0; i < g.size(); ++i) {
+        const double ref = double(g[i]) / (1.0 + std::exp(-double(g[i]))) * u[i];
+        ASSERT_NEAR(s[i], ref, 6e-7 * std::abs(ref) + 1e-30) << i;
+    }
+    for (int n : {1, 8, 64, 100, 1024}) {
+        auto xv = random_vec(size_t(n), 7 + n, 2.0f), wv = random_vec(size_t(n), 8 + n);
+        std::vector<float> out(static_cast<size_t>(n));
+        k.rmsnorm(xv.data(), wv.data(), out.data(), n, 1e-6f);
+        double ss = 0;
+        for (float v : xv) ss += double(v) * v;
+        const double inv = 1.0 / std::sqrt(ss / n + 1e-6);
+        for (int i = 0; i < n; ++i) {
+            const double ref = double(wv[size_t(i)]) * xv[size_t(i)] * inv;
+            ASSERT_NEAR(out[size_t(i)], ref, 3e-7 * std::sqrt(double(n)) * std::abs(ref) + 1e-30) << "n=" << n << " i=" << i;
+        }
+    }
+}
+
+// ---- attention ------------------------------------------------------------------------------
+
+namespace {
+
+// Keys and values of positions [first, first + n) of one layer in the kernel's layout.
+struct Seg {
+    int cap = 0;
+    std::vector<float> k, v;
+    std::vector<uint16_t> kb, vb;
+    KvSegment view(bool bf16, int first, int n) const {
+        KvSegment s;
+        s.k = bf16 ? static_cast<const void*>(kb.data()) : k.data();
+        s.v = bf16 ? static_cast<const void*>(vb.data()) : v.data();
+        s.capacity = cap;
+        s.first_pos = first;
+        s.n_tokens = n;
+        return s;
+    }
+};
+
+// kall/vall: [n_kv][n_total][hd] canonical, already bf16-rounded when bf16.
+Seg make_seg(const std::vector<float>& kall, const std::vector<float>& vall, int n_kv, int n_total, int hd, int first, int n) {
+    Seg s;
+    s.cap = (n + kKeyTile - 1) / kKeyTile * kKeyTile + kKeyTile;
+    s.k.assign(size_t(n_kv) * s.cap * hd, 0.0f);
+    s.v.assign(size_t(n_kv) * s.cap * hd, 0.0f);
+    for (int h = 0; h < n_kv; ++h)
+        for (int t = 0; t < n; ++t)
+            for (int d = 0; d < hd; ++d) {
+                const size_t src = (size_t(h) * n_total + size_t(first + t)) * hd + size_t(d);
+                s.k[size_t(h) * s.cap * hd + (size_t(t / kKeyTile) * hd + size_t(d)) * kKeyTile + size_t(t % kKeyTile)] = kall[src];
+                s.v[(size_t(h) * s.cap + size_t(t)) * hd + size_t(d)] = vall[src];
+            }
+    s.kb.resize(s.k.size());
+    s.vb.resize(s.v.size());
+    for (size_t i = 0; i < s.k.size(); ++i) s.kb[i] = cc::km::f32_to_bf16(s.k[i]);
+    for (size_t i = 0; i < s.v.size(); ++i) s.vb[i] = cc::km::f32_to_bf16(s.v[i]);
+    return s;
+}
+
+}  // namespace
+
+TEST_P(CpuKernels, attention_matches_float64_and_is_split_invariant) {
+    const Kernels& k = kernels_for(GetParam());
+    struct Case {
+        int n_heads, n_kv, hd, window;
+    };
+    for (const Case& c : {Case{8, 4, 8, 0}, Case{4, 2, 64, 0}, Case{6, 2, 20, 9}, Case{2, 2, 128, 0}, Case{4, 1, 16, 37}})
+        for (bool bf16 : {false, true}) {
+            const int n_total = 83;
+            auto kall = random_vec(size_t(c.n_kv) * n_total * c.hd, 31, 1.0f);
+            auto vall = random_vec(size_t(c.n_kv) * n_total * c.hd, 32, 1.0f);
+            if (bf16) {
+                for (auto& x : kall) x = cc::km::bf16_to_f32(cc::km::f32_to_bf16(x));
+                for (auto& x : vall) x = cc::km::bf16_to_f32(cc::km::f32_to_bf16(x));
+            }
+            auto q = random_vec(size_t(n_total) * c.n_heads * c.hd, 33, 1.0f);
+            const float scale = float(1.0 / std::sqrt(double(c.hd)));
+            const int qd = c.n_heads * c.hd;
+
+            // Full: all positions in one segment, all rows in one call.
+            Seg all = make_seg(kall, vall, c.n_kv, n_total, c.hd, 0, n_total);
+            AttentionArgs a;
+            a.kv_bf16 = bf16;
+            a.n_heads = c.n_heads;
+            a.n_kv_heads = c.n_kv;
+            a.head_dim = c.hd;
+            a.window = c.window;
+            a.scale = scale;
+            a.seg[0].first_pos = 0;
+            a.seg[1] = all.view(bf16, 0, n_total);
+            a.q = q.data();
+            a.n_rows = n_total;
+            a.first_pos = 0;
+            std::vector<float> full(size_t(n_total) * qd);
+            a.out = full.data();
+            ThreadPool pool1(1);
+            Workspace ws1(1);
+            k.attention(pool1, ws1, a);
+
+            // float64 reference
+            const int G = c.n_heads / c.n_kv;
+            for (int t = 0; t < n_total; ++t)
+                for (int h = 0; h < c.n_heads; ++h) {
+                    const int g = h / G;
+                    const int lo = c.window ? std::max(0, t - c.window + 1) : 0;
+                    std::vector<double> s;
+                    double m = -1e300;
+                    for (int j = lo; j <= t; ++j) {
+                        double d = 0;
+                        for (int i = 0; i < c.hd; ++i)
+                            d += double(q[(size_t(t) * c.n_heads + h) * c.hd + i]) * kall[(size_t(g) * n_total + j) * c.hd + i];
+                        s.push_back(d * scale);
+                        m = std::max(m, s.back());
+                    }
+                    double l = 0;
+                    for (double& x : s) l += (x = std::exp(x - m));
+                    for (int i = 0; i < c.hd; ++i) {
+                        double o = 0;
+                        for (int j = lo; j <= t; ++j) o += s[size_t(j - lo)] * vall[(size_t(g) * n_total + j) * c.hd + i];
+                        o /= l;
+                        ASSERT_NEAR(full[size_t(t) * qd + size_t(h) * c.hd + i], o, 2e-6 * std::sqrt(double(c.hd + t + 1)))
+                            << "hd=" << c.hd << " window=" << c.window << " bf16=" << bf16 << " t=" << t << " h=" << h << " i=" << i;
+                    }
+                }
+
+            // Split: keys [0, P) in a prefix segment, the rest in a suffix segment; rows
+            // [start, start+rows) only; 1-3 threads. Must be bit-equal to the full call.
+            for (int P : {1, 16, 30, 64})
+                for (int threads : {1, 3}) {
+                    ThreadPool pool(threads);
+                    Workspace ws(threads);
+                    Seg pre = make_seg(kall, vall, c.n_kv, n_total, c.hd, 0, P);
+                    Seg suf = make_seg(kall, vall, c.n_kv, n_total, c.hd, P, n_total - P);
+                    for (int start : {P, P + 3})
+                        for (int rows : {1, 5, n_total - P - 3}) {
+                            if (start + rows > n_total || rows <= 0) continue;
+                            AttentionArgs b = a;
+                            b.seg[0] = pre.view(bf16, 0, P);
+                            b.seg[1] = suf.view(bf16, P, start + rows - P);
+                            b.q = q.data() + size_t(start) * qd;
+                            b.n_rows = rows;
+                            b.first_pos = start;
+                            std::vector<float> out(size_t(rows) * qd);
+                            b.out = out.data();
+                            k.attention(pool, ws, b);
+                            ASSERT_TRUE(bits_equal(out.data(), full.data() + size_t(start) * qd, out.size()))
+                                << "hd=" << c.hd << " window=" << c.window << " bf16=" << bf16 << " P=" << P
+                                << " threads=" << threads << " start=" << start << " rows=" << rows;
+                        }
+                }
+        }
+}
+
+INSTANTIATE_TEST_SUITE_P(isa, CpuKernels, ::testing::ValuesIn(available_isas()), isa_param_name);

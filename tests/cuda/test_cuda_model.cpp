@@ -1,0 +1,155 @@
+// The CUDA backend on whole models: the self-test's model checks (CPU parity of greedy tokens,
+// cached == full, decode == prefill, export/import) plus direct checks of the Backend contract.
+// Device tests skip without a device; the rest (errors, memory estimate) run everywhere.
+#include "cuda/cuda_backend.h"
+
+#include "core/model/builtin_model.h"
+#include "core/cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <random>
+
+namespace {
+
+#define REQUIRE_DEVICE()                                                             \
+    do {                                                                             \
+        const auto probe_ = cc::cuda::probe();                                       \
+        if (!probe_.available) GTEST_SKIP() << "no CUDA device: " << probe_.message; \
+    } while (0)
+
+cc::ModelWeights qwen3_test() {
+    return cc::generate_builtin_weights(*cc::find_builtin("qwen3-test"));
+}
+
+std::vector<cc::token_id> seeded_tokens(int n, int vocab) {
+    std::mt19937 rng(3);
+    std::vector<cc::token_id> t(static_cast<size_t>(n));
+    for (auto& x : t) x = cc::token_id(rng() % uint32_t(vocab));
+    return t;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(CudaModel, SelftestModelRowsPass) {
+    REQUIRE_DEVICE();
+    cc::cuda::SelftestOptions o;
+    o.quick = true;
+    o.ops = false;
+    const std::filesystem::path stories = std::filesystem::path(CC_SHARED_DIR) / "fixtures" / "stories260k";
+    if (std::filesystem::exists(stories / "config.json")) o.model_spec = stories.string();
+    const auto rows = cc::cuda::run_selftest(o);
+    ASSERT_FALSE(rows.empty());
+    for (const auto& r : rows)
+        EXPECT_TRUE(r.pass) << r.check << " [" << r.shape << "]: error " << r.max_error << " bound " << r.bound << " "
+                            << r.note;
+}
+
+TEST(CudaModel, CachedEqualsFullBitForBit) {
+    REQUIRE_DEVICE();
+    const cc::ModelWeights w = qwen3_test();
+    cc::cuda::CudaBackendOptions o;
+    o.max_batch_tokens = 16;  // several chunks, with boundaries that differ between the two paths
+    auto be = cc::cuda::make_cuda_backend(w, o);
+    const int n = 90, vocab = w.config.vocab_size;
+    const auto tokens = seeded_tokens(n, vocab);
+    std::vector<int> all(static_cast<size_t>(n));
+    std::iota(all.begin(), all.end(), 0);
+    auto kv = be->allocate_kv(n);
+    const auto full = be->forward(tokens, cc::KvView{nullptr, 0, kv.get()}, all);
+    for (int p : {1, 16, 17, 40, 89}) {
+        auto prefix = be->allocate_kv(p);
+        be->forward(std::span(tokens).first(size_t(p)), cc::KvView{nullptr, 0, prefix.get()}, {});
+        auto suffix = be->allocate_kv(n - p);
+        std::vector<int> rows(static_cast<size_t>(n - p));
+        std::iota(rows.begin(), rows.end(), 0);
+        const auto got =
+            be->forward(std::span(tokens).subspan(size_t(p)), cc::KvView{prefix.get(), p, suffix.get()}, rows);
+        const std::vector<float> want(full.begin() + ptrdiff_t(p) * vocab, full.end());
+        EXPECT_TRUE(same_bits(got, want)) << "prefix " << p;
+    }
+}
+
+TEST(CudaModel, CancelLeavesSuffixUnchanged) {
+    REQUIRE_DEVICE();
+    const cc::ModelWeights w = qwen3_test();
+    auto be = cc::cuda::make_cuda_backend(w, {});
+    const auto tokens = seeded_tokens(10, w.config.vocab_size);
+    auto kv = be->allocate_kv(20);
+    be->forward(std::span(tokens).first(4), cc::KvView{nullptr, 0, kv.get()}, {});
+    std::atomic<bool> cancel{true};
+    const std::vector<int> last = {5};
+    EXPECT_THROW(be->forward(std::span(tokens).subspan(4), cc::KvView{nullptr, 0, kv.get()}, last, &cancel),
+                 cc::Cancelled);
+    EXPECT_EQ(kv->n_tokens(), 4);
+}
+
+TEST(CudaModel, KvExportImportRoundTripAndForeignBlocks) {
+    REQUIRE_DEVICE();
+    const cc::ModelWeights w = qwen3_test();
+    auto be = cc::cuda::make_cuda_backend(w, {});
+    EXPECT_EQ(be->name(), "cuda");
+    EXPECT_TRUE(be->kv_on_device());
+    EXPECT_EQ(be->numerics_id().rfind("cuda/sm", 0), 0u) << be->numerics_id();
+    const auto tokens = seeded_tokens(33, w.config.vocab_size);
+    auto kv = be->allocate_kv(40);
+    be->forward(tokens, cc::KvView{nullptr, 0, kv.get()}, {});
+    std::vector<std::byte> a(be->kv_bytes(33)), b(be->kv_bytes(33));
+    be->export_kv(*kv, 33, a);
+    auto imported = be->import_kv(a, 33, 50);
+    EXPECT_EQ(imported->n_tokens(), 33);
+    EXPECT_EQ(imported->capacity_tokens(), 50);
+    be->export_kv(*imported, 33, b);
+    EXPECT_TRUE(a == b);
+    // A CPU block is not ours: a clear error, not a crash.
+    auto cpu = cc::make_cpu_backend(w, {});
+    auto cpu_kv = cpu->allocate_kv(8);
+    EXPECT_THROW(be->forward(std::span(tokens).first(2), cc::KvView{nullptr, 0, cpu_kv.get()}, {}), std::runtime_error);
+}
+
+TEST(CudaModel, WithoutDeviceMakeBackendSaysWhy) {
+    const auto p = cc::cuda::probe();
+    if (p.available) GTEST_SKIP() << "a CUDA device is present (" << p.message << ")";
+    const cc::ModelWeights w = qwen3_test();
+    try {
+        cc::cuda::make_cuda_backend(w, {});
+        FAIL() << "make_cuda_backend succeeded without a device";
+    } catch (const cc::cuda::CudaError& e) {
+        EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+    }
+}
+
+TEST(CudaModel, RequiredBytesCoverWeightsActivationsAndWorkspace) {
+    // Plain arithmetic: runs without a device.
+    const cc::ModelConfig c = cc::find_builtin("qwen3-8b")->config;
+    cc::cuda::CudaBackendOptions o;
+    const size_t small = cc::cuda::cuda_required_bytes(c, o);
+    EXPECT_GT(small, size_t(16'000'000'000));  // BF16 weights alone are ~16.4 GB
+    EXPECT_LT(small, size_t(18'000'000'000));
+    o.max_batch_tokens = 4096;
+    EXPECT_GT(cc::cuda::cuda_required_bytes(c, o), small);  // activations grow with the batch
+    o = {};
+    o.workspace_bytes = size_t(1) << 30;
+    EXPECT_EQ(cc::cuda::cuda_required_bytes(c, o) - small, (size_t(1) << 30) - (size_t(64) << 20));
+}
+
+TEST(CudaModel, NumericsIdNamesArchitectureAndKvDtype) {
+    // Plain string arithmetic: runs without a device. The id keeps GPU groups from linking on the
+    // CPU or on another architecture.
+    cc::cuda::DeviceInfo d;
+    d.compute_major = 9;
+    d.compute_minor = 0;
+    cc::cuda::CudaBackendOptions o;
+    EXPECT_EQ(cc::cuda::cuda_numerics_id(d, o), "cuda/sm90/bf16/f32");
+    o.kv_dtype = cc::KvDType::bf16;
+    d.compute_major = 8;
+    EXPECT_EQ(cc::cuda::cuda_numerics_id(d, o), "cuda/sm80/bf16/bf16");
+}
+
+}  // namespace

@@ -1,0 +1,185 @@
+// cuda/launch_geometry.h on the CPU (no CUDA needed): grid/block sizes within CUDA's limits,
+// shared memory within sm_80/sm_90's, split boundaries at absolute positions, edge shapes.
+#include "cuda/launch_geometry.h"
+
+#include "core/model/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <stdexcept>
+
+namespace geom = cc::cuda::geom;
+
+namespace {
+
+void expect_within_limits(const geom::Launch& l) {
+    EXPECT_GE(l.grid.x, 1u);
+    EXPECT_LE(uint64_t(l.grid.x), geom::kMaxGridX);
+    EXPECT_GE(l.grid.y, 1u);
+    EXPECT_LE(uint64_t(l.grid.y), geom::kMaxGridYZ);
+    EXPECT_GE(l.grid.z, 1u);
+    EXPECT_LE(uint64_t(l.grid.z), geom::kMaxGridYZ);
+    EXPECT_LE(l.block.x * l.block.y * l.block.z, geom::kMaxBlockThreads);
+    EXPECT_EQ(l.block.x * l.block.y * l.block.z % 32, 0u) << "whole warps";
+    EXPECT_LE(l.smem_bytes, geom::kSmemOptinSm80Bytes);
+    EXPECT_LE(l.smem_bytes, geom::kSmemOptinSm90Bytes);
+}
+
+cc::ModelConfig qwen3_8b() {
+    cc::ModelConfig c;
+    c.n_layers = 36;
+    c.dim = 4096;
+    c.ffn_dim = 12288;
+    c.n_heads = 32;
+    c.n_kv_heads = 8;
+    c.head_dim = 128;
+    c.vocab_size = 151936;
+    c.max_position_embeddings = 40960;
+    c.qk_norm = true;
+    return c;
+}
+
+}  // namespace
+
+TEST(launch_geometry, attention_tiled_covers_every_row_once) {
+    for (int rows : {1, 2, 15, 16, 17, 100, 512, 3000, 100000})
+        for (int hd : {64, 128, 256})
+            for (auto [h, kv] : {std::pair{7, 1}, std::pair{32, 8}, std::pair{1, 1}, std::pair{40, 40}}) {
+                const geom::Launch l = geom::attn_tiled(rows, h, kv, hd);
+                expect_within_limits(l);
+                EXPECT_EQ(l.grid.y, unsigned(h));
+                // blocks of 16 rows: the last block holds the remainder, none is empty
+                EXPECT_GE(uint64_t(l.grid.x) * geom::kAttnRowsPerBlock, uint64_t(rows));
+                EXPECT_LT(uint64_t(l.grid.x - 1) * geom::kAttnRowsPerBlock, uint64_t(rows));
+                EXPECT_EQ(l.smem_bytes, geom::attn_smem_bytes(geom::kAttnRowsPerBlock, hd, true));
+            }
+}
+
+TEST(launch_geometry, attention_shared_memory_fits_sm80_and_sm90) {
+    // head_dim 128 (Qwen3, Llama 3): over the 48 KiB default, so the launcher opts in.
+    const size_t tiled128 = geom::attn_smem_bytes(geom::kAttnRowsPerBlock, 128, true);
+    EXPECT_GT(tiled128, geom::kSmemDefaultBytes);
+    EXPECT_LE(tiled128, geom::kSmemOptinSm80Bytes);
+    EXPECT_LE(geom::attn_smem_bytes(geom::kAttnRowsPerBlock, geom::kMaxHeadDim, true), geom::kSmemOptinSm80Bytes);
+    EXPECT_LE(geom::attn_smem_bytes(1, 128, false), geom::kSmemDefaultBytes);  // split, head_dim 128: no opt-in
+    EXPECT_GT(geom::attn_smem_bytes(1, geom::kMaxHeadDim, false),
+              geom::kSmemDefaultBytes);  // 256: the launcher opts in
+    EXPECT_LE(geom::attn_smem_bytes(1, geom::kMaxHeadDim, false), geom::kSmemOptinSm80Bytes);
+    // exact layout: q, k (padded), v, p, acc_c, acc_t, state
+    EXPECT_EQ(geom::attn_smem_bytes(16, 64, true), (16 * 64 + 32 * 65 + 32 * 64 + 16 * 32 + 16 * 64 * 2 + 16 * 8) * 4u);
+    EXPECT_EQ(geom::attn_smem_bytes(1, 64, false), (64 + 32 * 65 + 32 * 64 + 32 + 64 + 8) * 4u);
+}
+
+TEST(launch_geometry, attention_refuses_bad_shapes) {
+    EXPECT_THROW(geom::attn_tiled(1, 7, 2, 64), std::invalid_argument);   // 7 heads do not group into 2 kv heads
+    EXPECT_THROW(geom::attn_tiled(1, 8, 8, 63), std::invalid_argument);   // odd head_dim (RoPE pairs)
+    EXPECT_THROW(geom::attn_tiled(1, 8, 8, 512), std::invalid_argument);  // beyond kMaxHeadDim
+    EXPECT_THROW(geom::attn_tiled(0, 8, 8, 64), std::invalid_argument);
+    EXPECT_THROW(geom::attn_split(5, 8, 8, 64, 100), std::invalid_argument);
+    EXPECT_THROW(geom::attn_tiled(1, 70000, 1, 64), std::invalid_argument);  // grid.y
+}
+
+TEST(launch_geometry, split_chunks_cover_positions_at_absolute_boundaries) {
+    for (int n_positions : {1, 2, 255, 256, 257, 3000, 100000, 131072}) {
+        const int chunks = geom::attn_n_chunks(n_positions);
+        EXPECT_GE(int64_t(chunks) * geom::kAttnChunk, n_positions);
+        EXPECT_LT(int64_t(chunks - 1) * geom::kAttnChunk, n_positions);
+        for (int rows : {1, 4}) {
+            const geom::Launch l = geom::attn_split(rows, 7, 1, 128, n_positions);
+            expect_within_limits(l);
+            EXPECT_EQ(l.grid.x, unsigned(chunks));
+            EXPECT_EQ(l.grid.z, unsigned(rows));
+            EXPECT_EQ(geom::attn_partial_floats(rows, 7, 128, n_positions), size_t(rows) * 7 * size_t(chunks) * 130);
+        }
+    }
+    // The chunk of a position is a function of the position alone: the same for a query whose
+    // prefix ends anywhere. Chunks start at multiples of kAttnChunk, tiles at multiples of kAttnKeyTile.
+    for (int c = 0; c < 400; ++c) {
+        EXPECT_EQ(geom::attn_chunk_begin(c) % geom::kAttnChunk, 0);
+        EXPECT_EQ(geom::attn_chunk_of(int(geom::attn_chunk_begin(c))), c);
+        EXPECT_EQ(geom::attn_chunk_of(int(geom::attn_chunk_begin(c)) + geom::kAttnChunk - 1), c);
+    }
+    EXPECT_EQ(geom::kAttnChunk % geom::kAttnKeyTile, 0);
+}
+
+TEST(launch_geometry, first_key_with_and_without_window) {
+    EXPECT_EQ(geom::attn_first_key(0, 0), 0);
+    EXPECT_EQ(geom::attn_first_key(99999, 0), 0);
+    EXPECT_EQ(geom::attn_first_key(0, 4096), 0);
+    EXPECT_EQ(geom::attn_first_key(4095, 4096), 0);
+    EXPECT_EQ(geom::attn_first_key(4096, 4096), 1);  // p - window < j <= p, as the CPU backend
+    EXPECT_EQ(geom::attn_first_key(100000, 4096), 100000 - 4095);
+    EXPECT_EQ(geom::attn_first_key(5, 1), 5);  // window 1: only itself
+}
+
+TEST(launch_geometry, split_path_only_for_small_batches) {
+    EXPECT_TRUE(geom::attn_use_split(1));
+    EXPECT_TRUE(geom::attn_use_split(geom::kAttnSplitMaxRows));
+    EXPECT_FALSE(geom::attn_use_split(geom::kAttnSplitMaxRows + 1));
+    const geom::Launch c = geom::attn_combine(4, 7, 64);
+    expect_within_limits(c);
+    EXPECT_GE(c.block.x, 64u);
+    const geom::Launch c2 = geom::attn_combine(1, 32, 256);
+    EXPECT_EQ(c2.block.x, 256u);
+}
+
+TEST(launch_geometry, row_and_elementwise_kernels) {
+    for (int rows : {1, 7, 512, 100000}) {
+        const geom::Launch l = geom::row_blocks(rows);
+        expect_within_limits(l);
+        EXPECT_EQ(l.grid.x, unsigned(rows));
+        EXPECT_EQ(l.smem_bytes, geom::kRowThreads * sizeof(float));
+        EXPECT_EQ(geom::kRowThreads & (geom::kRowThreads - 1), 0u) << "the reduction tree halves the block";
+        const geom::Launch h = geom::heads_per_row(rows, 128);
+        expect_within_limits(h);
+        EXPECT_EQ(h.block.x, 32 * geom::kHeadWarps);
+    }
+    EXPECT_THROW(geom::row_blocks(0), std::invalid_argument);
+    EXPECT_THROW(geom::heads_per_row(1, 127), std::invalid_argument);
+    for (int64_t n :
+         {int64_t(1), int64_t(255), int64_t(256), int64_t(257), int64_t(100000) * 151936, int64_t(1) << 40}) {
+        const geom::Launch l = geom::elementwise(n);
+        expect_within_limits(l);
+        // grid-stride loop: enough threads or the cap
+        EXPECT_TRUE(uint64_t(l.grid.x) * l.block.x >= uint64_t(n) || l.grid.x == 65535u * 16u) << n;
+    }
+}
+
+TEST(launch_geometry, buffer_plan_and_required_bytes) {
+    const cc::ModelConfig c = qwen3_8b();
+    const geom::ForwardBuffers b = geom::plan_buffers(c, 512, 40960);
+    EXPECT_EQ(b.x, 512u * 4096 * 4);
+    EXPECT_EQ(b.xn, 512u * 4096 * 2);  // max(dim, n_heads * head_dim) = 4096
+    EXPECT_EQ(b.gate, 512u * 12288 * 4);
+    EXPECT_EQ(b.logits, 32u * 151936 * 4);  // at most 32 logit rows per lm_head GEMM
+    EXPECT_EQ(b.partial, size_t(4) * 32 * 160 * 130 * 4);
+    EXPECT_EQ(geom::max_logit_rows(1), 1);
+    EXPECT_EQ(geom::max_logit_rows(7), 7);
+    EXPECT_EQ(geom::max_logit_rows(4096), 32);
+    // Qwen3-8B: 8.19e9 parameters in BF16 ~ 16.4 GB (untied lm_head)
+    const size_t w = geom::weight_bytes(c);
+    EXPECT_GT(w, size_t(16'000'000'000));
+    EXPECT_LT(w, size_t(16'800'000'000));
+    cc::ModelConfig tied = c;
+    tied.tie_word_embeddings = true;
+    EXPECT_EQ(geom::weight_bytes(c) - geom::weight_bytes(tied), size_t(151936) * 4096 * 2);
+    EXPECT_THROW(geom::plan_buffers(c, 0, 1), std::invalid_argument);
+    EXPECT_EQ(geom::rope_table_positions(1), geom::kRopeTableStep);
+    EXPECT_EQ(geom::rope_table_positions(4097), 2 * geom::kRopeTableStep);
+    EXPECT_EQ(geom::rope_table_positions(100000), 25 * geom::kRopeTableStep);
+}
+
+TEST(launch_geometry, fallback_gemm_tiles_cover_the_output) {
+    for (auto [m, n] :
+         {std::pair{1, 1}, std::pair{1, 151936}, std::pair{512, 4096}, std::pair{65, 63}, std::pair{4096, 12288}}) {
+        const geom::Launch l = geom::gemm_fallback(m, n);
+        expect_within_limits(l);
+        EXPECT_EQ(l.block.x * l.block.y * 16, unsigned(geom::kGemmTile * geom::kGemmTile))
+            << "4 x 4 outputs per thread";
+        EXPECT_GE(uint64_t(l.grid.x) * geom::kGemmTile, uint64_t(n));
+        EXPECT_LT(uint64_t(l.grid.x - 1) * geom::kGemmTile, uint64_t(n));
+        EXPECT_GE(uint64_t(l.grid.y) * geom::kGemmTile, uint64_t(m));
+    }
+    EXPECT_THROW(geom::gemm_fallback(0, 5), std::invalid_argument);
+}

@@ -1,0 +1,264 @@
+// The engine's compile -> link -> query path. Exactness is the product: on the same backend the
+// cached path must give bit-identical logits and tokens to a full prefill (asserted with ==).
+#include "core/engine/engine.h"
+#include "core/model/builtin_model.h"
+#include "core/engine/result_json.h"
+#include "tests/test_support.h"
+
+#include <cstring>
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+namespace {
+
+using cc::Engine;
+using cc::EngineOptions;
+using cc::QueryMode;
+using cc::QueryOptions;
+using cc::ToolSet;
+
+std::filesystem::path toolset_path(const std::string& name) {
+    return cc::test::source_dir() / "resources" / "toolsets" / (name + ".json");
+}
+
+ToolSet first_tools(size_t n) {
+    if (n == 0) return ToolSet();
+    const auto all = ToolSet::from_file(toolset_path("tools_20"));
+    auto arr = nlohmann::ordered_json::parse(cc::test::read_file(toolset_path("tools_20")));
+    nlohmann::ordered_json subset = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < n; ++i) subset.push_back(arr[i]);
+    return ToolSet::from_json_text(subset.dump(), "subset");
+}
+
+Engine& test_engine(int n_threads = 0, cc::KvDType kv = cc::KvDType::f32) {
+    // One engine per configuration, loaded once for the whole test program.
+    static std::map<std::pair<int, int>, std::unique_ptr<Engine>> engines;
+    auto& slot = engines[{n_threads, static_cast<int>(kv)}];
+    if (!slot) {
+        EngineOptions o;
+        o.model_spec = "builtin:qwen3-test";
+        o.n_threads = n_threads;
+        o.kv_dtype = kv;
+        slot = std::make_unique<Engine>(o);
+        slot->load_model();
+    }
+    return *slot;
+}
+
+bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void expect_identical(const cc::QueryResult& cached, const cc::QueryResult& full, const std::string& label) {
+    ASSERT_EQ(cached.tokens, full.tokens) << label;
+    ASSERT_EQ(cached.step_logits.size(), full.step_logits.size()) << label;
+    for (size_t i = 0; i < cached.step_logits.size(); ++i)
+        EXPECT_TRUE(bits_equal(cached.step_logits[i], full.step_logits[i])) << label << ": logits differ at generated token " << i;
+}
+
+TEST(Engine, LoadsTheBuiltinTestModel) {
+    const auto& info = test_engine().model_info();
+    EXPECT_TRUE(info.builtin);
+    EXPECT_TRUE(info.synthetic_weights);
+    EXPECT_EQ(info.chat_format, "qwen3");
+    EXPECT_EQ(info.backend, "cpu");
+    EXPECT_EQ(info.fingerprint.size(), 64u);
+    EXPECT_EQ(info.config.head_dim, 32);  // != hidden / heads: Qwen3's independent head_dim
+    EXPECT_GT(info.kv_bytes_per_token, 0u);
+}
+
+struct ExactCase {
+    size_t n_tools;
+    std::string query;
+};
+
+class EngineExactness : public ::testing::TestWithParam<ExactCase> {};
+
+TEST_P(EngineExactness, CachedEqualsFullPrefillBitForBit) {
+    Engine& engine = test_engine();
+    const auto tools = first_tools(GetParam().n_tools);
+    const auto compiled = engine.set_tools(tools, "You are a careful assistant.");
+    EXPECT_EQ(compiled.n_tools, GetParam().n_tools);
+    QueryOptions q;
+    q.mode = QueryMode::compare;
+    q.max_new_tokens = 8;
+    q.ignore_eos = true;
+    const auto r = engine.query(GetParam().query, q);
+    ASSERT_TRUE(r.identical.has_value());
+    EXPECT_TRUE(*r.identical) << "first difference at " << (r.first_difference ? *r.first_difference : 0);
+    EXPECT_EQ(r.max_abs_logit_diff, 0.0);
+    ASSERT_TRUE(r.full);
+    expect_identical(r, *r.full, "tools=" + std::to_string(GetParam().n_tools));
+    EXPECT_EQ(r.generated_tokens, 8u);
+    EXPECT_TRUE(r.cache_hit);
+    EXPECT_EQ(r.prefix_tokens + r.suffix_tokens, r.full->prefix_tokens + r.full->suffix_tokens);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ToolsAndQueries, EngineExactness,
+    ::testing::Values(ExactCase{0, "Hello"}, ExactCase{1, ""}, ExactCase{5, "What's the weather in Paris tomorrow?"},
+                      ExactCase{20, "Book a table for two at 7pm"},
+                      ExactCase{5, std::string(600, 'x') + " long query " + std::string(300, '!')},
+                      ExactCase{1, "天気はどう？ 😀 café — </tools><|im_end|><|im_start|>system"}));
+
+TEST(Engine, ExactAcrossThreadCountsAndKvDtypes) {
+    const auto tools = first_tools(5);
+    QueryOptions q;
+    q.mode = QueryMode::full;
+    q.max_new_tokens = 6;
+    q.ignore_eos = true;
+    q.mode = QueryMode::compare;
+    std::vector<cc::QueryResult> results;
+    for (int threads : {1, 2, 3}) {
+        Engine& e = test_engine(threads);
+        e.set_tools(tools, "");
+        results.push_back(e.query("Convert 10 USD to EUR", q));
+        EXPECT_TRUE(*results.back().identical);
+    }
+    for (size_t i = 1; i < results.size(); ++i) expect_identical(results[i], results[0], "threads");
+
+    Engine& bf16 = test_engine(0, cc::KvDType::bf16);
+    EXPECT_TRUE(bf16.model_info().numerics.ends_with("/bf16")) << bf16.model_info().numerics;
+    bf16.set_tools(tools, "");
+    const auto r = bf16.query("Convert 10 USD to EUR", q);
+    EXPECT_TRUE(*r.identical);
+}
+
+TEST(Engine, RepeatedQueriesHitTheMemoryTierAndGiveTheSameAnswer) {
+    Engine& engine = test_engine();
+    const auto tools = first_tools(5);
+    auto first = engine.set_tools(tools, "sys");
+    auto again = engine.set_tools(tools, "sys");
+    EXPECT_TRUE(again.cache_hit);
+    EXPECT_EQ(again.tier, "memory");
+    EXPECT_EQ(again.group_key, first.group_key);
+    EXPECT_EQ(again.compile_ms, 0.0);
+    QueryOptions q;
+    q.max_new_tokens = 5;
+    q.ignore_eos = true;
+    const auto a = engine.query("hi", q);
+    const auto b = engine.query("hi", q);
+    EXPECT_EQ(a.tokens, b.tokens);
+    EXPECT_TRUE(a.cache_hit);
+    EXPECT_EQ(a.timings.link_ms, a.timings.lookup_ms + a.timings.disk_load_ms + a.timings.upload_ms);
+    // Order of tools in the file does not matter: same key, hit.
+    auto arr = nlohmann::ordered_json::parse(cc::test::read_file(toolset_path("tools_5")));
+    std::reverse(arr.begin(), arr.end());
+    const auto reversed = engine.set_tools(ToolSet::from_json_text(arr.dump(), "rev"), "sys");
+    EXPECT_EQ(reversed.group_key, first.group_key);
+    EXPECT_TRUE(reversed.cache_hit);
+}
+
+TEST(Engine, EvictedGroupIsRecompiledInsideTheQuery) {
+    Engine& engine = test_engine();
+    const auto compiled = engine.set_tools(first_tools(1), "evict me");
+    ASSERT_TRUE(engine.cache().remove(compiled.group_key));
+    QueryOptions q;
+    q.max_new_tokens = 3;
+    q.ignore_eos = true;
+    const auto r = engine.query("hello", q);
+    EXPECT_FALSE(r.cache_hit);
+    EXPECT_EQ(r.tier, "miss");
+    EXPECT_GT(r.timings.compile_ms, 0.0);
+    const auto r2 = engine.query("hello", q);
+    EXPECT_TRUE(r2.cache_hit);
+    EXPECT_EQ(r.tokens, r2.tokens);
+}
+
+TEST(Engine, StreamingCallbackRebuildsTheText) {
+    Engine& engine = test_engine();
+    engine.set_tools(first_tools(1), "");
+    QueryOptions q;
+    q.max_new_tokens = 12;
+    q.ignore_eos = true;
+    std::string streamed;
+    int n_events = 0;
+    const auto r = engine.query("stream please", q, [&](const cc::TokenEvent& e) {
+        streamed += e.text;
+        ++n_events;
+    });
+    EXPECT_GE(n_events, 12);
+    // The stream decodes with special tokens skipped, like the final text.
+    EXPECT_EQ(streamed, r.text);
+}
+
+TEST(Engine, CancelStopsGeneration) {
+    Engine& engine = test_engine();
+    engine.set_tools(first_tools(1), "");
+    QueryOptions q;
+    q.max_new_tokens = 50;
+    q.ignore_eos = true;
+    const auto r = engine.query("go", q, [&](const cc::TokenEvent& e) {
+        if (e.index == 2) engine.cancel();
+    });
+    EXPECT_EQ(r.stop_reason, "cancelled");
+    EXPECT_EQ(r.tokens.size(), 3u);
+}
+
+TEST(Engine, SeededSamplingIsReproducible) {
+    Engine& engine = test_engine();
+    engine.set_tools(first_tools(1), "");
+    QueryOptions q;
+    q.max_new_tokens = 10;
+    q.ignore_eos = true;
+    q.temperature = 1.5f;
+    q.top_p = 0.95f;
+    q.seed = 42;
+    const auto a = engine.query("sample", q);
+    const auto b = engine.query("sample", q);
+    EXPECT_EQ(a.tokens, b.tokens);
+    q.mode = QueryMode::compare;
+    const auto c = engine.query("sample", q);
+    EXPECT_TRUE(*c.identical);
+    EXPECT_EQ(c.tokens, a.tokens);
+}
+
+TEST(Engine, GenerateAndLogitsAgree) {
+    Engine& engine = test_engine();
+    const std::vector<cc::token_id> prompt{9707, 1879, 11, 1246};
+    const auto g = engine.generate(prompt, 4, true);
+    ASSERT_EQ(g.ids.size(), 4u);
+    const auto logits = engine.last_logits(prompt);
+    ASSERT_EQ(logits.size(), static_cast<size_t>(engine.model_info().config.vocab_size));
+    EXPECT_EQ(static_cast<cc::token_id>(std::max_element(logits.begin(), logits.end()) - logits.begin()), g.ids[0]);
+    EXPECT_THROW(engine.last_logits({}), std::invalid_argument);
+    EXPECT_THROW(engine.last_logits({-1}), std::runtime_error);
+    EXPECT_THROW(engine.last_logits({10'000'000}), std::runtime_error);
+}
+
+TEST(Engine, QueryBeforeSetToolsIsAnError) {
+    EngineOptions o;
+    o.model_spec = "builtin:qwen3-test";
+    Engine e(o);
+    e.load_model();
+    EXPECT_THROW(e.query("x", QueryOptions{}), std::logic_error);
+}
+
+TEST(Engine, BuiltinWeightsDoNotDependOnThreadCount) {
+    const auto recipe = *cc::find_builtin("qwen3-test");
+    const auto a = cc::generate_builtin_weights(recipe, 1);
+    const auto b = cc::generate_builtin_weights(recipe, 3);
+    ASSERT_EQ(a.embed.n_bytes, b.embed.n_bytes);
+    EXPECT_EQ(std::memcmp(a.embed.data, b.embed.data, a.embed.n_bytes), 0);
+    EXPECT_EQ(std::memcmp(a.layers[1].w_down.data, b.layers[1].w_down.data, a.layers[1].w_down.n_bytes), 0);
+    EXPECT_NE(cc::builtin_recipe_text(recipe), cc::builtin_recipe_text(*cc::find_builtin("qwen3-demo")));
+}
+
+TEST(Engine, ResultJsonHasTheDesignFields) {
+    Engine& engine = test_engine();
+    engine.set_tools(first_tools(1), "");
+    QueryOptions q;
+    q.max_new_tokens = 2;
+    q.mode = QueryMode::compare;
+    const auto j = cc::to_json(engine.query("hi", q));
+    for (const char* k : {"text", "tokens", "tool_call", "cache_hit", "tier", "prefix_tokens", "suffix_tokens",
+                          "generated_tokens", "reused_tokens", "timings", "full", "identical", "max_abs_logit_diff",
+                          "first_difference"})
+        EXPECT_TRUE(j.contains(k)) << k;
+    for (const char* k : {"tokenize_ms", "lookup_ms", "disk_load_ms", "upload_ms", "link_ms", "prefill_ms", "ttft_ms",
+                          "decode_ms", "total_ms", "prefill_tok_s", "decode_tok_s", "disk_load_gb_s"})
+        EXPECT_TRUE(j["timings"].contains(k)) << k;
+}
+
+}  // namespace

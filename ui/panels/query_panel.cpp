@@ -1,0 +1,471 @@
+#include "ui/panels/query_panel.h"
+
+#include "ui/worker/engine_controller.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFontDatabase>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QKeyEvent>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QScrollBar>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+namespace cc::ui {
+
+namespace {
+
+QFont monospace() { return QFontDatabase::systemFont(QFontDatabase::FixedFont); }
+
+const char* const kBadgeGreen = "background: #2e7d32; color: white; border-radius: 4px; padding: 3px 8px; font-weight: bold;";
+const char* const kBadgeRed = "background: #c62828; color: white; border-radius: 4px; padding: 3px 8px; font-weight: bold;";
+
+QPlainTextEdit* makeOutput(QWidget* parent, const QString& objectName, const QString& tip) {
+    auto* out = new QPlainTextEdit(parent);
+    out->setObjectName(objectName);
+    out->setReadOnly(true);
+    out->setFont(monospace());
+    out->setToolTip(tip);
+    out->setPlaceholderText(QObject::tr("Output appears here as it is generated."));
+    return out;
+}
+
+void appendPlain(QPlainTextEdit* edit, const QString& text) {
+    QScrollBar* bar = edit->verticalScrollBar();
+    const bool atEnd = bar->value() == bar->maximum();
+    QTextCursor cursor(edit->document());
+    cursor.movePosition(QTextCursor::End);
+    cursor.insertText(text);
+    if (atEnd) bar->setValue(bar->maximum());
+}
+
+}  // namespace
+
+QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(parent), m_engine(engine) {
+    m_input = new QPlainTextEdit(this);
+    m_input->setObjectName(QStringLiteral("queryInput"));
+    m_input->setPlaceholderText(tr("Ask something that needs one of the tools…  (Ctrl+Enter runs)"));
+    m_input->setToolTip(tr("The user query; only this part is prefilled on a cache hit. Ctrl+Enter runs it."));
+    m_input->setTabChangesFocus(true);
+    m_input->setMaximumHeight(m_input->fontMetrics().lineSpacing() * 4 + 14);
+    m_input->setMinimumHeight(m_input->fontMetrics().lineSpacing() * 2 + 14);
+    m_input->installEventFilter(this);
+
+    m_mode = new QComboBox(this);
+    m_mode->setObjectName(QStringLiteral("modeCombo"));
+    m_mode->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    m_mode->addItem(tr("cached"), int(cc::QueryMode::cached));
+    m_mode->addItem(tr("full"), int(cc::QueryMode::full));
+    m_mode->addItem(tr("compare"), int(cc::QueryMode::compare));
+    m_mode->addItem(tr("per-tool NoPE (experiment)"), int(cc::QueryMode::per_tool_nope));
+    m_mode->setItemData(0, tr("Link the compiled prefix KV and prefill only the query"), Qt::ToolTipRole);
+    m_mode->setItemData(1, tr("Prefill the whole prompt (the reference)"), Qt::ToolTipRole);
+    m_mode->setItemData(2, tr("Run both and check the outputs and logits are bit-identical"), Qt::ToolTipRole);
+    m_mode->setItemData(3,
+                        tr("The paper's negative result: compile each tool alone, compose them with deferred RoPE, and "
+                           "measure against a full prefill (not exact by design)"),
+                        Qt::ToolTipRole);
+    m_mode->setToolTip(tr("cached: link the stored prefix KV; full: prefill everything; compare: both, checked bit for bit"));
+    connect(m_mode, &QComboBox::currentIndexChanged, this, [this] { updateCompareVisibility(); });
+
+    m_maxTokens = new QSpinBox(this);
+    m_maxTokens->setObjectName(QStringLiteral("maxTokensSpin"));
+    m_maxTokens->setRange(1, 32768);
+    m_maxTokens->setValue(64);
+    m_maxTokens->setToolTip(tr("Most tokens to generate"));
+
+    m_temperature = new QDoubleSpinBox(this);
+    m_temperature->setObjectName(QStringLiteral("temperatureSpin"));
+    m_temperature->setRange(0.0, 2.0);
+    m_temperature->setSingleStep(0.1);
+    m_temperature->setDecimals(2);
+    m_temperature->setValue(0.0);
+    m_temperature->setSpecialValueText(tr("greedy"));
+    m_temperature->setToolTip(tr("Sampling temperature; 0 = greedy (deterministic)"));
+
+    m_ignoreEos = new QCheckBox(tr("Ignore EOS"), this);
+    m_ignoreEos->setObjectName(QStringLiteral("ignoreEosCheck"));
+    m_ignoreEos->setToolTip(tr("Keep generating past the end-of-turn token, up to the max tokens (for timing decode)"));
+
+    m_runButton = new QPushButton(tr("Run"), this);
+    m_runButton->setObjectName(QStringLiteral("runButton"));
+    m_runButton->setToolTip(tr("Run the query (Ctrl+Enter)"));
+    m_runButton->setDefault(true);
+    connect(m_runButton, &QPushButton::clicked, this, &QueryPanel::run);
+    m_cancelButton = new QPushButton(tr("Cancel"), this);
+    m_cancelButton->setObjectName(QStringLiteral("cancelButton"));
+    m_cancelButton->setToolTip(tr("Stop the running query at its next token"));
+    connect(m_cancelButton, &QPushButton::clicked, this, &QueryPanel::cancel);
+
+    auto* controls = new QHBoxLayout;
+    auto* modeLabel = new QLabel(tr("Mode:"), this);
+    modeLabel->setBuddy(m_mode);
+    auto* maxLabel = new QLabel(tr("Max tokens:"), this);
+    maxLabel->setBuddy(m_maxTokens);
+    auto* tempLabel = new QLabel(tr("Temperature:"), this);
+    tempLabel->setBuddy(m_temperature);
+    controls->addWidget(modeLabel);
+    controls->addWidget(m_mode);
+    controls->addSpacing(6);
+    controls->addWidget(maxLabel);
+    controls->addWidget(m_maxTokens);
+    controls->addSpacing(6);
+    controls->addWidget(tempLabel);
+    controls->addWidget(m_temperature);
+    controls->addSpacing(6);
+    controls->addWidget(m_ignoreEos);
+    controls->addStretch(1);
+
+    // Run / Cancel beside the input, so the options row stays short in a narrow dock.
+    auto* buttons = new QVBoxLayout;
+    buttons->addWidget(m_runButton);
+    buttons->addWidget(m_cancelButton);
+    buttons->addStretch(1);
+    auto* inputRow = new QHBoxLayout;
+    inputRow->addWidget(m_input, 1);
+    inputRow->addLayout(buttons);
+
+    m_message = new QLabel(this);
+    m_message->setObjectName(QStringLiteral("queryMessage"));
+    m_message->setWordWrap(true);
+    m_message->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_message->setStyleSheet(QStringLiteral("color: #c62828;"));
+    m_message->setToolTip(tr("Why the last query could not run or failed"));
+    m_message->hide();
+
+    m_badge = new QLabel(this);
+    m_badge->setObjectName(QStringLiteral("compareBadge"));
+    m_badge->setToolTip(tr("Compare mode: whether the cached run gave the full prefill's tokens and logits bit for bit"));
+    m_badge->hide();
+
+    m_status = new QLabel(this);
+    m_status->setObjectName(QStringLiteral("queryStatus"));
+    m_status->setWordWrap(true);
+    m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_status->setToolTip(tr("Time to first token, the cache tier the prefix came from, tokens and why generation stopped"));
+
+    m_nope = new QLabel(this);
+    m_nope->setObjectName(QStringLiteral("nopeMetrics"));
+    m_nope->setWordWrap(true);
+    m_nope->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_nope->setToolTip(tr("Per-tool NoPE: how far the composed per-tool K/V moves the output from a full prefill. "
+                          "Cosine and KL at the first generated token; mean cosine and top-1 agreement over the full "
+                          "run's steps, teacher-forced. The RoPE check compares deferred and standard rotation of the "
+                          "same keys. With synthetic weights the figures say nothing about quality: load a real "
+                          "checkpoint to measure."));
+    m_nope->hide();
+
+    auto* badgeRow = new QHBoxLayout;
+    badgeRow->addWidget(m_badge);
+    badgeRow->addStretch(1);
+
+    // outputs: the cached (or only) run, and in compare mode the full-prefill run beside it
+    auto* mainBox = new QWidget(this);
+    m_outputTitle = new QLabel(tr("Output"), mainBox);
+    m_output = makeOutput(mainBox, QStringLiteral("queryOutput"), tr("The generated text, streamed as it is produced"));
+    auto* mainLayout = new QVBoxLayout(mainBox);
+    mainLayout->setContentsMargins(0, 0, 0, 0);
+    mainLayout->addWidget(m_outputTitle);
+    mainLayout->addWidget(m_output, 1);
+    m_fullBox = new QWidget(this);
+    auto* fullTitle = new QLabel(tr("Full prefill (reference)"), m_fullBox);
+    m_fullOutput = makeOutput(m_fullBox, QStringLiteral("fullOutput"), tr("Compare mode: the output of the full prefill"));
+    auto* fullLayout = new QVBoxLayout(m_fullBox);
+    fullLayout->setContentsMargins(0, 0, 0, 0);
+    fullLayout->addWidget(fullTitle);
+    fullLayout->addWidget(m_fullOutput, 1);
+    auto* outputs = new QSplitter(Qt::Horizontal, this);
+    outputs->setToolTip(QString());
+    outputs->addWidget(mainBox);
+    outputs->addWidget(m_fullBox);
+    outputs->setChildrenCollapsible(false);
+
+    // the parsed tool call
+    m_callBox = new QGroupBox(tr("Tool call"), this);
+    m_callBox->setToolTip(tr("The tool call parsed from the output: the tool's name and its arguments"));
+    m_callName = new QLabel(tr("—"), m_callBox);
+    m_callName->setObjectName(QStringLiteral("toolCallName"));
+    m_callName->setFont(monospace());
+    m_callName->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_callName->setToolTip(tr("The name of the called tool"));
+    m_args = new QTableWidget(0, 2, m_callBox);
+    m_args->setObjectName(QStringLiteral("toolCallArgs"));
+    m_args->setHorizontalHeaderLabels({tr("Argument"), tr("Value (JSON)")});
+    m_args->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    m_args->horizontalHeader()->setStretchLastSection(true);
+    m_args->verticalHeader()->hide();
+    m_args->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_args->setFont(monospace());
+    m_args->setToolTip(tr("The call's arguments, each value as compact JSON"));
+    m_args->setMaximumHeight(m_args->fontMetrics().lineSpacing() * 6 + 12);
+    auto* callLayout = new QVBoxLayout(m_callBox);
+    callLayout->addWidget(m_callName);
+    callLayout->addWidget(m_args);
+    m_args->hide();   // shown with a call's arguments: the panel stays short enough for 1280x800
+
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(inputRow);
+    layout->addLayout(controls);
+    layout->addWidget(m_message);
+    layout->addWidget(m_status);
+    layout->addLayout(badgeRow);
+    layout->addWidget(m_nope);
+    layout->addWidget(outputs, 1);
+    layout->addWidget(m_callBox);
+
+    connect(m_engine, &EngineController::tokens, this, &QueryPanel::onTokens);
+    connect(m_engine, &EngineController::queryFinished, this, &QueryPanel::onFinished);
+    connect(m_engine, &EngineController::failed, this, &QueryPanel::onFailed);
+    connect(m_engine, &EngineController::cancelled, this, &QueryPanel::onCancelled);
+    connect(m_engine, &EngineController::busyChanged, this, [this](bool busy, const QString&) {
+        // The query job has ended (the controller is idle) without an outcome reaching us.
+        if (!busy && m_requestId != 0) endRequest();
+    });
+
+    updateCompareVisibility();
+    updateButtons();
+}
+
+// ---- controls --------------------------------------------------------------------------------
+
+QString QueryPanel::query() const { return m_input->toPlainText(); }
+void QueryPanel::setQuery(const QString& text) { m_input->setPlainText(text); }
+
+cc::QueryOptions QueryPanel::options() const {
+    cc::QueryOptions o;
+    o.mode = static_cast<cc::QueryMode>(m_mode->currentData().toInt());
+    o.max_new_tokens = m_maxTokens->value();
+    o.temperature = float(m_temperature->value());
+    o.ignore_eos = m_ignoreEos->isChecked();
+    return o;
+}
+
+void QueryPanel::setMode(cc::QueryMode mode) { m_mode->setCurrentIndex(m_mode->findData(int(mode))); }
+void QueryPanel::setMaxTokens(int n) { m_maxTokens->setValue(n); }
+void QueryPanel::setTemperature(double t) { m_temperature->setValue(t); }
+void QueryPanel::setIgnoreEos(bool on) { m_ignoreEos->setChecked(on); }
+QString QueryPanel::outputText() const { return m_output->toPlainText(); }
+QString QueryPanel::fullOutputText() const { return m_fullOutput->toPlainText(); }
+QString QueryPanel::badgeText() const { return m_badge->isHidden() ? QString() : m_badge->text(); }
+QString QueryPanel::nopeText() const { return m_nope->isHidden() ? QString() : m_nope->text(); }
+QString QueryPanel::statusText() const { return m_status->text(); }
+QString QueryPanel::messageText() const { return m_message->isHidden() ? QString() : m_message->text(); }
+QString QueryPanel::toolCallName() const { return m_toolCallName; }
+
+bool QueryPanel::eventFilter(QObject* watched, QEvent* event) {
+    if (watched == m_input && event->type() == QEvent::KeyPress) {
+        auto* key = static_cast<QKeyEvent*>(event);
+        if ((key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) && (key->modifiers() & Qt::ControlModifier)) {
+            run();
+            return true;
+        }
+    }
+    return QWidget::eventFilter(watched, event);
+}
+
+void QueryPanel::updateCompareVisibility() {
+    const cc::QueryMode mode = options().mode;
+    const bool compare = mode == cc::QueryMode::compare;
+    const bool nope = mode == cc::QueryMode::per_tool_nope;
+    m_fullBox->setVisible(compare || nope);
+    m_outputTitle->setText(compare ? tr("Cached (linked prefix)") : nope ? tr("Per-tool NoPE (composed)") : tr("Output"));
+    // The NoPE report names both runs' calls; the box's height goes to the report, so the window
+    // still fits 1280x800.
+    m_callBox->setVisible(!nope);
+}
+
+void QueryPanel::updateButtons() {
+    m_runButton->setEnabled(m_requestId == 0);
+    m_cancelButton->setEnabled(m_requestId != 0);
+}
+
+void QueryPanel::showMessage(const QString& text) {
+    m_message->setText(text);
+    m_message->setVisible(!text.isEmpty());
+}
+
+// ---- running ---------------------------------------------------------------------------------
+
+void QueryPanel::run() {
+    if (m_requestId != 0) return;   // one at a time; Cancel first
+    const QString text = query().trimmed();
+    if (text.isEmpty()) {
+        showMessage(tr("Type a query first."));
+        return;
+    }
+    if (!m_engine->modelInfo()) {
+        showMessage(tr("No model is loaded: load a model, then compile a tool set."));
+        return;
+    }
+    if (!m_engine->currentTools()) {
+        showMessage(tr("No tool set is compiled: load a tool set and press Compile first."));
+        return;
+    }
+    showMessage(QString());
+    m_output->clear();
+    m_fullOutput->clear();
+    m_badge->hide();
+    m_nope->hide();
+    m_callName->setText(tr("—"));
+    m_toolCallName.clear();
+    m_args->setRowCount(0);
+    const cc::QueryOptions o = options();
+    updateCompareVisibility();
+    m_status->setText(o.mode == cc::QueryMode::compare         ? tr("Running the full prefill, then the cached run…")
+                      : o.mode == cc::QueryMode::per_tool_nope ? tr("Running the full prefill, then each tool alone and the composed run…")
+                                                               : tr("Running (%1)…").arg(QString::fromUtf8(cc::query_mode_name(o.mode))));
+    m_requestId = m_engine->runQuery(text.toStdString(), o);
+    updateButtons();
+    emit queryStarted(m_requestId);
+}
+
+void QueryPanel::cancel() {
+    if (m_requestId == 0) return;
+    m_engine->cancel();
+    m_status->setText(tr("Cancelling…"));
+}
+
+void QueryPanel::endRequest() {
+    const uint64_t id = m_requestId;
+    m_requestId = 0;
+    updateButtons();
+    emit queryDone(id);
+}
+
+void QueryPanel::onTokens(const TokenBatch& batch) {
+    if (batch.requestId != m_requestId || m_requestId == 0) return;
+    appendPlain(batch.fullRun ? m_fullOutput : m_output, batch.text);
+}
+
+void QueryPanel::onFinished(const QueryOutcome& outcome) {
+    if (outcome.requestId != m_requestId || m_requestId == 0) return;
+    const cc::QueryResult& r = outcome.result;
+    m_output->setPlainText(QString::fromStdString(r.text));
+    if (r.full) m_fullOutput->setPlainText(QString::fromStdString(r.full->text));
+    showToolCall(r);
+    showBadge(r);
+    showNope(r);
+
+    QStringList parts;
+    parts << tr("TTFT %1 ms").arg(r.timings.ttft_ms, 0, 'f', 1);
+    if (r.full) parts << tr("full TTFT %1 ms").arg(r.full->timings.ttft_ms, 0, 'f', 1);
+    parts << tr("tier %1").arg(QString::fromStdString(r.tier));
+    if (outcome.nTools > 0) parts << tr("%1 tools").arg(outcome.nTools);
+    parts << tr("%1 prefix + %2 query tokens").arg(r.prefix_tokens).arg(r.suffix_tokens);
+    parts << tr("%1 generated").arg(r.generated_tokens == 1 ? tr("1 token") : tr("%1 tokens").arg(r.generated_tokens));
+    if (r.timings.decode_tok_s > 0) parts << tr("%1 tok/s").arg(r.timings.decode_tok_s, 0, 'f', 1);
+    parts << tr("stop: %1").arg(QString::fromStdString(r.stop_reason));
+    QString status = parts.join(QStringLiteral("  ·  "));
+    if (!r.problem.empty()) status += QStringLiteral("\n") + tr("Problem: %1").arg(QString::fromStdString(r.problem));
+    m_status->setText(status);
+    if (r.stop_reason == "cancelled") showMessage(tr("Cancelled after %1 generated token(s).").arg(r.generated_tokens));
+    endRequest();
+}
+
+void QueryPanel::onFailed(const QString& task, const QString& message) {
+    if (task != QLatin1String("query") || m_requestId == 0) return;
+    showMessage(tr("Query failed: %1").arg(message));
+    m_status->setText(QString());
+    endRequest();
+}
+
+void QueryPanel::onCancelled(const QString& task) {
+    if (task != QLatin1String("query")) return;
+    if (m_requestId == 0) return;   // the outcome (stop reason "cancelled") came first
+    showMessage(tr("Cancelled."));
+    m_status->setText(QString());
+    endRequest();
+}
+
+void QueryPanel::showToolCall(const cc::QueryResult& r) {
+    m_args->setRowCount(0);
+    m_args->setVisible(bool(r.tool_call));
+    if (!r.tool_call) {
+        m_callName->setText(tr("— (no tool call in the output)"));
+        m_toolCallName.clear();
+        return;
+    }
+    const cc::ToolCall& call = *r.tool_call;
+    const QString name = QString::fromStdString(call.name);
+    m_toolCallName = name;
+    m_callName->setText(call.arguments_valid ? name : tr("%1  (arguments are not a valid JSON object)").arg(name));
+    if (!call.arguments_valid) {
+        m_args->setRowCount(1);
+        m_args->setItem(0, 0, new QTableWidgetItem(tr("(raw)")));
+        auto* raw = new QTableWidgetItem(QString::fromStdString(call.raw));
+        raw->setToolTip(raw->text());
+        m_args->setItem(0, 1, raw);
+        return;
+    }
+    int row = 0;
+    m_args->setRowCount(int(call.arguments.size()));
+    for (auto it = call.arguments.begin(); it != call.arguments.end(); ++it, ++row) {
+        auto* key = new QTableWidgetItem(QString::fromStdString(it.key()));
+        auto* value = new QTableWidgetItem(QString::fromStdString(it.value().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+        value->setToolTip(value->text());
+        m_args->setItem(row, 0, key);
+        m_args->setItem(row, 1, value);
+    }
+}
+
+void QueryPanel::showBadge(const cc::QueryResult& r) {
+    if (!r.identical.has_value()) {
+        m_badge->hide();
+        return;
+    }
+    if (*r.identical) {
+        m_badge->setText(tr("identical — %1 tokens, logits bit-identical").arg(r.tokens.size()));
+        m_badge->setStyleSheet(QString::fromLatin1(kBadgeGreen));
+    } else {
+        const size_t at = r.first_difference.value_or(0);
+        m_badge->setText(tr("differs at token %1 (max |Δ logit| %2)").arg(at).arg(r.max_abs_logit_diff, 0, 'g', 3));
+        m_badge->setStyleSheet(QString::fromLatin1(kBadgeRed));
+    }
+    m_badge->show();
+}
+
+void QueryPanel::showNope(const cc::QueryResult& r) {
+    if (!r.nope) {
+        m_nope->hide();
+        return;
+    }
+    const cc::NopeReport& n = *r.nope;
+    // Four short lines (about 90 characters): the Query dock at 1280x800 shows them unwrapped (a
+    // docked label only gets the height of its unwrapped text, so a wrapped line would be cut off).
+    QString output = n.identical_tokens ? tr("identical tokens") : tr("different tokens");
+    if (n.first_difference) output += tr(" (first difference at token %1)").arg(*n.first_difference);
+    QStringList lines;
+    lines << tr("<b>Per-tool NoPE vs full prefill</b>: %1 tools compiled alone, composed with deferred RoPE%2")
+                 .arg(n.n_tools)
+                 .arg(n.reused ? tr(" (reused)") : QString());
+    lines << tr("logit cosine %1 first, %2 mean over %3 steps · top-1 agreement %4 · KL(full ‖ NoPE) %5 nats")
+                 .arg(n.logit_cosine_first, 0, 'f', 4)
+                 .arg(n.logit_cosine_mean, 0, 'f', 4)
+                 .arg(n.compared_steps)
+                 .arg(n.top1_agreement, 0, 'f', 3)
+                 .arg(n.kl_first, 0, 'g', 4);
+    const auto callName = [this](const std::optional<cc::ToolCall>& call) {
+        return call ? QString::fromStdString(call->name) : tr("no call");
+    };
+    lines << tr("output: %1 · tool call: %2 (composed), %3 (full prefill)")
+                 .arg(output, callName(r.tool_call), r.full ? callName(r.full->tool_call) : tr("—"));
+    QString rope = tr("RoPE check max |diff| %1 across %2 layers (%3 KV)")
+                       .arg(n.rope_check_max_abs_diff, 0, 'g', 3)
+                       .arg(n.rope_check_per_layer.size())
+                       .arg(QString::fromStdString(n.kv_dtype));
+    if (const cc::ModelInfo* info = m_engine->modelInfo(); info && info->synthetic_weights)
+        rope += tr(" · <i>synthetic weights: these figures are meaningless</i>");
+    lines << rope;
+    m_nope->setText(lines.join(QStringLiteral("<br>")));
+    m_nope->show();
+}
+
+}  // namespace cc::ui

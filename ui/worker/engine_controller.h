@@ -1,0 +1,306 @@
+// The app's bridge to the engine (DESIGN §10, STYLE "Qt's own threading examples").
+//
+// EngineWorker owns the cc::Engine and lives on a worker QThread; EngineController lives on the
+// GUI thread, owns that thread and the worker, and is what the panels talk to. Requests cross to
+// the worker as queued signals, answers come back as queued signals carrying plain value types
+// (registered with Q_DECLARE_METATYPE). Nothing here blocks the GUI thread: no
+// BlockingQueuedConnection, no waiting on a future. cancel() is the one direct call: it sets an
+// atomic flag the engine checks between layers and tokens.
+#pragma once
+
+#include "core/engine/engine.h"
+#include "core/research/paper_bench.h"
+#include "core/research/eval_runner.h"
+
+#include <QList>
+#include <QMetaType>
+#include <QObject>
+#include <QString>
+#include <QStringList>
+#include <QThread>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cc::ui {
+
+// ---- requests (GUI -> worker) ----------------------------------------------------------------
+
+struct ModelRequest {
+    std::string spec = cc::kDefaultModelSpec;  // builtin:NAME or an HF model directory
+    std::string backend = "auto";               // auto | cpu | cuda
+    int threads = 0;                            // 0 = all cores
+    std::string kvDtype = "f32";                // f32 | bf16
+    std::string cacheDir;                       // "" = cc::default_cache_dir()
+    uint64_t hostBudgetBytes = uint64_t(4) << 30;
+    uint64_t diskBudgetBytes = uint64_t(32) << 30;
+    uint64_t gpuBudgetBytes = uint64_t(8) << 30;  // the GPU tier (CUDA backend only)
+};
+
+struct ToolsRequest {
+    std::string toolsJson;      // the enabled tools: a JSON array (or {"tools": [...]}) as text
+    std::string source;         // shown in errors: a file name or "<editor>"
+    std::string systemPrompt;
+};
+
+struct QueryRequest {
+    uint64_t id = 0;            // assigned by EngineController::runQuery
+    std::string text;
+    cc::QueryOptions options;
+};
+
+struct SweepSet {
+    std::string name;           // e.g. "tools_20"
+    std::string toolsJson;
+    std::string query;
+};
+
+struct SweepRequest {
+    std::vector<SweepSet> sets; // run in this order
+    std::string systemPrompt;
+    int repeats = 3;            // per mode per set; the median is plotted
+    int maxNewTokens = 8;
+};
+
+// The paper's Tables 2 and 3 (core/paper_bench) on an engine of its own: the same model, a
+// memory-only store, so every compile is a forced miss and the user's cache is neither read nor changed.
+struct BenchRequest {
+    std::vector<int> toolCounts{5, 10, 20, 50, 100};  // bundled tool sets (first N tools of tools_100.json)
+    int nQueries = 30;
+    int warmup = 2;
+    int maxNewTokens = 16;
+    std::string systemPrompt;
+};
+
+struct EvalRequest {
+    std::string datasetPath;    // a JSONL file, or a Qt resource (":/eval/tool_calls.jsonl") whose
+                                // tools_file values resolve inside the resources
+    cc::EvalRunOptions options; // mode, limit, max_new_tokens, default system prompt
+};
+
+// ---- answers (worker -> GUI) -----------------------------------------------------------------
+
+struct Progress {
+    QString task;               // "load" | "compile" | "query" | "sweep" | "verify"
+    qint64 done = 0;
+    qint64 total = 0;           // 0 = indeterminate
+    QString text;               // e.g. "prefix 1,024 / 2,952 tokens"
+};
+
+struct ToolsDescription {
+    std::string toolsHash;
+    std::string groupKey;
+    size_t nTools = 0;
+    size_t prefixTokens = 0;
+    size_t kvBytes = 0;         // canonical KV bytes of the prefix
+    std::string cacheState;     // "gpu" | "memory" | "disk" | "not cached"
+};
+
+struct TokenBatch {
+    uint64_t requestId = 0;
+    QString text;               // the UTF-8 text these tokens completed
+    int nTokens = 0;
+    bool fullRun = false;       // compare mode: the tokens of the full-prefill run
+};
+
+struct QueryOutcome {
+    uint64_t requestId = 0;
+    std::string query;
+    int nTools = 0;
+    cc::QueryResult result;     // result.full is set in compare mode
+};
+
+struct SweepPoint {
+    std::string name;
+    size_t nTools = 0;
+    size_t prefixTokens = 0;
+    double compileMs = 0;
+    double cachedTtftMs = 0;    // medians over the repeats
+    double fullTtftMs = 0;
+    double cachedLinkMs = 0;
+    double cachedPrefillMs = 0;
+    bool identical = true;      // every cached run gave the full run's tokens
+};
+
+struct BenchOutcome {
+    cc::PaperBenchOptions options;    // as run
+    std::vector<cc::PaperBenchRow> rows;
+    cc::ModelInfo model;              // the benchmark engine's (same model, threads and backend)
+};
+
+struct CacheSnapshot {
+    std::vector<cc::GroupInfo> groups;  // most recently used first
+    std::string dir;            // "" for a memory-only store
+    uint64_t memoryBytes = 0;
+    uint64_t hostBudgetBytes = 0;
+    uint64_t diskBytes = 0;
+    uint64_t diskBudgetBytes = 0;
+    bool onDevice = false;      // the backend keeps KV on a GPU: a "gpu" tier precedes memory
+    uint64_t gpuBytes = 0;
+    uint64_t gpuBudgetBytes = 0;
+};
+
+// ---- the worker (worker thread) --------------------------------------------------------------
+
+class EngineWorker : public QObject {
+    Q_OBJECT
+public:
+    // backends: what the program wired (app/backends.h); null = the CPU backend alone.
+    explicit EngineWorker(std::shared_ptr<const cc::BackendRegistry> backends, QObject* parent = nullptr);
+    ~EngineWorker() override;
+
+    // Any thread: stops the running job at its next layer/token/step.
+    void cancel();
+
+public slots:
+    void loadModel(const cc::ui::ModelRequest& request);
+    void describeTools(const cc::ui::ToolsRequest& request);
+    void compileTools(const cc::ui::ToolsRequest& request);
+    void runQuery(const cc::ui::QueryRequest& request);
+    void runSweep(const cc::ui::SweepRequest& request);
+    void runBench(const cc::ui::BenchRequest& request);
+    void runEval(const cc::ui::EvalRequest& request);
+    void listCache();
+    void verifyCache();
+    void removeGroup(const QString& groupKey);
+    void evictGroup(const QString& groupKey);
+    void clearCache();
+
+signals:
+    void jobStarted(const QString& task);
+    void jobFinished(const QString& task);   // after success, failure or cancellation
+    void progress(const cc::ui::Progress& progress);
+    void failed(const QString& task, const QString& message);
+    void cancelled(const QString& task);
+    void warning(const QString& message);    // cache problems (quarantined files, failed writes)
+
+    void modelLoaded(const cc::ModelInfo& info);
+    void toolsDescribed(const cc::ui::ToolsDescription& description);
+    void compiled(const cc::CompileResult& result);
+    void tokens(const cc::ui::TokenBatch& batch);
+    void queryFinished(const cc::ui::QueryOutcome& outcome);
+    void sweepPoint(const cc::ui::SweepPoint& point);
+    void sweepFinished(const QList<cc::ui::SweepPoint>& points);
+    void benchFinished(const cc::ui::BenchOutcome& outcome);
+    void evalRecord(const cc::EvalRecord& record);          // one example done
+    void evalFinished(const cc::EvalRunResult& result);     // also after a cancel (partial)
+    void cacheListed(const cc::ui::CacheSnapshot& snapshot);
+    void cacheVerified(const QStringList& problems);
+    void cacheChanged();                     // compiled, evicted, removed or cleared
+
+private:
+    struct State;
+    std::unique_ptr<State> m_state;
+    std::shared_ptr<const cc::BackendRegistry> m_backends;
+    std::atomic<bool> m_cancel{false};
+};
+
+// ---- the controller (GUI thread) -------------------------------------------------------------
+
+class EngineController : public QObject {
+    Q_OBJECT
+public:
+    explicit EngineController(QObject* parent = nullptr);  // the CPU backend alone
+    // backends: what the program wired (app/backends.h); null = the CPU backend alone.
+    explicit EngineController(std::shared_ptr<const cc::BackendRegistry> backends, QObject* parent = nullptr);
+    // Cancels the running job, then quit() + wait() on the worker thread.
+    ~EngineController() override;
+
+    bool busy() const { return !m_task.isEmpty(); }
+    QString currentTask() const { return m_task; }
+    const cc::ModelInfo* modelInfo() const { return m_model ? &*m_model : nullptr; }
+    const cc::CompileResult* currentTools() const { return m_tools ? &*m_tools : nullptr; }
+    const ModelRequest& lastModelRequest() const { return m_modelRequest; }
+    EngineWorker* worker() const { return m_worker; }   // for connecting to its signals
+    // The GPU probe of the wired backends (any thread; it initialises the driver, so not on the
+    // GUI thread), and whether a GPU backend was wired at all.
+    cc::CudaProbeSummary probeGpu() const { return m_backends->probe_gpu(); }
+    bool gpuBackendBuilt() const { return m_backends->find("cuda") != nullptr; }
+
+    // Queue requests; each returns immediately. Jobs run one after another in request order.
+    void loadModel(const ModelRequest& request);
+    void describeTools(const ToolsRequest& request);
+    void compileTools(const ToolsRequest& request);
+    uint64_t runQuery(const std::string& text, const cc::QueryOptions& options);  // returns the request id
+    void runSweep(const SweepRequest& request);
+    void runBench(const BenchRequest& request);
+    void runEval(const EvalRequest& request);
+    void listCache();
+    void verifyCache();
+    void removeGroup(const QString& groupKey);
+    void evictGroup(const QString& groupKey);
+    void clearCache();
+    void cancel();   // the running job (queued ones still run)
+
+signals:
+    // Re-emitted from the worker (already on the GUI thread) so panels connect in one place.
+    void busyChanged(bool busy, const QString& task);
+    void progress(const cc::ui::Progress& progress);
+    void failed(const QString& task, const QString& message);
+    void cancelled(const QString& task);
+    void warning(const QString& message);
+    void modelLoaded(const cc::ModelInfo& info);
+    void toolsDescribed(const cc::ui::ToolsDescription& description);
+    void compiled(const cc::CompileResult& result);
+    void tokens(const cc::ui::TokenBatch& batch);
+    void queryFinished(const cc::ui::QueryOutcome& outcome);
+    void sweepPoint(const cc::ui::SweepPoint& point);
+    void sweepFinished(const QList<cc::ui::SweepPoint>& points);
+    void benchFinished(const cc::ui::BenchOutcome& outcome);
+    void evalRecord(const cc::EvalRecord& record);
+    void evalFinished(const cc::EvalRunResult& result);
+    void cacheListed(const cc::ui::CacheSnapshot& snapshot);
+    void cacheVerified(const QStringList& problems);
+    void cacheChanged();
+
+    // internal: queued into the worker
+    void requestLoadModel(const cc::ui::ModelRequest& request);
+    void requestDescribeTools(const cc::ui::ToolsRequest& request);
+    void requestCompileTools(const cc::ui::ToolsRequest& request);
+    void requestQuery(const cc::ui::QueryRequest& request);
+    void requestSweep(const cc::ui::SweepRequest& request);
+    void requestBench(const cc::ui::BenchRequest& request);
+    void requestEval(const cc::ui::EvalRequest& request);
+    void requestListCache();
+    void requestVerifyCache();
+    void requestRemoveGroup(const QString& groupKey);
+    void requestEvictGroup(const QString& groupKey);
+    void requestClearCache();
+
+private:
+    QThread m_thread;
+    EngineWorker* m_worker = nullptr;   // lives on m_thread; deleted when it finishes
+    QString m_task;
+    int m_pending = 0;
+    uint64_t m_nextQueryId = 1;
+    ModelRequest m_modelRequest;
+    std::shared_ptr<const cc::BackendRegistry> m_backends;  // never null
+    std::optional<cc::ModelInfo> m_model;
+    std::optional<cc::CompileResult> m_tools;
+};
+
+void registerMetaTypes();   // once, before the first connection (EngineController's constructor calls it)
+
+}  // namespace cc::ui
+
+Q_DECLARE_METATYPE(cc::ModelInfo)
+Q_DECLARE_METATYPE(cc::CompileResult)
+Q_DECLARE_METATYPE(cc::QueryResult)
+Q_DECLARE_METATYPE(cc::ui::ModelRequest)
+Q_DECLARE_METATYPE(cc::ui::ToolsRequest)
+Q_DECLARE_METATYPE(cc::ui::QueryRequest)
+Q_DECLARE_METATYPE(cc::ui::SweepRequest)
+Q_DECLARE_METATYPE(cc::ui::Progress)
+Q_DECLARE_METATYPE(cc::ui::ToolsDescription)
+Q_DECLARE_METATYPE(cc::ui::TokenBatch)
+Q_DECLARE_METATYPE(cc::ui::QueryOutcome)
+Q_DECLARE_METATYPE(cc::ui::SweepPoint)
+Q_DECLARE_METATYPE(cc::ui::CacheSnapshot)
+Q_DECLARE_METATYPE(cc::ui::BenchRequest)
+Q_DECLARE_METATYPE(cc::ui::BenchOutcome)
+Q_DECLARE_METATYPE(cc::ui::EvalRequest)
+Q_DECLARE_METATYPE(cc::EvalRecord)
+Q_DECLARE_METATYPE(cc::EvalRunResult)
