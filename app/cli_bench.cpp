@@ -74,7 +74,7 @@ int cmd_bench(Args& args, const cc::EngineOptions& global, bool json) {
     if (files_arg) {
         const auto files = split_list(*files_arg);
         if (files.empty()) throw UsageError("--tools needs FILE[,FILE...]");
-        for (const auto& f : files) o.tool_sets.push_back({f, cc::ToolSet::from_file(f)});
+        for (const auto& f : files) o.tool_sets.push_back({f, cc::ToolSet::from_file(f), {}});
     } else {
         const auto counts = split_list(counts_arg.value_or("5,10,20,50,100"));
         if (counts.empty()) throw UsageError("--tool-counts needs N[,N...]");
@@ -105,7 +105,7 @@ int cmd_bench(Args& args, const cc::EngineOptions& global, bool json) {
     const cc::ModelInfo& model = engine.load_model();
     const bool live = !json && isatty(STDERR_FILENO);  // a progress line only where someone watches it
     const auto rows = cc::run_paper_bench(engine, o, [&](const cc::PaperBenchProgress& p) {
-        if (live) std::cerr << "\r[" << p.done << "/" << p.total << "] " << p.text << "\x1b[K" << std::flush;
+        if (live && !p.finished_row) std::cerr << "\r[" << p.done << "/" << p.total << "] " << p.text << "\x1b[K" << std::flush;
     });
     if (live) std::cerr << "\n";
     const auto result = cc::paper_bench_json(rows, o, model);

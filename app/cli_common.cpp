@@ -87,10 +87,11 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
     o.backend = backend;
     o.backends = cc::app::available_backends();
     if (auto t = args.get("threads")) o.n_threads = parse_int(*t, "--threads", 1, 1024);
-    const std::string kv = args.get_or("kv-dtype", "f32");
-    if (kv == "f32") o.kv_dtype = cc::KvDType::f32;
-    else if (kv == "bf16") o.kv_dtype = cc::KvDType::bf16;
-    else throw UsageError("--kv-dtype must be f32 or bf16, not \"" + kv + "\"");
+    try {
+        o.kv_dtype = cc::parse_kv_dtype(args.get_or("kv-dtype", "f32"));
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--kv-dtype: ") + e.what());
+    }
     if (auto f = args.get("chat-format")) o.chat_format = *f;
     o.cache_dir = args.get_or("cache-dir", cc::default_cache_dir().string());
     o.cache.dir = o.cache_dir;

@@ -9,6 +9,7 @@
 #include "core/store/group_store.h"
 #include "core/text/keys.h"
 #include "core/engine/result_json.h"
+#include "core/research/nope.h"
 #include "core/model/model_spec.h"
 #include "core/base/paths.h"
 #include "core/text/tokenizer.h"
@@ -341,7 +342,7 @@ void print_query_human(const cc::QueryResult& r) {
     if (r.tool_call) std::cout << "tool call: " << r.tool_call->name << " " << r.tool_call->arguments.dump() << "\n";
     std::cout << "[" << r.mode << "] " << (r.cache_hit ? "hit (" + r.tier + ")" : std::string("miss")) << ", prefix "
               << r.prefix_tokens << " + suffix " << r.suffix_tokens << " tokens, " << r.generated_tokens
-              << " generated (" << r.stop_reason << ")\n"
+              << " generated (" << cc::stop_reason_name(r.stop_reason) << ")\n"
               << "ttft " << t.ttft_ms << " ms = link " << t.link_ms << " + compile " << t.compile_ms << " + prefill "
               << t.prefill_ms << " (+ tokenize " << t.tokenize_ms << "); decode " << t.decode_ms << " ms ("
               << t.decode_tok_s << " tok/s); total " << t.total_ms << " ms\n";
@@ -352,7 +353,6 @@ void print_query_human(const cc::QueryResult& r) {
             std::cout << "; full prefill ttft " << r.full->timings.ttft_ms << " ms vs cached " << t.ttft_ms << " ms";
         std::cout << "\n";
     }
-    if (r.nope) std::cout << cc::nope_report_text(*r.nope);
 }
 
 int cmd_query(Args& args, cc::EngineOptions options, bool json) {
@@ -360,10 +360,12 @@ int cmd_query(Args& args, cc::EngineOptions options, bool json) {
     const std::string query = args.require("query", "query");
     const std::string system = system_prompt(args);
     cc::QueryOptions q;
+    const std::string mode = args.get_or("mode", "cached");
+    const bool nope_mode = mode == "per_tool_nope";  // the experiment (core/research/nope.h), not an engine mode
     try {
-        q.mode = cc::parse_query_mode(args.get_or("mode", "cached"));
+        if (!nope_mode) q.mode = cc::parse_query_mode(mode);
     } catch (const std::invalid_argument& e) {
-        throw UsageError(std::string("--") + e.what());
+        throw UsageError(std::string("--") + e.what() + " (or per_tool_nope)");
     }
     if (auto v = args.get("max-new-tokens")) q.max_new_tokens = parse_int(*v, "--max-new-tokens", 1, 1 << 20);
     if (auto v = args.get("temperature")) q.temperature = static_cast<float>(parse_double(*v, "--temperature", 0, 100));
@@ -377,16 +379,33 @@ int cmd_query(Args& args, cc::EngineOptions options, bool json) {
     engine.load_model();
     engine.set_tools(tools, system);
     std::vector<cc::QueryResult> runs;
-    for (int i = 0; i < repeat; ++i) runs.push_back(engine.query(query, q));
+    std::vector<cc::NopeReport> nope_reports;
+    cc::NopeExperiment nope;
+    for (int i = 0; i < repeat; ++i) {
+        if (!nope_mode) {
+            runs.push_back(engine.query(query, q));
+            continue;
+        }
+        cc::NopeRun run = nope.run(engine, query, q);
+        run.composed.full = std::make_shared<cc::QueryResult>(std::move(run.full));
+        runs.push_back(std::move(run.composed));
+        nope_reports.push_back(std::move(run.report));
+    }
+    // JSON of run i: the QueryResult, with the experiment's report under "nope"
+    const auto run_json = [&](size_t i) {
+        auto j = cc::to_json(runs[i]);
+        if (nope_mode) j["nope"] = cc::to_json(nope_reports[i]);
+        return j;
+    };
     engine.wait_for_persist();  // the group file is written while the query runs; do not exit before it is
     const auto compiled = *engine.current_tools();
     report_warnings(engine);
     if (json) {
-        auto out = cc::to_json(runs.front());
+        auto out = run_json(0);
         out["compile"] = cc::to_json(compiled);
         if (repeat > 1) {
             out["runs"] = nlohmann::ordered_json::array();
-            for (const auto& r : runs) out["runs"].push_back(cc::to_json(r));
+            for (size_t i = 0; i < runs.size(); ++i) out["runs"].push_back(run_json(i));
         }
         print_json(out);
     } else {
@@ -396,7 +415,10 @@ int cmd_query(Args& args, cc::EngineOptions options, bool json) {
         std::cout << "compiled " << compiled.n_tools << " tools (" << compiled.prefix_tokens << " prefix tokens): "
                   << compiled.tier << (compiled.tier == "miss" ? ", computed in " + std::to_string(compiled.compile_ms) + " ms" : "")
                   << (compiled.reused_tokens ? ", " + std::to_string(compiled.reused_tokens) + " tokens reused" : "") << "\n";
-        for (const auto& r : runs) print_query_human(r);
+        for (size_t i = 0; i < runs.size(); ++i) {
+            print_query_human(runs[i]);
+            if (nope_mode) std::cout << cc::nope_report_text(nope_reports[i]);
+        }
     }
     for (const auto& r : runs)
         if (r.identical && !*r.identical) return 3;  // compare found a difference: worth a non-zero exit

@@ -43,15 +43,10 @@ std::unique_ptr<KvBlock> Backend::link_kv(std::span<const std::byte> data, int n
     return import_kv(data, n_tokens, n_tokens);
 }
 
-std::vector<float> Backend::forward_capture_unrotated(std::span<const token_id>, const KvView&, std::span<const int>,
-                                                      KvBlock&, const std::atomic<bool>*) {
-    throw std::runtime_error("forward_capture_unrotated (pre-RoPE key capture, per-tool NoPE) is not supported by the " +
-                             name() + " backend");
-}
-
-void Backend::rope_rotate_kv(std::span<std::byte>, int, std::span<const int>) const {
-    throw std::runtime_error("rope_rotate_kv (deferred RoPE, per-tool NoPE) is not supported by the " + name() +
-                             " backend");
+KvDType parse_kv_dtype(const std::string& name) {
+    if (name == "f32") return KvDType::f32;
+    if (name == "bf16") return KvDType::bf16;
+    throw std::invalid_argument("KV dtype must be f32 or bf16, not \"" + name + "\"");
 }
 
 size_t Backend::kv_bytes(int n_tokens) const {

@@ -23,6 +23,7 @@ namespace cc {
 
 enum class KvDType { f32, bf16 };
 const char* kv_dtype_name(KvDType t);  // "f32", "bf16"
+KvDType parse_kv_dtype(const std::string& name);  // throws std::invalid_argument naming the value
 
 // K and V of consecutive positions, for every layer; memory owned by the backend.
 class KvBlock {
@@ -88,24 +89,6 @@ public:
     virtual bool kv_on_device() const { return false; }
 
     size_t kv_bytes(int n_tokens) const;  // canonical bytes for n_tokens positions
-
-    // ---- the per-tool NoPE experiment (paper §3.2–3.3; not used by the cached/full paths) -----
-    // Optional: a backend that lacks them throws "... is not supported by the <name> backend".
-
-    // Like forward, and also appends the new positions' K *before* RoPE (after Qwen3's k_norm) and
-    // their V to `unrotated` (at its n_tokens() onwards). Attention in this pass still uses the
-    // rotated keys it writes to kv.suffix, so the pass computes exactly what forward computes.
-    // On cancel, neither block changes its n_tokens().
-    virtual std::vector<float> forward_capture_unrotated(std::span<const token_id> tokens, const KvView& kv,
-                                                         std::span<const int> logit_rows, KvBlock& unrotated,
-                                                         const std::atomic<bool>* cancel = nullptr);
-
-    // Applies RoPE to the K parts of a canonical KV image (export_kv's layout, n_tokens positions)
-    // in place: the image's position t is rotated as absolute position positions[t], with the
-    // same cos/sin tables and rotation the forward pass uses (so rotating unrotated keys at the
-    // positions they were computed at gives the forward pass's keys; bit for bit with f32 KV).
-    // V parts are left as they are (V is never rotated).
-    virtual void rope_rotate_kv(std::span<std::byte> canonical, int n_tokens, std::span<const int> positions) const;
 };
 
 }  // namespace cc

@@ -1,5 +1,7 @@
 #include "core/base/sha256.h"
 
+#include <algorithm>
+
 #include <openssl/evp.h>
 
 #include <fstream>
@@ -61,6 +63,11 @@ std::string sha256_file_hex(const std::filesystem::path& path) {
     }
     if (in.bad()) throw std::runtime_error(path.string() + ": read error while hashing");
     return to_hex(h.finish());
+}
+
+bool is_group_key(std::string_view text) {
+    return text.size() == 64 &&
+           std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 }  // namespace cc

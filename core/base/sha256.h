@@ -30,6 +30,9 @@ private:
 
 std::string to_hex(const Sha256Digest& digest);
 std::string sha256_hex(std::string_view data);
+// 64 lowercase hex characters: a SHA-256 hex digest, the form of every group key (and of the
+// cache's file names).
+bool is_group_key(std::string_view text);
 std::string sha256_file_hex(const std::filesystem::path& path);  // throws naming the file
 
 }  // namespace cc

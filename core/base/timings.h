@@ -2,9 +2,17 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 namespace cc {
 
+// Wall-clock milliseconds since the Unix epoch: the creation and last-use times the cache records.
+inline int64_t unix_ms_now() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// Steady-clock durations (what every *_ms timing is measured with).
 class Stopwatch {
 public:
     Stopwatch() : start_(std::chrono::steady_clock::now()) {}

@@ -2,6 +2,8 @@
 // layer; the heavy lifting (GEMM, attention) is in kernels_<isa>.cpp.
 #include "core/cpu/cpu_backend.h"
 
+#include "core/backend/deferred_rope.h"
+
 #include "core/cpu/kernels.h"
 #include "core/cpu/thread_pool.h"
 #include "core/base/kernel_math.h"
@@ -259,7 +261,7 @@ struct Activations {
     }
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, public DeferredRope {
 public:
     CpuBackend(const ModelWeights& weights, const CpuBackendOptions& options)
         : weights_(weights),

@@ -1,6 +1,8 @@
 #include "core/engine/engine.h"
 
 #include "core/engine/backend_select.h"
+#include "core/engine/compare.h"
+#include "core/engine/sampler.h"
 #include "core/model/builtin_model.h"
 #include "core/text/keys.h"
 #include "core/base/sha256.h"
@@ -15,51 +17,6 @@
 namespace cc {
 namespace {
 
-// Greedy: the first index of the maximum (ties go to the lower id, as torch.argmax does).
-token_id argmax(const std::vector<float>& logits) {
-    return static_cast<token_id>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
-// Temperature + top-p (nucleus) sampling with an explicit generator, so a seed gives the same
-// token on every platform (std::*_distribution are not portable; this conversion is).
-token_id sample(const std::vector<float>& logits, float temperature, float top_p, std::mt19937_64& rng) {
-    if (temperature <= 0.0f) return argmax(logits);
-    const float max_logit = *std::max_element(logits.begin(), logits.end());
-    std::vector<std::pair<double, token_id>> probs(logits.size());
-    double sum = 0;
-    for (size_t i = 0; i < logits.size(); ++i) {
-        const double p = std::exp((static_cast<double>(logits[i]) - max_logit) / temperature);
-        probs[i] = {p, static_cast<token_id>(i)};
-        sum += p;
-    }
-    std::sort(probs.begin(), probs.end(), [](const auto& a, const auto& b) {
-        return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
-    double kept = 0;
-    size_t n_kept = 0;
-    for (; n_kept < probs.size(); ++n_kept) {
-        kept += probs[n_kept].first / sum;
-        if (kept >= top_p) {
-            ++n_kept;
-            break;
-        }
-    }
-    n_kept = std::min(n_kept, probs.size());
-    double mass = 0;
-    for (size_t i = 0; i < n_kept; ++i) mass += probs[i].first;
-    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * mass;
-    double acc = 0;
-    for (size_t i = 0; i < n_kept; ++i) {
-        acc += probs[i].first;
-        if (u < acc) return probs[i].second;
-    }
-    return probs[n_kept - 1].second;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 }  // namespace
 
 const char* query_mode_name(QueryMode m) {
@@ -67,7 +24,15 @@ const char* query_mode_name(QueryMode m) {
         case QueryMode::cached: return "cached";
         case QueryMode::full: return "full";
         case QueryMode::compare: return "compare";
-        case QueryMode::per_tool_nope: return "per_tool_nope";
+    }
+    return "?";
+}
+
+const char* stop_reason_name(StopReason r) {
+    switch (r) {
+        case StopReason::stop_token: return "stop_token";
+        case StopReason::max_new_tokens: return "max_new_tokens";
+        case StopReason::cancelled: return "cancelled";
     }
     return "?";
 }
@@ -76,8 +41,7 @@ QueryMode parse_query_mode(const std::string& name) {
     if (name == "cached") return QueryMode::cached;
     if (name == "full") return QueryMode::full;
     if (name == "compare") return QueryMode::compare;
-    if (name == "per_tool_nope") return QueryMode::per_tool_nope;
-    throw std::invalid_argument("mode must be cached, full, compare or per_tool_nope, not \"" + name + "\"");
+    throw std::invalid_argument("mode must be cached, full or compare, not \"" + name + "\"");
 }
 
 Engine::Engine(EngineOptions options) : options_(std::move(options)) {
@@ -138,34 +102,64 @@ const ModelInfo& Engine::load_model() {
     ModelInfo info;
     info.spec = options_.model_spec;
     info.builtin = source_.builtin;
+    load_tokenizer(info);
+    std::unique_ptr<ModelWeights> weights = load_weights_for(info);
+    choose_chat_format(info);
+    if (backend_) {
+        // A reload: the cache demotes the old backend's device blocks to host memory while that
+        // backend (and the weights it reads) still exist; then the old backend is freed before
+        // its weights, and before the new one is made.
+        cache_->set_backend(nullptr);
+        backend_.reset();
+    }
+    weights_ = std::move(weights);
+    make_backend(info);
+    info.n_threads = options_.n_threads > 0 ? options_.n_threads : static_cast<int>(std::thread::hardware_concurrency());
+    info.kv_bytes_per_token = backend_->kv_bytes(1);
+    info.load_ms = clock.elapsed_ms();
+    info_ = std::move(info);
+    compile_.reset();
+    tools_.reset();
+    return info_;
+}
 
-    // Tokenizer: the bundled one for built-in models; DIR/tokenizer.json when present.
+void Engine::load_tokenizer(ModelInfo& info) {
+    // The bundled one for built-in models; DIR/tokenizer.json when present; --tokenizer overrides.
+    tokenizer_.reset();
     if (options_.tokenizer_path || source_.builtin || std::filesystem::exists(source_.dir / "tokenizer.json"))
         tokenizer_ = load_model_tokenizer(source_, options_.tokenizer_path);
     info.has_tokenizer = tokenizer_.has_value();
+}
 
+std::unique_ptr<ModelWeights> Engine::load_weights_for(ModelInfo& info) {
+    std::unique_ptr<ModelWeights> weights;
     if (source_.builtin) {
         const auto recipe = find_builtin(source_.builtin_name);
         if (!recipe) throw std::runtime_error(options_.model_spec + ": unknown built-in model");
-        weights_ = std::make_unique<ModelWeights>(generate_builtin_weights(*recipe, options_.n_threads, &cancel_));
+        weights = std::make_unique<ModelWeights>(generate_builtin_weights(*recipe, options_.n_threads, &cancel_));
         info.synthetic_weights = true;
         info.fingerprint = sha256_hex(builtin_recipe_text(*recipe));
     } else {
         const ModelConfig config = ModelConfig::from_json(source_.config, (source_.dir / "config.json").string());
-        weights_ = std::make_unique<ModelWeights>(load_weights(source_.dir, config));
+        weights = std::make_unique<ModelWeights>(load_weights(source_.dir, config));
         info.fingerprint = options_.cache_dir.empty() ? model_fingerprint(source_)
                                                       : model_fingerprint(source_, options_.cache_dir);
     }
-    info.config = weights_->config;
+    info.config = weights->config;
     info.family = family_name(info.config.family);
     info.n_params = builtin_parameter_count(info.config);
-    for (const auto& s : {&weights_->embed, &weights_->final_norm}) info.weight_bytes += s->n_bytes;
-    for (const auto& l : weights_->layers)
+    for (const auto& s : {&weights->embed, &weights->final_norm}) info.weight_bytes += s->n_bytes;
+    for (const auto& l : weights->layers)
         for (const Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.w_gate,
                                 &l.w_up, &l.w_down})
             info.weight_bytes += t->n_bytes;
-    if (!info.config.tie_word_embeddings) info.weight_bytes += weights_->lm_head.n_bytes;
+    if (!info.config.tie_word_embeddings) info.weight_bytes += weights->lm_head.n_bytes;
+    return weights;
+}
 
+void Engine::choose_chat_format(ModelInfo& info) {
+    format_.reset();
+    stop_ids_.clear();
     if (tokenizer_) {
         info.chat_format = options_.chat_format.empty() ? model_chat_format(source_, *tokenizer_) : options_.chat_format;
         format_ = make_chat_format(info.chat_format);
@@ -173,18 +167,14 @@ const ModelInfo& Engine::load_model() {
     }
     for (int id : info.config.eos_token_ids)
         if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
+}
 
-    // Backend: backend_select.cpp decides among the registered backends (auto = CUDA only when the
-    // program registered it, a device is present and the model fits; "cuda" without that is an
-    // error naming why) and builds it.
+void Engine::make_backend(ModelInfo& info) {
+    // backend_select.cpp decides among the registered backends (auto = CUDA only when the program
+    // registered it, a device is present and the model fits; "cuda" without that is an error
+    // naming why) and builds it.
     const BackendRegistry& backends = *options_.backends;
     PlannedBackend plan = plan_backend(options_, info.config, backends);
-    if (backend_) {
-        // A reload: the cache demotes the old backend's device blocks to host memory while that
-        // backend still exists, then the old backend frees its memory before the new one is made.
-        cache_->set_backend(nullptr);
-        backend_.reset();
-    }
     std::unique_ptr<Backend> fresh;
     try {
         fresh = make_planned_backend(plan, *weights_, options_, backends);
@@ -206,14 +196,6 @@ const ModelInfo& Engine::load_model() {
     info.numerics = backend_->numerics_id();
     info.device = plan.device;
     if (info.numerics != plan.numerics) throw std::logic_error("numerics id " + info.numerics + " != planned " + plan.numerics);
-    info.n_threads = options_.n_threads > 0 ? options_.n_threads : static_cast<int>(std::thread::hardware_concurrency());
-    info.kv_bytes_per_token = backend_->kv_bytes(1);
-    info.load_ms = clock.elapsed_ms();
-    info_ = std::move(info);
-    compile_.reset();
-    tools_.reset();
-    nope_.reset();  // its blocks belong to the previous backend
-    return info_;
 }
 
 std::string planned_numerics(const EngineOptions& options) {
@@ -245,13 +227,8 @@ namespace {
 // left empty when those do not add up to the prefix text (then no boundary is claimed).
 std::vector<int> tool_token_boundaries(const Tokenizer& tokenizer, std::span<const token_id> ids,
                                        const std::string& text, const ToolSet& tools) {
-    std::vector<size_t> token_end;  // byte offset where each token ends
-    size_t offset = 0;
-    for (const token_id id : ids) {
-        offset += tokenizer.decode(std::span<const token_id>(&id, 1)).size();
-        token_end.push_back(offset);
-    }
-    if (offset != text.size()) return {};
+    const std::vector<size_t> token_end = tokenizer.token_end_offsets(ids);
+    if ((token_end.empty() ? 0 : token_end.back()) != text.size()) return {};
     std::vector<int> out;
     size_t from = 0;
     for (const auto& tool : tools.tools()) {
@@ -268,24 +245,31 @@ std::vector<int> tool_token_boundaries(const Tokenizer& tokenizer, std::span<con
 
 }  // namespace
 
+std::shared_ptr<Group> Engine::expected_group(const std::string& group_key, const ToolSet& tools,
+                                              const std::string& system_prompt,
+                                              const std::vector<token_id>& prefix_ids) const {
+    auto g = std::make_shared<Group>();
+    g->group_key = group_key;
+    g->tools_hash = tools.tools_hash();
+    g->tool_names = tools.names();
+    g->prefix_ids = prefix_ids;
+    g->model_fingerprint = info_.fingerprint;
+    g->chat_format = info_.chat_format;
+    g->backend_numerics = info_.numerics;
+    g->system_prompt_sha256 = sha256_hex(system_prompt);
+    g->n_layers = info_.config.n_layers;
+    g->n_kv_heads = info_.config.n_kv_heads;
+    g->head_dim = info_.config.head_dim;
+    g->kv_dtype = kv_dtype_name(backend_->kv_dtype());
+    return g;
+}
+
 std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const std::string& system_prompt,
                                                      const RenderedPrompt& rendered, CompileResult& result,
                                                      Timings* timings) {
-    // What a stored group must be to serve this prefix (besides its key and token ids).
-    auto expected = std::make_shared<Group>();
-    expected->group_key = result.group_key;
-    expected->tools_hash = tools.tools_hash();
-    expected->tool_names = tools.names();
-    expected->prefix_ids = rendered.prefix_ids;
-    expected->model_fingerprint = info_.fingerprint;
-    expected->chat_format = info_.chat_format;
-    expected->backend_numerics = info_.numerics;
-    expected->system_prompt_sha256 = sha256_hex(system_prompt);
-    expected->n_layers = info_.config.n_layers;
-    expected->n_kv_heads = info_.config.n_kv_heads;
-    expected->head_dim = info_.config.head_dim;
-    expected->kv_dtype = kv_dtype_name(backend_->kv_dtype());
+    auto expected = expected_group(result.group_key, tools, system_prompt, rendered.prefix_ids);
 
+    // link: the cache's tiers (GPU, memory, disk), checked against what the prefix must be
     auto found = cache_->find(result.group_key, rendered.prefix_ids, *expected, *backend_);
     if (timings) {
         timings->lookup_ms = found.lookup_ms;
@@ -302,20 +286,31 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
         return found.group;
     }
 
-    // A miss: compute the prefix's K/V, reusing the longest stored prefix it shares (the same
-    // system prompt and first tools give the same leading tokens, hence the same K/V bits).
+    // a miss: compile, keep in memory, persist in the background
+    std::shared_ptr<const Group> group = compile_prefix(std::move(expected), tools, rendered, result);
+    if (timings) timings->compile_ms = result.compile_ms;
+    cache_->insert(group);
+    persist_async(group);
+    return group;
+}
+
+std::shared_ptr<const Group> Engine::compile_prefix(std::shared_ptr<Group> group, const ToolSet& tools,
+                                                    const RenderedPrompt& rendered, CompileResult& result) {
+    // The prefix's K/V, reusing the longest stored prefix it shares (the same system prompt and
+    // first tools give the same leading tokens, hence the same K/V bits).
     Stopwatch compile_clock;
     cancel_.store(false);
-    const int n = static_cast<int>(rendered.prefix_ids.size());
+    const std::vector<token_id>& ids = rendered.prefix_ids;
+    const int n = static_cast<int>(ids.size());
     std::unique_ptr<KvBlock> block;
     size_t reused = 0;
     // Below kMinReusedTokens the shared part is only the template's opening (e.g. "<|im_start|>system\n"):
     // copying it costs more than computing it.
     constexpr size_t kMinReusedTokens = 32;
-    if (auto match = cache_->longest_prefix(rendered.prefix_ids, *expected); match && match->n_common >= kMinReusedTokens) {
-        auto donor = cache_->find(match->group_key, match->prefix_ids, *expected, *backend_);
+    if (auto match = cache_->longest_prefix(ids, *group); match && match->n_common >= kMinReusedTokens) {
+        auto donor = cache_->find(match->group_key, match->prefix_ids, *group, *backend_);
         if (donor.group) {
-            reused = std::min(match->n_common, rendered.prefix_ids.size());
+            reused = std::min(match->n_common, ids.size());
             std::vector<std::byte> head(backend_->kv_bytes(static_cast<int>(reused)));
             backend_->export_kv(*donor.group->kv, static_cast<int>(reused), head);
             block = backend_->import_kv(head, static_cast<int>(reused), n);
@@ -325,39 +320,35 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
     // In chunks, so that progress is reported and a cancel lands within one chunk. Exact: a row's
     // result does not depend on how the rows are batched (the backend contract, backend.h).
     constexpr size_t kCompileChunkTokens = 512;
-    for (size_t done = reused; done < rendered.prefix_ids.size();) {
-        const size_t count = std::min(kCompileChunkTokens, rendered.prefix_ids.size() - done);
-        backend_->forward(std::span<const token_id>(rendered.prefix_ids).subspan(done, count),
-                          KvView{nullptr, 0, block.get()}, {}, &cancel_);
+    for (size_t done = reused; done < ids.size();) {
+        const size_t count = std::min(kCompileChunkTokens, ids.size() - done);
+        backend_->forward(std::span<const token_id>(ids).subspan(done, count), KvView{nullptr, 0, block.get()}, {}, &cancel_);
         done += count;
-        if (progress_) progress_(EngineProgress{"compile", done, rendered.prefix_ids.size()});
+        if (progress_) progress_(EngineProgress{"compile", done, ids.size()});
     }
-    auto group = expected;
     group->kv = std::move(block);
     group->kv_bytes = backend_->kv_bytes(n);
     group->created_unix_ms = unix_ms_now();
-    group->tool_token_boundaries = tool_token_boundaries(*tokenizer_, rendered.prefix_ids, rendered.prefix_text, tools);
+    group->tool_token_boundaries = tool_token_boundaries(*tokenizer_, ids, rendered.prefix_text, tools);
     result.compile_ms = compile_clock.elapsed_ms();
-    if (timings) timings->compile_ms = result.compile_ms;
     result.cache_hit = false;
     result.tier = "miss";
     result.reused_tokens = reused;
     result.kv_bytes = group->kv_bytes;
-    std::shared_ptr<const Group> shared = group;
-    cache_->insert(shared);
+    return group;
+}
 
-    // Persist in the background: the canonical bytes are taken now (the block is immutable from
-    // here on), the file is written while the query goes on.
-    if (cache_->persistent()) {
-        std::vector<std::byte> canonical(group->kv_bytes);
-        backend_->export_kv(*shared->kv, n, canonical);
-        GroupStore* store = cache_.get();
-        pending_persist_.emplace_back(shared->group_key,
-                                      std::async(std::launch::async, [store, shared, bytes = std::move(canonical)]() mutable {
-                                          return store->persist(shared, std::move(bytes));
-                                      }));
-    }
-    return shared;
+void Engine::persist_async(const std::shared_ptr<const Group>& group) {
+    if (!cache_->persistent()) return;
+    // The canonical bytes are taken now (the block is immutable from here on); the file is
+    // written while the query goes on (wait_for_persist collects the result).
+    std::vector<std::byte> canonical(group->kv_bytes);
+    backend_->export_kv(*group->kv, static_cast<int>(group->prefix_ids.size()), canonical);
+    GroupStore* store = cache_.get();
+    pending_persist_.emplace_back(group->group_key,
+                                  std::async(std::launch::async, [store, group, bytes = std::move(canonical)]() mutable {
+                                      return store->persist(group, std::move(bytes));
+                                  }));
 }
 
 void Engine::require_chat_model() {
@@ -405,32 +396,16 @@ QueryResult Engine::query(const std::string& text, const QueryOptions& options,
     if (options.max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
     if (options.mode == QueryMode::cached) return run_cached(text, options, on_token);
     if (options.mode == QueryMode::full) return run_full(text, options, on_token);
-    if (options.mode == QueryMode::per_tool_nope) return run_per_tool_nope(text, options, on_token);
 
     // compare: the full prefill first (it is the reference), then the cached path; both keep the
-    // logits of every generated position.
+    // logits of every generated position (decode_loop keeps them in compare mode).
     auto full = std::make_shared<QueryResult>(run_full(text, options, {}));
     QueryResult cached = run_cached(text, options, on_token);
     cached.mode = "compare";
-    const size_t n_common = std::min(full->step_logits.size(), cached.step_logits.size());
-    bool identical = full->tokens == cached.tokens && full->step_logits.size() == cached.step_logits.size();
-    double max_diff = 0;
-    for (size_t i = 0; i < n_common; ++i) {
-        const auto& a = full->step_logits[i];
-        const auto& b = cached.step_logits[i];
-        const bool same = same_bits(a, b) && full->tokens[i] == cached.tokens[i];
-        for (size_t v = 0; v < a.size() && v < b.size(); ++v)
-            max_diff = std::max(max_diff, std::abs(static_cast<double>(a[v]) - static_cast<double>(b[v])));
-        if (!same) {
-            identical = false;
-            if (!cached.first_difference) cached.first_difference = i;
-            // past a differing token the two runs condition on different text: stop comparing
-            if (full->tokens[i] != cached.tokens[i]) break;
-        }
-    }
-    if (!identical && !cached.first_difference) cached.first_difference = n_common;
-    cached.identical = identical;
-    cached.max_abs_logit_diff = max_diff;
+    const StepDiff diff = compare_steps(*full, cached);
+    cached.identical = diff.identical;
+    cached.max_abs_logit_diff = diff.max_abs_logit_diff;
+    cached.first_difference = diff.first_difference;
     cached.full = full;
     return cached;
 }
@@ -478,8 +453,34 @@ void Engine::prefill_and_decode(std::span<const token_id> ids, const KvView& vie
     auto logits = backend_->forward(ids, view, std::span<const int>(&last_row, 1), &cancel_);
     result.timings.prefill_ms = prefill_clock.elapsed_ms();
     result.timings.prefill_tok_s = static_cast<double>(ids.size()) / (result.timings.prefill_ms / 1000.0);
-    decode_loop(std::move(logits), view, options, on_token, result, submit);
+    decode_loop(std::move(logits), view, options, stop_ids_, on_token, result, submit);
+    result.text = tokenizer_->decode(result.tokens, /*skip_special_tokens=*/true);
+    result.tool_call = format_->parse_tool_call(result.text);
     result.timings.total_ms = submit.elapsed_ms();
+}
+
+Engine::PrefixRef Engine::current_prefix() const {
+    if (!compile_ || !tools_) throw std::logic_error("Engine: set_tools() has not been called");
+    return PrefixRef{*tools_, system_prompt_, prefix_ids_, prefix_text_, *compile_};
+}
+
+std::vector<token_id> Engine::query_suffix_ids(const std::string& text) {
+    if (!compile_) throw std::logic_error("Engine: set_tools() must be called before query_suffix_ids()");
+    const auto suffix_pieces = format_->suffix_pieces(text, system_prompt_);
+    auto ids = tokenize_suffix(*format_, *tokenizer_, prefix_pieces_, prefix_ids_, suffix_pieces);
+    if (ids.empty()) throw std::runtime_error("the rendered query suffix is empty");
+    return ids;
+}
+
+QueryResult Engine::continue_from(std::span<const token_id> ids, const KvView& view, const QueryOptions& options,
+                                  const std::function<void(const TokenEvent&)>& on_token, const Stopwatch& submit) {
+    require_chat_model();
+    if (ids.empty()) throw std::invalid_argument("continue_from: no tokens to prefill");
+    if (options.max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
+    QueryResult result;
+    result.mode = query_mode_name(options.mode);
+    prefill_and_decode(ids, view, options, on_token, result, submit);  // a pending cancel() stays pending
+    return result;
 }
 
 QueryResult Engine::run_full(const std::string& text, const QueryOptions& options,
@@ -505,30 +506,30 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
 }
 
 void Engine::decode_loop(std::vector<float> logits, const KvView& view, const QueryOptions& options,
-                         const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
-                         const Stopwatch& submit) {
+                         std::span<const token_id> stop_ids, const std::function<void(const TokenEvent&)>& on_token,
+                         QueryResult& result, const Stopwatch& submit) {
     std::mt19937_64 rng(options.seed);
-    IncrementalDecoder stream(*tokenizer_, /*skip_special_tokens=*/true);
-    const bool keep_logits = options.mode == QueryMode::compare || options.mode == QueryMode::per_tool_nope;
+    std::optional<IncrementalDecoder> stream;
+    if (tokenizer_) stream.emplace(*tokenizer_, /*skip_special_tokens=*/true);
+    const bool keep_logits = options.keep_logits || options.mode == QueryMode::compare;
     Stopwatch decode_clock;
-    result.stop_reason = "max_new_tokens";
+    result.stop_reason = StopReason::max_new_tokens;
     for (int step = 0; step < options.max_new_tokens; ++step) {
         if (step > 0 && cancel_.load()) {
-            result.stop_reason = "cancelled";
+            result.stop_reason = StopReason::cancelled;
             break;
         }
-        const token_id token = sample(logits, options.temperature, options.top_p, rng);
+        const token_id token = sample_token(logits, options.temperature, options.top_p, rng);
         if (keep_logits) result.step_logits.push_back(logits);
         result.tokens.push_back(token);
         if (step == 0) {
             result.timings.ttft_ms = submit.elapsed_ms();
             decode_clock.restart();
         }
-        TokenEvent event{step, token, stream.push(token)};
-        if (on_token) on_token(event);
-        const bool is_stop = std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end();
+        if (on_token) on_token(TokenEvent{step, token, stream ? stream->push(token) : std::string()});
+        const bool is_stop = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
         if (is_stop && !options.ignore_eos) {
-            result.stop_reason = "stop_token";
+            result.stop_reason = StopReason::stop_token;
             break;
         }
         if (step + 1 == options.max_new_tokens) break;
@@ -536,18 +537,17 @@ void Engine::decode_loop(std::vector<float> logits, const KvView& view, const Qu
         try {
             logits = backend_->forward(std::span<const token_id>(&token, 1), view, std::span<const int>(&row, 1), &cancel_);
         } catch (const Cancelled&) {
-            result.stop_reason = "cancelled";
+            result.stop_reason = StopReason::cancelled;
             break;
         }
     }
-    if (const std::string tail = stream.flush(); !tail.empty() && on_token)
-        on_token(TokenEvent{static_cast<int>(result.tokens.size()), -1, tail});
+    if (stream)
+        if (const std::string tail = stream->flush(); !tail.empty() && on_token)
+            on_token(TokenEvent{static_cast<int>(result.tokens.size()), -1, tail});
     result.generated_tokens = result.tokens.size();
     result.timings.decode_ms = result.tokens.size() > 1 ? decode_clock.elapsed_ms() : 0.0;
     result.timings.decode_tok_s =
         result.timings.decode_ms > 0 ? (result.tokens.size() - 1) / (result.timings.decode_ms / 1000.0) : 0.0;
-    result.text = tokenizer_->decode(result.tokens, /*skip_special_tokens=*/true);
-    result.tool_call = format_->parse_tool_call(result.text);
 }
 
 GenerateResult Engine::generate(const std::vector<token_id>& prompt_ids, int max_new_tokens, bool ignore_eos) {
@@ -555,29 +555,21 @@ GenerateResult Engine::generate(const std::vector<token_id>& prompt_ids, int max
     if (prompt_ids.empty()) throw std::invalid_argument("generate: the prompt has no tokens");
     if (max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
     Stopwatch submit;
-    GenerateResult out;
     cancel_.store(false);
     auto block = backend_->allocate_kv(static_cast<int>(prompt_ids.size()) + max_new_tokens);
     const KvView view{nullptr, 0, block.get()};
     const int last = static_cast<int>(prompt_ids.size()) - 1;
     auto logits = backend_->forward(prompt_ids, view, std::span<const int>(&last, 1), &cancel_);
-    out.timings.prefill_ms = submit.elapsed_ms();
-    Stopwatch decode_clock;
-    for (int step = 0; step < max_new_tokens; ++step) {
-        const token_id token = argmax(logits);
-        out.ids.push_back(token);
-        if (step == 0) {
-            out.timings.ttft_ms = submit.elapsed_ms();
-            decode_clock.restart();
-        }
-        if (!ignore_eos && std::find(info_.config.eos_token_ids.begin(), info_.config.eos_token_ids.end(), token) !=
-                               info_.config.eos_token_ids.end())
-            break;
-        if (step + 1 == max_new_tokens || cancel_.load()) break;
-        const int row = 0;
-        logits = backend_->forward(std::span<const token_id>(&token, 1), view, std::span<const int>(&row, 1), &cancel_);
-    }
-    out.timings.decode_ms = decode_clock.elapsed_ms();
+    // The raw language model: greedy, stopping at the config's eos ids (no chat format here).
+    QueryOptions greedy;
+    greedy.max_new_tokens = max_new_tokens;
+    greedy.ignore_eos = ignore_eos;
+    QueryResult run;
+    run.timings.prefill_ms = submit.elapsed_ms();
+    decode_loop(std::move(logits), view, greedy, info_.config.eos_token_ids, {}, run, submit);
+    GenerateResult out;
+    out.ids = std::move(run.tokens);
+    out.timings = run.timings;
     out.timings.total_ms = submit.elapsed_ms();
     if (tokenizer_) out.text = tokenizer_->decode(out.ids, true);
     return out;

@@ -8,7 +8,6 @@
 #include "core/text/chat_format.h"
 #include "core/store/group_store.h"
 #include "core/model/model_spec.h"
-#include "core/engine/nope.h"
 #include "core/base/timings.h"
 #include "core/text/tokenizer.h"
 #include "core/text/tool_set.h"
@@ -77,9 +76,10 @@ struct CompileResult {
     std::string problem;              // a stored entry that was refused, if any
 };
 
-// per_tool_nope: the paper's negative result (core/nope.h), not a product path: each tool compiled
-// alone, composed with deferred RoPE, compared with a full prefill.
-enum class QueryMode { cached, full, compare, per_tool_nope };
+// cached: link the stored prefix, prefill the query; full: prefill the whole prompt; compare: both,
+// and whether they are identical. (Experiments such as per-tool NoPE live in core/research, on
+// this engine's public API.)
+enum class QueryMode { cached, full, compare };
 const char* query_mode_name(QueryMode m);
 QueryMode parse_query_mode(const std::string& name);  // throws naming the value
 
@@ -90,7 +90,11 @@ struct QueryOptions {
     float top_p = 1.0f;
     uint64_t seed = 0;
     bool ignore_eos = false;          // do not stop on the chat format's stop tokens
+    bool keep_logits = false;         // keep each step's logits in QueryResult::step_logits (compare mode always does)
 };
+
+enum class StopReason { stop_token, max_new_tokens, cancelled };
+const char* stop_reason_name(StopReason r);  // "stop_token" | "max_new_tokens" | "cancelled"
 
 struct TokenEvent {
     int index = 0;                    // 0 = the first generated token
@@ -110,19 +114,15 @@ struct QueryResult {
     size_t suffix_tokens = 0;
     size_t generated_tokens = 0;
     size_t reused_tokens = 0;
-    std::string stop_reason;          // "stop_token" | "max_new_tokens" | "cancelled"
+    StopReason stop_reason = StopReason::max_new_tokens;
     std::string problem;              // a stored group that was refused (damaged, foreign) and recompiled
     Timings timings;
-    std::vector<std::vector<float>> step_logits;  // logits before each generated token (kept for compare)
+    std::vector<std::vector<float>> step_logits;  // logits before each generated token (compare, keep_logits)
     // compare mode: the full-prefill run and the comparison
     std::shared_ptr<QueryResult> full;
     std::optional<bool> identical;
     double max_abs_logit_diff = 0;
     std::optional<size_t> first_difference;  // index of the first generated position that differs
-    // per_tool_nope mode: text/tokens/tool_call are the composed (NoPE) run's, `full` the full
-    // prefill's, and the comparison is here (`identical` stays unset: a difference is the
-    // expected outcome of the experiment, not a failure of the product's exactness):
-    std::optional<NopeReport> nope;
 };
 
 // What set_tools would do for a tool set, without computing anything (the app shows it live).
@@ -188,6 +188,32 @@ public:
 
     // Any thread: stops the running query/compile at the next token or layer.
     void cancel() { cancel_.store(true); }
+    // The flag cancel() sets, for long steps an experiment runs on the backend itself.
+    const std::atomic<bool>& cancel_flag() const { return cancel_; }
+
+    // ---- for experiments built on the engine (core/research) -----------------------------------
+    // The current tool set's rendered prefix; valid until the next set_tools() or load_model().
+    // Throws std::logic_error before set_tools().
+    struct PrefixRef {
+        const ToolSet& tools;
+        const std::string& system_prompt;
+        std::span<const token_id> ids;
+        const std::string& text;
+        const CompileResult& compile;
+    };
+    PrefixRef current_prefix() const;
+    // The query's rendered suffix ids after the current prefix (ids(prefix) + these == ids(full prompt)).
+    std::vector<token_id> query_suffix_ids(const std::string& text);
+    // Prefills `ids` against `view`, then samples and decodes exactly as query() does (sampling,
+    // stop tokens, streaming, keep_logits); fills tokens, text, tool_call, stop_reason and the
+    // prefill/ttft/decode/total timings from `submit`. `view.suffix` needs room for ids and
+    // max_new_tokens more.
+    QueryResult continue_from(std::span<const token_id> ids, const KvView& view, const QueryOptions& options,
+                              const std::function<void(const TokenEvent&)>& on_token, const Stopwatch& submit);
+    // Passes `p` to the progress handler, if any.
+    void report_progress(const EngineProgress& p) {
+        if (progress_) progress_(p);
+    }
 
     GroupStore& cache() { return *cache_; }
     // Waits for the background writes of newly compiled groups; returns their results (and fills
@@ -199,10 +225,26 @@ public:
     Backend& backend();
 
 private:
+    // load_model's steps, in order; each fills its part of `info`.
+    void load_tokenizer(ModelInfo& info);
+    std::unique_ptr<ModelWeights> load_weights_for(ModelInfo& info);  // generates (built-in) or maps; fingerprint
+    void choose_chat_format(ModelInfo& info);  // the format and its stop ids (+ the config's eos ids)
+    void make_backend(ModelInfo& info);        // plans over the registry and builds the backend over weights_
     void require_chat_model();  // a loaded model with a tokenizer and a chat format, else throws
+    // The data path of a prefix: link it from the cache's tiers, or compile it (a miss), keep it
+    // in memory and persist it in the background. Fills result (hit, tier, compile_ms, ...) and,
+    // for a query, the link timings.
     std::shared_ptr<const Group> link_or_compile(const ToolSet& tools, const std::string& system_prompt,
                                                  const RenderedPrompt& rendered, CompileResult& result,
                                                  Timings* timings);
+    // What a stored group must be to serve this prefix (besides its key and token ids).
+    std::shared_ptr<Group> expected_group(const std::string& group_key, const ToolSet& tools,
+                                          const std::string& system_prompt, const std::vector<token_id>& prefix_ids) const;
+    // Computes the prefix's K/V into `group` (reusing the longest stored prefix it shares).
+    std::shared_ptr<const Group> compile_prefix(std::shared_ptr<Group> group, const ToolSet& tools,
+                                                const RenderedPrompt& rendered, CompileResult& result);
+    // Writes the group file in the background (persistent caches only); see wait_for_persist.
+    void persist_async(const std::shared_ptr<const Group>& group);
     QueryResult run_cached(const std::string& text, const QueryOptions& options,
                            const std::function<void(const TokenEvent&)>& on_token);
     QueryResult run_full(const std::string& text, const QueryOptions& options,
@@ -211,16 +253,13 @@ private:
     void prefill_and_decode(std::span<const token_id> ids, const KvView& view, const QueryOptions& options,
                             const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
                             const Stopwatch& submit);
-    // Samples and decodes after the prompt's last logits; fills tokens, text, timings.decode.
+    // Samples and decodes after the prompt's last logits until a stop id (unless ignore_eos),
+    // max_new_tokens or a cancel; fills tokens, step_logits, stop_reason, generated_tokens and the
+    // ttft/decode timings. Streams token text when the model has a tokenizer.
     void decode_loop(std::vector<float> first_logits, const KvView& view, const QueryOptions& options,
-                     const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
-                     const Stopwatch& submit_clock);
+                     std::span<const token_id> stop_ids, const std::function<void(const TokenEvent&)>& on_token,
+                     QueryResult& result, const Stopwatch& submit_clock);
     std::string group_key_for(const ToolSet& tools, const std::string& system_prompt) const;
-    // The per-tool NoPE experiment (engine_nope.cpp).
-    struct NopeState;
-    QueryResult run_per_tool_nope(const std::string& text, const QueryOptions& options,
-                                  const std::function<void(const TokenEvent&)>& on_token);
-    std::shared_ptr<NopeState> build_nope_state();
 
     EngineOptions options_;
     ModelInfo info_;
@@ -243,7 +282,6 @@ private:
     std::string prefix_text_;
     std::optional<CompileResult> compile_;
     std::vector<token_id> stop_ids_;
-    std::shared_ptr<NopeState> nope_;   // the composed per-tool K/V of the current tool set, if built
 };
 
 }  // namespace cc

@@ -49,41 +49,15 @@ ordered_json to_json(const QueryResult& r) {
     j["generated_tokens"] = r.generated_tokens;
     j["reused_tokens"] = r.reused_tokens;
     if (!r.problem.empty()) j["problem"] = r.problem;
-    j["stop_reason"] = r.stop_reason;
+    j["stop_reason"] = stop_reason_name(r.stop_reason);
     j["timings"] = to_json(r.timings);
     if (r.identical) {
         j["identical"] = *r.identical;
         j["max_abs_logit_diff"] = r.max_abs_logit_diff;
         j["first_difference"] = r.first_difference ? ordered_json(*r.first_difference) : ordered_json(nullptr);
     }
-    if (r.nope) j["nope"] = to_json(*r.nope);
     if (r.full) j["full"] = to_json(*r.full);
     return j;
-}
-
-ordered_json to_json(const NopeReport& n) {
-    // NaN (a cosine with an all-zero logit vector) has no JSON form: null
-    auto num = [](double x) { return std::isfinite(x) ? ordered_json(x) : ordered_json(nullptr); };
-    return ordered_json{{"n_tools", n.n_tools},
-                        {"header_tokens", n.header_tokens},
-                        {"tool_tokens", n.tool_tokens},
-                        {"footer_tokens", n.footer_tokens},
-                        {"composed_tokens", n.composed_tokens},
-                        {"kv_dtype", n.kv_dtype},
-                        {"rope_check_max_abs_diff", num(n.rope_check_max_abs_diff)},
-                        {"rope_check_per_layer", n.rope_check_per_layer},
-                        {"logit_cosine_first", num(n.logit_cosine_first)},
-                        {"logit_cosine_mean", num(n.logit_cosine_mean)},
-                        {"kl_first", num(n.kl_first)},
-                        {"compared_steps", n.compared_steps},
-                        {"top1_agreement", n.top1_agreement},
-                        {"identical_tokens", n.identical_tokens},
-                        {"identical_logits", n.identical_logits},
-                        {"max_abs_logit_diff", n.max_abs_logit_diff},
-                        {"first_difference", n.first_difference ? ordered_json(*n.first_difference) : ordered_json(nullptr)},
-                        {"tool_name_match", n.tool_name_match},
-                        {"build_ms", n.build_ms},
-                        {"reused", n.reused}};
 }
 
 ordered_json to_json(const ModelInfo& m) {

@@ -12,7 +12,6 @@ nlohmann::ordered_json to_json(const Timings& t);
 nlohmann::ordered_json tool_call_json(const std::optional<ToolCall>& call);
 nlohmann::ordered_json to_json(const CompileResult& r);
 nlohmann::ordered_json to_json(const QueryResult& r);
-nlohmann::ordered_json to_json(const NopeReport& n);
 nlohmann::ordered_json to_json(const ModelInfo& m);
 nlohmann::ordered_json to_json(const GroupInfo& g);
 

@@ -1,6 +1,7 @@
 #include "core/research/eval_runner.h"
 
 #include "core/engine/result_json.h"
+#include "core/research/nope.h"
 
 #include <algorithm>
 #include <map>
@@ -26,7 +27,7 @@ EvalOutput make_output(const std::string& label, const QueryResult& r, const std
     o.tokens = r.tokens;
     o.tool_call = r.tool_call;
     o.score = score_example(expected, r.tool_call);
-    o.stop_reason = r.stop_reason;
+    o.stop_reason = stop_reason_name(r.stop_reason);
     o.cache_hit = r.cache_hit;
     o.tier = r.tier;
     o.prefix_tokens = r.prefix_tokens;
@@ -43,10 +44,11 @@ ordered_json optional_json(const std::optional<bool>& v) {
 
 QueryMode eval_query_mode(const std::string& mode) {
     if (is_both(mode)) return QueryMode::compare;
+    if (mode == kPerToolNopeMode) return QueryMode::full;  // its reference run; the composed run is the experiment's
     try {
         return parse_query_mode(mode);
     } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(std::string(e.what()) + " (or both)");
+        throw std::invalid_argument(std::string(e.what()) + " (or both, or per_tool_nope)");
     }
 }
 
@@ -80,7 +82,9 @@ EvalRunResult run_eval(Engine& engine, const EvalDataset& dataset, const EvalRun
     if (!engine.loaded()) throw std::logic_error("run_eval: the engine has no model loaded");
     QueryOptions q = options.query;
     q.mode = eval_query_mode(options.mode);
-    const std::string primary = is_both(options.mode) ? "cached" : query_mode_name(q.mode);
+    const bool nope_mode = options.mode == kPerToolNopeMode;
+    const std::string primary = is_both(options.mode) ? "cached" : nope_mode ? kPerToolNopeMode : query_mode_name(q.mode);
+    NopeExperiment nope;  // per_tool_nope: the composed prefix is reused while consecutive examples share a tool set
 
     EvalRunResult result;
     result.dataset = dataset.source;
@@ -109,7 +113,13 @@ EvalRunResult run_eval(Engine& engine, const EvalDataset& dataset, const EvalRun
             rec.compile_hit = compiled.cache_hit;
             rec.compile_tier = compiled.tier;
             rec.compile_ms = compiled.compile_ms;
-            r = engine.query(ex.query, q);
+            if (nope_mode) {
+                NopeRun run = nope.run(engine, ex.query, q);
+                r = std::move(run.composed);
+                r.full = std::make_shared<QueryResult>(std::move(run.full));
+            } else {
+                r = engine.query(ex.query, q);
+            }
         } catch (const Cancelled&) {
             // A cancel during the example's compile (set_tools checks it per chunk): a partial result.
             result.cancelled = true;
@@ -117,7 +127,7 @@ EvalRunResult run_eval(Engine& engine, const EvalDataset& dataset, const EvalRun
         } catch (const std::exception& e) {
             throw std::runtime_error(ex.source + " (example \"" + ex.id + "\"): " + e.what());
         }
-        if (r.stop_reason == "cancelled" || (r.full && r.full->stop_reason == "cancelled")) {
+        if (r.stop_reason == StopReason::cancelled || (r.full && r.full->stop_reason == StopReason::cancelled)) {
             result.cancelled = true;
             break;
         }

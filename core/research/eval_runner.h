@@ -88,7 +88,12 @@ struct EvalProgress {
 // The warning every output of a run on synthetic weights carries.
 extern const char* const kSyntheticEvalWarning;
 
-// The QueryMode a runner mode name stands for ("both" = compare); throws std::invalid_argument.
+// The per-tool NoPE experiment as a runner mode (core/research/nope.h): the composed run is the
+// primary output, the full prefill the second.
+inline constexpr const char* kPerToolNopeMode = "per_tool_nope";
+
+// The QueryMode a runner mode name stands for ("both" = compare, per_tool_nope = its full
+// reference run); throws std::invalid_argument.
 QueryMode eval_query_mode(const std::string& mode);
 
 // Runs the examples one by one on the calling thread (the engine's owner). `cancel` is checked

@@ -19,7 +19,7 @@ BenchToolSet bundled_tool_set(int n_tools) {
     nlohmann::ordered_json subset = nlohmann::ordered_json::array();
     for (int i = 0; i < n_tools; ++i) subset.push_back(all[size_t(i)]);
     const std::string name = "tools_" + std::to_string(n_tools);
-    return {name, ToolSet::from_json_text(subset.dump(), name + ".json (bundled)")};
+    return {name, ToolSet::from_json_text(subset.dump(), name + ".json (bundled)"), {}};
 }
 
 std::vector<std::string> parse_query_list(std::string_view json_text, const std::string& source) {
@@ -75,7 +75,7 @@ nlohmann::ordered_json PaperBenchOptions::to_json() const {
 namespace {
 
 void check_not_cancelled(const QueryResult& r) {
-    if (r.stop_reason == "cancelled") throw Cancelled();
+    if (r.stop_reason == StopReason::cancelled) throw Cancelled();
 }
 
 }  // namespace
@@ -106,7 +106,8 @@ std::vector<PaperBenchRow> run_paper_bench(Engine& engine, const PaperBenchOptio
     for (size_t s = 0; s < options.tool_sets.size(); ++s) {
         const BenchToolSet& set = options.tool_sets[s];
         // A forced miss: nothing stored may shorten the compile (longest-prefix reuse included).
-        engine.cache().clear();
+        if (options.force_miss) engine.cache().clear();
+        const std::vector<std::string>& queries = set.queries.empty() ? options.queries : set.queries;
         const CompileResult compiled = engine.set_tools(set.tools, options.system_prompt);
         step(s, set.name + ": compiled");
         PaperBenchRow row;
@@ -119,7 +120,7 @@ std::vector<PaperBenchRow> run_paper_bench(Engine& engine, const PaperBenchOptio
         const int n_runs = options.warmup + options.n_queries;
         for (int i = 0; i < n_runs; ++i) {
             const bool measured = i >= options.warmup;
-            const std::string& query = options.queries[size_t(i) % options.queries.size()];
+            const std::string& query = queries[size_t(i) % queries.size()];
             const std::string label = set.name + ": " +
                                       (measured ? "query " + std::to_string(i - options.warmup + 1) + "/" +
                                                       std::to_string(options.n_queries)
@@ -144,6 +145,11 @@ std::vector<PaperBenchRow> run_paper_bench(Engine& engine, const PaperBenchOptio
             row.identical_outputs += cached.tokens == full.tokens ? 1 : 0;
         }
         rows.push_back(std::move(row));
+        if (progress) {
+            p.finished_row = &rows.back();
+            progress(p);
+            p.finished_row = nullptr;
+        }
     }
     return rows;
 }

@@ -25,6 +25,7 @@ namespace cc {
 struct BenchToolSet {
     std::string name;  // "tools_20" (bundled) or the file it came from
     ToolSet tools;
+    std::vector<std::string> queries;  // this set's own queries; empty = PaperBenchOptions::queries
 };
 
 // The bundled sample set with the first `n_tools` tools of tools_100.json (the bundled tools_N.json
@@ -39,6 +40,10 @@ std::string bundled_system_prompt();           // the embedded resources/system_
 struct PaperBenchOptions {
     std::vector<BenchToolSet> tool_sets;  // measured in this order
     std::vector<std::string> queries;     // query i is queries[i % size]; warm-up queries come first
+    // Clear the engine's cache before each compile, so every compile is a real miss (the CLI's
+    // bench, on a store of its own). Off: the compile may link a stored group (the app's sweep,
+    // which runs on the user's store and must not clear it); compile_ms is then the link's 0.
+    bool force_miss = true;
     int n_queries = 30;                   // measured per tool set, each in both modes
     int warmup = 2;                       // unmeasured query pairs per tool set after the compile
     int max_new_tokens = 16;
@@ -80,10 +85,14 @@ struct PaperBenchProgress {
     long long done = 0;     // steps over the whole run: one compile, then one per query run
     long long total = 0;
     std::string text;       // e.g. "tools_20: query 3/30 (cached)"
+    // Set on one extra call when a tool set's row is complete (done unchanged), so a caller can
+    // show rows as they come; null on every step.
+    const PaperBenchRow* finished_row = nullptr;
 };
 
-// Runs the whole benchmark on a loaded engine. The engine's cache is cleared before each compile so
-// that every compile is a real miss: give it a store of its own (the CLI uses a memory-only store).
+// Runs the whole benchmark on a loaded engine. With force_miss the engine's cache is cleared before
+// each compile so that every compile is a real miss: give it a store of its own (the CLI uses a
+// memory-only store). The app's tool-count sweep runs this same loop on the user's store.
 // `progress` is called after each step and may throw (cc::Cancelled) to stop. Throws when a cached
 // query is not a cache hit; a cached output that differs from the full one is counted, not thrown.
 std::vector<PaperBenchRow> run_paper_bench(Engine& engine, const PaperBenchOptions& options,

@@ -1,6 +1,8 @@
 #include "core/store/group_index.h"
 
 #include "core/store/group_file.h"
+#include "core/base/sha256.h"
+#include "core/base/timings.h"
 
 #include <sqlite3.h>
 #include <nlohmann/json.hpp>
@@ -28,11 +30,6 @@ constexpr int kIndexSchemaVersion = 1;
 // Long enough to ride out another process's rebuild transaction; short enough to report a stuck one.
 constexpr int kBusyTimeoutMs = 10000;
 
-int64_t now_unix_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
 // Thrown while opening when the file is not a usable index of this schema; the constructor moves it
 // aside and starts afresh. Any other error (permissions, disk, busy) is a real failure and propagates.
 struct DamagedIndex : std::runtime_error {
@@ -42,11 +39,6 @@ struct DamagedIndex : std::runtime_error {
 bool is_damage_code(int rc) {
     const int primary = rc & 0xff;
     return primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT;
-}
-
-bool is_group_key(const std::string& s) {
-    return s.size() == 64 &&
-           std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 // prefix_ids are stored as little-endian int32 whatever the host order, so the file is portable.
@@ -446,7 +438,7 @@ fs::path GroupIndex::Impl::move_aside() {
     fs::path aside;
     for (int i = 0;; ++i) {
         aside = db_path;
-        aside += ".damaged-" + std::to_string(now_unix_ms()) + (i ? "." + std::to_string(i) : "");
+        aside += ".damaged-" + std::to_string(unix_ms_now()) + (i ? "." + std::to_string(i) : "");
         if (!fs::exists(aside)) break;
     }
     for (const char* suffix : {"", "-wal", "-shm"}) {
@@ -561,7 +553,7 @@ bool GroupIndex::touch(const std::string& group_key) {
     std::lock_guard guard(impl_->mutex);
     Query q(*impl_, "UPDATE groups SET hits = hits + 1, last_used_unix_ms = ?1 WHERE group_key = ?2",
             "touching " + group_key);
-    q.bind(1, now_unix_ms()).bind(2, group_key).run();
+    q.bind(1, unix_ms_now()).bind(2, group_key).run();
     return sqlite3_changes(impl_->db) > 0;
 }
 

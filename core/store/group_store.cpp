@@ -12,16 +12,6 @@
 namespace cc {
 namespace fs = std::filesystem;
 
-int64_t unix_ms_now() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
-bool is_group_key(const std::string& text) {
-    return text.size() == 64 &&
-           std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
 namespace {
 
 GroupFileHeader header_of(const Group& g) {

@@ -15,6 +15,8 @@
 #pragma once
 
 #include "core/backend/backend.h"
+#include "core/base/sha256.h"
+#include "core/base/timings.h"
 #include "core/text/tokenizer.h"
 
 #include <cstdint>
@@ -187,7 +189,5 @@ private:
     std::vector<std::string> warnings_;
 };
 
-int64_t unix_ms_now();
-bool is_group_key(const std::string& text);  // 64 lowercase hex characters
 
 }  // namespace cc

@@ -55,6 +55,9 @@ public:
     std::vector<token_id> encode(std::string_view text, EncodeMode mode = EncodeMode::plain,
                                  bool add_special_tokens = false) const;
     std::string decode(std::span<const token_id> ids, bool skip_special_tokens = false) const;
+    // The byte offset where each token's decoded text ends, token by token (so a prefix of the
+    // ids decodes to the first end[i] bytes when the tokens' texts add up to the whole text).
+    std::vector<size_t> token_end_offsets(std::span<const token_id> ids) const;
 
     size_t vocab_size() const;  // model vocab + added tokens (max id + 1)
     std::optional<token_id> token_to_id(std::string_view token) const;

@@ -521,6 +521,17 @@ std::vector<token_id> Tokenizer::encode(std::string_view text, EncodeMode mode, 
     return ids;
 }
 
+std::vector<size_t> Tokenizer::token_end_offsets(std::span<const token_id> ids) const {
+    std::vector<size_t> end;
+    end.reserve(ids.size());
+    size_t offset = 0;
+    for (const token_id id : ids) {
+        offset += decode(std::span<const token_id>(&id, 1)).size();
+        end.push_back(offset);
+    }
+    return end;
+}
+
 std::string Tokenizer::decode(std::span<const token_id> ids, bool skip_special_tokens) const {
     return impl_->decode(ids, skip_special_tokens);
 }

@@ -192,7 +192,7 @@ TEST(Engine, CancelStopsGeneration) {
     const auto r = engine.query("go", q, [&](const cc::TokenEvent& e) {
         if (e.index == 2) engine.cancel();
     });
-    EXPECT_EQ(r.stop_reason, "cancelled");
+    EXPECT_EQ(r.stop_reason, cc::StopReason::cancelled);
     EXPECT_EQ(r.tokens.size(), 3u);
 }
 

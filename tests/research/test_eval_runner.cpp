@@ -100,6 +100,27 @@ TEST(EvalRunner, SingleModesAndLimit) {
     EXPECT_THROW(cc::eval_query_mode("sideways"), std::invalid_argument);
 }
 
+// The per-tool NoPE experiment (core/research/nope.h) as an evaluation mode: the composed run is
+// the primary output, the full prefill the second, and the pair is counted as compared.
+TEST(EvalRunner, PerToolNopeModeRecordsTheComposedAndTheFullRun) {
+    auto& engine = test_engine();
+    const auto ds = dataset();
+    auto o = options("per_tool_nope");
+    o.limit = 2;
+    const auto r = cc::run_eval(engine, ds, o);
+    ASSERT_EQ(r.records.size(), 2u);
+    for (const auto& rec : r.records) {
+        ASSERT_EQ(rec.outputs.size(), 2u);
+        EXPECT_EQ(rec.outputs[0].mode, "per_tool_nope");
+        EXPECT_EQ(rec.outputs[1].mode, "full");
+        EXPECT_FALSE(rec.outputs[0].tokens.empty());
+        EXPECT_FALSE(rec.outputs[1].tokens.empty());
+        ASSERT_TRUE(rec.identical_tokens.has_value());
+    }
+    EXPECT_EQ(r.n_compared, 2u);
+    EXPECT_EQ(cc::eval_query_mode("per_tool_nope"), cc::QueryMode::full);
+}
+
 TEST(EvalRunner, CancelStopsBetweenExamples) {
     auto& engine = test_engine();
     const auto ds = dataset();

@@ -215,9 +215,14 @@ TEST(PaperBench, TinyRunOnTheTestModelIsConsistent) {
     o.max_new_tokens = 2;
     o.system_prompt = cc::bundled_system_prompt();
     std::vector<cc::PaperBenchProgress> seen;
-    const auto rows = cc::run_paper_bench(engine, o, [&](const cc::PaperBenchProgress& p) { seen.push_back(p); });
+    std::vector<std::string> finished;  // the rows reported as they complete
+    const auto rows = cc::run_paper_bench(engine, o, [&](const cc::PaperBenchProgress& p) {
+        if (p.finished_row) finished.push_back(p.finished_row->tool_set);
+        else seen.push_back(p);
+    });
     ASSERT_EQ(rows.size(), 2u);
     ASSERT_EQ(seen.size(), size_t(2 * (1 + 2 * (1 + 3))));
+    EXPECT_EQ(finished, (std::vector<std::string>{"tools_5", "tools_10"}));
     EXPECT_EQ(seen.back().done, seen.back().total);
     EXPECT_EQ(seen.back().set_index, 1u);
     EXPECT_EQ(rows[0].n_tools, 5u);

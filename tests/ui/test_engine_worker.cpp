@@ -181,7 +181,7 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 60000);
         const auto outcome = finished.first().at(0).value<QueryOutcome>();
         QCOMPARE(outcome.requestId, id);
-        QCOMPARE(QString::fromStdString(outcome.result.stop_reason), QStringLiteral("cancelled"));
+        QCOMPARE(outcome.result.stop_reason, cc::StopReason::cancelled);
         QVERIFY(outcome.result.generated_tokens < size_t(options.max_new_tokens));
         QTRY_COMPARE_WITH_TIMEOUT(cancelled.count(), 1, 10000);
         QCOMPARE(cancelled.first().at(0).toString(), QStringLiteral("query"));

@@ -111,7 +111,7 @@ private slots:
 
     void compareModeSaysIdentical() {
         QueryPanel panel(m_engine.get());
-        panel.setMode(cc::QueryMode::compare);
+        panel.setMode(cc::ui::QueryKind::compare);
         panel.setMaxTokens(8);
         panel.setIgnoreEos(true);
         panel.setQuery(QStringLiteral("Find me flights from Boston to Denver on 2026-12-03."));
@@ -125,7 +125,7 @@ private slots:
         QVERIFY(panel.findChild<QPlainTextEdit*>(QStringLiteral("fullOutput"))->isVisibleTo(&panel));
 
         // back to cached: no badge, no second output
-        panel.setMode(cc::QueryMode::cached);
+        panel.setMode(cc::ui::QueryKind::cached);
         panel.run();
         QTRY_COMPARE_WITH_TIMEOUT(done.count(), 2, kTimeoutMs);
         QVERIFY(panel.badgeText().isEmpty());
@@ -134,8 +134,8 @@ private slots:
 
     void nopeModeShowsTheMetrics() {
         QueryPanel panel(m_engine.get());
-        panel.setMode(cc::QueryMode::per_tool_nope);
-        QCOMPARE(panel.options().mode, cc::QueryMode::per_tool_nope);
+        panel.setMode(cc::ui::QueryKind::per_tool_nope);
+        QCOMPARE(panel.kind(), cc::ui::QueryKind::per_tool_nope);
         panel.setMaxTokens(4);
         panel.setIgnoreEos(true);
         panel.setQuery(QStringLiteral("What's the weather in Lisbon?"));
@@ -145,7 +145,8 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(done.count(), 1, kTimeoutMs);
         QCOMPARE(finished.count(), 1);
         const auto outcome = finished.first().at(0).value<cc::ui::QueryOutcome>();
-        QVERIFY(outcome.result.nope.has_value());
+        QVERIFY(outcome.nope.has_value());
+        QVERIFY(outcome.result.full);
         const QString text = panel.nopeText();
         QVERIFY2(panel.messageText().isEmpty(), qPrintable(panel.messageText()));
         QVERIFY2(text.contains(QStringLiteral("logit cosine")) && text.contains(QStringLiteral("top-1 agreement")) &&
@@ -166,7 +167,7 @@ private slots:
         QVERIFY(!panel.findChild<QLabel*>(QStringLiteral("toolCallName"))->isVisibleTo(&panel));
 
         // another mode hides the metrics
-        panel.setMode(cc::QueryMode::cached);
+        panel.setMode(cc::ui::QueryKind::cached);
         panel.run();
         QTRY_COMPARE_WITH_TIMEOUT(done.count(), 2, kTimeoutMs);
         QVERIFY(panel.nopeText().isEmpty());
@@ -193,7 +194,7 @@ private slots:
         QVERIFY(cancelled.count() >= 1 || finished.count() == 1);
         if (finished.count() == 1) {
             const auto outcome = finished.first().at(0).value<cc::ui::QueryOutcome>();
-            QCOMPARE(QString::fromStdString(outcome.result.stop_reason), QStringLiteral("cancelled"));
+            QCOMPARE(outcome.result.stop_reason, cc::StopReason::cancelled);
             QVERIFY(outcome.result.generated_tokens < 32768);
         }
         QVERIFY2(panel.messageText().startsWith(QStringLiteral("Cancelled")), qPrintable(panel.messageText()));
@@ -215,7 +216,7 @@ private slots:
         fake.result.tokens = {1, 2, 3, 4};
         fake.result.generated_tokens = 4;
         fake.result.tier = "disk";
-        fake.result.stop_reason = "stop_token";
+        fake.result.stop_reason = cc::StopReason::stop_token;
         fake.result.problem = "group abc: damaged file quarantined, recompiled";
         fake.result.timings.ttft_ms = 42.5;
         cc::ToolCall call;
@@ -277,7 +278,7 @@ private slots:
         tools->compile();
         QVERIFY(compiled.wait(kTimeoutMs));
         QTRY_COMPARE_WITH_TIMEOUT(tools->cacheState(), QStringLiteral("memory"), kTimeoutMs);
-        query->setMode(cc::QueryMode::compare);
+        query->setMode(cc::ui::QueryKind::compare);
         query->setMaxTokens(24);
         query->setIgnoreEos(true);
         QSignalSpy done(query, &QueryPanel::queryDone);

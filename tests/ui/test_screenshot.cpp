@@ -77,9 +77,9 @@ private slots:
         QVERIFY2(runner.exitCode() == 0, qPrintable(runner.message()));
         QCOMPARE(compiled.count(), 1);
         QCOMPARE(answered.count(), 1);
-        const auto result = answered.first().at(0).value<QueryOutcome>().result;
-        if (mode == QStringLiteral("compare")) QVERIFY(result.identical.value_or(false));
-        else QVERIFY(result.nope.has_value());
+        const auto outcome = answered.first().at(0).value<QueryOutcome>();
+        if (mode == QStringLiteral("compare")) QVERIFY(outcome.result.identical.value_or(false));
+        else QVERIFY(outcome.nope.has_value());
         QVERIFY(QFileInfo(o.output).size() > 0);
         const QImage image(o.output);
         QVERIFY(!image.isNull());

@@ -62,10 +62,10 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_mode = new QComboBox(this);
     m_mode->setObjectName(QStringLiteral("modeCombo"));
     m_mode->setSizeAdjustPolicy(QComboBox::AdjustToContents);
-    m_mode->addItem(tr("cached"), int(cc::QueryMode::cached));
-    m_mode->addItem(tr("full"), int(cc::QueryMode::full));
-    m_mode->addItem(tr("compare"), int(cc::QueryMode::compare));
-    m_mode->addItem(tr("per-tool NoPE (experiment)"), int(cc::QueryMode::per_tool_nope));
+    m_mode->addItem(tr("cached"), int(QueryKind::cached));
+    m_mode->addItem(tr("full"), int(QueryKind::full));
+    m_mode->addItem(tr("compare"), int(QueryKind::compare));
+    m_mode->addItem(tr("per-tool NoPE (experiment)"), int(QueryKind::per_tool_nope));
     m_mode->setItemData(0, tr("Link the compiled prefix KV and prefill only the query"), Qt::ToolTipRole);
     m_mode->setItemData(1, tr("Prefill the whole prompt (the reference)"), Qt::ToolTipRole);
     m_mode->setItemData(2, tr("Run both and check the outputs and logits are bit-identical"), Qt::ToolTipRole);
@@ -239,16 +239,23 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
 QString QueryPanel::query() const { return m_input->toPlainText(); }
 void QueryPanel::setQuery(const QString& text) { m_input->setPlainText(text); }
 
+QueryKind QueryPanel::kind() const { return static_cast<QueryKind>(m_mode->currentData().toInt()); }
+
 cc::QueryOptions QueryPanel::options() const {
     cc::QueryOptions o;
-    o.mode = static_cast<cc::QueryMode>(m_mode->currentData().toInt());
+    switch (kind()) {
+        case QueryKind::cached: o.mode = cc::QueryMode::cached; break;
+        case QueryKind::full: o.mode = cc::QueryMode::full; break;
+        case QueryKind::compare: o.mode = cc::QueryMode::compare; break;
+        case QueryKind::per_tool_nope: o.mode = cc::QueryMode::full; break;  // the experiment runs its own reference
+    }
     o.max_new_tokens = m_maxTokens->value();
     o.temperature = float(m_temperature->value());
     o.ignore_eos = m_ignoreEos->isChecked();
     return o;
 }
 
-void QueryPanel::setMode(cc::QueryMode mode) { m_mode->setCurrentIndex(m_mode->findData(int(mode))); }
+void QueryPanel::setMode(QueryKind kind) { m_mode->setCurrentIndex(m_mode->findData(int(kind))); }
 void QueryPanel::setMaxTokens(int n) { m_maxTokens->setValue(n); }
 void QueryPanel::setTemperature(double t) { m_temperature->setValue(t); }
 void QueryPanel::setIgnoreEos(bool on) { m_ignoreEos->setChecked(on); }
@@ -272,9 +279,8 @@ bool QueryPanel::eventFilter(QObject* watched, QEvent* event) {
 }
 
 void QueryPanel::updateCompareVisibility() {
-    const cc::QueryMode mode = options().mode;
-    const bool compare = mode == cc::QueryMode::compare;
-    const bool nope = mode == cc::QueryMode::per_tool_nope;
+    const bool compare = kind() == QueryKind::compare;
+    const bool nope = kind() == QueryKind::per_tool_nope;
     m_fullBox->setVisible(compare || nope);
     m_outputTitle->setText(compare ? tr("Cached (linked prefix)") : nope ? tr("Per-tool NoPE (composed)") : tr("Output"));
     // The NoPE report names both runs' calls; the box's height goes to the report, so the window
@@ -318,11 +324,12 @@ void QueryPanel::run() {
     m_toolCallName.clear();
     m_args->setRowCount(0);
     const cc::QueryOptions o = options();
+    const QueryKind k = kind();
     updateCompareVisibility();
-    m_status->setText(o.mode == cc::QueryMode::compare         ? tr("Running the full prefill, then the cached run…")
-                      : o.mode == cc::QueryMode::per_tool_nope ? tr("Running the full prefill, then each tool alone and the composed run…")
-                                                               : tr("Running (%1)…").arg(QString::fromUtf8(cc::query_mode_name(o.mode))));
-    m_requestId = m_engine->runQuery(text.toStdString(), o);
+    m_status->setText(k == QueryKind::compare         ? tr("Running the full prefill, then the cached run…")
+                      : k == QueryKind::per_tool_nope ? tr("Running the full prefill, then each tool alone and the composed run…")
+                                                      : tr("Running (%1)…").arg(QString::fromUtf8(queryKindName(k))));
+    m_requestId = m_engine->runQuery(text.toStdString(), o, k);
     updateButtons();
     emit queryStarted(m_requestId);
 }
@@ -352,7 +359,7 @@ void QueryPanel::onFinished(const QueryOutcome& outcome) {
     if (r.full) m_fullOutput->setPlainText(QString::fromStdString(r.full->text));
     showToolCall(r);
     showBadge(r);
-    showNope(r);
+    showNope(outcome);
 
     QStringList parts;
     parts << tr("TTFT %1 ms").arg(r.timings.ttft_ms, 0, 'f', 1);
@@ -362,11 +369,11 @@ void QueryPanel::onFinished(const QueryOutcome& outcome) {
     parts << tr("%1 prefix + %2 query tokens").arg(r.prefix_tokens).arg(r.suffix_tokens);
     parts << tr("%1 generated").arg(r.generated_tokens == 1 ? tr("1 token") : tr("%1 tokens").arg(r.generated_tokens));
     if (r.timings.decode_tok_s > 0) parts << tr("%1 tok/s").arg(r.timings.decode_tok_s, 0, 'f', 1);
-    parts << tr("stop: %1").arg(QString::fromStdString(r.stop_reason));
+    parts << tr("stop: %1").arg(QString::fromUtf8(cc::stop_reason_name(r.stop_reason)));
     QString status = parts.join(QStringLiteral("  ·  "));
     if (!r.problem.empty()) status += QStringLiteral("\n") + tr("Problem: %1").arg(QString::fromStdString(r.problem));
     m_status->setText(status);
-    if (r.stop_reason == "cancelled") showMessage(tr("Cancelled after %1 generated token(s).").arg(r.generated_tokens));
+    if (r.stop_reason == cc::StopReason::cancelled) showMessage(tr("Cancelled after %1 generated token(s).").arg(r.generated_tokens));
     endRequest();
 }
 
@@ -432,12 +439,13 @@ void QueryPanel::showBadge(const cc::QueryResult& r) {
     m_badge->show();
 }
 
-void QueryPanel::showNope(const cc::QueryResult& r) {
-    if (!r.nope) {
+void QueryPanel::showNope(const QueryOutcome& outcome) {
+    if (!outcome.nope) {
         m_nope->hide();
         return;
     }
-    const cc::NopeReport& n = *r.nope;
+    const cc::QueryResult& r = outcome.result;
+    const cc::NopeReport& n = *outcome.nope;
     // Four short lines (about 90 characters): the Query dock at 1280x800 shows them unwrapped (a
     // docked label only gets the height of its unwrapped text, so a wrapped line would be cut off).
     QString output = n.identical_tokens ? tr("identical tokens") : tr("different tokens");

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "core/engine/engine.h"
+#include "ui/worker/engine_controller.h"
 
 #include <QString>
 #include <QWidget>
@@ -35,7 +36,8 @@ public:
 
     QString query() const;
     cc::QueryOptions options() const;            // from the mode, max tokens, temperature and ignore-EOS controls
-    void setMode(cc::QueryMode mode);
+    QueryKind kind() const;                      // the mode control: an engine mode or the per-tool NoPE experiment
+    void setMode(QueryKind kind);
     void setMaxTokens(int n);
     void setTemperature(double t);
     void setIgnoreEos(bool on);
@@ -67,7 +69,7 @@ private:
     void onCancelled(const QString& task);
     void showToolCall(const cc::QueryResult& result);
     void showBadge(const cc::QueryResult& result);
-    void showNope(const cc::QueryResult& result);
+    void showNope(const QueryOutcome& outcome);
     void showMessage(const QString& text);
     void endRequest();
     void updateButtons();

@@ -45,9 +45,7 @@ void ScreenshotRunner::start() {
     if (m_options.output.isEmpty()) return finish(2, tr("--screenshot needs a file name"));
     if (!m_options.size.isValid() || m_options.size.width() < 320 || m_options.size.height() < 240)
         return finish(2, tr("--size must be WxH, at least 320x240"));
-    const QStringList modes{QStringLiteral("cached"), QStringLiteral("full"), QStringLiteral("compare"),
-                            QStringLiteral("per_tool_nope")};
-    if (!modes.contains(m_options.mode))
+    if (!parseQueryKind(m_options.mode))
         return finish(2, tr("--mode must be cached, full, compare or per_tool_nope, not \"%1\"").arg(m_options.mode));
     if (m_options.sample != 0 && !m_options.toolsFile.isEmpty()) return finish(2, tr("give --tools or --sample, not both"));
     if (m_options.sample != 0 && !sampleToolSetNames().contains(QStringLiteral("tools_%1.json").arg(m_options.sample)))
@@ -86,7 +84,7 @@ void ScreenshotRunner::onCompiled() {
     if (m_options.query.isEmpty()) return grab();
     QueryPanel* query = m_window->queryPanel();
     query->setQuery(m_options.query);
-    query->setMode(cc::parse_query_mode(m_options.mode.toStdString()));
+    query->setMode(*parseQueryKind(m_options.mode));
     query->setMaxTokens(m_options.maxNewTokens);
     connect(query, &QueryPanel::queryStarted, this, [this](quint64 id) { m_queryId = id; }, Qt::SingleShotConnection);
     query->run();
@@ -96,7 +94,7 @@ void ScreenshotRunner::onCompiled() {
 void ScreenshotRunner::onQueryFinished(const QueryOutcome& outcome) {
     if (m_done || m_queryId == 0 || outcome.requestId != m_queryId) return;
     m_queryId = 0;
-    if (outcome.result.stop_reason == "cancelled") return finish(1, tr("the query was cancelled"));
+    if (outcome.result.stop_reason == cc::StopReason::cancelled) return finish(1, tr("the query was cancelled"));
     grab();
 }
 

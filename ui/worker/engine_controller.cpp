@@ -53,6 +53,8 @@ struct EngineWorker::State {
     // the current tool set, to restore it after a sweep
     std::optional<cc::ToolSet> tools;
     std::string systemPrompt;
+    // the per-tool NoPE experiment's composed prefix, kept while the tool set stays; a new one per model
+    std::unique_ptr<cc::NopeExperiment> nope;
 };
 
 namespace {
@@ -97,9 +99,7 @@ cc::EngineOptions engineOptions(const ModelRequest& request, const std::shared_p
     options.model_spec = request.spec;
     options.backend = request.backend;
     options.n_threads = request.threads;
-    if (request.kvDtype == "f32") options.kv_dtype = cc::KvDType::f32;
-    else if (request.kvDtype == "bf16") options.kv_dtype = cc::KvDType::bf16;
-    else throw std::invalid_argument("KV dtype must be f32 or bf16, not \"" + request.kvDtype + "\"");
+    options.kv_dtype = cc::parse_kv_dtype(request.kvDtype);
     options.cache_dir = request.cacheDir.empty() ? cc::default_cache_dir() : std::filesystem::path(request.cacheDir);
     options.cache.dir = options.cache_dir;
     options.cache.host_budget_bytes = request.hostBudgetBytes;
@@ -111,6 +111,31 @@ cc::EngineOptions engineOptions(const ModelRequest& request, const std::shared_p
 using cc::median;
 
 }  // namespace
+
+QueryKind queryKindOf(cc::QueryMode mode) {
+    switch (mode) {
+        case cc::QueryMode::cached: return QueryKind::cached;
+        case cc::QueryMode::full: return QueryKind::full;
+        case cc::QueryMode::compare: return QueryKind::compare;
+    }
+    return QueryKind::cached;
+}
+
+const char* queryKindName(QueryKind kind) {
+    switch (kind) {
+        case QueryKind::cached: return "cached";
+        case QueryKind::full: return "full";
+        case QueryKind::compare: return "compare";
+        case QueryKind::per_tool_nope: return "per_tool_nope";
+    }
+    return "?";
+}
+
+std::optional<QueryKind> parseQueryKind(const QString& name) {
+    for (const QueryKind k : {QueryKind::cached, QueryKind::full, QueryKind::compare, QueryKind::per_tool_nope})
+        if (name == QLatin1String(queryKindName(k))) return k;
+    return std::nullopt;
+}
 
 EngineWorker::EngineWorker(std::shared_ptr<const cc::BackendRegistry> backends, QObject* parent)
     : QObject(parent), m_state(std::make_unique<State>()), m_backends(std::move(backends)) {}
@@ -146,6 +171,7 @@ void EngineWorker::loadModel(const ModelRequest& request) {
             std::lock_guard lock(m_state->engineMutex);
             std::swap(m_state->engine, engine);
         }
+        m_state->nope.reset();  // its composed block belongs to the previous model's backend: freed first
         engine.reset();   // the previous model, outside the lock
         m_state->model = request;
         m_state->tools.reset();
@@ -223,19 +249,27 @@ void EngineWorker::runQuery(const QueryRequest& request) {
             if (sinceFlush.elapsed() >= 30) flush();
         };
         emit progress(Progress{QStringLiteral("query"), 0, qint64(total),
-                               QStringLiteral("%1 prefill").arg(QString::fromUtf8(cc::query_mode_name(request.options.mode)))});
+                               QStringLiteral("%1 prefill").arg(QString::fromUtf8(queryKindName(request.kind)))});
         QueryOutcome outcome;
         outcome.requestId = request.id;
         outcome.query = request.text;
         outcome.nTools = static_cast<int>(engine.current_tools()->n_tools);
-        outcome.result = engine.query(request.text, request.options, onToken);
+        if (request.kind == QueryKind::per_tool_nope) {
+            if (!m_state->nope) m_state->nope = std::make_unique<cc::NopeExperiment>();
+            cc::NopeRun run = m_state->nope->run(engine, request.text, request.options, onToken);
+            outcome.result = std::move(run.composed);
+            outcome.result.full = std::make_shared<cc::QueryResult>(std::move(run.full));
+            outcome.nope = std::move(run.report);
+        } else {
+            outcome.result = engine.query(request.text, request.options, onToken);
+        }
         flush();
         // The per-step logits are for the engine's comparison; the window needs none of them.
         outcome.result.step_logits.clear();
         if (outcome.result.full) outcome.result.full->step_logits.clear();
         if (!outcome.result.problem.empty()) emit warning(QString::fromStdString(outcome.result.problem));
         emit queryFinished(outcome);
-        if (outcome.result.stop_reason == "cancelled") emit cancelled(QStringLiteral("query"));
+        if (outcome.result.stop_reason == cc::StopReason::cancelled) emit cancelled(QStringLiteral("query"));
         for (const auto& p : engine.wait_for_persist())
             if (!p.ok) emit warning(QStringLiteral("group not saved: %1").arg(QString::fromStdString(p.error)));
         // A hit in the first tier changes nothing listed; any other tier promotes (or compiles).
@@ -247,48 +281,37 @@ void EngineWorker::runQuery(const QueryRequest& request) {
 void EngineWorker::runSweep(const SweepRequest& request) {
     runJob(this, QStringLiteral("sweep"), m_cancel, [&] {
         auto& engine = loaded(m_state->engine);
-        const int repeats = std::max(1, request.repeats);
-        const qint64 steps = qint64(request.sets.size()) * (1 + 2 * repeats);
-        qint64 step = 0;
-        auto advance = [&](const std::string& what) {
-            ++step;
-            emit progress(Progress{QStringLiteral("sweep"), step, steps, QString::fromStdString(what)});
-            if (m_cancel.load()) throw cc::Cancelled();
-        };
+        // The benchmark's own loop (core/research/paper_bench), on the user's engine and store:
+        // no forced miss, one query per set, no warm-up.
+        cc::PaperBenchOptions o;
+        for (const auto& set : request.sets)
+            o.tool_sets.push_back(cc::BenchToolSet{set.name, cc::ToolSet::from_json_text(set.toolsJson, set.name), {set.query}});
+        o.queries = {""};  // unused: every set has its own query
+        o.n_queries = std::max(1, request.repeats);
+        o.warmup = 0;
+        o.max_new_tokens = request.maxNewTokens;
+        o.system_prompt = request.systemPrompt;
+        o.force_miss = false;
         QList<SweepPoint> points;
-        for (const auto& set : request.sets) {
-            const auto tools = cc::ToolSet::from_json_text(set.toolsJson, set.name);
-            const auto compiled = engine.set_tools(tools, request.systemPrompt);
-            advance(set.name + ": compiled");
+        auto emitRow = [&](const cc::PaperBenchRow& row) {
             SweepPoint point;
-            point.name = set.name;
-            point.nTools = compiled.n_tools;
-            point.prefixTokens = compiled.prefix_tokens;
-            point.compileMs = compiled.compile_ms;
-            std::vector<double> cachedTtft, fullTtft, link, prefill;
-            cc::QueryOptions options;
-            options.max_new_tokens = request.maxNewTokens;
-            for (int r = 0; r < repeats; ++r) {
-                options.mode = cc::QueryMode::full;
-                const auto full = engine.query(set.query, options);
-                advance(set.name + ": full prefill");
-                options.mode = cc::QueryMode::cached;
-                const auto cached = engine.query(set.query, options);
-                advance(set.name + ": cached");
-                if (full.stop_reason == "cancelled" || cached.stop_reason == "cancelled") throw cc::Cancelled();
-                fullTtft.push_back(full.timings.ttft_ms);
-                cachedTtft.push_back(cached.timings.ttft_ms);
-                link.push_back(cached.timings.link_ms);
-                prefill.push_back(cached.timings.prefill_ms);
-                point.identical = point.identical && cached.tokens == full.tokens;
-            }
-            point.cachedTtftMs = median(cachedTtft);
-            point.fullTtftMs = median(fullTtft);
-            point.cachedLinkMs = median(link);
-            point.cachedPrefillMs = median(prefill);
+            point.name = row.tool_set;
+            point.nTools = row.n_tools;
+            point.prefixTokens = row.prefix_tokens;
+            point.compileMs = row.compile_ms;
+            point.cachedTtftMs = median(row.cached_ttft_ms);
+            point.fullTtftMs = median(row.full_ttft_ms);
+            point.cachedLinkMs = median(row.cached_link_ms);
+            point.cachedPrefillMs = median(row.cached_prefill_ms);
+            point.identical = size_t(row.identical_outputs) == row.full_ttft_ms.size();
             points.append(point);
             emit sweepPoint(point);
-        }
+        };
+        cc::run_paper_bench(engine, o, [&](const cc::PaperBenchProgress& p) {
+            if (p.finished_row) return emitRow(*p.finished_row);
+            emit progress(Progress{QStringLiteral("sweep"), p.done, p.total, QString::fromStdString(p.text)});
+            if (m_cancel.load()) throw cc::Cancelled();
+        });
         engine.wait_for_persist();
         // Leave the user's tool set current again (a memory hit).
         if (m_state->tools) emit compiled(engine.set_tools(*m_state->tools, m_state->systemPrompt));
@@ -316,6 +339,7 @@ void EngineWorker::runBench(const BenchRequest& request) {
         BenchOutcome outcome;
         outcome.model = engine->load_model();
         outcome.rows = cc::run_paper_bench(*engine, o, [&](const cc::PaperBenchProgress& p) {
+            if (p.finished_row) return;  // the tab shows the rows when the run ends
             emit progress(Progress{QStringLiteral("bench"), p.done, p.total, QString::fromStdString(p.text)});
             if (m_cancel.load()) throw cc::Cancelled();
         });
@@ -496,10 +520,15 @@ void EngineController::loadModel(const ModelRequest& request) {
 void EngineController::describeTools(const ToolsRequest& request) { ++m_pending; emit requestDescribeTools(request); }
 void EngineController::compileTools(const ToolsRequest& request) { ++m_pending; emit requestCompileTools(request); }
 uint64_t EngineController::runQuery(const std::string& text, const cc::QueryOptions& options) {
+    return runQuery(text, options, queryKindOf(options.mode));
+}
+
+uint64_t EngineController::runQuery(const std::string& text, const cc::QueryOptions& options, QueryKind kind) {
     QueryRequest request;
     request.id = m_nextQueryId++;
     request.text = text;
     request.options = options;
+    request.kind = kind;
     ++m_pending;
     emit requestQuery(request);
     return request.id;

@@ -11,6 +11,7 @@
 #include "core/engine/engine.h"
 #include "core/research/paper_bench.h"
 #include "core/research/eval_runner.h"
+#include "core/research/nope.h"
 
 #include <QList>
 #include <QMetaType>
@@ -46,10 +47,18 @@ struct ToolsRequest {
     std::string systemPrompt;
 };
 
+// What the Query panel runs: one of the engine's modes, or the per-tool NoPE experiment
+// (core/research/nope.h: each tool compiled alone, composed with deferred RoPE, vs a full prefill).
+enum class QueryKind { cached, full, compare, per_tool_nope };
+QueryKind queryKindOf(cc::QueryMode mode);
+const char* queryKindName(QueryKind kind);              // "cached" | "full" | "compare" | "per_tool_nope"
+std::optional<QueryKind> parseQueryKind(const QString& name);
+
 struct QueryRequest {
     uint64_t id = 0;            // assigned by EngineController::runQuery
     std::string text;
-    cc::QueryOptions options;
+    cc::QueryOptions options;   // options.mode is used for the engine's kinds
+    QueryKind kind = QueryKind::cached;
 };
 
 struct SweepSet {
@@ -110,7 +119,8 @@ struct QueryOutcome {
     uint64_t requestId = 0;
     std::string query;
     int nTools = 0;
-    cc::QueryResult result;     // result.full is set in compare mode
+    cc::QueryResult result;     // result.full is set in compare mode and for per_tool_nope
+    std::optional<cc::NopeReport> nope;  // per_tool_nope: the composed run vs the full prefill
 };
 
 struct SweepPoint {
@@ -224,7 +234,9 @@ public:
     void loadModel(const ModelRequest& request);
     void describeTools(const ToolsRequest& request);
     void compileTools(const ToolsRequest& request);
-    uint64_t runQuery(const std::string& text, const cc::QueryOptions& options);  // returns the request id
+    // Returns the request id. Runs options.mode, or the per-tool NoPE experiment when `kind` says so.
+    uint64_t runQuery(const std::string& text, const cc::QueryOptions& options);
+    uint64_t runQuery(const std::string& text, const cc::QueryOptions& options, QueryKind kind);
     void runSweep(const SweepRequest& request);
     void runBench(const BenchRequest& request);
     void runEval(const EvalRequest& request);

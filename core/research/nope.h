@@ -5,15 +5,22 @@
 // positions the tool has in the composed prompt (deferred RoPE). The footer of the prefix (e.g.
 // Qwen3's "</tools>" and the tool-call instructions) and the query are then prefilled against it,
 // as the paper's reference code does. The composition is wrong in general because a tool's K/V
-// depends on the tools before it, which its own compile never saw; the engine measures how wrong
-// against a full prefill (Engine::query with QueryMode::per_tool_nope).
+// depends on the tools before it, which its own compile never saw; NopeExperiment measures how
+// wrong against a full prefill. It is built on the engine's public API (Engine::current_prefix,
+// query_suffix_ids, continue_from) and the backend's optional DeferredRope capability.
 //
 // This file holds the token layout of a prefix (header | tool spans | footer), the canonical-KV
 // slicing the composition needs, and the report.
 #pragma once
 
+#include "core/engine/engine.h"
 #include "core/text/tokenizer.h"
 #include "core/text/tool_set.h"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <memory>
 
 #include <cstddef>
 #include <optional>
@@ -66,7 +73,7 @@ std::vector<std::byte> kv_image_concat(std::span<const std::vector<std::byte>> i
 std::vector<double> kv_image_max_abs_diff_per_layer(std::span<const std::byte> a, std::span<const std::byte> b,
                                                     int n_tokens, const KvImageShape& shape, bool bf16);
 
-// What a per_tool_nope query reports next to its output (QueryResult::nope).
+// What a per-tool NoPE run reports next to its output.
 struct NopeReport {
     size_t n_tools = 0;
     size_t header_tokens = 0;
@@ -99,5 +106,36 @@ struct NopeReport {
 
 // A few human-readable lines (the CLI's output), ending with a newline.
 std::string nope_report_text(const NopeReport& report);
+// The report as JSON (the CLI's and the evaluation's "nope" object); NaN figures are null.
+nlohmann::ordered_json to_json(const NopeReport& report);
+
+struct NopeRun {
+    QueryResult composed;   // the query against the composed per-tool prefix (mode "per_tool_nope")
+    QueryResult full;       // the full prefill of the same prompt: the reference
+    NopeReport report;      // composed vs full
+};
+
+// Runs queries of the engine's current tool set through the experiment. The composed prefix is
+// built on the first run and kept while the tool set (group key) and backend stay; make a new
+// NopeExperiment after the engine loads another model, and destroy it before that engine.
+class NopeExperiment {
+public:
+    NopeExperiment();
+    ~NopeExperiment();
+    NopeExperiment(const NopeExperiment&) = delete;
+    NopeExperiment& operator=(const NopeExperiment&) = delete;
+
+    // The full prefill first (its step logits kept), then footer + query prefilled against the
+    // composed prefix with `options` (sampling, max tokens, streaming to on_token). Throws
+    // Cancelled when the reference run was cancelled; std::runtime_error when the format's tool
+    // spans cannot be located or the backend lacks DeferredRope.
+    NopeRun run(Engine& engine, const std::string& query, const QueryOptions& options,
+                const std::function<void(const TokenEvent&)>& on_token = {});
+
+private:
+    struct State;
+    static std::unique_ptr<State> build(Engine& engine);
+    std::unique_ptr<State> state_;
+};
 
 }  // namespace cc

@@ -1,15 +1,16 @@
-// The per-tool NoPE experiment (core/nope.h, paper §3.2–3.3): the RoPE algebra it rests on (a
-// deferred rotation of captured pre-RoPE keys reproduces the forward pass's keys bit for bit with
-// f32 KV), the logit metrics on hand-made vectors, the prefix layout, and the engine mode end to
-// end on the built-in test model. Quality figures from the synthetic model are meaningless; what
+// The per-tool NoPE experiment (core/research/nope.h, paper §3.2–3.3): the RoPE algebra it rests on
+// (a deferred rotation of captured pre-RoPE keys reproduces the forward pass's keys bit for bit
+// with f32 KV), the logit metrics on hand-made vectors, the prefix layout, and the experiment end
+// to end on the built-in test model, through the engine's public API. Quality figures from the synthetic model are meaningless; what
 // is tested is that the experiment is computed as described and that a one-tool composition is
 // exact (so any difference with more tools comes from the composition itself).
 #include "core/model/builtin_model.h"
 #include "core/text/chat_format.h"
+#include "core/backend/deferred_rope.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/engine/engine.h"
 #include "core/engine/logit_metrics.h"
-#include "core/engine/nope.h"
+#include "core/research/nope.h"
 #include "core/engine/result_json.h"
 #include "tests/synthetic_checkpoint.h"
 #include "tests/test_support.h"
@@ -121,7 +122,7 @@ TEST(NopeRope, DeferredRopeEqualsStandardRopeExactlyWithF32Kv) {
             const auto want = be->forward(all.subspan(size_t(first)), {prefix.get(), first, plain.get()}, iota_from(0, L));
             auto rotated = be->allocate_kv(L);
             auto unrotated = be->allocate_kv(L);
-            const auto got = be->forward_capture_unrotated(all.subspan(size_t(first)), {prefix.get(), first, rotated.get()},
+            const auto got = require_deferred_rope(*be).forward_capture_unrotated(all.subspan(size_t(first)), {prefix.get(), first, rotated.get()},
                                                            iota_from(0, L), *unrotated);
             const std::string ctx = std::string(family_str(fam)) + " first position " + std::to_string(first);
             // capturing changes nothing the pass computes
@@ -131,7 +132,7 @@ TEST(NopeRope, DeferredRopeEqualsStandardRopeExactlyWithF32Kv) {
             const auto rot = exported(*be, *rotated);
             auto deferred = exported(*be, *unrotated);
             EXPECT_NE(deferred, rot) << ctx << ": the captured keys must be the un-rotated ones";
-            be->rope_rotate_kv(deferred, L, iota_from(first, L));
+            require_deferred_rope(*be).rope_rotate_kv(deferred, L, iota_from(first, L));
             const auto diff = kv_image_max_abs_diff_per_layer(deferred, rot, L, shape_of(*be), false);
             ASSERT_EQ(diff.size(), size_t(weights.config.n_layers));
             for (size_t l = 0; l < diff.size(); ++l) EXPECT_EQ(diff[l], 0.0) << ctx << " layer " << l;
@@ -140,7 +141,7 @@ TEST(NopeRope, DeferredRopeEqualsStandardRopeExactlyWithF32Kv) {
                         max_of(diff));
             // The check can fail: rotating at positions one off is visibly different.
             auto shifted = exported(*be, *unrotated);
-            be->rope_rotate_kv(shifted, L, iota_from(first + 1, L));
+            require_deferred_rope(*be).rope_rotate_kv(shifted, L, iota_from(first + 1, L));
             EXPECT_GT(max_of(kv_image_max_abs_diff_per_layer(shifted, rot, L, shape_of(*be), false)), 1e-3) << ctx;
         }
     }
@@ -160,10 +161,10 @@ TEST(NopeRope, DeferredRopeWithBf16KvIsMeasured) {
         const auto tokens = random_tokens(n, weights.config.vocab_size, 4);
         auto rotated = be->allocate_kv(n);
         auto unrotated = be->allocate_kv(n);
-        be->forward_capture_unrotated(tokens, {nullptr, 0, rotated.get()}, {}, *unrotated);
+        require_deferred_rope(*be).forward_capture_unrotated(tokens, {nullptr, 0, rotated.get()}, {}, *unrotated);
         const auto rot = exported(*be, *rotated);
         auto deferred = exported(*be, *unrotated);
-        be->rope_rotate_kv(deferred, n, iota_from(0, n));
+        require_deferred_rope(*be).rope_rotate_kv(deferred, n, iota_from(0, n));
         const auto diff = kv_image_max_abs_diff_per_layer(deferred, rot, n, shape_of(*be), true);
         // the largest |K or V| element, for the bound
         std::vector<std::byte> zero(rot.size(), std::byte{0});
@@ -207,18 +208,12 @@ std::string error_of(const std::function<void()>& fn) {
 
 TEST(NopeRope, BackendsWithoutTheExperimentRefuseByName) {
     BareBackend be;
-    std::vector<std::byte> image;
-    const std::string rope = error_of([&] { be.rope_rotate_kv(image, 0, {}); });
-    EXPECT_NE(rope.find("not supported by the bare backend"), std::string::npos) << rope;
-    const std::string capture = error_of([&] {
-        struct NoBlock final : KvBlock {
-            int capacity_tokens() const override { return 0; }
-            int n_tokens() const override { return 0; }
-            void truncate(int) override {}
-        } block;
-        be.forward_capture_unrotated({}, {}, {}, block);
-    });
-    EXPECT_NE(capture.find("not supported by the bare backend"), std::string::npos) << capture;
+    const std::string what = error_of([&] { require_deferred_rope(be); });
+    EXPECT_NE(what.find("not supported by the bare backend"), std::string::npos) << what;
+    // the CPU backend, the reference, has the capability
+    const auto weights = generate_builtin_weights(*find_builtin("qwen3-test"), 1);
+    auto cpu = make_cpu_backend(weights);
+    EXPECT_NO_THROW(require_deferred_rope(*cpu));
 }
 
 // ---- metrics on hand-made vectors ---------------------------------------------------------------
@@ -315,22 +310,41 @@ Engine& test_engine(KvDType kv = KvDType::f32) {
 
 QueryOptions nope_options(int max_new_tokens = 8) {
     QueryOptions q;
-    q.mode = QueryMode::per_tool_nope;
     q.max_new_tokens = max_new_tokens;
     q.ignore_eos = true;
+    q.keep_logits = true;
     return q;
+}
+
+// A run as the CLI and the app see it: the composed run's result with the full prefill attached,
+// and the report. One experiment per engine (it keeps the composed prefix between queries).
+struct NopeOut : QueryResult {
+    std::optional<NopeReport> nope;
+};
+
+NopeOut nope_query(Engine& engine, const std::string& query, const QueryOptions& q,
+                   const std::function<void(const TokenEvent&)>& on_token = {}) {
+    static std::map<Engine*, std::unique_ptr<NopeExperiment>> experiments;
+    auto& x = experiments[&engine];
+    if (!x) x = std::make_unique<NopeExperiment>();
+    NopeRun run = x->run(engine, query, q, on_token);
+    NopeOut out;
+    static_cast<QueryResult&>(out) = std::move(run.composed);
+    out.full = std::make_shared<QueryResult>(std::move(run.full));
+    out.nope = std::move(run.report);
+    return out;
 }
 
 }  // namespace
 
-TEST(NopeEngine, ModeNameRoundTrips) {
-    EXPECT_STREQ(query_mode_name(QueryMode::per_tool_nope), "per_tool_nope");
-    EXPECT_EQ(parse_query_mode("per_tool_nope"), QueryMode::per_tool_nope);
+// The experiment is not a mode of the product's engine: it lives in core/research on the
+// engine's public API.
+TEST(NopeEngine, IsNotAnEngineMode) {
     try {
-        parse_query_mode("nope");
-        FAIL() << "an unknown mode must throw";
+        parse_query_mode("per_tool_nope");
+        FAIL() << "per_tool_nope must not parse as an engine mode";
     } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string(e.what()).find("per_tool_nope"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("cached, full or compare"), std::string::npos) << e.what();
     }
 }
 
@@ -371,7 +385,7 @@ TEST(NopeEngine, OneToolCompositionIsExactlyTheFullPrefill) {
     for (const std::string system : {"", "Answer with a tool call."}) {
         engine.set_tools(first_tools(1), system);
         for (const std::string query : {"What's the weather in Paris?", ""}) {
-            const auto r = engine.query(query, nope_options(10));
+            const auto r = nope_query(engine, query, nope_options(10));
             ASSERT_TRUE(r.nope && r.full);
             EXPECT_FALSE(r.identical.has_value()) << "compare's fields stay unset in this mode";
             EXPECT_TRUE(r.nope->identical_logits) << "first difference at " << r.nope->first_difference.value_or(0);
@@ -397,7 +411,7 @@ TEST(NopeEngine, FiveToolsRunEndToEndAndReportEveryField) {
     const auto compiled = engine.set_tools(first_tools(5), "");
     auto q = nope_options(12);
     std::string streamed;
-    const auto r = engine.query("Book a table for two tomorrow at 8pm", q, [&](const TokenEvent& e) { streamed += e.text; });
+    const auto r = nope_query(engine, "Book a table for two tomorrow at 8pm", q, [&](const TokenEvent& e) { streamed += e.text; });
     ASSERT_TRUE(r.nope.has_value());
     const NopeReport& n = *r.nope;
     EXPECT_EQ(r.mode, "per_tool_nope");
@@ -433,8 +447,8 @@ TEST(NopeEngine, FiveToolsRunEndToEndAndReportEveryField) {
     ASSERT_TRUE(r.full);
     EXPECT_EQ(r.full->tokens.size(), r.full->generated_tokens);
 
-    const auto j = to_json(r);
-    ASSERT_TRUE(j.contains("nope"));
+    auto j = to_json(r);
+    j["nope"] = to_json(n);  // as the CLI prints it
     for (const char* key : {"n_tools", "header_tokens", "tool_tokens", "footer_tokens", "composed_tokens", "kv_dtype",
                             "rope_check_max_abs_diff", "rope_check_per_layer", "logit_cosine_first", "logit_cosine_mean",
                             "kl_first", "compared_steps", "top1_agreement", "identical_tokens", "identical_logits",
@@ -449,14 +463,14 @@ TEST(NopeEngine, FiveToolsRunEndToEndAndReportEveryField) {
     EXPECT_EQ(j["mode"], "per_tool_nope");
 
     // the composed block is kept for the same tool set, and rebuilt for another
-    const auto again = engine.query("Book a table for two tomorrow at 8pm", q);
+    const auto again = nope_query(engine, "Book a table for two tomorrow at 8pm", q);
     ASSERT_TRUE(again.nope);
     EXPECT_TRUE(again.nope->reused);
     EXPECT_EQ(again.nope->build_ms, 0.0);
     EXPECT_EQ(again.tokens, r.tokens);
     EXPECT_TRUE(again.step_logits == r.step_logits);
     engine.set_tools(first_tools(4), "");
-    const auto other = engine.query("Book a table", q);
+    const auto other = nope_query(engine, "Book a table", q);
     EXPECT_FALSE(other.nope->reused);
     EXPECT_EQ(other.nope->n_tools, 4u);
 }
@@ -465,7 +479,7 @@ TEST(NopeEngine, FiveToolsRunEndToEndAndReportEveryField) {
 TEST(NopeEngine, Bf16KvReportsTheMeasuredRopeCheck) {
     Engine& engine = test_engine(KvDType::bf16);
     engine.set_tools(first_tools(3), "");
-    const auto r = engine.query("hello", nope_options(4));
+    const auto r = nope_query(engine, "hello", nope_options(4));
     ASSERT_TRUE(r.nope);
     EXPECT_EQ(r.nope->kv_dtype, "bf16");
     EXPECT_TRUE(std::isfinite(r.nope->rope_check_max_abs_diff));
@@ -477,10 +491,10 @@ TEST(NopeEngine, CancelStopsTheComposedRunAndThePerToolCompile) {
     engine.set_tools(first_tools(3), "");
     // during the composed run's decoding (its tokens are the ones streamed)
     auto q = nope_options(40);
-    const auto r = engine.query("go", q, [&](const TokenEvent& e) {
+    const auto r = nope_query(engine, "go", q, [&](const TokenEvent& e) {
         if (e.index == 2) engine.cancel();
     });
-    EXPECT_EQ(r.stop_reason, "cancelled");
+    EXPECT_EQ(r.stop_reason, StopReason::cancelled);
     EXPECT_EQ(r.tokens.size(), 3u);
     ASSERT_TRUE(r.nope);
     EXPECT_EQ(r.nope->compared_steps, 0u);  // no teacher-forced comparison after a cancel
@@ -494,11 +508,11 @@ TEST(NopeEngine, CancelStopsTheComposedRunAndThePerToolCompile) {
             engine.cancel();
         }
     });
-    EXPECT_THROW(engine.query("go", nope_options(4)), Cancelled);
+    EXPECT_THROW(nope_query(engine, "go", nope_options(4)), Cancelled);
     EXPECT_EQ(seen, 1u);
     engine.set_progress_handler({});
     // nothing half-built is kept: the next query builds and answers
-    const auto after = engine.query("go", nope_options(4));
+    const auto after = nope_query(engine, "go", nope_options(4));
     ASSERT_TRUE(after.nope);
     EXPECT_FALSE(after.nope->reused);
     EXPECT_EQ(after.tokens.size(), 4u);
@@ -508,7 +522,7 @@ TEST(NopeEngine, RequiresTools) {
     Engine& engine = test_engine();
     engine.set_tools(ToolSet(), "system only");
     try {
-        engine.query("hi", nope_options(2));
+        nope_query(engine, "hi", nope_options(2));
         FAIL() << "an empty tool set must be refused";
     } catch (const std::runtime_error& e) {
         EXPECT_NE(std::string(e.what()).find("tool set is empty"), std::string::npos) << e.what();
@@ -545,14 +559,14 @@ TEST(NopeEngine, Llama3FormatOneToolExactAndThreeToolsRun) {
     ASSERT_EQ(engine->model_info().chat_format, "llama3");
 
     engine->set_tools(first_tools(1), "Answer briefly.");
-    const auto one = engine->query("What's the weather in Paris?", nope_options(6));
+    const auto one = nope_query(*engine, "What's the weather in Paris?", nope_options(6));
     ASSERT_TRUE(one.nope && one.full);
     EXPECT_TRUE(one.nope->identical_logits);
     EXPECT_EQ(one.tokens, one.full->tokens);
     EXPECT_EQ(one.nope->rope_check_max_abs_diff, 0.0);
 
     engine->set_tools(first_tools(3), "Answer briefly.");
-    const auto three = engine->query("What's the weather in Paris?", nope_options(6));
+    const auto three = nope_query(*engine, "What's the weather in Paris?", nope_options(6));
     ASSERT_TRUE(three.nope);
     EXPECT_EQ(three.nope->n_tools, 3u);
     EXPECT_EQ(three.nope->rope_check_max_abs_diff, 0.0);
@@ -572,7 +586,7 @@ TEST(NopeEngine, MistralFormatIsRefusedWithTheReason) {
     ASSERT_EQ(engine->model_info().chat_format, "mistral");
     engine->set_tools(first_tools(3), "");
     try {
-        engine->query("hi", nope_options(2));
+        nope_query(*engine, "hi", nope_options(2));
         FAIL() << "the mistral format cannot be split per tool";
     } catch (const std::runtime_error& e) {
         const std::string what = e.what();

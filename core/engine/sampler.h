@@ -1,0 +1,20 @@
+// Choosing the next token from a step's logits: greedy, or temperature + top-p with an explicit
+// generator, so a seed gives the same token on every platform.
+#pragma once
+
+#include "core/text/tokenizer.h"
+
+#include <random>
+#include <vector>
+
+namespace cc {
+
+// The first index of the maximum (ties go to the lower id, as torch.argmax does).
+token_id argmax_token(const std::vector<float>& logits);
+
+// temperature <= 0: argmax_token. Otherwise softmax(logits / temperature), the smallest set of
+// most likely tokens whose mass reaches top_p (ties by lower id), and one draw from it. The draw
+// converts the generator's bits itself (std::*_distribution are not portable).
+token_id sample_token(const std::vector<float>& logits, float temperature, float top_p, std::mt19937_64& rng);
+
+}  // namespace cc
