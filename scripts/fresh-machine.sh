@@ -57,6 +57,14 @@ if [ $# -ne 1 ]; then
 fi
 cmd=$1
 
+# ---- can a root be made here? -----------------------------------------------------------------
+[ "$(id -u)" -eq 0 ] || unavailable "why: not running as root (uid $(id -u)); chroot and the mounts need root." \
+  "fix: run as root (CI runs as root), e.g. sudo $0 ..."
+command -v unshare >/dev/null || unavailable "why: no unshare command (util-linux)."
+unshare --mount --fork true 2>/dev/null ||
+  unavailable "why: 'unshare --mount' is not permitted here (a container without CAP_SYS_ADMIN?)."
+command -v chroot >/dev/null || unavailable "why: no chroot command (coreutils)."
+
 repo=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
 head=$(git -C "$repo" rev-parse HEAD)
 branch=$(git -C "$repo" symbolic-ref -q --short HEAD || true)
@@ -66,14 +74,6 @@ if [ -n "$out" ]; then mkdir -p "$out"; out=$(cd "$out" && pwd); fi
 if ! git -C "$repo" diff --quiet HEAD -- 2>/dev/null; then
   log "note: uncommitted changes in $repo are NOT in the fresh root (it gets committed HEAD)"
 fi
-
-# ---- can a root be made here? -----------------------------------------------------------------
-[ "$(id -u)" -eq 0 ] || unavailable "why: not running as root (uid $(id -u)); chroot and the mounts need root." \
-  "fix: run as root (CI runs as root), e.g. sudo $0 ..."
-command -v unshare >/dev/null || unavailable "why: no unshare command (util-linux)."
-unshare --mount --fork true 2>/dev/null ||
-  unavailable "why: 'unshare --mount' is not permitted here (a container without CAP_SYS_ADMIN?)."
-command -v chroot >/dev/null || unavailable "why: no chroot command (coreutils)."
 
 cache=${FRESH_CACHE:-/tmp/fresh-debian}
 mkdir -p "$cache"
@@ -108,7 +108,11 @@ find "$cache" -maxdepth 1 -name 'bookworm-*.tar' ! -path "$tarball" -mtime +0 -d
 t1=$(now)
 root=$(mktemp -d "$cache/root.XXXXXX")
 # The mounts are in the namespace that ends with the command, so the host sees a plain tree here.
-cleanup() { rm -rf --one-file-system "$root"; }
+cleanup() {
+  local t=$(now)
+  rm -rf --one-file-system "$root"
+  log "root removed in $(since "$t")"
+}
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
