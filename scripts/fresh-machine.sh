@@ -37,6 +37,8 @@ unavailable() {
 }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
+# CPU seconds (user + system) of this script's finished children: what the command costs a machine.
+children_cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($16 + $17) / hz }' "/proc/$$/stat"; }
 
 cuda=auto
 shared=${FRESH_SHARED:-}
@@ -147,6 +149,7 @@ env_in=(HOME=/root LANG=C.UTF-8 TERM=dumb QT_QPA_PLATFORM=offscreen
 [ -z "$out" ] || env_in+=(OUT_DIR=/out)
 export FM_ROOT=$root FM_CUDA=$cuda_real FM_OUT=$out FM_CMD=$cmd
 t3=$(now)
+c3=$(children_cpu_s)
 set +e
 unshare --mount --fork bash -c '
   set -e
@@ -173,5 +176,6 @@ if [ ! -e "$root/.fresh-machine-started" ]; then
   unavailable "why: mounting proc/dev/sys/tmp${cuda_real:+/CUDA}${out:+/out} in the root failed" \
     "(see the messages above; a container without mount privilege?)."
 fi
-log "command took $(since "$t3"), exit $rc; total $(since "$t0")"
+cpu=$(awk -v a="$c3" -v b="$(children_cpu_s)" 'BEGIN { printf "%.0f", b - a }')
+log "command took $(since "$t3") (CPU ${cpu} s user+sys), exit $rc; total $(since "$t0")"
 exit "$rc"
