@@ -112,6 +112,8 @@ root=$(mktemp -d "$cache/root.XXXXXX")
 # The mounts are in the namespace that ends with the command, so the host sees a plain tree here.
 cleanup() {
   local t=$(now)
+  # Never delete through a mount (a bind-mounted --out or CUDA is the same file system here).
+  if grep -q " ${root}[/ ]" /proc/self/mountinfo; then log "NOT removing $root: something is mounted under it"; return; fi
   rm -rf --one-file-system "$root"
   log "root removed in $(since "$t")"
 }
