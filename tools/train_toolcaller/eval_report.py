@@ -1,10 +1,20 @@
 #!/usr/bin/python3
 """Per-tool-set-size figures from `contextcache-cli eval --out DIR` (DIR/examples.jsonl):
 TSA, JSON-valid tool calls, FPR, mean PF1, cached-vs-full identical outputs.
-JSON-valid = of the outputs that open a <tool_call>, the share the project's parser turns into a
-{name, arguments} call. Usage: eval_report.py DIR [--markdown]"""
+JSON-valid = of the outputs that open a <tool_call>, the share whose text up to </tool_call> (or
+the end) is one JSON object with a string "name" and an object "arguments" (strict json.loads;
+the project's parser is more tolerant of a model that stops early). Usage: eval_report.py DIR [--markdown]"""
 import json
 import sys
+
+
+def strict_valid(text):
+    body = text.split("<tool_call>", 1)[1].split("</tool_call>", 1)[0].strip()
+    try:
+        v = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(v, dict) and isinstance(v.get("name"), str) and isinstance(v.get("arguments"), dict)
 from collections import defaultdict
 
 
@@ -19,7 +29,7 @@ def main():
                 row["n"] += 1
                 opened = "<tool_call>" in o["text"]
                 row["opened"] += opened
-                row["valid"] += opened and o["tool_call"] is not None
+                row["valid"] += opened and strict_valid(o["text"])
                 if s["expects_call"]:
                     row["n_call"] += 1
                     row["correct"] += bool(s["correct_tool"])
