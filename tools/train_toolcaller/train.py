@@ -228,6 +228,8 @@ def main():
     ap.add_argument("--eval-every", type=int, default=200)
     ap.add_argument("--export-every", type=int, default=0, help="also export checkpoints to OUT/ckpt-STEP")
     ap.add_argument("--time-limit-s", type=float, default=0, help="stop early (and export) after this long")
+    ap.add_argument("--init-from", default="", help="continue from an exported model directory")
+    ap.add_argument("--data-seed-offset", type=int, default=0, help="shuffle the data differently when continuing")
     ap.add_argument("--replay-lrs", default="", help="train_log.json of a run to repeat step for step")
     ap.add_argument("--config", default="", help="JSON overrides of the model shape")
     args = ap.parse_args()
@@ -245,7 +247,7 @@ def main():
         data = pickle.load(f)
     groups = data["groups"]
     val, train = groups[:args.val_groups], groups[args.val_groups:]
-    rng = random.Random(args.seed)
+    rng = random.Random(args.seed + args.data_seed_offset)
 
     # Compact vocabulary: only ~14k of the 151,936 ids occur in the data (prompts and answers).
     # Training runs on those rows plus one shared "unseen" row (index 0), so the embedding
@@ -271,6 +273,24 @@ def main():
         if p.dim() == 2:
             std = 0.02 / math.sqrt(2 * c["num_hidden_layers"]) if n.endswith(("o_proj.weight", "down_proj.weight")) else 0.02
             nn.init.normal_(p, 0.0, std)
+    if args.init_from:
+        # continue from an exported directory (bf16 weights; optimizer state starts fresh)
+        sys.path.insert(0, HERE)
+        from reference_forward import read_safetensors
+        w, _, _ = read_safetensors(os.path.join(args.init_from, "model.safetensors"))
+        full = torch.tensor(w["model.embed_tokens.weight"], dtype=torch.float32)
+        unseen = (remap == 0).nonzero().flatten()[0]
+        sd = {"embed_tokens.weight": torch.cat((full[unseen][None], full[vocab])), "norm": w["model.norm.weight"]}
+        names = {"input_layernorm": "input_layernorm.weight", "q_norm": "self_attn.q_norm.weight",
+                 "k_norm": "self_attn.k_norm.weight", "post_attention_layernorm": "post_attention_layernorm.weight"}
+        for k in model.state_dict():
+            if k.startswith("layers."):
+                _, i, rest = k.split(".", 2)
+                base = rest.rsplit(".", 1)[0] if rest.endswith(".weight") else rest
+                hf = names.get(base) or (("mlp." if "_proj" in base and base in ("gate_proj", "up_proj", "down_proj")
+                                          else "self_attn.") + base + ".weight")
+                sd[k] = w[f"model.layers.{i}.{hf}"]
+        model.load_state_dict({k: torch.as_tensor(v, dtype=torch.float32) for k, v in sd.items()})
     non_emb = model.n_params()[1]
     total = non_emb + c["vocab_size"] * c["hidden_size"]
     print(json.dumps({"params": total, "non_embedding_params": non_emb, "train_groups": len(train),
