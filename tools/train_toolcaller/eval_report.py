@@ -1,0 +1,67 @@
+#!/usr/bin/python3
+"""Per-tool-set-size figures from `contextcache-cli eval --out DIR` (DIR/examples.jsonl):
+TSA, JSON-valid tool calls, FPR, mean PF1, cached-vs-full identical outputs.
+JSON-valid = of the outputs that open a <tool_call>, the share whose text up to </tool_call> (or
+the end) is one JSON object with a string "name" and an object "arguments" (strict json.loads;
+the project's parser is more tolerant of a model that stops early). Usage: eval_report.py DIR [--markdown]"""
+import json
+import sys
+
+
+def strict_valid(text):
+    body = text.split("<tool_call>", 1)[1].split("</tool_call>", 1)[0].strip()
+    try:
+        v = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(v, dict) and isinstance(v.get("name"), str) and isinstance(v.get("arguments"), dict)
+from collections import defaultdict
+
+
+def main():
+    d = sys.argv[1]
+    recs = [json.loads(l) for l in open(f"{d}/examples.jsonl", encoding="utf-8") if l.strip()]
+    rows = defaultdict(lambda: defaultdict(float))
+    for r in recs:
+        for o in r["outputs"]:
+            for key in (f"{o['mode']} all", f"{o['mode']} {r['n_tools']}"):
+                s, row = o["score"], rows[key]
+                row["n"] += 1
+                opened = "<tool_call>" in o["text"]
+                row["opened"] += opened
+                row["valid"] += opened and strict_valid(o["text"])
+                if s["expects_call"]:
+                    row["n_call"] += 1
+                    row["correct"] += bool(s["correct_tool"])
+                    row["exact"] += bool(s["exact"])
+                    if s["f1"] is not None:
+                        row["f1_sum"] += s["f1"]
+                        row["f1_n"] += 1
+                else:
+                    row["n_none"] += 1
+                    row["fp"] += bool(s["false_positive"])
+        if r.get("identical_tokens") is not None:
+            for key in ("compare all", f"compare {r['n_tools']}"):
+                rows[key]["n"] += 1
+                rows[key]["identical"] += bool(r["identical_tokens"])
+
+    def ratio(a, b):
+        return f"{a / b:.3f}" if b else "-"
+    print("| mode | tools | n | TSA | EM | PF1 (correct tool) | JSON-valid calls | FPR |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    order = sorted((k for k in rows if not k.startswith("compare")),
+                   key=lambda k: (k.split()[0], 0 if k.split()[1] == "all" else int(k.split()[1])))
+    for k in order:
+        row = rows[k]
+        mode, size = k.split()
+        print(f"| {mode} | {size} | {int(row['n'])} | {ratio(row['correct'], row['n_call'])} "
+              f"({int(row['correct'])}/{int(row['n_call'])}) | {ratio(row['exact'], row['n_call'])} | "
+              f"{ratio(row['f1_sum'], row['f1_n'])} | {ratio(row['valid'], row['opened'])} "
+              f"({int(row['valid'])}/{int(row['opened'])}) | {ratio(row['fp'], row['n_none'])} "
+              f"({int(row['fp'])}/{int(row['n_none'])}) |")
+    for k in sorted((k for k in rows if k.startswith("compare")), key=lambda k: (k != "compare all", k)):
+        print(f"cached vs full identical tokens, {k.split()[1]} tools: {int(rows[k]['identical'])}/{int(rows[k]['n'])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,602 @@
+#!/usr/bin/env python3
+"""Training data for the tool-calling model: prompts rendered exactly as ContextCache renders the
+Qwen3 chat template (core/chat_format_qwen3.cpp), tokenized with the bundled Qwen3 tokenizer.
+
+Sources (all examples get a random subset of tools, shuffled, then rendered in canonical order):
+  * the bundled sample tools (resources/toolsets/tools_100.json): queries generated from each
+    tool's schema (phrasings of its name/description, argument values drawn from the schema);
+  * BFCL v4 (/work/shared/data/bfcl, Apache-2.0): real queries with their functions and answers
+    (live_multiple, multiple, live_simple) and queries no offered function fits (live_irrelevance);
+  * general chit-chat / knowledge questions written here, answered without a tool.
+The evaluation set resources/eval/tool_calls.jsonl is held out: any generated query whose word
+set is close to an evaluation query is dropped (and resources/toolsets/sample_queries.json, which
+paraphrases evaluation queries, is not used at all).
+
+Output: train.pkl, a pickle of {"examples": [(array('i') ids, n_prompt)], "stats": {...}}.
+Usage: make_data.py --out DIR [--n 40000] [--seed 1234] [--max-tokens 3600]
+"""
+import argparse
+import json
+import os
+import random
+import re
+import sys
+
+import array
+import pickle
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from qwen3_tokenizer import Qwen3Tokenizer  # noqa: E402
+from intents import INTENTS, PREPOSITIONS  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BFCL = os.environ.get("BFCL_DIR", "/work/shared/data/bfcl")
+
+TOOLS_INTRO = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+               "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
+
+
+def dumps(v):
+    """Python's json.dumps(ensure_ascii=False) with ", " / ": ": core/json_text.cpp py_json_dumps."""
+    return json.dumps(v, ensure_ascii=False, separators=(", ", ": "))
+
+
+def normalise_tool(t):
+    """Bare {name, description, parameters} -> OpenAI form, as core/tool_set.cpp make_tool does."""
+    if "type" in t or "function" in t:
+        return t
+    return {"type": "function", "function": t}
+
+
+class Renderer:
+    """Token ids of prompt = prefix (system turn with tools) + suffix (user turn, assistant header)."""
+
+    def __init__(self, tok, system_prompt):
+        self.tok = tok
+        self.sp = tok.sp
+        head = "system\n" + (system_prompt + "\n\n" if system_prompt else "") + TOOLS_INTRO + "\n"
+        self.head_ids = [self.sp("<|im_start|>")] + tok.encode(head)
+        self.tail_ids = (tok.encode("</tools>\n\nFor each function call, return a json object with function name and arguments within ")
+                         + [self.sp("<tool_call>"), self.sp("</tool_call>")] + tok.encode(" XML tags:\n")
+                         + [self.sp("<tool_call>")]
+                         + tok.encode("\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n")
+                         + [self.sp("</tool_call>"), self.sp("<|im_end|>")] + tok.encode("\n"))
+        self.line_cache = {}
+
+    def line_ids(self, canonical):
+        # Each tool line is `{...}` followed by "\n": the pre-tokenizer never joins tokens across
+        # that boundary (`}\n` ends a punctuation run, `{"` starts the next), so per-line ids
+        # concatenate to the ids of the whole block; check_pieces() verifies this.
+        ids = self.line_cache.get(canonical)
+        if ids is None:
+            ids = self.line_cache[canonical] = self.tok.encode(canonical + "\n")
+        return ids
+
+    def prompt_ids(self, tools, query):
+        canon = sorted((dumps(normalise_tool(t)) for t in tools), key=lambda s: s.encode("utf-8"))
+        ids = list(self.head_ids)
+        for c in canon:
+            ids += self.line_ids(c)
+        ids += self.tail_ids
+        ids += ([self.sp("<|im_start|>")] + self.tok.encode("user\n" + query) + [self.sp("<|im_end|>")]
+                + self.tok.encode("\n") + [self.sp("<|im_start|>")] + self.tok.encode("assistant\n")
+                + [self.sp("<think>")] + self.tok.encode("\n\n") + [self.sp("</think>")] + self.tok.encode("\n\n"))
+        return ids, canon
+
+    def full_text_ids(self, tools, system_prompt, query):
+        """Same prompt tokenized as whole plain pieces, for check_pieces()."""
+        canon = sorted((dumps(normalise_tool(t)) for t in tools), key=lambda s: s.encode("utf-8"))
+        text = "system\n" + (system_prompt + "\n\n" if system_prompt else "") + TOOLS_INTRO
+        for c in canon:
+            text += "\n" + c
+        text += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+        ids = [self.sp("<|im_start|>")] + self.tok.encode(text)
+        return ids
+
+    def answer_ids(self, call):
+        if call is None:
+            raise ValueError("use plain_answer_ids")
+        body = dumps({"name": call["name"], "arguments": call["arguments"]})
+        return ([self.sp("<tool_call>")] + self.tok.encode("\n" + body + "\n") + [self.sp("</tool_call>"),
+                                                                               self.sp("<|im_end|>")])
+
+    def plain_answer_ids(self, text):
+        return self.tok.encode(text) + [self.sp("<|im_end|>")]
+
+
+# ---- values for generated queries ----------------------------------------------------------------
+
+CITIES = ["Paris", "Berlin, Germany", "Osaka", "Nairobi", "Toronto, ON", "Denver, CO", "Seattle, WA", "Madrid",
+          "Cape Town", "Hanoi", "Oslo, Norway", "Chicago, IL", "Lima, Peru", "Dublin", "Prague", "Melbourne",
+          "Montreal", "Seoul", "Athens, Greece", "Bogota", "Zurich", "Miami, FL", "Kyoto", "Helsinki", "Cairo",
+          "Vancouver, BC", "Porto", "Edinburgh", "Budapest", "Santiago, Chile", "Austin", "Hamburg", "Manila"]
+AIRPORTS = ["JFK", "LHR", "CDG", "SFO", "ORD", "NRT", "FRA", "AMS", "SEA", "DXB", "SIN", "MAD", "YYZ", "BCN"]
+CURRENCIES = ["USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD", "SEK", "NOK", "MXN", "BRL", "CNY", "KRW", "PLN"]
+TICKERS = ["MSFT", "GOOGL", "AMZN", "TSLA", "NVDA", "META", "IBM", "ORCL", "SAP", "SONY", "NFLX", "INTC"]
+LANGS = ["en", "de", "fr", "es", "it", "ja", "pt", "nl", "sv", "ko", "zh"]
+NAMES = ["maria", "li.wei", "tom", "priya", "omar", "ana", "ben", "yuki", "lena", "raj", "chloe", "ivan"]
+WORDS = ["budget", "roadmap", "offsite", "launch", "backup", "invoice", "quarterly review", "team lunch",
+         "migration plan", "security audit", "onboarding", "release notes", "design sync", "hiring plan",
+         "vendor call", "sprint demo", "customer feedback", "tax documents", "server upgrade", "garden project"]
+PHRASES = ["the build is green again", "please review the draft", "meeting moved to Thursday",
+           "the shipment arrived damaged", "call me when you land", "water the plants", "renew the passport",
+           "the printer on floor 3 is jammed", "send the slides before noon", "pick up the dry cleaning",
+           "Where is the nearest pharmacy?", "I would like two coffees please", "The train leaves at nine"]
+FILES = ["notes/todo.md", "src/main.cpp", "data/report.csv", "docs/README.md", "config/app.yaml", "logs/today.log"]
+CODE = ["print(2 ** 16)", "print(len('hello'))", "import math; print(math.pi)", "print(sorted([3, 1, 2]))"]
+SQL = ["SELECT COUNT(*) FROM users", "SELECT name FROM products WHERE price > 10", "SELECT * FROM orders LIMIT 5"]
+
+
+def words_of(name):
+    return re.sub(r"[_.\-]+", " ", re.sub(r"([a-z])([A-Z])", r"\1 \2", name)).strip().lower()
+
+
+def rand_id(rng, pname):
+    prefix = "".join(w[0] for w in words_of(pname).split() if w not in ("id", "number")).upper() or "X"
+    prefix = rng.choice([prefix[:3], "ORD", "ACC", "CUS", "T", "INV", "SKU", "P", "E", "AB", "LEAD"])
+    return f"{prefix}-{rng.randint(100, 99999)}"
+
+
+def example_from_desc(desc):
+    m = re.search(r"e\.g\. '([^']+)'", desc or "")
+    return m.group(1) if m else None
+
+
+def gen_string(rng, pname, spec):
+    desc = (spec.get("description") or "").lower()
+    n = pname.lower()
+    fmt = spec.get("format")
+    if fmt == "date-time":
+        d = f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+        t = f"{rng.randint(6, 20):02d}:{rng.choice(['00', '15', '30', '45'])}"
+        off = rng.choice(["+00:00", "+01:00", "+02:00", "-05:00", "-08:00", "+09:00", "+05:30"])
+        return f"{d}T{t}:00{off}", rng.choice([f"{d}T{t}:00{off}", f"{d} at {t}, UTC{off}", f"{d} {t} (offset {off})"])
+    if fmt == "date":
+        d = f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+        return d, d
+    if fmt == "email" or "email" in n or "e-mail" in desc:
+        v = f"{rng.choice(NAMES)}@example.com"
+        return v, v
+    if fmt == "uri" or "url" in n:
+        v = f"https://example.com/{rng.choice(WORDS).replace(' ', '-')}"
+        return v, v
+    ex = example_from_desc(spec.get("description"))
+    if "currency" in n or "iso 4217" in desc:
+        v = rng.choice(CURRENCIES)
+    elif "airport" in desc or "iata" in desc or n in ("origin", "destination"):
+        v = rng.choice(AIRPORTS)
+    elif "symbol" in n or "ticker" in desc:
+        v = rng.choice(TICKERS)
+    elif "language" in n or "language" in desc:
+        v = rng.choice(LANGS)
+    elif any(k in n for k in ("location", "city", "address", "place", "origin", "destination", "near")):
+        v = rng.choice(CITIES)
+    elif n.endswith("id") or n.endswith("_ids") or "number" in n or n.endswith("sku") or " id" in desc:
+        v = rand_id(rng, pname)
+    elif "path" in n or "file" in n or "directory" in n:
+        v = rng.choice(FILES)
+    elif n == "code" or "python" in desc:
+        v = rng.choice(CODE)
+    elif "sql" in n or "sql" in desc:
+        v = rng.choice(SQL)
+    elif n in ("text", "body", "message", "content", "description", "notes", "reason_text", "comment"):
+        v = rng.choice(PHRASES)
+    elif ex is not None and rng.random() < 0.3:
+        v = ex
+    elif "name" in n:
+        v = rng.choice(["Ada Lovelace", "Grace Hopper", "Alan Turing", "Linus Park", "Mia Chen", "Noah Diaz"])
+    else:
+        v = rng.choice(WORDS)
+    return v, (f"'{v}'" if rng.random() < 0.3 else v)
+
+
+def gen_value(rng, pname, spec, depth=0):
+    """(JSON value, how the query says it)."""
+    typ = spec.get("type")
+    if "enum" in spec and spec["enum"]:
+        v = rng.choice(spec["enum"])
+        return v, str(v)
+    if typ == "boolean":
+        v = rng.random() < 0.6
+        return v, ("yes" if v else "no")
+    if typ in ("integer", "number"):
+        lo = spec.get("minimum", 1)
+        hi = spec.get("maximum", max(lo + 10, 500))
+        lo_i, hi_i = int(-(-lo // 1)), int(hi // 1)
+        if typ == "number" and (rng.random() < 0.3 or hi_i < lo_i):
+            v = round(rng.uniform(lo, hi), rng.choice([1, 2]))
+            return v, str(v)
+        v = rng.randint(lo_i, max(lo_i, min(hi_i, lo_i + rng.choice([5, 50, 500, 5000]))))
+        return v, str(v)
+    if typ == "array":
+        items = spec.get("items", {"type": "string"})
+        n = 1 if rng.random() < 0.6 else 2
+        vals = [gen_value(rng, pname.rstrip("s"), items, depth + 1) for _ in range(n)]
+        return [v for v, _ in vals], " and ".join(s for _, s in vals)
+    if typ == "object" and depth < 2:
+        props = spec.get("properties", {})
+        req = spec.get("required", list(props)[:2])
+        out, says = {}, []
+        for k in props:
+            if k in req or rng.random() < 0.2:
+                v, s = gen_value(rng, k, props[k], depth + 1)
+                out[k] = v
+                says.append(f"{words_of(k)} {s}")
+        return out, "(" + ", ".join(says) + ")"
+    return gen_string(rng, pname, spec)
+
+
+STARTS = ["", "", "Please ", "Can you ", "Could you ", "I need to ", "I want to ", "Help me ", "Go ahead and ",
+          "Quick one: ", "hey, ", "I'd like you to "]
+
+
+def first_sentence(desc):
+    s = re.split(r"(?<=[.;])\s", desc.strip())[0].rstrip(".;")
+    return s[:1].lower() + s[1:]
+
+
+def query_for_tool(rng, fn):
+    """A generated user query asking for `fn` and the expected call."""
+    params = fn.get("parameters", {})
+    props = params.get("properties", {})
+    req = params.get("required", [])
+    args, said = {}, []
+    for k, spec in props.items():
+        if k in req or rng.random() < 0.25:
+            v, s = gen_value(rng, k, spec)
+            args[k] = v
+            form = rng.random()
+            if k in PREPOSITIONS and form < 0.4:
+                said.append(f"{rng.choice(PREPOSITIONS[k])} {s}")
+            elif form < 0.6:
+                said.append(f"{words_of(k)} {s}")
+            elif form < 0.8:
+                said.append(f"{words_of(k)}: {s}")
+            elif form < 0.9:
+                said.append(f"{k} = {s}")
+            else:
+                said.append(f"with {words_of(k)} {s}")
+    rng.shuffle(said)
+    r = rng.random()
+    if fn["name"] in INTENTS and r < 0.5:
+        task = rng.choice(INTENTS[fn["name"]])
+    elif r < 0.8:
+        task = first_sentence(fn.get("description") or words_of(fn["name"]))
+    else:
+        task = words_of(fn["name"])
+    start = rng.choice(STARTS)
+    if start and start[0].isupper():
+        head = start + task
+    else:
+        head = start + (task if start else task[:1].upper() + task[1:])
+    if said:
+        q = head + rng.choice([": ", ", ", " - ", " ", " "]) + rng.choice([", ", " ", " and "]).join(said)
+    else:
+        q = head
+    q += rng.choice(["", ".", "?", " please.", ", thanks."])
+    return q, {"name": fn["name"], "arguments": args}
+
+
+CHITCHAT = [
+    "Tell me a fun fact about owls.", "What year did the Berlin Wall fall?", "How are you doing today?",
+    "Write a limerick about a sleepy cat.", "What is the boiling point of water at sea level?", "hello there",
+    "Why is the sky blue?", "Give me three tips for better sleep.", "What does HTTP stand for?",
+    "Can you recommend a board game for four players?", "Explain recursion to a ten year old.",
+    "I appreciate your help, bye!", "Who painted the Mona Lisa?", "What's the largest ocean on Earth?",
+    "Describe a sunset in one sentence.", "How many legs does a spider have?", "Good evening, assistant.",
+    "What is the square root of 81?", "Suggest a name for a fantasy dragon.", "What is photosynthesis?",
+    "Explain the difference between a list and a tuple in Python.", "Is a tomato a fruit or a vegetable?",
+    "Translate nothing, just tell me how your day is going.", "What rhymes with orange?",
+    "Who was the first person to walk on the Moon?", "Give me a motivational quote.", "That's great, cheers.",
+    "What's the plural of cactus?", "Summarize the idea of supply and demand.", "Tell me a riddle.",
+    "What is machine learning in simple words?", "How long is a marathon?", "hi", "yo what's up",
+    "Which planet is closest to the Sun?", "What does a compiler do?", "Explain what DNS is, briefly.",
+    "Recommend a movie for a rainy Sunday.", "How do bees make honey?", "I'm bored, any ideas?",
+    "What is the speed of light?", "Define the word 'ephemeral'.", "What's your favourite colour?",
+    "How many days are in a leap year?", "Why do cats purr?", "Perfect, that's everything I needed.",
+    "What is the Pythagorean theorem?", "Write two lines of poetry about the sea.", "Who invented the telephone?",
+    "What is inflation?", "How do I stay focused while studying?", "Explain gravity in one sentence.",
+    "What are prime numbers?", "Can you tell me about the Roman Empire?", "Nice work!",
+    "What language is spoken in Brazil?", "Give me a synonym for happy.", "What is a black hole?",
+    "Explain object-oriented programming briefly.", "How tall is Mount Everest?", "Any advice for a job interview?",
+    "What's the difference between weather and climate?", "Who wrote Pride and Prejudice?",
+    "Explain what an API is to a beginner.", "How does a vaccine work?", "Tell me about the history of tea.",
+    "What is the meaning of 'carpe diem'?", "Describe the water cycle.", "Why do leaves change colour in fall?",
+]
+NO_TOOL_ANSWERS = {
+    "chat": "I can answer that directly; no tool is needed.",
+    "irrelevant": "None of the available tools can help with that.",
+}
+
+
+# ---- BFCL ------------------------------------------------------------------------------------------
+
+def fix_schema(v):
+    if isinstance(v, dict):
+        out = {}
+        for k, x in v.items():
+            if k == "type" and x == "dict":
+                x = "object"
+            elif k == "type" and x == "float":
+                x = "number"
+            elif k == "type" and x == "tuple":
+                x = "array"
+            out[k] = fix_schema(x)
+        return out
+    if isinstance(v, list):
+        return [fix_schema(x) for x in v]
+    return v
+
+
+def first_answer(v):
+    """BFCL possible answers: each argument a list of accepted values; "" means "may be omitted"."""
+    if isinstance(v, dict):
+        out = {}
+        for k, alts in v.items():
+            if not isinstance(alts, list) or not alts:
+                continue
+            a = alts[0]
+            if a == "" and len(alts) >= 1:
+                continue
+            out[k] = first_answer(a)
+        return out
+    if isinstance(v, list):
+        return [first_answer(x) for x in v]
+    return v
+
+
+def valid_function(fn):
+    p = fn.get("parameters", {})
+    if not NAME_RE.match(fn.get("name", "")) or p.get("type") != "object":
+        return False
+    props = p.get("properties", {})
+    return isinstance(props, dict) and all(r in props for r in p.get("required", []))
+
+
+def load_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_bfcl():
+    calls, irrelevant, pool = [], [], {}
+    for name in ("BFCL_v4_live_multiple", "BFCL_v4_multiple", "BFCL_v4_live_simple"):
+        answers = {a["id"]: a for a in load_jsonl(os.path.join(BFCL, "possible_answer", name + ".json"))}
+        for e in load_jsonl(os.path.join(BFCL, name + ".json")):
+            fns = [fix_schema(f) for f in e["function"]]
+            if not all(valid_function(f) for f in fns) or len({f["name"] for f in fns}) != len(fns):
+                continue
+            for f in fns:
+                pool.setdefault(f["name"], f)
+            a = answers.get(e["id"])
+            turns = e["question"]
+            if not a or len(a["ground_truth"]) != 1 or len(turns) != 1:
+                continue
+            msgs = [m for m in turns[0] if m["role"] == "user"]
+            if len(msgs) != 1 or any(m["role"] == "system" for m in turns[0]):
+                continue
+            (fname, fargs), = a["ground_truth"][0].items()
+            if fname not in {f["name"] for f in fns}:
+                continue
+            calls.append({"query": msgs[0]["content"], "functions": fns,
+                          "call": {"name": fname, "arguments": first_answer(fargs)}})
+    for e in load_jsonl(os.path.join(BFCL, "BFCL_v4_live_irrelevance.json")):
+        fns = [fix_schema(f) for f in e["function"]]
+        turns = e["question"]
+        if len(turns) != 1 or not all(valid_function(f) for f in fns) or len({f["name"] for f in fns}) != len(fns):
+            continue
+        msgs = [m for m in turns[0] if m["role"] == "user"]
+        if len(msgs) != 1 or not msgs[0]["content"].strip():
+            continue
+        irrelevant.append({"query": msgs[0]["content"], "functions": fns})
+    return calls, irrelevant, list(pool.values())
+
+
+# ---- hold-out --------------------------------------------------------------------------------------
+
+def word_set(s):
+    return set(re.findall(r"[a-z0-9]+", s.lower()))
+
+
+class HoldOut:
+    """Rejects queries close to any evaluation query (Jaccard of word sets >= 0.5, or equal text)."""
+
+    def __init__(self, path):
+        self.eval = [word_set(e["query"]) for e in load_jsonl(path)]
+        self.n_rejected = 0
+
+    def ok(self, q):
+        w = word_set(q)
+        for e in self.eval:
+            if w and len(w & e) / len(w | e) >= 0.5:
+                self.n_rejected += 1
+                return False
+        return True
+
+
+# ---- assembling examples ---------------------------------------------------------------------------
+
+def tool_name(t):
+    return normalise_tool(t)["function"]["name"]
+
+
+def build_context(rng, must, pools, k):
+    """`must` tools plus distractors from `pools` [(weight, list)] up to k, names unique, shuffled."""
+    chosen = list(must)
+    names = {tool_name(t) for t in chosen}
+    tries = 0
+    while len(chosen) < k and tries < 10 * k:
+        tries += 1
+        r = rng.random()
+        acc = 0.0
+        for w, pool in pools:
+            acc += w
+            if r < acc:
+                break
+        t = rng.choice(pool)
+        if tool_name(t) not in names:
+            names.add(tool_name(t))
+            chosen.append(t)
+    rng.shuffle(chosen)
+    return chosen
+
+
+def sample_k(rng):
+    # Small contexts: on the shared 2-core machine attention over long prefixes is what limits
+    # how many examples fit in the time budget (see the model card).
+    r = rng.random()
+    if r < 0.35:
+        return rng.randint(2, 4)
+    if r < 0.85:
+        return rng.randint(5, 8)
+    return rng.randint(9, 12)
+
+
+def make_group(rng, rd, holdout, bundled, sets, bfcl_calls, bfcl_irrel, bfcl_pool, max_prefix, n_max):
+    """One tool context and the queries asked against it: [(query, call or None, kind)]."""
+    r = rng.random()
+    entries = []   # BFCL call entries whose functions are in the context
+    if r < 0.15:
+        tools = list(sets[5] if rng.random() < 0.7 else sets[10])   # an evaluation tool set as a whole
+        mode = "eval_set"
+    elif r < 0.85:
+        k = sample_k(rng)
+        n_bfcl = rng.choice([0, 0, 0, 1, 1, 2])
+        entries = rng.sample(bfcl_calls, n_bfcl)
+        must = [f for e in entries for f in e["functions"] if rng.random() < 0.7 or f["name"] == e["call"]["name"]]
+        tools = build_context(rng, must, [(0.85, bundled), (0.15, bfcl_pool)], max(k, len(must)))
+        mode = "mixed"
+    else:
+        k = sample_k(rng)
+        entries = rng.sample(bfcl_calls, rng.choice([1, 2]))
+        irr = rng.sample(bfcl_irrel, 2)
+        must = [f for e in entries for f in e["functions"]] + [f for e in irr for f in e["functions"]]
+        tools = build_context(rng, must, [(1.0, bfcl_pool)], max(k // 2, 1))
+        mode = "bfcl"
+    # names must be unique: BFCL entries may share a name with different schemas
+    seen, uniq = set(), []
+    for t in tools:
+        if tool_name(t) not in seen:
+            seen.add(tool_name(t))
+            uniq.append(t)
+    tools = uniq
+    needed = {e["call"]["name"] for e in entries}
+    prefix, _ = rd.prompt_ids(tools, "")
+    prefix_len = len(prefix)
+    while prefix_len > max_prefix and len(tools) > 1:
+        idx = [i for i, t in enumerate(tools) if tool_name(t) not in needed] or list(range(len(tools)))
+        tools.pop(rng.choice(idx))
+        prefix_len = len(rd.prompt_ids(tools, "")[0])
+    by_name = {tool_name(t): normalise_tool(t) for t in tools}
+    items = []
+    for e in entries:
+        fn = by_name.get(e["call"]["name"])
+        if fn is not None and fn["function"] == [f for f in e["functions"] if f["name"] == e["call"]["name"]][0]:
+            items.append((e["query"], e["call"], "bfcl_call"))
+    bundled_names = {t["function"]["name"] for t in bundled}
+    cands = [by_name[n]["function"] for n in by_name if n in bundled_names]
+    rng.shuffle(cands)
+    # several queries per tool: the prefix is computed once per group, so more queries per
+    # context is the cheapest way to more training examples
+    for fn in cands[:8]:
+        for _ in range(rng.choice([1, 2, 2, 3])):
+            q, call = query_for_tool(rng, fn)
+            items.append((q, call, "bundled_call"))
+    for _ in range(rng.choice([1, 2, 3])):
+        items.append((rng.choice(CHITCHAT), None, "chat"))
+    if mode == "bfcl":
+        for e in irr:
+            items.append((e["query"], None, "bfcl_irrelevant"))
+    rng.shuffle(items)
+    return tools, [it for it in items if holdout.ok(it[0])][:n_max]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--groups", type=int, default=6000)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--max-prefix", type=int, default=1100)
+    ap.add_argument("--max-queries", type=int, default=14)
+    ap.add_argument("--dump-tools", action="store_true", help="write the first 20 contexts for check_render.py")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    rng = random.Random(args.seed)
+
+    tok = Qwen3Tokenizer(os.path.join(ROOT, "resources/tokenizers/qwen3/tokenizer.json"))
+    with open(os.path.join(ROOT, "resources/system_prompt.txt"), encoding="utf-8") as f:
+        system_prompt = f.read()
+    # The app renders resources/system_prompt.txt; `contextcache-cli` uses no system prompt unless
+    # given --system/--system-file. Half the contexts get each, so both work.
+    renderers = [Renderer(tok, system_prompt), Renderer(tok, "")]
+    rd = renderers[0]
+    holdout = HoldOut(os.path.join(ROOT, "resources/eval/tool_calls.jsonl"))
+
+    bundled = json.load(open(os.path.join(ROOT, "resources/toolsets/tools_100.json"), encoding="utf-8"))
+    sets = {n: json.load(open(os.path.join(ROOT, f"resources/toolsets/tools_{n}.json"), encoding="utf-8"))
+            for n in (5, 10, 20)}
+    bfcl_calls, bfcl_irrel, bfcl_pool = load_bfcl()
+    print(f"bfcl: {len(bfcl_calls)} calls, {len(bfcl_irrel)} irrelevance, {len(bfcl_pool)} distinct functions",
+          file=sys.stderr)
+
+    # Check that per-line token caching equals tokenizing the whole block.
+    for n, tools in sets.items():
+        ids, _ = rd.prompt_ids(tools, "x")
+        whole = rd.full_text_ids(tools, system_prompt, "x")
+        assert ids[:len(whole)] == whole, f"tools_{n}: piecewise tokenization differs"
+
+    im_end = tok.sp("<|im_end|>")
+    groups, kinds, n_prefix_tok, n_suffix_tok, n_answer_tok = [], {}, 0, 0, 0
+    while len(groups) < args.groups:
+        rd = renderers[0] if rng.random() < 0.5 else renderers[1]
+        tools, items = make_group(rng, rd, holdout, bundled, sets, bfcl_calls, bfcl_irrel, bfcl_pool,
+                                  args.max_prefix, args.max_queries)
+        if not items:
+            continue
+        prefix = None
+        suffixes = []
+        for q, call, kind in items:
+            ids, _ = rd.prompt_ids(tools, q)
+            # the prefix ends at the system turn's <|im_end|>\n, as the engine splits it
+            split = ids.index(im_end) + 2
+            if prefix is None:
+                prefix = ids[:split]
+            assert ids[:split] == prefix
+            answer = rd.answer_ids(call) if call is not None else rd.plain_answer_ids(
+                NO_TOOL_ANSWERS["irrelevant" if kind == "bfcl_irrelevant" else "chat"])
+            if len(answer) > 120 or len(ids) - split > 160:
+                continue
+            suffixes.append((array.array("i", ids[split:] + answer), len(ids) - split))
+            kinds[kind] = kinds.get(kind, 0) + 1
+            n_suffix_tok += len(ids) - split + len(answer)
+            n_answer_tok += len(answer)
+        if not suffixes:
+            continue
+        n_prefix_tok += len(prefix)
+        groups.append({"prefix": array.array("i", prefix), "n_tools": len(tools), "suffixes": suffixes,
+                       "system": rd is renderers[0]})
+        if args.dump_tools and len(groups) <= 20:
+            with open(os.path.join(args.out, f"group{len(groups)}.tools.json"), "w", encoding="utf-8") as f:
+                json.dump({"tools": tools, "query": items[0][0], "system": rd is renderers[0],
+                           "ids": list(prefix) + list(suffixes[0][0][:suffixes[0][1]])}, f, ensure_ascii=False)
+        if len(groups) % 1000 == 0:
+            print(f"{len(groups)} groups", file=sys.stderr)
+
+    stats = {"n_groups": len(groups), "n_queries": sum(kinds.values()), "kinds": kinds,
+             "n_prefix_tokens": n_prefix_tok, "n_suffix_tokens": n_suffix_tok, "n_answer_tokens": n_answer_tok,
+             "held_out_rejections": holdout.n_rejected, "seed": args.seed, "bfcl_calls": len(bfcl_calls),
+             "bfcl_irrelevance": len(bfcl_irrel), "bfcl_functions": len(bfcl_pool)}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "train.pkl"), "wb") as f:
+        pickle.dump({"groups": groups, "stats": stats}, f)
+    with open(os.path.join(args.out, "samples.txt"), "w", encoding="utf-8") as f:
+        for g in groups[:6]:
+            f.write(f"=== prefix {len(g['prefix'])} tokens, {g['n_tools']} tools\n")
+            for ids, n_prompt in g["suffixes"]:
+                f.write(f"Q: {tok.decode(ids[:n_prompt])!r}\nA: {tok.decode(ids[n_prompt:])!r}\n")
+    print(json.dumps(stats), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
