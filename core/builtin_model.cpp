@@ -249,6 +249,12 @@ void save_hf_checkpoint(const ModelWeights& w, const std::filesystem::path& dir)
         tensors.push_back({p + "self_attn.k_proj.weight", &L.wk});
         tensors.push_back({p + "self_attn.v_proj.weight", &L.wv});
         tensors.push_back({p + "self_attn.o_proj.weight", &L.wo});
+        if (c.qkv_bias) {
+            tensors.push_back({p + "self_attn.q_proj.bias", &L.bq});
+            tensors.push_back({p + "self_attn.k_proj.bias", &L.bk});
+            tensors.push_back({p + "self_attn.v_proj.bias", &L.bv});
+        }
+        if (c.o_bias) tensors.push_back({p + "self_attn.o_proj.bias", &L.bo});
         if (c.qk_norm) {
             tensors.push_back({p + "self_attn.q_norm.weight", &L.q_norm});
             tensors.push_back({p + "self_attn.k_norm.weight", &L.k_norm});

@@ -9,6 +9,7 @@
 //                            lacks most <0xNN> tokens
 // Greedy ids must match exactly and logits within the tolerance of the other reference tests
 // (|ours - golden| <= 2e-4 * max(1, |golden|), goldens.json "suggested_tolerance").
+#include "core/builtin_model.h"
 #include "core/engine.h"
 #include "core/tokenizer.h"
 
@@ -96,6 +97,22 @@ TEST(ReferenceCheckpoints, Qwen2ConfigAsWritten) {
     EXPECT_EQ(info.config.sliding_window, 0);  // use_sliding_window false: sliding_window is unused
     EXPECT_EQ(info.config.torch_dtype, "bfloat16");  // from "dtype"
     EXPECT_FALSE(info.has_tokenizer);
+}
+
+// save_hf_checkpoint writes the biases too: a re-saved Qwen2 / Llama-with-bias model gives the same
+// logits, bit for bit (the saved one stores the tied matrix as model.embed_tokens.weight).
+TEST(ReferenceCheckpoints, ResavedBiasCheckpointsGiveTheSameLogits) {
+    for (const char* name : {"qwen2_tiny", "llama_bias_sharded_tiny"}) {
+        const fs::path dir = model_dir(name);
+        const auto config = cc::ModelConfig::from_json(json::parse(cc::test::read_file(dir / "config.json")), name);
+        cc::test::TempDir out, cache_a, cache_b;
+        cc::save_hf_checkpoint(cc::load_weights(dir, config), out.path());
+        cc::Engine a(options_for(dir, cache_a.path())), b(options_for(out.path(), cache_b.path()));
+        a.load_model();
+        b.load_model();
+        const auto ids = goldens().at("models").at(name).at("cases").at(0).at("prompt_ids").get<std::vector<token_id>>();
+        EXPECT_TRUE(a.last_logits(ids) == b.last_logits(ids)) << name;
+    }
 }
 
 // generation_config.json's eos ids end a raw generation, as transformers' generate() does; an int
