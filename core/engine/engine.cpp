@@ -161,8 +161,8 @@ const ModelInfo& Engine::load_model() {
     info.n_params = builtin_parameter_count(info.config);
     for (const auto& s : {&weights_->embed, &weights_->final_norm}) info.weight_bytes += s->n_bytes;
     for (const auto& l : weights_->layers)
-        for (const Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.w_gate,
-                                &l.w_up, &l.w_down})
+        for (const Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm,
+                                &l.k_norm, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
             info.weight_bytes += t->n_bytes;
     if (!info.config.tie_word_embeddings) info.weight_bytes += weights_->lm_head.n_bytes;
 
@@ -171,8 +171,11 @@ const ModelInfo& Engine::load_model() {
         format_ = make_chat_format(info.chat_format);
         stop_ids_ = format_->stop_token_ids(*tokenizer_);
     }
-    for (int id : info.config.eos_token_ids)
-        if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
+    // Stop ids: the chat format's, then config.json's eos ids, then generation_config.json's (which
+    // transformers' generate() uses; Qwen2.5 lists <|im_end|> and <|endoftext|> there).
+    for (const auto* eos : {&info.config.eos_token_ids, &source_.generation_eos_ids})
+        for (int id : *eos)
+            if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
 
     // Backend: backend_select.cpp decides among the registered backends (auto = CUDA only when the
     // program registered it, a device is present and the model fits; "cuda" without that is an
@@ -570,9 +573,11 @@ GenerateResult Engine::generate(const std::vector<token_id>& prompt_ids, int max
             out.timings.ttft_ms = submit.elapsed_ms();
             decode_clock.restart();
         }
-        if (!ignore_eos && std::find(info_.config.eos_token_ids.begin(), info_.config.eos_token_ids.end(), token) !=
-                               info_.config.eos_token_ids.end())
-            break;
+        // raw LM: config.json's and generation_config.json's eos ids end it (not the chat format's)
+        const auto is_eos = [token](const std::vector<int>& ids) {
+            return std::find(ids.begin(), ids.end(), token) != ids.end();
+        };
+        if (!ignore_eos && (is_eos(info_.config.eos_token_ids) || is_eos(source_.generation_eos_ids))) break;
         if (step + 1 == max_new_tokens || cancel_.load()) break;
         const int row = 0;
         logits = backend_->forward(std::span<const token_id>(&token, 1), view, std::span<const int>(&row, 1), &cancel_);
