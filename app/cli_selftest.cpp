@@ -32,14 +32,7 @@ namespace {
 constexpr int kExitSkipped = 77;
 constexpr double kEps = 0x1.0p-24;  // float32 unit roundoff
 
-struct Row {
-    std::string check;
-    std::string shape;
-    double max_error = 0;
-    double bound = 0;
-    bool pass = false;
-    std::string note;
-};
+using Row = cc::SelftestRow;  // the row every backend's self-test returns (core/backend/registry.h)
 
 Row bounded(std::string check, std::string shape, double err, double bound, std::string note = {}) {
     Row r{std::move(check), std::move(shape), err, bound, std::isfinite(err) && err <= bound, std::move(note)};
@@ -320,9 +313,7 @@ int cmd_selftest(Args& args, const cc::EngineOptions& engine_options, bool json)
         if (!probe.compiled) return skipped("this build has no CUDA backend (configure with -DCONTEXTCACHE_CUDA=ON)", json);
         if (!probe.available) return skipped(probe.message, json);
         if (!gpu || !gpu->selftest) return skipped("the CUDA backend has no self-test", json);
-        std::vector<Row> rows;
-        for (const auto& r : gpu->selftest(quick, args.has("model") ? options.model_spec : ""))
-            rows.push_back(Row{r.check, r.shape, r.max_error, r.bound, r.pass, r.note});
+        std::vector<Row> rows = gpu->selftest(quick, args.has("model") ? options.model_spec : "");
         if (rows.empty()) rows.push_back(Row{"cuda self-test", "", 0, 0, false, "the self-test returned no checks"});
         return report("cuda", probe.device_name, rows, note, json);
     }

@@ -168,6 +168,10 @@ struct DevLayer {
     DeviceBuffer ffn_norm;   // (dim) f32
     DeviceBuffer q_norm;     // (head_dim) f32, Qwen3 only
     DeviceBuffer k_norm;     // (head_dim) f32, Qwen3 only
+    DeviceBuffer bq;         // (n_heads * head_dim) f32, qkv_bias only (Qwen2, Llama attention_bias)
+    DeviceBuffer bk;         // (n_kv_heads * head_dim) f32, qkv_bias only
+    DeviceBuffer bv;         // (n_kv_heads * head_dim) f32, qkv_bias only
+    DeviceBuffer bo;         // (dim) f32, o_bias only (Llama attention_bias)
     DeviceBuffer wq;         // (n_heads * head_dim, dim) bf16
     DeviceBuffer wk;         // (n_kv_heads * head_dim, dim) bf16
     DeviceBuffer wv;         // (n_kv_heads * head_dim, dim) bf16
@@ -477,6 +481,11 @@ std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const 
             plan_q_->run(ctx_, xn, bf(L.wq), q_.as<float>(), n);
             plan_kv_->run(ctx_, xn, bf(L.wk), k_.as<float>(), n);
             plan_kv_->run(ctx_, xn, bf(L.wv), v_.as<float>(), n);
+            if (c.qkv_bias) {
+                kern::add_bias_rows(q_.as<float>(), f32(L.bq), n, qd, st);
+                kern::add_bias_rows(k_.as<float>(), f32(L.bk), n, c.n_kv_heads * hd, st);
+                kern::add_bias_rows(v_.as<float>(), f32(L.bv), n, c.n_kv_heads * hd, st);
+            }
 
             // Qwen3 q/k-norm, RoPE, this chunk's K and V into the suffix block
             kern::QkRopeArgs qa;
@@ -517,6 +526,7 @@ std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const 
             kern::attention(aa, partial_.as<float>(), partial_.bytes() / 4, kern::AttnPath::automatic, st);
             kern::f32_to_bf16(att_.as<const float>(), xn, int64_t(n) * qd, st);
             plan_o_->run(ctx_, xn, bf(L.wo), proj_.as<float>(), n);
+            if (c.o_bias) kern::add_bias_rows(proj_.as<float>(), f32(L.bo), n, dim, st);
             kern::add_inplace(x_.as<float>(), proj_.as<const float>(), int64_t(n) * dim, st);
 
             // MLP: down(bf16(silu(gate(xn)) * up(xn))), then the residual

@@ -74,6 +74,11 @@ __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, i
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
         x[i] = x[i] + y[i];
 }
+// x (n_rows, n_cols) += bias (n_cols) broadcast over rows; the same float add as the CPU's.
+__global__ void add_bias_kernel(float* __restrict__ x, const float* __restrict__ bias, int64_t n, int64_t n_cols) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+        x[i] = x[i] + bias[i % n_cols];
+}
 __global__ void swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u, uint16_t* __restrict__ out,
                               int64_t n) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
@@ -460,6 +465,13 @@ void add_inplace(float* x, const float* y, int64_t n, cudaStream_t stream) {
     const geom::Launch l = geom::elementwise(n);
     add_kernel<<<d3(l.grid), d3(l.block), 0, stream>>>(x, y, n);
     launch_elementwise_check("add_kernel launch");
+}
+void add_bias_rows(float* x, const float* bias, int n_rows, int n_cols, cudaStream_t stream) {
+    const int64_t n = int64_t(n_rows) * n_cols;
+    if (n == 0) return;
+    const geom::Launch l = geom::elementwise(n);
+    add_bias_kernel<<<d3(l.grid), d3(l.block), 0, stream>>>(x, bias, n, n_cols);
+    launch_elementwise_check("add_bias_kernel launch");
 }
 void swiglu(const float* gate, const float* up, uint16_t* out, int64_t n, cudaStream_t stream) {
     if (n == 0) return;

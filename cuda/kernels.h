@@ -23,6 +23,8 @@ void rmsnorm(const float* x, const int32_t* rows, const float* w, void* y, bool 
 void f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 void bf16_to_f32(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
 void add_inplace(float* x, const float* y, int64_t n, cudaStream_t stream);                      // x += y
+// x[r][i] += bias[i] for each of n_rows rows of n_cols (q/k/v/o_proj biases after their GEMM).
+void add_bias_rows(float* x, const float* bias, int n_rows, int n_cols, cudaStream_t stream);
 void swiglu(const float* gate, const float* up, uint16_t* out, int64_t n, cudaStream_t stream);  // bf16(silu(g) * u)
 
 // Per row: Qwen3 q/k RMSNorm per head (when q_norm/k_norm are set), RoPE on q and k, then this

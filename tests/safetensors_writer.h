@@ -108,6 +108,12 @@ inline std::vector<TensorSpec> model_tensors(const ModelConfig& c, const std::st
         t.push_back({p + "self_attn.k_proj.weight", dtype, {kv, dim}});
         t.push_back({p + "self_attn.v_proj.weight", dtype, {kv, dim}});
         t.push_back({p + "self_attn.o_proj.weight", dtype, {dim, q}});
+        if (c.qkv_bias) {
+            t.push_back({p + "self_attn.q_proj.bias", dtype, {q}});
+            t.push_back({p + "self_attn.k_proj.bias", dtype, {kv}});
+            t.push_back({p + "self_attn.v_proj.bias", dtype, {kv}});
+        }
+        if (c.o_bias) t.push_back({p + "self_attn.o_proj.bias", dtype, {dim}});
         if (c.qk_norm) {
             t.push_back({p + "self_attn.q_norm.weight", dtype, {hd}});
             t.push_back({p + "self_attn.k_norm.weight", dtype, {hd}});

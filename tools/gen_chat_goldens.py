@@ -16,6 +16,8 @@ non-ASCII), for the messages [system?, user] with tools and add_generation_promp
              llama3/tokenizer.json from tests/data/llama3_tokenizer.tar.xz).
   mistral -- the Mistral 7B Instruct v0.3 template (below), bos_token "<s>"; reference ids from
              the test tokenizer tests/data/mistral_test/tokenizer.json.
+  qwen2.5 -- the Qwen2.5-*-Instruct template (below); text only (no reference ids: the Hugging
+             Face library is not installed here). `--only qwen2.5` writes just this file.
 
 Tools are normalised (bare {name, description, parameters} -> {"type": "function", "function": ...})
 and sorted by json.dumps(tool, ensure_ascii=False), exactly what cc::ToolSet does. An empty system
@@ -23,7 +25,7 @@ prompt means "no system message"; no tools means tools=None.
 
 Run from the repository root with Debian's python3 (it has python3-jinja2):
     /usr/bin/python3 tools/gen_chat_goldens.py
-Writes tests/data/chat_goldens/{qwen3,llama3,mistral}.jsonl; output is deterministic.
+Writes tests/data/chat_goldens/{qwen3,llama3,mistral,qwen2.5}.jsonl; output is deterministic.
 """
 
 import json
@@ -249,6 +251,66 @@ MISTRAL_V3_TEMPLATE = """{%- if messages[0]["role"] == "system" %}
 {%- endfor %}
 """
 
+# Qwen2.5's official template: the "chat_template" of Qwen/Qwen2.5-7B-Instruct's
+# tokenizer_config.json (Apache-2.0), as published with the model (the same text ships with the
+# other Qwen2.5-*-Instruct sizes). Note the default system prompt when none is given.
+QWEN25_TEMPLATE = """{%- if tools %}
+    {{- '<|im_start|>system\\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}
+            {{- '\\n' + message.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\\n<tool_call>\\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- '}\\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\\n<tool_response>\\n' }}
+        {{- message.content }}
+        {{- '\\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+{%- endif %}
+"""
+
+
 def raise_exception(message):
     raise jinja2.exceptions.TemplateError(message)
 
@@ -345,6 +407,11 @@ def mistral_template_is_faithful(tools):
     return True
 
 
+def render_qwen25(env, tools, system, query):
+    return env.from_string(QWEN25_TEMPLATE).render(
+        messages=messages_for(system, query), tools=tools or None, add_generation_prompt=True)
+
+
 def render_mistral(env, tools, system, query):
     return env.from_string(MISTRAL_V3_TEMPLATE).render(
         messages=messages_for(system, query), tools=tools or None, add_generation_prompt=True,
@@ -403,6 +470,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llama3-tokenizer", type=Path,
                         help="a Llama 3 tokenizer.json; when given, llama3.jsonl also gets reference ids")
+    parser.add_argument("--only", choices=["qwen2.5"], help="write only this format's goldens")
     args = parser.parse_args()
 
     env = make_env()
@@ -427,6 +495,15 @@ def main():
         for r in rows:
             del r["tools_text"]
         return rows
+
+    # Qwen2.5: text only. The 100-tool prompt is the Qwen3 one with another system text: skipped.
+    rows = [row(f, sy, q, render_qwen25(env, tools_of(f), sy, q)) for f, sy, q in all_cases
+            if not f.endswith("tools_100.json")]
+    for r in rows:
+        r["ids"] = None
+    write_jsonl(OUT_DIR / "qwen2.5.jsonl", finish(rows))
+    if args.only == "qwen2.5":
+        return 0
 
     rows = [row(f, sy, q, render_qwen3(env, qwen3_template, tools_of(f), sy, q)) for f, sy, q in all_cases]
     add_reference_ids(rows, qwen3_tokenizer, added_token_strings(qwen3_tokenizer))

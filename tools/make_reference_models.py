@@ -4,7 +4,12 @@
     /usr/bin/python3 tools/make_reference_models.py [--out tests/data/reference_models]
 
 Writes <out>/<name>/{config.json,model.safetensors} for qwen3_tiny, llama3_scaled_tiny and
-mistral_swa_tiny, and <out>/goldens.json. Weights come from a seeded numpy Generator
+mistral_swa_tiny, and <out>/goldens.json. Two more are saved the way other tools write real
+checkpoints: qwen2_tiny (Qwen2.5-style: q/k/v biases, tied embeddings stored as lm_head.weight
+only, "dtype" instead of "torch_dtype", a generation_config.json with a list of eos ids, and
+files a loader must ignore) and llama_bias_sharded_tiny (Llama with attention_bias: q/k/v/o
+biases; F16 in two shards with model.safetensors.index.json; a SentencePiece-style tokenizer.json
+whose byte_fallback vocab lacks most <0xNN> tokens). Weights come from a seeded numpy Generator
 (deterministic). The goldens are computed by tools/reference_forward.py (float64) from the
 checkpoint as read back from disk, so they use exactly the stored (BF16/F16/F32) values.
 goldens.json also records, per model, what float32 numpy gets versus float64 and how much
@@ -134,6 +139,87 @@ SPECS = [
     },
 ]
 
+SPECS += [
+    {
+        "name": "qwen2_tiny",
+        "seed": 4003,
+        "storage": "BF16",
+        "dtype_key": "dtype",          # the newer name of torch_dtype
+        "torch_dtype": "bfloat16",
+        "residual_gain": 3.0,
+        "bias_gain": 0.5,
+        "save": "lm_head_only",        # tied, stored under lm_head.weight only
+        "generation_config": {"bos_token_id": 1, "eos_token_id": [2, 5], "do_sample": True,
+                              "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05,
+                              "transformers_version": "4.37.0"},
+        "extra_files": {"README.md": "A tiny test checkpoint.\n", "LICENSE": "none\n",
+                        "merges.txt": "#version: 0.2\n", "vocab.json": "{}\n"},
+        "config": {
+            "architectures": ["Qwen2ForCausalLM"],
+            "model_type": "qwen2",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": 160,
+            "max_position_embeddings": 256,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "rope_scaling": None,
+            "hidden_act": "silu",
+            "tie_word_embeddings": True,
+            "use_sliding_window": False,
+            "sliding_window": 32,
+            "max_window_layers": 2,
+            "attention_dropout": 0.0,
+            "initializer_range": 0.02,
+            "use_cache": True,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "transformers_version": "4.43.1",
+        },
+        "prompt_lengths": [16, 40],
+        "bos_first": False,
+        "rows": lambda T: [0, 9, T - 2],
+    },
+    {
+        "name": "llama_bias_sharded_tiny",
+        "seed": 5003,
+        "storage": "F16",
+        "torch_dtype": "float16",
+        "residual_gain": 2.0,
+        "bias_gain": 0.5,
+        "save": "shards",
+        "tokenizer": "byte_fallback_partial",
+        "config": {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "head_dim": 8,
+            "vocab_size": 160,
+            "max_position_embeddings": 256,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 10000.0,
+            "rope_scaling": None,
+            "hidden_act": "silu",
+            "tie_word_embeddings": False,
+            "attention_bias": True,
+            "mlp_bias": False,
+            "pretraining_tp": 1,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+        },
+        "prompt_lengths": [16, 40],
+        "bos_first": True,
+        "rows": lambda T: [0, 9, T - 2],
+    },
+]
+
 # Each variant is one plausible mistake; its effect on the logits is recorded per model.
 SENSITIVITY = {
     "qwen3_tiny": {
@@ -150,6 +236,12 @@ SENSITIVITY = {
         "window one too narrow (p - W + 1 < j)": {"sliding_window": 7},
         "no sliding window (plain causal)": {"sliding_window": 0},
     },
+    "qwen2_tiny": {
+        "q/k/v biases skipped": {"no_bias": True},
+    },
+    "llama_bias_sharded_tiny": {
+        "q/k/v/o biases skipped": {"no_bias": True},
+    },
 }
 
 
@@ -158,7 +250,8 @@ def make_weights(spec):
     c = spec["config"]
     rng = np.random.default_rng(spec["seed"])
     H, F, V = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
-    nh, nkv, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
+    hd = c.get("head_dim") or H // nh
 
     def linear(out_f, in_f, gain=1.0):
         # N(0, (gain/sqrt(in))^2): a unit-RMS input gives an output of RMS ~ gain.
@@ -174,10 +267,19 @@ def make_weights(spec):
         tensors.append((p + "self_attn.q_proj.weight", linear(nh * hd, H, 1.5)))
         tensors.append((p + "self_attn.k_proj.weight", linear(nkv * hd, H, 1.5)))
         tensors.append((p + "self_attn.v_proj.weight", linear(nkv * hd, H)))
+        qkv_bias = c["model_type"] == "qwen2" or c.get("attention_bias", False)
+        assert not (c["model_type"] == "qwen2" and c.get("attention_bias", False))
+        if qkv_bias:  # HF order in a state dict: a Linear's weight, then its bias
+            bg = spec["bias_gain"]
+            tensors.insert(len(tensors) - 2, (p + "self_attn.q_proj.bias", bg * rng.standard_normal(nh * hd)))
+            tensors.insert(len(tensors) - 1, (p + "self_attn.k_proj.bias", bg * rng.standard_normal(nkv * hd)))
+            tensors.append((p + "self_attn.v_proj.bias", bg * rng.standard_normal(nkv * hd)))
         if c["model_type"] == "qwen3":
             tensors.append((p + "self_attn.q_norm.weight", 1.0 + 0.3 * rng.standard_normal(hd)))
             tensors.append((p + "self_attn.k_norm.weight", 1.0 + 0.3 * rng.standard_normal(hd)))
         tensors.append((p + "self_attn.o_proj.weight", linear(H, nh * hd, spec["residual_gain"])))
+        if c.get("attention_bias", False):
+            tensors.append((p + "self_attn.o_proj.bias", spec["bias_gain"] * rng.standard_normal(H)))
         tensors.append((p + "post_attention_layernorm.weight", norm(H)))
         tensors.append((p + "mlp.gate_proj.weight", linear(F, H)))
         tensors.append((p + "mlp.up_proj.weight", linear(F, H)))
@@ -185,7 +287,47 @@ def make_weights(spec):
     tensors.append(("model.norm.weight", norm(H)))
     if not c["tie_word_embeddings"]:
         tensors.append(("lm_head.weight", linear(V, H, 3.0)))
+    head_dim = c.get("head_dim") or H // nh
+    assert head_dim == hd
     return tensors, rng
+
+
+def byte_fallback_partial_tokenizer(vocab_size):
+    """A Llama-2-style (SentencePiece BPE) tokenizer.json whose byte_fallback vocab holds only
+    three of the 256 <0xNN> tokens, as some real checkpoints ship: the tokenizers library loads
+    it, and a character whose bytes are not all there becomes <unk>."""
+    special = ["<unk>", "<s>", "</s>"]
+    pieces = special + ["<0x0A>", "<0xC3>", "<0xA9>", "\u2581"]
+    pieces += [chr(c) for c in range(ord("a"), ord("z") + 1)] + [".", ",", "!", "?"]
+    merges = [("\u2581", "t"), ("h", "e"), ("\u2581t", "he"), ("\u2581", "c"), ("e", "r"), ("\u2581", "a"),
+              ("i", "n"), ("o", "n"), ("\u2581", "s")]
+    pieces += [a + b for a, b in merges]
+    assert len(pieces) == len(set(pieces)) and len(pieces) <= vocab_size
+    vocab = {p: i for i, p in enumerate(pieces)}
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, t in enumerate(special)]
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        "pre_tokenizer": None,
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                      {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                    {"Sequence": {"id": "A", "type_id": 0}},
+                                    {"SpecialToken": {"id": "<s>", "type_id": 1}},
+                                    {"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True,
+                  "vocab": vocab, "merges": [a + " " + b for a, b in merges]},
+    }
 
 
 def round7(values):
@@ -226,15 +368,47 @@ def build(spec, out_dir):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     config = dict(spec["config"])
-    config["torch_dtype"] = spec["torch_dtype"]
+    config[spec.get("dtype_key", "torch_dtype")] = spec["torch_dtype"]
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
         f.write("\n")
     tensors, rng = make_weights(spec)
     if spec["storage"] == "BF16":  # bf16 rounding starts from the float32 value, as torch does
         tensors = [(n, v.astype(np.float32)) for n, v in tensors]
-    rf.write_safetensors(os.path.join(d, "model.safetensors"),
-                         [(n, spec["storage"], v) for n, v in tensors])
+    stored = [(n, spec["storage"], v) for n, v in tensors]
+    save = spec.get("save")
+    if save == "lm_head_only":
+        # What some exporters write for a tied model: the shared matrix under lm_head.weight only.
+        stored = [("lm_head.weight" if n == "model.embed_tokens.weight" else n, dt, v) for n, dt, v in stored]
+        stored = stored[1:] + stored[:1]
+    if save == "shards":
+        # transformers' save_pretrained(max_shard_size=...): model-0000k-of-0000n.safetensors plus
+        # model.safetensors.index.json {"metadata": {"total_size"}, "weight_map": {tensor: shard}}.
+        half = len(stored) // 2
+        parts = [stored[:half], stored[half:]]
+        weight_map, total = {}, 0
+        for k, part in enumerate(parts):
+            shard = f"model-{k + 1:05d}-of-{len(parts):05d}.safetensors"
+            rf.write_safetensors(os.path.join(d, shard), part)
+            for n, dt, v in part:
+                weight_map[n] = shard
+                total += len(rf.encode_tensor(v, dt))
+        with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, f, indent=2)
+            f.write("\n")
+    else:
+        rf.write_safetensors(os.path.join(d, "model.safetensors"), stored)
+    if "generation_config" in spec:
+        with open(os.path.join(d, "generation_config.json"), "w") as f:
+            json.dump(spec["generation_config"], f, indent=2)
+            f.write("\n")
+    for fname, text in spec.get("extra_files", {}).items():
+        with open(os.path.join(d, fname), "w") as f:
+            f.write(text)
+    if spec.get("tokenizer") == "byte_fallback_partial":
+        with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+            json.dump(byte_fallback_partial_tokenizer(config["vocab_size"]), f, ensure_ascii=False, indent=1)
+            f.write("\n")
 
     model = rf.Model(d)  # read back: the goldens use the stored values
     cases = []
@@ -301,6 +475,10 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(here, "..", "tests", "data", "reference_models"))
+    ap.add_argument("--only", action="append", metavar="NAME",
+                    help="build only these models and merge them into the existing goldens.json "
+                         "(the float32-vs-float64 statistics depend on the BLAS, so rebuilding all "
+                         "would rewrite the other models' statistics)")
     args = ap.parse_args()
     out = os.path.normpath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -318,8 +496,12 @@ def main():
         },
         "models": {},
     }
+    if args.only:
+        with open(os.path.join(out, "goldens.json")) as f:
+            goldens["models"] = json.load(f)["models"]
     for spec in SPECS:
-        goldens["models"][spec["name"]] = build(spec, out)
+        if not args.only or spec["name"] in args.only:
+            goldens["models"][spec["name"]] = build(spec, out)
     with open(os.path.join(out, "goldens.json"), "w") as f:
         f.write(dump_json(goldens))
         f.write("\n")

@@ -2,16 +2,20 @@
 """Independent reference forward pass (numpy, float64) for HF-format decoder checkpoints.
 
 Written from the semantics of Hugging Face transformers' LlamaForCausalLM,
-MistralForCausalLM and Qwen3ForCausalLM (eager attention, no padding, batch 1,
-positions 0..T-1). It shares no code with the C++ engine. It reads a directory with
-config.json + model.safetensors (single file; F32, F16 or BF16 tensors; every value
-is converted exactly to float64), recomputes the whole sequence at every step (no
-KV cache), and is meant to be read, not to be fast.
+MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM (eager attention, no padding,
+batch 1, positions 0..T-1). It shares no code with the C++ engine. It reads a directory
+with config.json + model.safetensors, or model.safetensors.index.json and its shards
+(F32, F16 or BF16 tensors; every value is converted exactly to float64), recomputes the
+whole sequence at every step (no KV cache), and is meant to be read, not to be fast.
+With tie_word_embeddings the shared matrix may be stored as model.embed_tokens.weight,
+as lm_head.weight, or as both (then equal).
 
 Semantics, per decoder layer (x is the residual stream, one row per token):
 
     h = rms_norm(x, input_layernorm)            # x / sqrt(mean(x^2) + eps) * w
-    q = h @ Wq.T, k = h @ Wk.T, v = h @ Wv.T    # Linear weights are [out, in], no bias
+    q = h @ Wq.T + bq, k = h @ Wk.T + bk, v = h @ Wv.T + bv
+                                                # Linear weights are [out, in]; biases: qwen2
+                                                # always, llama with attention_bias (also bo)
     split into heads of head_dim (head_dim comes from config, not hidden/heads)
     qwen3 only: q = rms_norm(q, q_norm), k = rms_norm(k, k_norm) per head, BEFORE RoPE
     RoPE, rotate_half style: q*cos + rotate_half(q)*sin, rotate_half(x) = [-x2, x1]
@@ -127,6 +131,28 @@ def write_safetensors(path, tensors):
             f.write(raw)
 
 
+def read_checkpoint(directory):
+    """transformers' order: model.safetensors, else model.safetensors.index.json (weight_map:
+    tensor -> shard file). Returns ({name: float64 ndarray}, {name: dtype})."""
+    single = os.path.join(directory, "model.safetensors")
+    if os.path.exists(single):
+        tensors, dtypes, _ = read_safetensors(single)
+        return tensors, dtypes
+    with open(os.path.join(directory, "model.safetensors.index.json")) as f:
+        weight_map = json.load(f)["weight_map"]
+    tensors, dtypes = {}, {}
+    for shard in sorted(set(weight_map.values())):
+        t, d, _ = read_safetensors(os.path.join(directory, shard))
+        for name in t:
+            if weight_map.get(name) != shard:
+                raise ValueError(f"{shard}: {name} is not mapped to this shard")
+        tensors.update(t)
+        dtypes.update(d)
+    if set(tensors) != set(weight_map):
+        raise ValueError("index weight_map and shards disagree")
+    return tensors, dtypes
+
+
 # ---------------------------------------------------------------------------
 # Config
 # ---------------------------------------------------------------------------
@@ -135,7 +161,7 @@ class Config:
     def __init__(self, d):
         self.raw = d
         self.model_type = d["model_type"]
-        if self.model_type not in ("llama", "mistral", "qwen3"):
+        if self.model_type not in ("llama", "mistral", "qwen2", "qwen3"):
             raise NotImplementedError(f"model_type {self.model_type}")
         self.hidden = d["hidden_size"]
         self.ffn = d["intermediate_size"]
@@ -155,16 +181,24 @@ class Config:
         self.tie = bool(d.get("tie_word_embeddings", False))
         if d.get("hidden_act", "silu") != "silu":
             raise NotImplementedError("hidden_act " + str(d.get("hidden_act")))
-        if d.get("attention_bias", False) or d.get("mlp_bias", False):
-            raise NotImplementedError("biases")
+        if d.get("mlp_bias", False):
+            raise NotImplementedError("mlp_bias")
+        # Qwen2Attention: q/k/v_proj with bias=True, o_proj without (no config field).
+        # LlamaAttention, Qwen3Attention: bias=config.attention_bias on all four.
+        # MistralAttention: no biases.
+        attention_bias = bool(d.get("attention_bias", False)) and self.model_type != "qwen2"
+        if attention_bias and self.model_type == "mistral":
+            raise NotImplementedError("attention_bias for mistral")
+        self.qkv_bias = self.model_type == "qwen2" or attention_bias
+        self.o_bias = attention_bias
         if d.get("partial_rotary_factor", 1.0) != 1.0:
             raise NotImplementedError("partial_rotary_factor")
         self.qk_norm = self.model_type == "qwen3"
         self.sliding_window = None
         if self.model_type == "mistral":
             self.sliding_window = d.get("sliding_window")
-        elif self.model_type == "qwen3" and d.get("use_sliding_window", False):
-            raise NotImplementedError("qwen3 use_sliding_window")
+        elif self.model_type in ("qwen2", "qwen3") and d.get("use_sliding_window", False):
+            raise NotImplementedError(f"{self.model_type} use_sliding_window")
         if self.heads % self.kv_heads:
             raise ValueError("num_attention_heads not a multiple of num_key_value_heads")
 
@@ -173,7 +207,16 @@ class Model:
     def __init__(self, directory):
         with open(os.path.join(directory, "config.json")) as f:
             self.config = Config(json.load(f))
-        self.weights, self.dtypes, _ = read_safetensors(os.path.join(directory, "model.safetensors"))
+        self.weights, self.dtypes = read_checkpoint(directory)
+        c = self.config
+        if c.tie:
+            emb, head = "model.embed_tokens.weight", "lm_head.weight"
+            if emb not in self.weights and head in self.weights:
+                self.weights[emb] = self.weights.pop(head)     # saved under lm_head only
+            elif emb in self.weights and head in self.weights:
+                if not np.array_equal(self.weights[emb], self.weights[head]):
+                    raise ValueError("tied embed_tokens and lm_head differ")
+                del self.weights[head]
         self._cast = {np.dtype(np.float64): self.weights}
         self._check_shapes()
 
@@ -193,6 +236,12 @@ class Model:
             want[p + "mlp.gate_proj.weight"] = (c.ffn, c.hidden)
             want[p + "mlp.up_proj.weight"] = (c.ffn, c.hidden)
             want[p + "mlp.down_proj.weight"] = (c.hidden, c.ffn)
+            if c.qkv_bias:
+                want[p + "self_attn.q_proj.bias"] = (c.heads * c.head_dim,)
+                want[p + "self_attn.k_proj.bias"] = (c.kv_heads * c.head_dim,)
+                want[p + "self_attn.v_proj.bias"] = (c.kv_heads * c.head_dim,)
+            if c.o_bias:
+                want[p + "self_attn.o_proj.bias"] = (c.hidden,)
             if c.qk_norm:
                 want[p + "self_attn.q_norm.weight"] = (c.head_dim,)
                 want[p + "self_attn.k_norm.weight"] = (c.head_dim,)
@@ -305,7 +354,7 @@ def forward(model, ids, dtype=np.float64, variant=None):
     dtype: np.float64 (the reference) or np.float32 (to measure float32 rounding).
     variant: dict of deliberate deviations used only to measure sensitivity:
       no_rope_scaling, llama3_medium_unscaled, no_qk_norm, interleaved_rope,
-      sliding_window (override; 0 = none).
+      sliding_window (override; 0 = none), no_bias.
     """
     variant = variant or {}
     c = model.config
@@ -333,9 +382,14 @@ def forward(model, ids, dtype=np.float64, variant=None):
     for l in range(c.layers):
         p = f"model.layers.{l}."
         h = rms_norm(x, W[p + "input_layernorm.weight"], c.eps)
-        q = (h @ W[p + "self_attn.q_proj.weight"].T).reshape(T, nh, hd)
-        k = (h @ W[p + "self_attn.k_proj.weight"].T).reshape(T, nkv, hd)
-        v = (h @ W[p + "self_attn.v_proj.weight"].T).reshape(T, nkv, hd)
+        q = h @ W[p + "self_attn.q_proj.weight"].T
+        k = h @ W[p + "self_attn.k_proj.weight"].T
+        v = h @ W[p + "self_attn.v_proj.weight"].T
+        if c.qkv_bias and not variant.get("no_bias"):
+            q = q + W[p + "self_attn.q_proj.bias"]
+            k = k + W[p + "self_attn.k_proj.bias"]
+            v = v + W[p + "self_attn.v_proj.bias"]
+        q, k, v = q.reshape(T, nh, hd), k.reshape(T, nkv, hd), v.reshape(T, nkv, hd)
         if c.qk_norm and not variant.get("no_qk_norm"):
             q = rms_norm(q, W[p + "self_attn.q_norm.weight"], c.eps)
             k = rms_norm(k, W[p + "self_attn.k_norm.weight"], c.eps)
@@ -351,7 +405,10 @@ def forward(model, ids, dtype=np.float64, variant=None):
             probs = np.exp(scores)
             probs = probs / probs.sum(axis=1, keepdims=True)
             attn[:, hq, :] = probs @ v[:, hk, :]
-        x = x + attn.reshape(T, nh * hd) @ W[p + "self_attn.o_proj.weight"].T
+        o = attn.reshape(T, nh * hd) @ W[p + "self_attn.o_proj.weight"].T
+        if c.o_bias and not variant.get("no_bias"):
+            o = o + W[p + "self_attn.o_proj.bias"]
+        x = x + o
 
         h = rms_norm(x, W[p + "post_attention_layernorm.weight"], c.eps)
         gate = h @ W[p + "mlp.gate_proj.weight"].T

@@ -228,11 +228,20 @@ private:
 
 // ---- the backend ---------------------------------------------------------------------------------
 
+// x[i] += bias[i]: a plain float add (the reference for the CUDA bias kernel, which does the same).
+void add_bias(float* x, const float* bias, int n) {
+    for (int i = 0; i < n; ++i) x[i] = x[i] + bias[i];
+}
+
 struct Layer {
     const float* attn_norm;  // (dim)
     const float* ffn_norm;   // (dim)
     const float* q_norm;     // (head_dim), Qwen3 only
     const float* k_norm;     // (head_dim), Qwen3 only
+    const float* bq;         // (n_heads * head_dim), qkv_bias only (Qwen2, Llama attention_bias)
+    const float* bk;         // (n_kv_heads * head_dim), qkv_bias only
+    const float* bv;         // (n_kv_heads * head_dim), qkv_bias only
+    const float* bo;         // (dim), o_bias only (Llama attention_bias)
     cpu::Matrix wq;          // (n_heads * head_dim, dim)
     cpu::Matrix wk;          // (n_kv_heads * head_dim, dim)
     cpu::Matrix wv;          // (n_kv_heads * head_dim, dim)
@@ -563,6 +572,15 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
         kernels_.gemm(pool_, ws_, a.xn.data(), T, L.wq, a.q.data());
         kernels_.gemm(pool_, ws_, a.xn.data(), T, L.wk, a.k.data());
         kernels_.gemm(pool_, ws_, a.xn.data(), T, L.wv, a.v.data());
+        // biases (Qwen2): one float add per element after the GEMM, row by row, so a token's q/k/v
+        // are the same bits whichever batch it is computed in (cached and full prefill agree)
+        if (L.bq) {
+            for_rows(T, [&](int t) {
+                add_bias(&a.q[size_t(t) * qd], L.bq, qd);
+                add_bias(&a.k[size_t(t) * kvd], L.bk, kvd);
+                add_bias(&a.v[size_t(t) * kvd], L.bv, kvd);
+            });
+        }
 
         // per head: Qwen3 q/k RMSNorm, then RoPE; K and V of the new positions into the suffix block
         for_rows(T, [&](int t) {
@@ -600,6 +618,7 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
         args.out = a.att.data();
         kernels_.attention(pool_, ws_, args);
         kernels_.gemm(pool_, ws_, a.att.data(), T, L.wo, a.proj.data());
+        if (L.bo) for_rows(T, [&](int t) { add_bias(&a.proj[size_t(t) * dim], L.bo, dim); });
         for_rows(T, [&](int t) {
             for (int i = 0; i < dim; ++i) a.x[size_t(t) * dim + i] = a.x[size_t(t) * dim + i] + a.proj[size_t(t) * dim + i];
         });

@@ -150,8 +150,8 @@ std::unique_ptr<ModelWeights> Engine::load_weights_for(ModelInfo& info) {
     info.n_params = builtin_parameter_count(info.config);
     for (const auto& s : {&weights->embed, &weights->final_norm}) info.weight_bytes += s->n_bytes;
     for (const auto& l : weights->layers)
-        for (const Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.w_gate,
-                                &l.w_up, &l.w_down})
+        for (const Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm,
+                                &l.k_norm, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
             info.weight_bytes += t->n_bytes;
     if (!info.config.tie_word_embeddings) info.weight_bytes += weights->lm_head.n_bytes;
     return weights;
@@ -165,8 +165,11 @@ void Engine::choose_chat_format(ModelInfo& info) {
         format_ = make_chat_format(info.chat_format);
         stop_ids_ = format_->stop_token_ids(*tokenizer_);
     }
-    for (int id : info.config.eos_token_ids)
-        if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
+    // Stop ids: the chat format's, then config.json's eos ids, then generation_config.json's (which
+    // transformers' generate() uses; Qwen2.5 lists <|im_end|> and <|endoftext|> there).
+    for (const auto* eos : {&info.config.eos_token_ids, &source_.generation_eos_ids})
+        for (int id : *eos)
+            if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
 }
 
 void Engine::make_backend(ModelInfo& info) {
@@ -560,13 +563,16 @@ GenerateResult Engine::generate(const std::vector<token_id>& prompt_ids, int max
     const KvView view{nullptr, 0, block.get()};
     const int last = static_cast<int>(prompt_ids.size()) - 1;
     auto logits = backend_->forward(prompt_ids, view, std::span<const int>(&last, 1), &cancel_);
-    // The raw language model: greedy, stopping at the config's eos ids (no chat format here).
+    // The raw language model: greedy, ended by config.json's and generation_config.json's eos ids
+    // (not the chat format's).
+    std::vector<token_id> eos_ids = info_.config.eos_token_ids;
+    eos_ids.insert(eos_ids.end(), source_.generation_eos_ids.begin(), source_.generation_eos_ids.end());
     QueryOptions greedy;
     greedy.max_new_tokens = max_new_tokens;
     greedy.ignore_eos = ignore_eos;
     QueryResult run;
     run.timings.prefill_ms = submit.elapsed_ms();
-    decode_loop(std::move(logits), view, greedy, info_.config.eos_token_ids, {}, run, submit);
+    decode_loop(std::move(logits), view, greedy, eos_ids, {}, run, submit);
     GenerateResult out;
     out.ids = std::move(run.tokens);
     out.timings = run.timings;

@@ -185,6 +185,9 @@ public:
     GenerateResult generate(const std::vector<token_id>& prompt_ids, int max_new_tokens, bool ignore_eos);
     std::vector<float> last_logits(const std::vector<token_id>& prompt_ids);
     std::vector<token_id> encode_prompt(const std::string& text);  // BOS per the tokenizer's post-processor
+    // The ids that end a query: the chat format's, then config.json's and generation_config.json's
+    // eos ids (after load_model()).
+    const std::vector<token_id>& stop_ids() const { return stop_ids_; }
 
     // Any thread: stops the running query/compile at the next token or layer.
     void cancel() { cancel_.store(true); }

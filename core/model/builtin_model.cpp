@@ -118,7 +118,8 @@ std::string builtin_recipe_text(const BuiltinRecipe& recipe) {
 uint64_t builtin_parameter_count(const ModelConfig& c) {
     const uint64_t q = uint64_t(c.n_heads) * c.head_dim, kv = uint64_t(c.n_kv_heads) * c.head_dim;
     const uint64_t per_layer = 2ull * c.dim + q * c.dim + 2 * kv * c.dim + uint64_t(c.dim) * q +
-                               (c.qk_norm ? 2ull * c.head_dim : 0) + 3ull * c.ffn_dim * c.dim;
+                               (c.qk_norm ? 2ull * c.head_dim : 0) + 3ull * c.ffn_dim * c.dim +
+                               (c.qkv_bias ? q + 2 * kv : 0) + (c.o_bias ? uint64_t(c.dim) : 0);
     const uint64_t embed = uint64_t(c.vocab_size) * c.dim;
     return embed * (c.tie_word_embeddings ? 1 : 2) + per_layer * c.n_layers + c.dim;
 }
@@ -130,6 +131,9 @@ ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads
 ModelWeights generate_synthetic_weights(const ModelConfig& c, uint64_t seed, DType dtype, int n_threads,
                                         const std::atomic<bool>* cancel) {
     if (dtype == DType::f16) throw std::invalid_argument("generate_synthetic_weights: F16 is not generated (use BF16 or F32)");
+    if (c.qkv_bias || c.o_bias)
+        throw std::invalid_argument("generate_synthetic_weights: attention biases are not generated (model_type " +
+                                    c.model_type + ")");
     const int64_t q = int64_t(c.n_heads) * c.head_dim, kv = int64_t(c.n_kv_heads) * c.head_dim;
     // Uniform half-width sqrt(3)*std with std = 1/sqrt(fan_in): activations keep their scale through
     // each projection; the output projections are halved so the residual stream grows slowly.
@@ -246,6 +250,12 @@ void save_hf_checkpoint(const ModelWeights& w, const std::filesystem::path& dir)
         tensors.push_back({p + "self_attn.k_proj.weight", &L.wk});
         tensors.push_back({p + "self_attn.v_proj.weight", &L.wv});
         tensors.push_back({p + "self_attn.o_proj.weight", &L.wo});
+        if (c.qkv_bias) {
+            tensors.push_back({p + "self_attn.q_proj.bias", &L.bq});
+            tensors.push_back({p + "self_attn.k_proj.bias", &L.bk});
+            tensors.push_back({p + "self_attn.v_proj.bias", &L.bv});
+        }
+        if (c.o_bias) tensors.push_back({p + "self_attn.o_proj.bias", &L.bo});
         if (c.qk_norm) {
             tensors.push_back({p + "self_attn.q_norm.weight", &L.q_norm});
             tensors.push_back({p + "self_attn.k_norm.weight", &L.k_norm});
@@ -280,8 +290,10 @@ void save_hf_checkpoint(const ModelWeights& w, const std::filesystem::path& dir)
     if (!out) throw std::runtime_error(st_path.string() + ": write failed");
 
     auto config = c.to_json();
-    const char* arch = c.family == ModelFamily::qwen3 ? "Qwen3ForCausalLM"
-                       : c.family == ModelFamily::mistral ? "MistralForCausalLM" : "LlamaForCausalLM";
+    const char* arch = c.family == ModelFamily::qwen3     ? "Qwen3ForCausalLM"
+                       : c.family == ModelFamily::qwen2   ? "Qwen2ForCausalLM"
+                       : c.family == ModelFamily::mistral ? "MistralForCausalLM"
+                                                          : "LlamaForCausalLM";
     config["architectures"] = {arch};
     const auto cfg_path = dir / "config.json";
     std::ofstream cfg(cfg_path, std::ios::trunc);

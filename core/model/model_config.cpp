@@ -85,6 +85,8 @@ const char* family_name(ModelFamily f) {
             return "llama";
         case ModelFamily::mistral:
             return "mistral";
+        case ModelFamily::qwen2:
+            return "qwen2";
     }
     return "?";
 }
@@ -104,8 +106,10 @@ ModelConfig ModelConfig::from_json(const json& config, const std::string& source
         c.family = ModelFamily::llama;
     else if (c.model_type == "mistral")
         c.family = ModelFamily::mistral;
+    else if (c.model_type == "qwen2")
+        c.family = ModelFamily::qwen2;
     else
-        fail(source, "model_type \"" + c.model_type + "\" is not supported (qwen3, llama, mistral)");
+        fail(source, "model_type \"" + c.model_type + "\" is not supported (qwen3, qwen2, llama, mistral)");
 
     c.n_layers = required_int(config, source, "num_hidden_layers");
     c.dim = required_int(config, source, "hidden_size");
@@ -151,35 +155,72 @@ ModelConfig ModelConfig::from_json(const json& config, const std::string& source
         if (!act->is_string() || act->get<std::string>() != "silu")
             fail(source, "hidden_act " + act->dump() + " is not supported (silu)");
     }
-    if (bool_value(config, source, "attention_bias", false))
-        fail(source, "attention_bias true is not supported (no bias tensors)");
+    // attention_bias adds biases to q/k/v/o_proj in transformers' LlamaAttention and Qwen3Attention.
+    // Qwen2Attention always has q/k/v biases and no o_proj bias (Qwen2Config has no such field, so a
+    // stray one is ignored, as transformers does). MistralAttention has no biases: refused there.
+    const bool attention_bias = bool_value(config, source, "attention_bias", false);
+    if (c.family == ModelFamily::qwen2) {
+        c.qkv_bias = true;
+    } else if (c.family == ModelFamily::llama || c.family == ModelFamily::qwen3) {
+        c.qkv_bias = c.o_bias = attention_bias;
+    } else if (attention_bias) {
+        fail(source, "attention_bias true is not supported for " + c.model_type + " (no bias tensors in its attention)");
+    }
     if (bool_value(config, source, "mlp_bias", false)) fail(source, "mlp_bias true is not supported (no bias tensors)");
+    // Quantized checkpoints (GPTQ, AWQ, bitsandbytes, fp8, ...) store other tensors and need other
+    // kernels; a partial rotary dimension changes RoPE; per-layer sliding attention changes the mask.
+    if (find_value(config, "quantization_config"))
+        fail(source, "quantization_config is not supported (only unquantized BF16/F16/F32 weights)");
+    if (const json* v = find_value(config, "partial_rotary_factor"); v && !(v->is_number() && v->get<double>() == 1.0))
+        fail(source, "partial_rotary_factor " + v->dump() + " is not supported (1.0)");
+    if (const json* v = find_value(config, "layer_types")) {
+        if (!v->is_array()) fail(source, "\"layer_types\" must be a list of strings");
+        for (const auto& t : *v)
+            if (!t.is_string() || t.get<std::string>() != "full_attention")
+                fail(source, "layer_types entry " + t.dump() + " is not supported (full_attention)");
+    }
     c.tie_word_embeddings = bool_value(config, source, "tie_word_embeddings", false);
     c.qk_norm = c.family == ModelFamily::qwen3;
 
     if (c.family == ModelFamily::mistral) {
         if (const json* v = find_value(config, "sliding_window"))
             c.sliding_window = int_value(*v, source, "sliding_window", 1);
-    } else if (c.family == ModelFamily::qwen3) {
-        // Qwen3 carries a sliding_window value but uses it only with use_sliding_window.
+    } else if (c.family == ModelFamily::qwen3 || c.family == ModelFamily::qwen2) {
+        // Qwen2/Qwen3 carry sliding_window and max_window_layers but use them only with
+        // use_sliding_window (then layers >= max_window_layers slide): that is refused.
         if (bool_value(config, source, "use_sliding_window", false))
-            fail(source, "use_sliding_window true is not supported for qwen3");
+            fail(source, "use_sliding_window true is not supported for " + c.model_type);
     } else if (find_value(config, "sliding_window")) {
         fail(source, "sliding_window is not supported for llama");
     }
 
     if (const json* v = find_value(config, "bos_token_id")) c.bos_token_id = int_value(*v, source, "bos_token_id", 0);
+    c.eos_token_ids = generation_eos_token_ids(config, source);
+    // The dtype the weights were saved in (informational: each tensor carries its own dtype, checked
+    // at load); "dtype" is the newer name. Anything but the three dtypes the backends read is refused.
+    for (const char* key : {"dtype", "torch_dtype"}) {
+        const json* v = find_value(config, key);
+        if (!v || !c.torch_dtype.empty()) continue;
+        if (!v->is_string()) fail(source, std::string("\"") + key + "\" must be a string (got " + v->dump() + ")");
+        const auto& name = v->get_ref<const std::string&>();
+        if (name != "bfloat16" && name != "float16" && name != "float32")
+            fail(source, std::string(key) + " \"" + name + "\" is not supported (bfloat16, float16, float32)");
+        c.torch_dtype = name;
+    }
+    return c;
+}
+
+std::vector<int> generation_eos_token_ids(const json& config, const std::string& source) {
+    if (!config.is_object()) fail(source, "must hold a JSON object");
+    std::vector<int> ids;
     if (const json* v = find_value(config, "eos_token_id")) {
         if (v->is_array()) {
-            for (const auto& id : *v) c.eos_token_ids.push_back(int_value(id, source, "eos_token_id", 0));
+            for (const auto& id : *v) ids.push_back(int_value(id, source, "eos_token_id", 0));
         } else {
-            c.eos_token_ids.push_back(int_value(*v, source, "eos_token_id", 0));
+            ids.push_back(int_value(*v, source, "eos_token_id", 0));
         }
     }
-    for (const char* key : {"torch_dtype", "dtype"})
-        if (const json* v = find_value(config, key); v && v->is_string() && c.torch_dtype.empty())
-            c.torch_dtype = v->get<std::string>();
-    return c;
+    return ids;
 }
 
 json ModelConfig::to_json() const {
@@ -196,9 +237,10 @@ json ModelConfig::to_json() const {
               {"rope_theta", rope_theta},
               {"rope_scaling", nullptr},
               {"hidden_act", "silu"},
-              {"attention_bias", false},
+
               {"tie_word_embeddings", tie_word_embeddings}};
     if (family == ModelFamily::llama) j["mlp_bias"] = false;
+    if (family == ModelFamily::llama || family == ModelFamily::qwen3) j["attention_bias"] = o_bias;
     if (!rope_scaling.type.empty())
         j["rope_scaling"] = {{"rope_type", rope_scaling.type},
                              {"factor", rope_scaling.factor},

@@ -3,6 +3,7 @@
 #include "core/model/builtin_model.h"
 #include "core/text/chat_format.h"
 #include "core/base/embedded_resources.h"
+#include "core/model/model_config.h"
 #include "core/base/sha256.h"
 
 #include <algorithm>
@@ -75,6 +76,16 @@ ModelSource resolve_model(const std::string& spec) {
     }
     std::sort(m.weight_files.begin(), m.weight_files.end());
     std::sort(m.tokenizer_files.begin(), m.tokenizer_files.end());
+    const fs::path generation_path = m.dir / "generation_config.json";
+    if (fs::exists(generation_path)) {
+        nlohmann::json generation;
+        try {
+            generation = nlohmann::json::parse(read_text(generation_path));
+        } catch (const nlohmann::json::parse_error& e) {
+            throw std::runtime_error(generation_path.string() + ": invalid JSON: " + e.what());
+        }
+        m.generation_eos_ids = generation_eos_token_ids(generation, generation_path.string());
+    }
     return m;
 }
 

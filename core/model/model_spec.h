@@ -23,6 +23,9 @@ struct ModelSource {
     nlohmann::json config;           // config.json (a synthesised one for builtin models)
     std::vector<std::filesystem::path> weight_files;     // *.safetensors, sorted
     std::vector<std::filesystem::path> tokenizer_files;  // tokenizer.json, tokenizer_config.json, ...
+    // generation_config.json's eos_token_id (an int or a list), when the file is there: stop ids
+    // that the engine merges with config.json's and the chat format's.
+    std::vector<int> generation_eos_ids;
 };
 
 // Names of the built-in models (without the "builtin:" prefix).

@@ -206,7 +206,17 @@ ModelWeights load_weights(const fs::path& dir, const ModelConfig& config) {
     const int64_t dim = c.dim, ffn = c.ffn_dim, vocab = c.vocab_size, hd = c.head_dim;
     const int64_t q_rows = int64_t{c.n_heads} * hd, kv_rows = int64_t{c.n_kv_heads} * hd;
 
-    loader.bind({"model.embed_tokens.weight", {vocab, dim}, "(vocab_size, hidden_size)", &w.embed});
+    // With tie_word_embeddings the one shared matrix may be stored under either name (checkpoints
+    // saved through lm_head only are common) or under both, then with the same contents.
+    const bool tied = c.tie_word_embeddings;
+    const bool has_embed = loader.has("model.embed_tokens.weight"), has_head = loader.has("lm_head.weight");
+    if (tied && !has_embed && !has_head)
+        throw std::runtime_error(loader.checkpoint().source +
+                                 ": tensor \"model.embed_tokens.weight\" is missing, and so is \"lm_head.weight\" "
+                                 "(tie_word_embeddings: one of them holds the shared [" + std::to_string(vocab) + ", " +
+                                 std::to_string(dim) + "] (vocab_size, hidden_size) matrix)");
+    if (!tied || has_embed)
+        loader.bind({"model.embed_tokens.weight", {vocab, dim}, "(vocab_size, hidden_size)", &w.embed});
     w.layers.resize(static_cast<size_t>(c.n_layers));
     for (int i = 0; i < c.n_layers; ++i) {
         LayerWeights& l = w.layers[static_cast<size_t>(i)];
@@ -220,6 +230,12 @@ ModelWeights load_weights(const fs::path& dir, const ModelConfig& config) {
             {p + "self_attn.v_proj.weight", {kv_rows, dim}, "(num_key_value_heads * head_dim, hidden_size)", &l.wv});
         loader.bind(
             {p + "self_attn.o_proj.weight", {dim, q_rows}, "(hidden_size, num_attention_heads * head_dim)", &l.wo});
+        if (c.qkv_bias) {
+            loader.bind({p + "self_attn.q_proj.bias", {q_rows}, "(num_attention_heads * head_dim)", &l.bq});
+            loader.bind({p + "self_attn.k_proj.bias", {kv_rows}, "(num_key_value_heads * head_dim)", &l.bk});
+            loader.bind({p + "self_attn.v_proj.bias", {kv_rows}, "(num_key_value_heads * head_dim)", &l.bv});
+        }
+        if (c.o_bias) loader.bind({p + "self_attn.o_proj.bias", {dim}, "(hidden_size)", &l.bo});
         if (c.qk_norm) {
             loader.bind({p + "self_attn.q_norm.weight", {hd}, "(head_dim)", &l.q_norm});
             loader.bind({p + "self_attn.k_norm.weight", {hd}, "(head_dim)", &l.k_norm});
@@ -230,16 +246,26 @@ ModelWeights load_weights(const fs::path& dir, const ModelConfig& config) {
         loader.bind({p + "mlp.down_proj.weight", {dim, ffn}, "(hidden_size, intermediate_size)", &l.w_down});
     }
     loader.bind({"model.norm.weight", {dim}, "(hidden_size)", &w.final_norm});
-    if (!c.tie_word_embeddings) {
+    if (!tied) {
         loader.bind({"lm_head.weight", {vocab, dim}, "(vocab_size, hidden_size)", &w.lm_head});
+    } else if (!has_embed) {
+        loader.bind({"lm_head.weight", {vocab, dim}, "(vocab_size, hidden_size)", &w.lm_head});
+        w.embed = w.lm_head;
+        w.notes.push_back("tie_word_embeddings: the shared matrix is stored as lm_head.weight only; "
+                          "it is used as model.embed_tokens.weight too");
     } else {
-        if (loader.has("lm_head.weight")) {
-            // transformers ties the weights after loading, so a stored lm_head is overwritten by
-            // the embedding; its shape is still checked, as a sign that the config fits the file.
-            loader.bind({"lm_head.weight", {vocab, dim}, "(vocab_size, hidden_size)", nullptr});
-            w.notes.push_back(
-                "lm_head.weight is present but tie_word_embeddings is true: it is ignored and "
-                "model.embed_tokens.weight is used, as in transformers");
+        if (has_head) {
+            Tensor head;
+            loader.bind({"lm_head.weight", {vocab, dim}, "(vocab_size, hidden_size)", &head});
+            // transformers ties them after loading, so one of the two would be silently dropped:
+            // when they differ the checkpoint does not say which is meant.
+            if (head.dtype != w.embed.dtype || head.n_bytes != w.embed.n_bytes ||
+                !std::equal(head.data, head.data + head.n_bytes, w.embed.data))
+                throw std::runtime_error(loader.checkpoint().source +
+                                         ": tie_word_embeddings is true but tensors \"model.embed_tokens.weight\" and "
+                                         "\"lm_head.weight\" differ (" + std::string(dtype_name(w.embed.dtype)) +
+                                         " vs " + dtype_name(head.dtype) + "); a tied checkpoint stores one matrix");
+            w.notes.push_back("tie_word_embeddings: lm_head.weight is stored too and equals model.embed_tokens.weight");
         }
         w.lm_head = w.embed;
     }

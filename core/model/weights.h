@@ -28,6 +28,10 @@ struct LayerWeights {
     Tensor wk;         // (n_kv_heads * head_dim, dim)   self_attn.k_proj
     Tensor wv;         // (n_kv_heads * head_dim, dim)   self_attn.v_proj
     Tensor wo;         // (dim, n_heads * head_dim)      self_attn.o_proj
+    Tensor bq;         // (n_heads * head_dim)  qkv_bias  self_attn.q_proj.bias
+    Tensor bk;         // (n_kv_heads * head_dim)         self_attn.k_proj.bias
+    Tensor bv;         // (n_kv_heads * head_dim)         self_attn.v_proj.bias
+    Tensor bo;         // (dim)  o_bias (Llama attention_bias) self_attn.o_proj.bias
     Tensor q_norm;     // (head_dim)  Qwen3 only         self_attn.q_norm
     Tensor k_norm;     // (head_dim)  Qwen3 only         self_attn.k_norm
     Tensor ffn_norm;   // (dim)                          post_attention_layernorm
@@ -58,12 +62,13 @@ struct ModelWeights {
 //   model.safetensors: tensor "model.layers.3.self_attn.k_proj.weight": shape [64, 64], expected
 //   [32, 64] (num_key_value_heads * head_dim, hidden_size)
 // Tensors are used in place (mmapped) and keep their stored dtype; each is aligned to its element
-// size (a misaligned one, from an old unpadded file, is copied). With tie_word_embeddings, lm_head
-// is the embedding (a stored lm_head.weight is ignored, as transformers does, and noted).
+// size (a misaligned one, from an old unpadded file, is copied). With tie_word_embeddings the shared
+// matrix may be stored as model.embed_tokens.weight, as lm_head.weight, or as both with equal
+// contents (differing ones are an error naming both); embed and lm_head then point at the same bytes.
 ModelWeights load_weights(const std::filesystem::path& dir, const ModelConfig& config);
 
 // Builds a backend's own view of decoder layer `layer` (a struct with LayerWeights' member names),
-// converting each tensor with the backend's `vec(tensor, name, n)` for the norm vectors and
+// converting each tensor with the backend's `vec(tensor, name, n)` for the norm and bias vectors and
 // `mat(tensor, name, rows, cols)` for the matrices; `name` is the checkpoint's, for the errors.
 // One walk for every backend, so the shapes each expects cannot drift apart.
 template <class Layer, class Vec, class Mat>
@@ -77,6 +82,12 @@ Layer bind_layer(const ModelConfig& c, const LayerWeights& w, int layer, Vec&& v
         L.q_norm = vec(w.q_norm, p + "self_attn.q_norm.weight", c.head_dim);
         L.k_norm = vec(w.k_norm, p + "self_attn.k_norm.weight", c.head_dim);
     }
+    if (c.qkv_bias) {
+        L.bq = vec(w.bq, p + "self_attn.q_proj.bias", qd);
+        L.bk = vec(w.bk, p + "self_attn.k_proj.bias", kvd);
+        L.bv = vec(w.bv, p + "self_attn.v_proj.bias", kvd);
+    }
+    if (c.o_bias) L.bo = vec(w.bo, p + "self_attn.o_proj.bias", c.dim);
     L.wq = mat(w.wq, p + "self_attn.q_proj.weight", qd, c.dim);
     L.wk = mat(w.wk, p + "self_attn.k_proj.weight", kvd, c.dim);
     L.wv = mat(w.wv, p + "self_attn.v_proj.weight", kvd, c.dim);

@@ -19,11 +19,12 @@ std::vector<token_id> RenderedPrompt::full_ids() const {
 
 std::unique_ptr<ChatFormat> make_chat_format(std::string_view id) {
     if (id == "qwen3") return chat_detail::make_qwen3_format();
+    if (id == "qwen2.5") return chat_detail::make_qwen25_format();
     if (id == "llama3") return chat_detail::make_llama3_format();
     if (id == "mistral") return chat_detail::make_mistral_format();
     if (id == "plain") return chat_detail::make_plain_format();
     throw std::runtime_error("unknown chat format \"" + std::string(id) +
-                             "\" (known: qwen3, llama3, mistral, plain)");
+                             "\" (known: qwen3, qwen2.5, llama3, mistral, plain)");
 }
 
 namespace {
@@ -68,15 +69,22 @@ std::string choose_chat_format(const nlohmann::json& config, const Tokenizer& to
                                const std::string& source) {
     const std::string family = model_family(config);
     const std::string what = source + ": model_type \"" + family + "\"";
-    if (family == "qwen2" || family == "qwen3") {
-        // Qwen2.5 shares model_type qwen2 but has no <think> token and a different template; refuse
-        // it by name rather than render a Qwen3 prompt it was not trained on.
+    if (family == "qwen3") {
         auto missing = missing_tokens(tokenizer, {"<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
                                                   "<think>", "</think>"});
         if (!missing.empty())
             throw std::runtime_error(what + ": the Qwen3 chat format needs tokens the tokenizer " +
                                      tokenizer.source_name() + " lacks: " + missing);
         return "qwen3";
+    }
+    if (family == "qwen2") {
+        // Qwen2.5 (model_type qwen2): ChatML with the <tool_call> tokens. Qwen2 (no <tool_call>
+        // tokens, no tools in its template) is refused by the missing tokens.
+        auto missing = missing_tokens(tokenizer, {"<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"});
+        if (!missing.empty())
+            throw std::runtime_error(what + ": the Qwen2.5 chat format needs tokens the tokenizer " +
+                                     tokenizer.source_name() + " lacks: " + missing);
+        return "qwen2.5";
     }
     if (family == "llama" || family == "mistral") {
         if (family == "llama" && has_token(tokenizer, "<|start_header_id|>")) {

@@ -57,7 +57,7 @@ struct RenderedPrompt {
 class ChatFormat {
 public:
     virtual ~ChatFormat() = default;
-    virtual std::string_view id() const = 0;  // "qwen3", "llama3", "mistral", "plain"
+    virtual std::string_view id() const = 0;  // "qwen3", "qwen2.5", "llama3", "mistral", "plain"
 
     // Everything that does not depend on the query: the cacheable prefix. An empty system prompt
     // means "no system message".
@@ -72,7 +72,7 @@ public:
     virtual std::optional<ToolCall> parse_tool_call(std::string_view generated_text) const = 0;
 };
 
-// Known ids: "qwen3", "llama3", "mistral", "plain". Throws on an unknown id, naming it.
+// Known ids: "qwen3", "qwen2.5", "llama3", "mistral", "plain". Throws on an unknown id, naming it.
 std::unique_ptr<ChatFormat> make_chat_format(std::string_view id);
 // Picks the format from config.json (model_type / architectures) and the tokenizer's tokens.
 // Throws naming `source` when nothing fits.

@@ -13,6 +13,7 @@
 namespace cc::chat_detail {
 
 std::unique_ptr<ChatFormat> make_qwen3_format();
+std::unique_ptr<ChatFormat> make_qwen25_format();
 std::unique_ptr<ChatFormat> make_llama3_format();
 std::unique_ptr<ChatFormat> make_mistral_format();
 std::unique_ptr<ChatFormat> make_plain_format();

@@ -1,5 +1,8 @@
 // Qwen3: the official chat template (resources/tokenizers/qwen3/tokenizer_config.json) for
 // [system?, user] with tools, add_generation_prompt=True and enable_thinking=False.
+// Qwen2.5: the official template of the Qwen2.5-*-Instruct tokenizer_config.json (the same ChatML
+// turns and <tool_call> block), which always prints a system turn -- the default "You are Qwen,
+// created by Alibaba Cloud. You are a helpful assistant." when none is given -- and has no <think>.
 #include "core/text/chat_format_detail.h"
 
 namespace cc::chat_detail {
@@ -9,7 +12,9 @@ constexpr std::string_view k_tools_intro =
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
 
-class Qwen3Format final : public ChatFormat {
+constexpr std::string_view k_qwen25_default_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+
+class Qwen3Format : public ChatFormat {
 public:
     std::string_view id() const override { return "qwen3"; }
 
@@ -78,8 +83,27 @@ public:
     }
 };
 
+// Qwen2.5 differs from Qwen3 in two places only: an empty system prompt becomes the default one
+// (so the system turn is always there, and with tools "\n\n# Tools" always follows a system
+// text), and the assistant header has no <think> block. Tool calls and stop tokens are the same.
+class Qwen25Format final : public Qwen3Format {
+public:
+    std::string_view id() const override { return "qwen2.5"; }
+
+    std::vector<Piece> prefix_pieces(const ToolSet& tools, std::string_view system_prompt) const override {
+        return Qwen3Format::prefix_pieces(tools, system_prompt.empty() ? k_qwen25_default_system : system_prompt);
+    }
+
+    std::vector<Piece> suffix_pieces(std::string_view query, std::string_view /*system_prompt*/) const override {
+        return {Piece::special("<|im_start|>"), Piece::plain("user\n" + std::string(query)),
+                Piece::special("<|im_end|>"),   Piece::plain("\n"),
+                Piece::special("<|im_start|>"), Piece::plain("assistant\n")};
+    }
+};
+
 }  // namespace
 
 std::unique_ptr<ChatFormat> make_qwen3_format() { return std::make_unique<Qwen3Format>(); }
+std::unique_ptr<ChatFormat> make_qwen25_format() { return std::make_unique<Qwen25Format>(); }
 
 }  // namespace cc::chat_detail

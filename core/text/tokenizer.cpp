@@ -331,19 +331,13 @@ void load_model(const Loader& L, const json& node, tok::TokenizerJson& captured,
         model.unk_id = model.vocab.find(*unk);
         if (!model.unk_id) L.fail("model.unk_token \"" + *unk + "\" is not in the vocab");
     }
-    model.has_all_byte_tokens = true;
+    // The tokenizers library accepts a byte_fallback vocab that lacks some <0xNN> tokens: a
+    // character whose bytes are not all present falls back to unk (see BpeModel::merge_word).
     for (int b = 0; b < 256; ++b) {
         static constexpr char hex[] = "0123456789ABCDEF";
         const std::string name = std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">";
         const auto id = model.vocab.find(name);
-        if (!id) {
-            model.has_all_byte_tokens = false;
-            break;
-        }
-        model.byte_fallback_ids[b] = *id;
-    }
-    if (model.byte_fallback && !model.has_all_byte_tokens) {
-        L.fail("model.byte_fallback is set but the vocab lacks some <0xNN> byte tokens");
+        model.byte_fallback_ids[b] = id ? *id : -1;
     }
 
     std::vector<std::pair<std::string, std::string>> dom_merges;

@@ -160,14 +160,21 @@ struct QueuedMerge {
 }  // namespace
 
 void BpeModel::merge_word(std::string_view word, std::vector<token_id>& out) const {
-    // 1. Initial symbols: one per character; unknown characters become <0xNN> byte tokens
-    //    (byte_fallback) or the unk token (consecutive ones fused with fuse_unk), or vanish
-    //    when there is no unk token, as in HF.
+    // 1. Initial symbols: one per character. A character not in the vocab becomes its <0xNN>
+    //    byte tokens (byte_fallback, when the vocab has all of its bytes), else the unk token
+    //    (consecutive ones fused with fuse_unk), else vanishes (no unk token) -- as in the
+    //    tokenizers library's BPE::merge_word, including its order: byte tokens do not flush a
+    //    pending unk, so "unknown, then byte-encoded" gives [bytes..., unk].
     std::vector<Symbol> symbols;
     symbols.reserve(word.size());
     token_id pending_unk = -1;  // -1: none (an int, not std::optional: GCC 12 warns falsely on it)
     auto push = [&](token_id id) {
         symbols.push_back(Symbol{id, static_cast<int32_t>(symbols.size()) - 1, -1, true});
+    };
+    auto has_byte_tokens = [&](size_t at, size_t len) {
+        for (size_t k = 0; k < len; ++k)
+            if (byte_fallback_ids[static_cast<unsigned char>(word[at + k])] < 0) return false;
+        return true;
     };
     size_t i = 0;
     while (i < word.size()) {
@@ -185,8 +192,7 @@ void BpeModel::merge_word(std::string_view word, std::vector<token_id>& out) con
                 pending_unk = -1;
             }
             push(*id);
-        } else if (byte_fallback && has_all_byte_tokens) {
-            // HF does not flush a pending unk here; with a complete byte table none can be pending.
+        } else if (byte_fallback && has_byte_tokens(i, len)) {
             for (size_t k = 0; k < len; ++k) push(byte_fallback_ids[static_cast<unsigned char>(word[i + k])]);
         } else if (unk_id) {
             if (pending_unk >= 0 && !fuse_unk) push(pending_unk);

@@ -167,8 +167,7 @@ struct BpeModel {
     bool fuse_unk = false;
     bool byte_fallback = false;
     bool ignore_merges = false;
-    std::array<token_id, 256> byte_fallback_ids{};  // <0xNN> ids; valid when has_all_byte_tokens
-    bool has_all_byte_tokens = false;
+    std::array<token_id, 256> byte_fallback_ids{};  // <0xNN> ids; -1 where the vocab lacks that byte token
     // Fast path: id of the vocab entry that is exactly one code point, for code points < 2^16.
     std::vector<token_id> single_char_ids;
     WordCache cache;

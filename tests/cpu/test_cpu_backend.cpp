@@ -100,6 +100,15 @@ std::unique_ptr<Synth> make_synth(ModelFamily family, DType dt, uint32_t seed = 
             c.head_dim = 16;
             c.sliding_window = 9;
             break;
+        case ModelFamily::qwen2:
+            c.model_type = "qwen2";
+            c.n_heads = 4;
+            c.n_kv_heads = 2;
+            c.head_dim = 16;
+            c.qkv_bias = true;
+            c.tie_word_embeddings = true;
+            c.rope_theta = 1e6;
+            break;
     }
     std::mt19937 rng(seed);
     const int64_t qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
@@ -112,6 +121,11 @@ std::unique_ptr<Synth> make_synth(ModelFamily family, DType dt, uint32_t seed = 
         L.wk = make_tensor(*s, {kvd, c.dim}, dt, rng, 1.5f * g);
         L.wv = make_tensor(*s, {kvd, c.dim}, dt, rng, g);
         L.wo = make_tensor(*s, {c.dim, qd}, dt, rng, 2.0f / std::sqrt(float(qd)));
+        if (c.qkv_bias) {  // Qwen2's biases are large next to the projections: make them matter
+            L.bq = make_tensor(*s, {qd}, dt, rng, 0.5f);
+            L.bk = make_tensor(*s, {kvd}, dt, rng, 0.5f);
+            L.bv = make_tensor(*s, {kvd}, dt, rng, 0.5f);
+        }
         if (c.qk_norm) {
             L.q_norm = make_tensor(*s, {c.head_dim}, dt, rng, 0.3f, 1.0f);
             L.k_norm = make_tensor(*s, {c.head_dim}, dt, rng, 0.3f, 1.0f);
@@ -162,7 +176,7 @@ CpuBackendOptions opts(cpu::Isa isa, int threads = 0, KvDType kv = KvDType::f32)
 }
 
 const char* family_str(ModelFamily f) {
-    return f == ModelFamily::qwen3 ? "qwen3" : f == ModelFamily::llama ? "llama" : "mistral";
+    return family_name(f);
 }
 
 }  // namespace
@@ -266,7 +280,7 @@ TEST(cpu_backend, reference_models_match_float64_goldens) {
 // family, KV dtype, storage dtype and thread count.
 TEST(cpu_backend, cached_prefix_plus_suffix_is_bit_identical_to_full_prefill) {
     const int n = 53;
-    for (ModelFamily fam : {ModelFamily::qwen3, ModelFamily::llama, ModelFamily::mistral})
+    for (ModelFamily fam : {ModelFamily::qwen3, ModelFamily::llama, ModelFamily::mistral, ModelFamily::qwen2})
         for (DType dt : {DType::f32, DType::bf16, DType::f16})
             for (KvDType kv : {KvDType::f32, KvDType::bf16}) {
                 auto s = make_synth(fam, dt);

@@ -190,7 +190,7 @@ TEST(ModelConfig, Stories260kFixture) {
 TEST(ModelConfig, UnknownModelTypeRefusedByName) {
     auto j = mistral_7b();
     j["model_type"] = "gpt2";
-    EXPECT_EQ(config_error(j), "config.json: model_type \"gpt2\" is not supported (qwen3, llama, mistral)");
+    EXPECT_EQ(config_error(j), "config.json: model_type \"gpt2\" is not supported (qwen3, qwen2, llama, mistral)");
     j["model_type"] = "qwen3_moe";
     EXPECT_HAS(config_error(j), "model_type \"qwen3_moe\" is not supported");
     j.erase("model_type");
@@ -205,13 +205,110 @@ TEST(ModelConfig, HiddenActOtherThanSiluRefusedByName) {
     EXPECT_EQ(config_error(j), "");
 }
 
-TEST(ModelConfig, BiasesRefusedByName) {
-    auto j = qwen3_0_6b();
+TEST(ModelConfig, AttentionBiasPerFamily) {
+    // Llama and Qwen3: attention_bias puts biases on q/k/v/o_proj (transformers LlamaAttention,
+    // Qwen3Attention).
+    for (json j : {llama32_1b(), qwen3_0_6b()}) {
+        j["attention_bias"] = true;
+        const auto c = ModelConfig::from_json(j, "config.json");
+        EXPECT_TRUE(c.qkv_bias);
+        EXPECT_TRUE(c.o_bias);
+        j["attention_bias"] = false;
+        EXPECT_FALSE(ModelConfig::from_json(j, "config.json").qkv_bias);
+    }
+    // Mistral has no bias tensors: refused by name.
+    auto j = mistral_7b();
     j["attention_bias"] = true;
-    EXPECT_HAS(config_error(j), "config.json: attention_bias true is not supported");
+    EXPECT_EQ(config_error(j),
+              "config.json: attention_bias true is not supported for mistral (no bias tensors in its attention)");
+    // mlp_bias: refused for every family.
     j = llama32_1b();
     j["mlp_bias"] = true;
     EXPECT_HAS(config_error(j), "config.json: mlp_bias true is not supported");
+}
+
+// Qwen2.5-7B-Instruct's config.json, as published.
+json qwen25_7b() {
+    return json::parse(R"({
+      "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+      "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 3584, "initializer_range": 0.02,
+      "intermediate_size": 18944, "max_position_embeddings": 32768, "max_window_layers": 28,
+      "model_type": "qwen2", "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+      "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": false,
+      "torch_dtype": "bfloat16", "transformers_version": "4.43.1", "use_cache": true,
+      "use_sliding_window": false, "vocab_size": 152064})");
+}
+
+TEST(ModelConfig, Qwen2HasQkvBiasesAndNoQkNorm) {
+    const auto c = ModelConfig::from_json(qwen25_7b(), "config.json");
+    EXPECT_EQ(c.family, ModelFamily::qwen2);
+    EXPECT_STREQ(family_name(c.family), "qwen2");
+    EXPECT_EQ(c.head_dim, 128);  // 3584 / 28: Qwen2 has no head_dim field
+    EXPECT_EQ(c.n_kv_heads, 4);
+    EXPECT_TRUE(c.qkv_bias);
+    EXPECT_FALSE(c.o_bias);
+    EXPECT_FALSE(c.qk_norm);
+    EXPECT_EQ(c.sliding_window, 0);  // use_sliding_window false: sliding_window / max_window_layers unused
+    EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+    EXPECT_EQ(c.eos_token_ids, std::vector<int>{151645});
+
+    auto j = qwen25_7b();
+    j["use_sliding_window"] = true;
+    EXPECT_EQ(config_error(j), "config.json: use_sliding_window true is not supported for qwen2");
+    j = qwen25_7b();
+    j["attention_bias"] = false;  // not a Qwen2Config field: transformers ignores it, and so do we
+    EXPECT_TRUE(ModelConfig::from_json(j, "config.json").qkv_bias);
+}
+
+TEST(ModelConfig, DtypeUnderEitherNameAndOnlyTheThreeWeRead) {
+    for (const char* key : {"torch_dtype", "dtype"})
+        for (const char* dtype : {"bfloat16", "float16", "float32"}) {
+            auto j = qwen25_7b();
+            j.erase("torch_dtype");
+            j[key] = dtype;
+            EXPECT_EQ(ModelConfig::from_json(j, "config.json").torch_dtype, dtype) << key;
+        }
+    auto j = qwen25_7b();
+    j["dtype"] = "float16";  // the newer name wins when both are there (transformers >= 4.56 writes dtype)
+    EXPECT_EQ(ModelConfig::from_json(j, "config.json").torch_dtype, "float16");
+    j = qwen25_7b();
+    j["torch_dtype"] = "float8_e4m3fn";
+    EXPECT_EQ(config_error(j), "config.json: torch_dtype \"float8_e4m3fn\" is not supported (bfloat16, float16, float32)");
+    j["torch_dtype"] = 16;
+    EXPECT_EQ(config_error(j), "config.json: \"torch_dtype\" must be a string (got 16)");
+    j.erase("torch_dtype");
+    EXPECT_EQ(config_error(j), "");
+}
+
+TEST(ModelConfig, QuantizationPartialRopeAndSlidingLayerTypesRefused) {
+    auto j = qwen25_7b();
+    j["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}};
+    EXPECT_EQ(config_error(j), "config.json: quantization_config is not supported (only unquantized BF16/F16/F32 weights)");
+    j = llama32_1b();
+    j["partial_rotary_factor"] = 0.5;
+    EXPECT_EQ(config_error(j), "config.json: partial_rotary_factor 0.5 is not supported (1.0)");
+    j["partial_rotary_factor"] = 1.0;
+    EXPECT_EQ(config_error(j), "");
+    j = qwen3_0_6b();
+    j["layer_types"] = json::array({"full_attention", "sliding_attention"});
+    EXPECT_EQ(config_error(j), "config.json: layer_types entry \"sliding_attention\" is not supported (full_attention)");
+    j["layer_types"] = json::array({"full_attention", "full_attention"});
+    EXPECT_EQ(config_error(j), "");
+}
+
+TEST(ModelConfig, GenerationConfigEosIds) {
+    EXPECT_EQ(generation_eos_token_ids(json::parse(R"({"eos_token_id": [151645, 151643]})"), "g.json"),
+              (std::vector<int>{151645, 151643}));
+    EXPECT_EQ(generation_eos_token_ids(json::parse(R"({"eos_token_id": 2, "do_sample": true})"), "g.json"),
+              std::vector<int>{2});
+    EXPECT_TRUE(generation_eos_token_ids(json::parse(R"({"eos_token_id": null})"), "g.json").empty());
+    EXPECT_TRUE(generation_eos_token_ids(json::object(), "g.json").empty());
+    try {
+        generation_eos_token_ids(json::parse(R"({"eos_token_id": [2, "x"]})"), "g.json");
+        ADD_FAILURE() << "accepted";
+    } catch (const std::runtime_error& e) {
+        EXPECT_STREQ(e.what(), "g.json: \"eos_token_id\" must be an integer >= 0 (got \"x\")");
+    }
 }
 
 TEST(ModelConfig, MissingFieldsNamed) {
@@ -262,7 +359,9 @@ TEST(ModelConfig, InvalidValuesRefused) {
 }
 
 TEST(ModelConfig, ToJsonRoundTrips) {
-    for (const json& j : {qwen3_0_6b(), llama32_1b(), mistral_7b()}) {
+    auto llama_bias = llama32_1b();
+    llama_bias["attention_bias"] = true;
+    for (const json& j : {qwen3_0_6b(), llama32_1b(), mistral_7b(), qwen25_7b(), llama_bias}) {
         const auto c = ModelConfig::from_json(j, "config.json");
         const auto back = ModelConfig::from_json(c.to_json(), "to_json");
         EXPECT_EQ(back.to_json(), c.to_json());
@@ -275,6 +374,8 @@ TEST(ModelConfig, ToJsonRoundTrips) {
         EXPECT_EQ(back.eos_token_ids, c.eos_token_ids);
         EXPECT_EQ(back.bos_token_id, c.bos_token_id);
         EXPECT_EQ(back.tie_word_embeddings, c.tie_word_embeddings);
+        EXPECT_EQ(back.qkv_bias, c.qkv_bias);
+        EXPECT_EQ(back.o_bias, c.o_bias);
         EXPECT_DOUBLE_EQ(back.rms_norm_eps, c.rms_norm_eps);
     }
     EXPECT_STREQ(family_name(ModelFamily::qwen3), "qwen3");

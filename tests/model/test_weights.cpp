@@ -168,22 +168,112 @@ TEST(Weights, MistralLoads) {
     expect_shapes(load_weights(tmp.path(), c));
 }
 
-TEST(Weights, TiedWithStoredLmHeadUsesEmbeddingAndNotes) {
+// DIR/model.safetensors holding `tensors`, with `copy_to`'s bytes equal to `copy_from`'s.
+void write_model_with_copy(const fs::path& dir, const ModelConfig& c, const std::vector<TensorSpec>& tensors,
+                           const std::string& copy_from, const std::string& copy_to) {
+    size_t n = 0;
+    const auto header = test::safetensors_header(tensors, &n);
+    std::string data = test::ramp_data(n);
+    const auto range = [&](const std::string& name) { return header[name]["data_offsets"]; };
+    const size_t from = range(copy_from)[0].get<size_t>(), to = range(copy_to)[0].get<size_t>();
+    const size_t len = range(copy_from)[1].get<size_t>() - from;
+    std::copy_n(data.begin() + std::ptrdiff_t(from), len, data.begin() + std::ptrdiff_t(to));
+    test::write_bytes(dir / "config.json", c.to_json().dump(2));
+    test::write_bytes(dir / "model.safetensors", test::safetensors_bytes(header.dump(), data));
+}
+
+TEST(Weights, TiedWithBothStoredNeedsEqualContents) {
     test::TempDir tmp;
     const auto c = tiny("llama", /*tied=*/true);
     auto tensors = test::model_tensors(c);
     tensors.push_back({"lm_head.weight", "F32", {32, 16}});
-    write_model(tmp.path(), c, tensors);
+    write_model_with_copy(tmp.path(), c, tensors, "model.embed_tokens.weight", "lm_head.weight");
     const ModelWeights w = load_weights(tmp.path(), c);
     EXPECT_EQ(w.lm_head.data, w.embed.data);
     ASSERT_EQ(w.notes.size(), 1u);
-    EXPECT_HAS(w.notes[0], "lm_head.weight is present but tie_word_embeddings is true");
+    EXPECT_HAS(w.notes[0], "lm_head.weight is stored too and equals model.embed_tokens.weight");
+
+    // Different contents (the ramp puts different bytes at each offset): an error naming both.
+    write_model(tmp.path(), c, tensors);
+    EXPECT_EQ(load_error(tmp.path(), c),
+              (tmp.path() / "model.safetensors").string() +
+                  ": tie_word_embeddings is true but tensors \"model.embed_tokens.weight\" and \"lm_head.weight\" "
+                  "differ (F32 vs F32); a tied checkpoint stores one matrix");
+    // Different dtypes: also an error.
+    tensors.back().dtype = "BF16";
+    write_model(tmp.path(), c, tensors);
+    EXPECT_HAS(load_error(tmp.path(), c), "differ (F32 vs BF16)");
 
     // Its shape is still checked.
-    tensors.back().shape = {31, 16};
+    tensors.back() = {"lm_head.weight", "F32", {31, 16}};
     write_model(tmp.path(), c, tensors);
     EXPECT_HAS(load_error(tmp.path(), c),
                "tensor \"lm_head.weight\": shape [31, 16], expected [32, 16] (vocab_size, hidden_size)");
+}
+
+TEST(Weights, TiedStoredAsLmHeadOnly) {
+    test::TempDir tmp;
+    const auto c = tiny("qwen3", /*tied=*/true);
+    auto tensors = without(test::model_tensors(c, "BF16"), "model.embed_tokens.weight");
+    tensors.push_back({"lm_head.weight", "BF16", {32, 16}});
+    write_model(tmp.path(), c, tensors);
+    const ModelWeights w = load_weights(tmp.path(), c);
+    expect_shapes(w);
+    EXPECT_EQ(w.embed.data, w.lm_head.data);
+    EXPECT_EQ(w.embed.dtype, DType::bf16);
+    ASSERT_EQ(w.notes.size(), 1u);
+    EXPECT_HAS(w.notes[0], "stored as lm_head.weight only");
+
+    // Neither name: the error names both.
+    write_model(tmp.path(), c, without(tensors, "lm_head.weight"));
+    EXPECT_EQ(load_error(tmp.path(), c),
+              (tmp.path() / "model.safetensors").string() +
+                  ": tensor \"model.embed_tokens.weight\" is missing, and so is \"lm_head.weight\" "
+                  "(tie_word_embeddings: one of them holds the shared [32, 16] (vocab_size, hidden_size) matrix)");
+
+    // Untied, lm_head alone is not enough: the embedding is its own matrix.
+    const auto untied = tiny("qwen3");
+    write_model(tmp.path(), untied, tensors);
+    EXPECT_HAS(load_error(tmp.path(), untied), "tensor \"model.embed_tokens.weight\" is missing");
+}
+
+TEST(Weights, Qwen2QkvBiasesLoadedAndChecked) {
+    test::TempDir tmp;
+    const auto c = tiny("qwen2");
+    ASSERT_TRUE(c.qkv_bias);
+    write_model(tmp.path(), c, test::model_tensors(c, "BF16"));
+    const ModelWeights w = load_weights(tmp.path(), c);
+    expect_shapes(w);
+    EXPECT_EQ(w.layers[1].bq.shape, std::vector<int64_t>{16});  // 4 heads * head_dim 4
+    EXPECT_EQ(w.layers[1].bk.shape, std::vector<int64_t>{8});   // 2 kv heads * 4
+    EXPECT_EQ(w.layers[1].bv.shape, std::vector<int64_t>{8});
+    EXPECT_EQ(w.layers[1].bo.data, nullptr);  // Qwen2: no o_proj bias
+    EXPECT_EQ(w.layers[1].q_norm.data, nullptr);
+
+    write_model(tmp.path(), c, without(test::model_tensors(c, "BF16"), "model.layers.0.self_attn.k_proj.bias"));
+    EXPECT_EQ(load_error(tmp.path(), c), (tmp.path() / "model.safetensors").string() +
+                                             ": tensor \"model.layers.0.self_attn.k_proj.bias\" is missing (expected "
+                                             "[8] (num_key_value_heads * head_dim))");
+    // A bias where the config has none is an unexpected tensor, not silently dropped.
+    const auto plain = tiny("llama");
+    auto tensors = test::model_tensors(plain);
+    tensors.push_back({"model.layers.0.self_attn.q_proj.bias", "F32", {16}});
+    write_model(tmp.path(), plain, tensors);
+    EXPECT_HAS(load_error(tmp.path(), plain), "tensor \"model.layers.0.self_attn.q_proj.bias\": unexpected");
+}
+
+TEST(Weights, LlamaAttentionBiasHasAllFourBiases) {
+    test::TempDir tmp;
+    auto j = test::tiny_config("llama");
+    j["attention_bias"] = true;
+    const auto c = ModelConfig::from_json(j, "config.json");
+    write_model(tmp.path(), c, test::model_tensors(c, "F16"));
+    const ModelWeights w = load_weights(tmp.path(), c);
+    EXPECT_EQ(w.layers[0].bq.shape, std::vector<int64_t>{16});
+    EXPECT_EQ(w.layers[0].bo.shape, std::vector<int64_t>{16});
+    EXPECT_EQ(w.layers[0].bo.dtype, DType::f16);
+    write_model(tmp.path(), c, without(test::model_tensors(c, "F16"), "model.layers.1.self_attn.o_proj.bias"));
+    EXPECT_HAS(load_error(tmp.path(), c), "tensor \"model.layers.1.self_attn.o_proj.bias\" is missing (expected [16] (hidden_size))");
 }
 
 TEST(Weights, UntiedNeedsLmHead) {

@@ -60,6 +60,10 @@ ModelConfig family_config(ModelFamily family) {
             c.n_kv_heads = 1;
             c.sliding_window = 9;
             break;
+        case ModelFamily::qwen2:  // not in these sweeps: its q/k/v biases are not generated synthetically
+            c.model_type = "qwen2";
+            c.qkv_bias = true;
+            break;
     }
     return c;
 }

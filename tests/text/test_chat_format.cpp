@@ -127,6 +127,7 @@ void check_golden_text(const std::string& format_id) {
 TEST(ChatFormatGolden, Qwen3TextMatchesOfficialTemplate) { check_golden_text("qwen3"); }
 TEST(ChatFormatGolden, Llama3TextMatchesOfficialTemplate) { check_golden_text("llama3"); }
 TEST(ChatFormatGolden, MistralTextMatchesOfficialTemplate) { check_golden_text("mistral"); }
+TEST(ChatFormatGolden, Qwen25TextMatchesOfficialTemplate) { check_golden_text("qwen2.5"); }
 
 // The ids of every special piece, in order: what the template tokens must be, and all of them.
 std::vector<token_id> template_ids(const Tokenizer& tok, std::span<const Piece> pieces) {
@@ -170,6 +171,10 @@ void check_golden_ids(const std::string& format_id, const Tokenizer& tok, size_t
 
 TEST(ChatFormatGolden, Qwen3IdsMatchHuggingFace) { check_golden_ids("qwen3", qwen3_tokenizer(), 80); }
 TEST(ChatFormatGolden, MistralIdsMatchHuggingFace) { check_golden_ids("mistral", mistral_tokenizer(), 20); }
+// No reference ids for Qwen2.5 (the Hugging Face library is not installed here). Qwen3's tokenizer
+// extends Qwen2.5's (same BPE and ids; Qwen3 adds <think>, <tool_response> and their closers), so it
+// checks the split is exact and that only the template's added tokens appear.
+TEST(ChatFormatGolden, Qwen25SplitIsExactWithTheQwenTokenizer) { check_golden_ids("qwen2.5", qwen3_tokenizer(), 0); }
 TEST(ChatFormatGolden, Llama3Ids) {
     CC_REQUIRE_LLAMA3_TOKENIZER();
     check_golden_ids("llama3", llama3_tokenizer(), 80);
@@ -355,7 +360,9 @@ TEST(ChatFormat, ChooseChatFormat) {
     const auto& qwen = qwen3_tokenizer();
     const auto& mistral = mistral_tokenizer();
     EXPECT_EQ(cc::choose_chat_format(config_of("qwen3"), qwen, "c"), "qwen3");
-    EXPECT_EQ(cc::choose_chat_format(config_of("qwen2"), qwen, "c"), "qwen3");
+    // model_type qwen2 is Qwen2/Qwen2.5: the Qwen2.5 template (no <think>), not Qwen3's.
+    EXPECT_EQ(cc::choose_chat_format(config_of("qwen2"), qwen, "c"), "qwen2.5");
+    EXPECT_EQ(cc::choose_chat_format(config_of("", "Qwen2ForCausalLM"), qwen, "c"), "qwen2.5");
     EXPECT_EQ(cc::choose_chat_format(config_of("", "Qwen3ForCausalLM"), qwen, "c"), "qwen3");
     EXPECT_EQ(cc::choose_chat_format(config_of("mistral"), mistral, "c"), "mistral");
     EXPECT_EQ(cc::choose_chat_format(config_of("llama"), mistral, "c"), "mistral");  // llama with [INST]
@@ -368,6 +375,9 @@ TEST(ChatFormat, ChooseChatFormat) {
     EXPECT_NE(e.find("gpt2"), std::string::npos) << e;
     e = choose_error(config_of("qwen3"), mistral);
     EXPECT_NE(e.find("<|im_start|>"), std::string::npos) << e;
+    e = choose_error(config_of("qwen2"), mistral);
+    EXPECT_NE(e.find("the Qwen2.5 chat format needs tokens"), std::string::npos) << e;
+    EXPECT_NE(e.find("<tool_call>"), std::string::npos) << e;
     e = choose_error(nlohmann::json::object(), qwen);
     EXPECT_NE(e.find("model/config.json"), std::string::npos) << e;
 }

@@ -427,6 +427,46 @@ TEST(tokenizer, TemplateProcessingInsideASequence) {
     EXPECT_EQ(t.decode(std::vector<token_id>{3, 2}, false), "<bos>ab");
 }
 
+// A byte_fallback vocab that lacks some <0xNN> tokens (real checkpoints ship such files) loads, and
+// encodes as the tokenizers library's BPE::merge_word does: a character not in the vocab becomes
+// its byte tokens when all of them exist, else unk (fused with fuse_unk), else nothing; byte tokens
+// do not flush a pending unk, so an unknown character followed by a byte-encoded one gives
+// [bytes..., unk]. Expected ids worked by hand from that source (tokenizers/src/models/bpe/model.rs).
+std::string byte_fallback_bpe(bool with_unk, bool fuse_unk) {
+    json model = {{"type", "BPE"},
+                  {"vocab", {{"<unk>", 0}, {"a", 1}, {"b", 2}, {"<0xC3>", 3}, {"<0xA9>", 4}, {"ab", 5}}},
+                  {"merges", {"a b"}},
+                  {"byte_fallback", true},
+                  {"fuse_unk", fuse_unk}};
+    if (with_unk) model["unk_token"] = "<unk>";
+    const json j = {{"version", "1.0"},       {"added_tokens", json::array()}, {"normalizer", nullptr},
+                    {"pre_tokenizer", nullptr}, {"post_processor", nullptr},   {"decoder", nullptr},
+                    {"model", model}};
+    return j.dump();
+}
+
+TEST(tokenizer, ByteFallbackWithMissingByteTokensFallsBackToUnkAsTheTokenizersLibrary) {
+    using ids = std::vector<token_id>;
+    const Tokenizer t = Tokenizer::from_json(byte_fallback_bpe(true, false), "tokenizer.json");
+    EXPECT_EQ(t.encode("ab"), (ids{5}));
+    EXPECT_EQ(t.encode("\xC3\xA9"), (ids{3, 4}));           // é: both byte tokens exist
+    EXPECT_EQ(t.encode("\xC3\xBC"), (ids{0}));              // ü: <0xBC> is missing -> unk
+    EXPECT_EQ(t.encode("a\xC3\xBC" "b"), (ids{1, 0, 2}));   // unk splits the word: no "ab" merge
+    EXPECT_EQ(t.encode("\xC3\xBC\xC3\xBC" "a"), (ids{0, 0, 1}));
+    EXPECT_EQ(t.encode("\xC3\xBC\xC3\xA9"), (ids{3, 4, 0}));  // the pending unk is added after the bytes
+    EXPECT_EQ(t.encode("\xE2\x82\xAC"), (ids{0}));         // €: no byte token at all
+
+    const Tokenizer fused = Tokenizer::from_json(byte_fallback_bpe(true, true), "tokenizer.json");
+    EXPECT_EQ(fused.encode("\xC3\xBC\xC3\xBC" "a"), (ids{0, 1}));
+    EXPECT_EQ(fused.encode("\xC3\xBC\xC3\xA9\xC3\xBC"), (ids{3, 4, 0}));  // bytes, then the fused unk
+
+    // No unk token: the character vanishes, and its neighbours merge as if it were not there.
+    const Tokenizer no_unk = Tokenizer::from_json(byte_fallback_bpe(false, false), "tokenizer.json");
+    EXPECT_EQ(no_unk.encode("a\xC3\xBC" "b"), (ids{5}));
+    EXPECT_EQ(no_unk.encode("\xC3\xBC"), (ids{}));
+    EXPECT_EQ(no_unk.encode("\xC3\xA9"), (ids{3, 4}));
+}
+
 TEST(tokenizer, MalformedFilesNameTheFileAndTheProblem) {
     cc::test::TempDir dir;
     struct Case {
