@@ -421,13 +421,11 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     cancel_.store(false);
 
     Stopwatch tokenize_clock;
-    const auto suffix_pieces = format_->suffix_pieces(text, system_prompt_);
     RenderedPrompt rendered;
-    rendered.suffix_ids = tokenize_suffix(*format_, *tokenizer_, prefix_pieces_, prefix_ids_, suffix_pieces);
+    rendered.suffix_ids = query_suffix_ids(text);
     rendered.prefix_ids = prefix_ids_;  // rendered by set_tools; checked against the stored group's ids
     rendered.prefix_text = prefix_text_;
     result.timings.tokenize_ms = tokenize_clock.elapsed_ms();
-    if (rendered.suffix_ids.empty()) throw std::runtime_error("the rendered query suffix is empty");
 
     CompileResult link;
     link.group_key = compile_->group_key;
