@@ -389,13 +389,15 @@ std::optional<ToolCall> first_object_call(std::string_view text, size_t from, si
 namespace cc::chat_detail {
 
 ConversationView conversation_view(std::string_view system_prompt, std::span<const ChatMessage> messages) {
+    size_t first_index = 0;
     if (system_prompt.empty() && !messages.empty() && messages.front().role == ChatMessage::Role::system) {
         system_prompt = messages.front().content;
         messages = messages.subspan(1);
+        first_index = 1;
     }
     if (messages.empty())
         throw std::invalid_argument("messages: a conversation needs at least one message after the system prompt");
-    return {system_prompt, messages};
+    return {system_prompt, messages, first_index};
 }
 
 std::string_view lstrip_chars(std::string_view text, std::string_view chars) {

@@ -41,6 +41,9 @@ std::optional<ToolCall> first_object_call(std::string_view text, size_t from, si
 struct ConversationView {
     std::string_view system_prompt;
     std::span<const ChatMessage> messages;
+    size_t first_index = 0;  // 1 when messages[0] became the system prompt
+    // "messages[i]" for errors, counted in the caller's messages.
+    std::string path(size_t i) const { return "messages[" + std::to_string(i + first_index) + "]"; }
 };
 ConversationView conversation_view(std::string_view system_prompt, std::span<const ChatMessage> messages);
 
@@ -51,9 +54,6 @@ std::string_view rstrip_chars(std::string_view text, std::string_view chars);
 
 // len() of a Python str: the number of UTF-8 code points (continuation bytes are not counted).
 size_t utf8_length(std::string_view text);
-
-// "messages[i]: " for errors that name a message of the conversation.
-std::string message_path(size_t index);
 
 // A parsed call as a history message's call (no id: the caller assigns one).
 ChatToolCall chat_call(const ToolCall& call);

@@ -49,7 +49,9 @@ public:
     std::vector<Piece> conversation_pieces(const ToolSet& tools, std::string_view system_prompt,
                                            std::span<const ChatMessage> all_messages,
                                            const RenderOptions& options) const override {
-        const auto [system, messages] = conversation_view(system_prompt, all_messages);
+        const auto view = conversation_view(system_prompt, all_messages);
+        const auto system = view.system_prompt;
+        const auto messages = view.messages;
         auto pieces = prefix_pieces(tools, system);
         auto turn = [&pieces](std::string_view role, std::string body) {
             pieces.push_back(Piece::special("<|start_header_id|>"));
@@ -64,7 +66,7 @@ public:
                 turn("ipython", py_json_dumps(ordered_json(m.content)));
             } else if (m.role == ChatMessage::Role::assistant && !m.tool_calls.empty()) {
                 if (m.tool_calls.size() != 1)
-                    throw std::invalid_argument(message_path(i) +
+                    throw std::invalid_argument(view.path(i) +
                                                 ": llama3 renders one tool call per assistant message, "
                                                 "not " +
                                                 std::to_string(m.tool_calls.size()) +

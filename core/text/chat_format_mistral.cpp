@@ -55,7 +55,9 @@ public:
     std::vector<Piece> conversation_pieces(
         const ToolSet& tools, std::string_view system_prompt, std::span<const ChatMessage> all_messages,
         const RenderOptions& /*options: no generation prompt in this template*/) const override {
-        const auto [system, messages] = conversation_view(system_prompt, all_messages);
+        const auto view = conversation_view(system_prompt, all_messages);
+        const auto system = view.system_prompt;
+        const auto messages = view.messages;
         using Role = ChatMessage::Role;
         // The template first checks that user and assistant messages alternate, skipping tool
         // results and tool-calling assistant messages; anything else counts as "not user".
@@ -66,15 +68,15 @@ public:
             if (m.role == Role::user) last_user = &m;
             if (m.role == Role::tool || (m.role == Role::assistant && !m.tool_calls.empty())) continue;
             if ((m.role == Role::user) != (n_turns % 2 == 0))
-                throw std::invalid_argument(message_path(i) +
+                throw std::invalid_argument(view.path(i) +
                                             ": mistral needs user and assistant messages to "
                                             "alternate, starting with user (the template raises \"" +
                                             std::string(k_alternate_error) + "\")");
             ++n_turns;
         }
-        auto check_id = [](const std::string& id, size_t i) {
+        auto check_id = [&view](const std::string& id, size_t i) {
             if (utf8_length(id) != 9)
-                throw std::invalid_argument(message_path(i) + ": mistral needs tool call ids of 9 characters, not \"" +
+                throw std::invalid_argument(view.path(i) + ": mistral needs tool call ids of 9 characters, not \"" +
                                             id + "\" (the template raises \"" + std::string(k_id_error) + "\")");
         };
 
@@ -114,7 +116,7 @@ public:
                     Piece::plain(" {\"content\": " + m.content + ", \"call_id\": \"" + m.tool_call_id + "\"}"));
                 pieces.push_back(Piece::special("[/TOOL_RESULTS]"));
             } else {
-                throw std::invalid_argument(message_path(i) +
+                throw std::invalid_argument(view.path(i) +
                                             ": mistral takes a system message only at the start "
                                             "(the template raises \"" +
                                             std::string(k_role_error) + "\")");

@@ -43,7 +43,9 @@ public:
     std::vector<Piece> conversation_pieces(const ToolSet& tools, std::string_view system_prompt,
                                            std::span<const ChatMessage> all_messages,
                                            const RenderOptions& options) const override {
-        const auto [system, messages] = conversation_view(system_prompt, all_messages);
+        const auto view = conversation_view(system_prompt, all_messages);
+        const auto system = view.system_prompt;
+        const auto messages = view.messages;
         auto pieces = prefix_pieces(tools, system);
         std::string text;
         for (const ChatMessage& m : messages) {

@@ -140,7 +140,9 @@ public:
     std::vector<Piece> conversation_pieces(const ToolSet& tools, std::string_view system_prompt,
                                            std::span<const ChatMessage> all_messages,
                                            const RenderOptions& options) const override {
-        const auto [system, messages] = conversation_view(system_prompt, all_messages);
+        const auto view = conversation_view(system_prompt, all_messages);
+        const auto system = view.system_prompt;
+        const auto messages = view.messages;
         auto pieces = prefix_pieces(tools, system);
         // ns.last_query_index: the last user message that is not a tool response pasted as user
         // text; without one it is the last message, so no assistant turn keeps its thinking.
@@ -282,7 +284,9 @@ public:
     std::vector<Piece> conversation_pieces(const ToolSet& tools, std::string_view system_prompt,
                                            std::span<const ChatMessage> all_messages,
                                            const RenderOptions& options) const override {
-        const auto [system, messages] = conversation_view(system_prompt, all_messages);
+        const auto view = conversation_view(system_prompt, all_messages);
+        const auto system = view.system_prompt;
+        const auto messages = view.messages;
         auto pieces = prefix_pieces(tools, system);
         for (size_t i = 0; i < messages.size(); ++i) {
             const ChatMessage& m = messages[i];

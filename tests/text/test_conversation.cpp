@@ -250,6 +250,26 @@ TEST(ConversationPieces, EmptyConversationAndLeadingSystemMessage) {
     }
 }
 
+// Errors count messages as the caller passed them, a leading system message included.
+TEST(ConversationPieces, ErrorsNameTheCallersIndex) {
+    ChatMessage two_calls = ChatMessage::assistant("");
+    two_calls.tool_calls = {ChatToolCall{"call00001", "f", {}, std::nullopt},
+                            ChatToolCall{"call00002", "g", {}, std::nullopt}};
+    const std::vector<ChatMessage> m = {ChatMessage{Role::system, "S", {}, {}, {}, {}}, ChatMessage::user("q"),
+                                        two_calls};
+    const auto llama3 = cc::make_chat_format("llama3");
+    for (const std::string system : {"", "given"}) {
+        try {
+            llama3->conversation_pieces(ToolSet{}, system, m, RenderOptions{});
+            ADD_FAILURE() << "no error";
+        } catch (const std::invalid_argument& e) {
+            EXPECT_EQ(std::string(e.what()).rfind("messages[2]: llama3 renders one tool call per assistant message", 0),
+                      0u)
+                << e.what();
+        }
+    }
+}
+
 // ---- parse_openai_messages
 
 TEST(ParseOpenAiMessages, ReadsEveryField) {
