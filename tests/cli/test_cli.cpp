@@ -245,6 +245,21 @@ TEST(Cli, InteractiveChatReadsTurnsFromStdin) {
     EXPECT_GT(turns[1]["conversation_reused_tokens"].get<size_t>(), 0u);
 }
 
+TEST(Cli, AQueryAfterACompileInAnotherProcessReportsTheDiskLoadInsideItsTtft) {
+    auto compile = run_cli({"--model", "builtin:qwen3-test", "--json", "compile", "--tools", toolset(10)});
+    ASSERT_EQ(compile.exit_code, 0) << compile.err;
+    EXPECT_EQ(nlohmann::json::parse(compile.out)["tier"], "miss");
+    auto query = run_cli({"--model", "builtin:qwen3-test", "--json", "query", "--tools", toolset(10), "--query", "hi",
+                          "--max-new-tokens", "2"});
+    ASSERT_EQ(query.exit_code, 0) << query.err;
+    const auto j = nlohmann::json::parse(query.out);
+    EXPECT_EQ(j["tier"], "disk");
+    EXPECT_EQ(j["cache_hit"], true);
+    EXPECT_GT(j["timings"]["disk_load_ms"].get<double>(), 0.0);
+    EXPECT_GE(j["timings"]["ttft_ms"].get<double>(), j["timings"]["disk_load_ms"].get<double>());
+    EXPECT_EQ(j["compile"]["tier"], "disk");
+}
+
 TEST(Cli, KeyMatchesTheGroupKeyTheEngineCompiles) {
     auto key = run_cli({"--model", "builtin:qwen3-test", "--json", "key", "--tools", toolset(5), "--system", "S"});
     auto compile = run_cli({"--model", "builtin:qwen3-test", "--json", "compile", "--tools", toolset(5), "--system", "S"});
