@@ -251,6 +251,7 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
         std::string remote_addr;
         int remote_port, local_port;
         size_t consumed = 0;  // of st->text
+        bool recorded = false;  // the log entry was written (the stream ended one way or another)
     };
     std::vector<std::string> markers = req.tool_choice == ToolChoice::auto_ && !input->tools.empty()
                                            ? tool_call_markers(chat_format)
@@ -269,6 +270,7 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
     res.set_chunked_content_provider("text/event-stream", [ctx](size_t, httplib::DataSink& sink) {
         auto& c = *ctx;
         const auto record = [&](int status, const std::string& error) {
+            c.recorded = true;
             c.log.status = status;
             c.log.error = error;
             c.log.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c.begun).count();
@@ -351,6 +353,20 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
         sink.done();
         record(200, {});
         return true;
+    },
+    // Released however the response ends; if the provider never ran to an end (the connection
+    // failed before the body), the job must not run on for nobody.
+    [ctx](bool) {
+        auto& c = *ctx;
+        if (c.recorded) return;
+        c.self->worker.cancel(c.job);
+        c.job->wait();
+        c.log.status = 499;
+        c.log.error = "the connection ended before the stream";
+        c.log.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+        c.self->stats.record(c.log);
     });
 }
 

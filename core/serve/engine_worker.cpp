@@ -100,6 +100,11 @@ void EngineWorker::cancel(const std::shared_ptr<Job>& job) {
     if (was_queued) finish(*job, Job::State::dropped, nullptr);
 }
 
+bool EngineWorker::stopping() const {
+    std::lock_guard lock(mutex_);
+    return stopping_;
+}
+
 size_t EngineWorker::queue_depth() const {
     std::lock_guard lock(mutex_);
     return queue_.size();

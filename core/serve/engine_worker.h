@@ -69,6 +69,7 @@ public:
     // Any thread: a queued job leaves the queue (state dropped), a running one is cancelled.
     void cancel(const std::shared_ptr<Job>& job);
 
+    bool stopping() const;        // stop() was called: submit() refuses everything
     size_t queue_depth() const;   // jobs waiting
     bool busy() const;            // a job is running
     size_t max_queue() const { return max_queue_; }

@@ -97,6 +97,7 @@ std::shared_ptr<Job> Server::Impl::submit(std::function<void(Engine&, Job&)> fn)
         } refresh{this, engine};
         fn(engine, j);
     });
+    if (!job && worker.stopping()) throw ApiError(503, "The server is shutting down.", "", "shutting_down", "server_error");
     if (!job)
         throw ApiError(429,
                        "The server is busy: its queue of " + std::to_string(options.max_queue) +
