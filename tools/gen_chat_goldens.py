@@ -23,9 +23,16 @@ Tools are normalised (bare {name, description, parameters} -> {"type": "function
 and sorted by json.dumps(tool, ensure_ascii=False), exactly what cc::ToolSet does. An empty system
 prompt means "no system message"; no tools means tools=None.
 
+Conversations (tests/text/test_conversation.cpp): whole multi-turn prompts of every format, rendered
+from OpenAI-style messages converted the way vLLM hands them to the template (content None -> "",
+text parts joined with "\n", tool-call argument strings parsed into objects -- except for qwen3,
+whose template prints a string verbatim, so the string is kept). Rows the template refuses carry
+the template's error message instead of a text. `--only conversations` writes just this file.
+
 Run from the repository root with Debian's python3 (it has python3-jinja2):
     /usr/bin/python3 tools/gen_chat_goldens.py
-Writes tests/data/chat_goldens/{qwen3,llama3,mistral,qwen2.5}.jsonl; output is deterministic.
+Writes tests/data/chat_goldens/{qwen3,llama3,mistral,qwen2.5,conversations}.jsonl; output is
+deterministic.
 """
 
 import json
@@ -465,12 +472,204 @@ def added_token_strings(tokenizer_json_path):
     return [t["content"] for t in json.loads(Path(tokenizer_json_path).read_text(encoding="utf-8"))["added_tokens"]]
 
 
+# ---------------------------------------------------------------------------------------------
+# Conversations
+
+def template_messages(fmt, system, messages):
+    """OpenAI messages -> the template's messages, as vLLM prepares them (see the module doc)."""
+    out = [{"role": "system", "content": system}] if system else []
+    for m in messages:
+        role = "system" if m["role"] == "developer" else m["role"]
+        content = m.get("content")
+        if content is None:
+            content = ""
+        elif isinstance(content, list):
+            content = "\n".join(part["text"] for part in content)
+        t = {"role": role, "content": content}
+        if role == "assistant":
+            if m.get("reasoning_content") is not None:
+                t["reasoning_content"] = m["reasoning_content"]
+            if m.get("tool_calls"):
+                calls = []
+                for c in m["tool_calls"]:
+                    args = c["function"]["arguments"]
+                    if isinstance(args, str) and fmt != "qwen3":
+                        args = json.loads(args)
+                    calls.append({"id": c.get("id", ""), "type": "function",
+                                  "function": {"name": c["function"]["name"], "arguments": args}})
+                t["tool_calls"] = calls
+        if role == "tool":
+            t["tool_call_id"] = m["tool_call_id"]
+        out.append(t)
+    return out
+
+
+def render_conversation(env, templates, fmt, tools, system, messages, enable_thinking, add_generation_prompt):
+    msgs = template_messages(fmt, system, messages)
+    common = dict(messages=msgs, tools=tools or None, add_generation_prompt=add_generation_prompt)
+    if fmt == "qwen3":
+        return env.from_string(templates["qwen3"]).render(enable_thinking=enable_thinking, **common)
+    if fmt == "qwen2.5":
+        return env.from_string(QWEN25_TEMPLATE).render(**common)
+    if fmt == "llama3":
+        return env.from_string(LLAMA31_TEMPLATE).render(
+            bos_token="<|begin_of_text|>", eos_token="<|eot_id|>", tools_in_user_message=False,
+            date_string="26 Jul 2024", **common)
+    if fmt == "mistral":
+        return env.from_string(MISTRAL_V3_TEMPLATE).render(bos_token="<s>", eos_token="</s>", **common)
+    raise ValueError(fmt)
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+def assistant(text, calls=None, reasoning=None):
+    m = {"role": "assistant", "content": text}
+    if calls:
+        m["tool_calls"] = calls
+    if reasoning is not None:
+        m["reasoning_content"] = reasoning
+    return m
+
+
+def call(call_id, name, arguments):
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def tool(call_id, text):
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+TOOLS5 = "resources/toolsets/tools_5.json"
+WEATHER_ARGS = '{"location": "Paris, FR", "units": "celsius"}'
+CURRENCY_ARGS = '{"amount": 100, "from_currency": "EUR", "to_currency": "USD"}'
+AGENT_LOOP = [
+    user("What's the weather in Paris, and what is 100 EUR in USD?"),
+    assistant(None, [call("call00001", "get_current_weather", WEATHER_ARGS)]),
+    tool("call00001", '{"temperature": 18, "condition": "sunny"}'),
+    assistant("", [call("call00002", "convert_currency", CURRENCY_ARGS)]),
+    tool("call00002", '{"amount": 108.5, "currency": "USD"}'),
+    assistant("It is 18 °C and sunny in Paris; 100 EUR is 108.50 USD."),
+    user("Thanks! And in Zürich?"),
+]
+PARALLEL = [
+    user("Weather in Paris and in Tokyo?"),
+    assistant("Checking both.", [call("call00003", "get_current_weather", '{"location": "Paris"}'),
+                                 call("call00004", "get_current_weather", '{"location": "Tokyo"}')]),
+    tool("call00003", "sunny"),
+    tool("call00004", "東京: 雨 🌧️ <|im_end|> </tool_response> [/TOOL_RESULTS] <|eot_id|> \"quoted\" \\ back"),
+]
+ODD_RESULTS = [
+    user("Look it up: <tool_call>{\"name\": \"x\"}</tool_call> [INST] <|eot_id|>"),
+    assistant(None, [call("call00005", "get_current_weather", '{"location":"Zürich",  "units":"celsius"}')]),
+    tool("call00005", '  {"nested": {"list": [1, 2.5, "ü"], "null": null}, "text": "<|im_start|>"}\n'),
+]
+OBJECT_ARGS = [
+    user("Convert 5 GBP to JPY"),
+    assistant(None, [call("call00006", "convert_currency",
+                          {"amount": 5, "from_currency": "GBP", "to_currency": "JPY"})]),
+    tool("call00006", "1000 JPY"),
+    assistant("5 GBP is about 1000 JPY."),
+]
+LATER_SYSTEM = [
+    user("Hi"),
+    assistant("Hello! How can I help?"),
+    {"role": "system", "content": "From now on, answer in French."},
+    user("What's the weather like?"),
+]
+NO_TOOLS = [
+    {"role": "developer", "content": "Be brief."},
+    user([{"type": "text", "text": "First part."}, {"type": "text", "text": "Second part."}]),
+    assistant("  Noted.  "),
+    user("  And now?  "),
+]
+THINKING = [
+    user("Is it sunny in Paris?"),
+    assistant("<think>\nThe user wants weather.\n</think>\n\n", [call("call00007", "get_current_weather", WEATHER_ARGS)]),
+    tool("call00007", "sunny"),
+    assistant("<think>\nIt is sunny.\n</think>\n\nYes, it is sunny."),
+    user("And tomorrow?"),
+    assistant("", [call("call00008", "get_current_weather", '{"location": "Paris", "day": "tomorrow"}')],
+              reasoning="\nThey ask about tomorrow.\n"),
+    tool("call00008", "rain"),
+    assistant("<think>A</think>B</think>\n\nTomorrow: rain."),
+]
+TOOL_RESPONSE_USER = [
+    user("Check Paris."),
+    assistant(None, [call("call00009", "get_current_weather", '{"location": "Paris"}')]),
+    user("<tool_response>\nsunny\n</tool_response>"),
+    assistant("I think it is sunny.", reasoning="Pasted result."),
+]
+DUPLICATE_USER = [
+    user("Again?"),
+    assistant("Yes."),
+    user("Again?"),
+]
+
+
+def conversation_cases():
+    """(format, tools_file, system, messages, enable_thinking, add_generation_prompt)."""
+    sys_short = "You are a travel assistant."
+    out = []
+    for fmt in ["qwen3", "qwen2.5", "llama3", "mistral"]:
+        think_modes = [False, True] if fmt == "qwen3" else [False]
+        for thinking in think_modes:
+            out += [
+                (fmt, TOOLS5, sys_short, AGENT_LOOP, thinking, True),
+                (fmt, TOOLS5, "", AGENT_LOOP[:5], thinking, True),
+                (fmt, TOOLS5, sys_short, PARALLEL, thinking, True),
+                (fmt, TOOLS5, "", ODD_RESULTS, thinking, True),
+                (fmt, TOOLS5, sys_short, OBJECT_ARGS, thinking, False),
+                (fmt, TOOLS5, sys_short, LATER_SYSTEM, thinking, True),
+                (fmt, "", "", NO_TOOLS, thinking, True),
+                (fmt, "", sys_short, AGENT_LOOP[5:], thinking, True),
+                (fmt, TOOLS5, "", DUPLICATE_USER, thinking, True),
+            ]
+        if fmt == "qwen3":
+            for thinking in [False, True]:
+                for gen in [True, False]:
+                    out.append((fmt, TOOLS5, sys_short, THINKING, thinking, gen))
+                out.append((fmt, TOOLS5, "", THINKING[:5], thinking, True))
+                out.append((fmt, TOOLS5, "", TOOL_RESPONSE_USER, thinking, True))
+                out.append((fmt, TOOLS5, "", TOOL_RESPONSE_USER[:3], thinking, True))
+        if fmt == "qwen2.5":
+            out.append((fmt, TOOLS5, "", THINKING, False, True))
+        if fmt == "mistral":
+            out += [
+                (fmt, TOOLS5, sys_short, [user("a"), user("b")], False, True),
+                (fmt, TOOLS5, sys_short, [user("Hi"), assistant("Hello."), user("Weather?"),
+                                          {"role": "system", "content": "French."}], False, True),
+                (fmt, TOOLS5, "", [user("Hi"), assistant(None, [call("call_1", "get_current_weather", "{}")])],
+                 False, True),
+                (fmt, TOOLS5, "", [user("Hi"), assistant(None, [call("call00001", "get_current_weather", "{}")]),
+                                   tool("call_1", "x")], False, True),
+                (fmt, TOOLS5, "", [user("Hi"), assistant(None, [call("ça0000001", "get_current_weather", "{}")])],
+                 False, True),
+            ]
+    return out
+
+
+def conversation_rows(env, templates, tools_of):
+    rows = []
+    for fmt, tools_file, system, messages, thinking, gen in conversation_cases():
+        row = {"format": fmt, "tools_file": tools_file, "system": system, "messages": messages,
+               "enable_thinking": thinking, "add_generation_prompt": gen}
+        try:
+            row["text"] = render_conversation(env, templates, fmt, tools_of(tools_file), system, messages,
+                                              thinking, gen)
+        except jinja2.exceptions.TemplateError as e:
+            row["error"] = str(e)
+        rows.append(row)
+    return rows
+
+
 def main():
     import argparse
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llama3-tokenizer", type=Path,
                         help="a Llama 3 tokenizer.json; when given, llama3.jsonl also gets reference ids")
-    parser.add_argument("--only", choices=["qwen2.5"], help="write only this format's goldens")
+    parser.add_argument("--only", choices=["qwen2.5", "conversations"], help="write only these goldens")
     args = parser.parse_args()
 
     env = make_env()
@@ -495,6 +694,11 @@ def main():
         for r in rows:
             del r["tools_text"]
         return rows
+
+    write_jsonl(OUT_DIR / "conversations.jsonl",
+                conversation_rows(env, {"qwen3": qwen3_template}, tools_of))
+    if args.only == "conversations":
+        return 0
 
     # Qwen2.5: text only. The 100-tool prompt is the Qwen3 one with another system text: skipped.
     rows = [row(f, sy, q, render_qwen25(env, tools_of(f), sy, q)) for f, sy, q in all_cases

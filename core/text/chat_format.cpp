@@ -385,3 +385,59 @@ std::optional<ToolCall> first_object_call(std::string_view text, size_t from, si
 
 }  // namespace chat_detail
 }  // namespace cc
+
+namespace cc::chat_detail {
+
+ConversationView conversation_view(std::string_view system_prompt, std::span<const ChatMessage> messages) {
+    size_t first_index = 0;
+    if (system_prompt.empty() && !messages.empty() && messages.front().role == ChatMessage::Role::system) {
+        system_prompt = messages.front().content;
+        messages = messages.subspan(1);
+        first_index = 1;
+    }
+    if (messages.empty())
+        throw std::invalid_argument("messages: a conversation needs at least one message after the system prompt");
+    return {system_prompt, messages, first_index};
+}
+
+std::string_view lstrip_chars(std::string_view text, std::string_view chars) {
+    const size_t begin = text.find_first_not_of(chars);
+    return begin == std::string_view::npos ? std::string_view{} : text.substr(begin);
+}
+
+std::string_view rstrip_chars(std::string_view text, std::string_view chars) {
+    const size_t last = text.find_last_not_of(chars);
+    return last == std::string_view::npos ? std::string_view{} : text.substr(0, last + 1);
+}
+
+std::string_view strip_chars(std::string_view text, std::string_view chars) {
+    return rstrip_chars(lstrip_chars(text, chars), chars);
+}
+
+size_t utf8_length(std::string_view text) {
+    size_t n = 0;
+    for (const char c : text)
+        if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++n;
+    return n;
+}
+
+std::string message_path(size_t index) {
+    return "messages[" + std::to_string(index) + "]";
+}
+
+ChatToolCall chat_call(const ToolCall& call) {
+    ChatToolCall out;
+    out.name = call.name;
+    out.arguments = call.arguments;
+    return out;
+}
+
+std::string text_outside(std::string_view text, std::string_view markup) {
+    const size_t at = text.find(markup);
+    if (at == std::string_view::npos) return std::string(py_strip(text));
+    std::string rest(text.substr(0, at));
+    rest += text.substr(at + markup.size());
+    return std::string(py_strip(rest));
+}
+
+}  // namespace cc::chat_detail

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "core/base/json_text.h"
+#include "core/text/conversation.h"
 #include "core/text/tokenizer.h"
 #include "core/text/tool_set.h"
 
@@ -66,6 +67,21 @@ public:
     // only used by formats whose template places it in the query turn (mistral); the others put it
     // in the prefix and ignore it here.
     virtual std::vector<Piece> suffix_pieces(std::string_view query, std::string_view system_prompt) const = 0;
+    // The whole prompt of a conversation, as the official template renders [system?, messages...]
+    // with these tools: for a conversation of one user message (enable_thinking off, with the
+    // generation prompt) it is prefix_pieces(...) + suffix_pieces(...), piece for piece; in general
+    // the group prefix is a prefix of it when the template keeps the tools and system prompt in
+    // front (all formats but mistral with more than one user turn). Earlier turns are rendered
+    // by the template's own rules (e.g. qwen3 drops the <think> block of assistant turns before
+    // the last user query). Throws std::invalid_argument naming the message (e.g.
+    // "messages[3]: llama3 renders one tool call per assistant message") where the official
+    // template raises.
+    virtual std::vector<Piece> conversation_pieces(const ToolSet& tools, std::string_view system_prompt,
+                                                   std::span<const ChatMessage> messages,
+                                                   const RenderOptions& options) const = 0;
+    // The reply's text outside the tool-call markup, every tool call in it, and the thinking text.
+    // Never throws.
+    virtual ParsedReply parse_reply(std::string_view generated_text) const = 0;
     // Ids that end generation (looked up in the tokenizer; missing ones are skipped).
     virtual std::vector<token_id> stop_token_ids(const Tokenizer& tokenizer) const = 0;
     // The first tool call in the generated text, or nullopt for "no call". Never throws.

@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,5 +34,31 @@ std::optional<ToolCall> call_from_object_text(std::string_view object_text, bool
 // The call whose JSON object starts at the first '{' at or after `from` in `text`; its raw text
 // runs from `raw_begin` to the object's end, or to the end of the text when the object never closes.
 std::optional<ToolCall> first_object_call(std::string_view text, size_t from, size_t raw_begin);
+
+// The system prompt and the messages the template loops over. When `system_prompt` is empty and the
+// first message is a system message, that message is the system prompt: the official templates
+// take messages[0] apart whenever its role is system. An empty conversation is refused.
+struct ConversationView {
+    std::string_view system_prompt;
+    std::span<const ChatMessage> messages;
+    size_t first_index = 0;  // 1 when messages[0] became the system prompt
+    // "messages[i]" for errors, counted in the caller's messages.
+    std::string path(size_t i) const { return "messages[" + std::to_string(i + first_index) + "]"; }
+};
+ConversationView conversation_view(std::string_view system_prompt, std::span<const ChatMessage> messages);
+
+// Python's str.strip(chars) / lstrip / rstrip with an explicit set of ASCII characters.
+std::string_view strip_chars(std::string_view text, std::string_view chars);
+std::string_view lstrip_chars(std::string_view text, std::string_view chars);
+std::string_view rstrip_chars(std::string_view text, std::string_view chars);
+
+// len() of a Python str: the number of UTF-8 code points (continuation bytes are not counted).
+size_t utf8_length(std::string_view text);
+
+// A parsed call as a history message's call (no id: the caller assigns one).
+ChatToolCall chat_call(const ToolCall& call);
+
+// `text` without its first occurrence of `markup` (which must occur in it), trimmed as py_strip does.
+std::string text_outside(std::string_view text, std::string_view markup);
 
 }  // namespace cc::chat_detail

@@ -2,7 +2,14 @@
 // with tools_in_user_message=false, so the tool schemas sit in the system turn and are cacheable,
 // and date_string fixed to "26 Jul 2024" (the template's own default) so the prefix never changes
 // with the calendar.
+//
+// Conversations: each message is a header turn with its content trimmed; an assistant tool call
+// replaces the message's text with {"name": ..., "parameters": tojson(arguments)} (one call per
+// message, as the template demands); a tool result is an `ipython` turn printed with tojson, because
+// the template's `content is mapping or content is iterable` is true for a string too.
 #include "core/text/chat_format_detail.h"
+
+#include <stdexcept>
 
 namespace cc::chat_detail {
 namespace {
@@ -37,6 +44,61 @@ public:
 
     std::vector<token_id> stop_token_ids(const Tokenizer& tokenizer) const override {
         return existing_ids(tokenizer, {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"});
+    }
+
+    std::vector<Piece> conversation_pieces(const ToolSet& tools, std::string_view system_prompt,
+                                           std::span<const ChatMessage> all_messages,
+                                           const RenderOptions& options) const override {
+        const auto view = conversation_view(system_prompt, all_messages);
+        const auto system = view.system_prompt;
+        const auto messages = view.messages;
+        auto pieces = prefix_pieces(tools, system);
+        auto turn = [&pieces](std::string_view role, std::string body) {
+            pieces.push_back(Piece::special("<|start_header_id|>"));
+            pieces.push_back(Piece::plain(std::string(role)));
+            pieces.push_back(Piece::special("<|end_header_id|>"));
+            pieces.push_back(Piece::plain("\n\n" + std::move(body)));
+            pieces.push_back(Piece::special("<|eot_id|>"));
+        };
+        for (size_t i = 0; i < messages.size(); ++i) {
+            const ChatMessage& m = messages[i];
+            if (m.role == ChatMessage::Role::tool) {
+                turn("ipython", py_json_dumps(ordered_json(m.content)));
+            } else if (m.role == ChatMessage::Role::assistant && !m.tool_calls.empty()) {
+                if (m.tool_calls.size() != 1)
+                    throw std::invalid_argument(view.path(i) +
+                                                ": llama3 renders one tool call per assistant message, "
+                                                "not " +
+                                                std::to_string(m.tool_calls.size()) +
+                                                " (the template raises \"This model only supports single tool-calls "
+                                                "at once!\")");
+                const auto& call = m.tool_calls.front();
+                turn("assistant",
+                     "{\"name\": \"" + call.name + "\", \"parameters\": " + py_json_dumps(call.arguments) + "}");
+            } else {
+                turn(role_name(m.role), std::string(py_strip(m.content)));
+            }
+        }
+        if (options.add_generation_prompt) {
+            pieces.push_back(Piece::special("<|start_header_id|>"));
+            pieces.push_back(Piece::plain("assistant"));
+            pieces.push_back(Piece::special("<|end_header_id|>"));
+            pieces.push_back(Piece::plain("\n\n"));
+        }
+        return pieces;
+    }
+
+    // One call (see parse_tool_call); the text around it, if any, is the content.
+    ParsedReply parse_reply(std::string_view text) const override {
+        ParsedReply reply;
+        if (auto call = parse_tool_call(text)) {
+            reply.tool_calls_valid = call->arguments_valid;
+            reply.tool_calls.push_back(chat_call(*call));
+            reply.content = text_outside(text, call->raw);
+        } else {
+            reply.content = std::string(py_strip(text));
+        }
+        return reply;
     }
 
     // The model answers with the JSON object itself, {"name": ..., "parameters": {...}} (some

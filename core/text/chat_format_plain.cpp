@@ -7,6 +7,12 @@
 // chat_format.h). The prefix ends with "\n" whenever it has text, and for the SentencePiece
 // tokenizers this format serves "\n" is a byte-fallback token that no merge crosses, while the
 // suffix begins with "User", so the check always passes there; it is a guard, not a hope.
+//
+// Conversations (no official template; our own rendering, one line per message after the prefix):
+//   User: {text}\n   System: {text}\n   Tool result: {text}\n
+//   Assistant: {text}\n, or with tool calls one {"name": ..., "arguments": {...}} line per call
+//   after the text ("Assistant: " + the lines joined with "\n")
+// and "Assistant:" as the generation prompt, so one user message renders as the suffix does.
 #include "core/text/chat_format_detail.h"
 
 #include <algorithm>
@@ -32,6 +38,53 @@ public:
 
     std::vector<Piece> suffix_pieces(std::string_view query, std::string_view /*system_prompt*/) const override {
         return {Piece::plain("User: " + std::string(query) + "\nAssistant:")};
+    }
+
+    std::vector<Piece> conversation_pieces(const ToolSet& tools, std::string_view system_prompt,
+                                           std::span<const ChatMessage> all_messages,
+                                           const RenderOptions& options) const override {
+        const auto view = conversation_view(system_prompt, all_messages);
+        const auto system = view.system_prompt;
+        const auto messages = view.messages;
+        auto pieces = prefix_pieces(tools, system);
+        std::string text;
+        for (const ChatMessage& m : messages) {
+            switch (m.role) {
+                case ChatMessage::Role::user:
+                    text += "User: " + m.content + "\n";
+                    break;
+                case ChatMessage::Role::system:
+                    text += "System: " + m.content + "\n";
+                    break;
+                case ChatMessage::Role::tool:
+                    text += "Tool result: " + m.content + "\n";
+                    break;
+                case ChatMessage::Role::assistant: {
+                    std::string lines = m.content;
+                    for (const auto& call : m.tool_calls) {
+                        if (!lines.empty()) lines += "\n";
+                        lines += py_json_dumps(ordered_json{{"name", call.name}, {"arguments", call.arguments}});
+                    }
+                    text += "Assistant: " + lines + "\n";
+                    break;
+                }
+            }
+        }
+        if (options.add_generation_prompt) text += "Assistant:";
+        if (!text.empty()) pieces.push_back(Piece::plain(std::move(text)));
+        return pieces;
+    }
+
+    ParsedReply parse_reply(std::string_view text) const override {
+        ParsedReply reply;
+        if (auto call = parse_tool_call(text)) {
+            reply.tool_calls_valid = call->arguments_valid;
+            reply.tool_calls.push_back(chat_call(*call));
+            reply.content = text_outside(text, call->raw);
+        } else {
+            reply.content = std::string(py_strip(text));
+        }
+        return reply;
     }
 
     // A base model has no end-of-turn token: stop at end of text, and at BOS, which a model trained

@@ -3,7 +3,14 @@
 // Qwen2.5: the official template of the Qwen2.5-*-Instruct tokenizer_config.json (the same ChatML
 // turns and <tool_call> block), which always prints a system turn -- the default "You are Qwen,
 // created by Alibaba Cloud. You are a helpful assistant." when none is given -- and has no <think>.
+//
+// Conversations follow the two templates line by line (see docs/models.md, "Conversations"):
+// consecutive tool results share one user turn, each in <tool_response> tags (added tokens, so
+// template tokens here); Qwen3 keeps an assistant turn's <think> block only after the last real
+// user query and prints string arguments verbatim, Qwen2.5 always prints tojson(parsed arguments).
 #include "core/text/chat_format_detail.h"
+
+#include <stdexcept>
 
 namespace cc::chat_detail {
 namespace {
@@ -12,7 +19,76 @@ constexpr std::string_view k_tools_intro =
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
 
+constexpr std::string_view k_think_open = "<think>";
+constexpr std::string_view k_think_close = "</think>";
+constexpr std::string_view k_call_open = "<tool_call>";
+constexpr std::string_view k_call_close = "</tool_call>";
+constexpr std::string_view k_response_open = "<tool_response>";
+constexpr std::string_view k_response_close = "</tool_response>";
+
 constexpr std::string_view k_qwen25_default_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+
+// <|im_start|>{role}\n{content}<|im_end|>\n -- a user turn is split exactly as suffix_pieces splits it.
+void append_turn(std::vector<Piece>& pieces, std::string_view role, std::string_view content) {
+    pieces.push_back(Piece::special("<|im_start|>"));
+    pieces.push_back(Piece::plain(std::string(role) + "\n" + std::string(content)));
+    pieces.push_back(Piece::special("<|im_end|>"));
+    pieces.push_back(Piece::plain("\n"));
+}
+
+// One tool result; consecutive results share one <|im_start|>user turn.
+void append_tool_result(std::vector<Piece>& pieces, std::span<const ChatMessage> messages, size_t i) {
+    if (i == 0 || messages[i - 1].role != ChatMessage::Role::tool) {
+        pieces.push_back(Piece::special("<|im_start|>"));
+        pieces.push_back(Piece::plain("user"));
+    }
+    pieces.push_back(Piece::plain("\n"));
+    pieces.push_back(Piece::special(std::string(k_response_open)));
+    pieces.push_back(Piece::plain("\n" + messages[i].content + "\n"));
+    pieces.push_back(Piece::special(std::string(k_response_close)));
+    if (i + 1 == messages.size() || messages[i + 1].role != ChatMessage::Role::tool) {
+        pieces.push_back(Piece::special("<|im_end|>"));
+        pieces.push_back(Piece::plain("\n"));
+    }
+}
+
+// <tool_call>\n{"name": "...", "arguments": ...}\n</tool_call>
+void append_call(std::vector<Piece>& pieces, const ChatToolCall& call, const std::string& arguments) {
+    pieces.push_back(Piece::special(std::string(k_call_open)));
+    pieces.push_back(Piece::plain("\n{\"name\": \"" + call.name + "\", \"arguments\": " + arguments + "}\n"));
+    pieces.push_back(Piece::special(std::string(k_call_close)));
+}
+
+// Every <tool_call> block of `text` (the last may be cut off) and the text outside them.
+void read_calls(std::string_view text, ParsedReply& reply) {
+    std::string outside;
+    size_t pos = 0;
+    while (true) {
+        const size_t open = text.find(k_call_open, pos);
+        if (open == std::string_view::npos) break;
+        outside += text.substr(pos, open - pos);
+        const size_t body = open + k_call_open.size();
+        const size_t close = text.find(k_call_close, body);
+        const std::string_view inner =
+            text.substr(body, (close == std::string_view::npos ? text.size() : close) - body);
+        const size_t raw_end = close == std::string_view::npos ? text.size() : close + k_call_close.size();
+        std::optional<ToolCall> call;
+        if (const size_t brace = inner.find('{'); brace != std::string_view::npos) {
+            const auto end = balanced_json_end(inner, brace);
+            call = call_from_object_text(inner.substr(brace, (end ? *end : inner.size()) - brace), end.has_value(),
+                                         std::string(text.substr(open, raw_end - open)));
+        }
+        if (call) {
+            if (!call->arguments_valid) reply.tool_calls_valid = false;
+            reply.tool_calls.push_back(chat_call(*call));
+        } else {
+            reply.tool_calls_valid = false;  // markup without a readable call
+        }
+        pos = raw_end;
+    }
+    outside += text.substr(pos);
+    reply.content = std::string(py_strip(outside));
+}
 
 class Qwen3Format : public ChatFormat {
 public:
@@ -61,6 +137,71 @@ public:
         return existing_ids(tokenizer, {"<|im_end|>", "<|endoftext|>"});
     }
 
+    std::vector<Piece> conversation_pieces(const ToolSet& tools, std::string_view system_prompt,
+                                           std::span<const ChatMessage> all_messages,
+                                           const RenderOptions& options) const override {
+        const auto view = conversation_view(system_prompt, all_messages);
+        const auto system = view.system_prompt;
+        const auto messages = view.messages;
+        auto pieces = prefix_pieces(tools, system);
+        // ns.last_query_index: the last user message that is not a tool response pasted as user
+        // text; without one it is the last message, so no assistant turn keeps its thinking.
+        size_t last_query = messages.size() - 1;
+        for (size_t i = messages.size(); i-- > 0;) {
+            const auto& c = messages[i].content;
+            if (messages[i].role == ChatMessage::Role::user &&
+                !(c.starts_with(k_response_open) && c.ends_with(k_response_close))) {
+                last_query = i;
+                break;
+            }
+        }
+        for (size_t i = 0; i < messages.size(); ++i) {
+            const ChatMessage& m = messages[i];
+            switch (m.role) {
+                case ChatMessage::Role::user:
+                case ChatMessage::Role::system:
+                    append_turn(pieces, role_name(m.role), m.content);
+                    break;
+                case ChatMessage::Role::tool:
+                    append_tool_result(pieces, messages, i);
+                    break;
+                case ChatMessage::Role::assistant:
+                    append_assistant(pieces, m, i > last_query, i + 1 == messages.size());
+                    break;
+            }
+        }
+        if (options.add_generation_prompt) {
+            pieces.push_back(Piece::special("<|im_start|>"));
+            pieces.push_back(Piece::plain("assistant\n"));
+            if (!options.enable_thinking) {
+                pieces.push_back(Piece::special(std::string(k_think_open)));
+                pieces.push_back(Piece::plain("\n\n"));
+                pieces.push_back(Piece::special(std::string(k_think_close)));
+                pieces.push_back(Piece::plain("\n\n"));
+            }
+        }
+        return pieces;
+    }
+
+    // <think>…</think> -> reasoning_content (a reply cut off inside the block is all reasoning);
+    // after it, every <tool_call> block, and the rest as content.
+    ParsedReply parse_reply(std::string_view text) const override {
+        ParsedReply reply;
+        std::string_view body = text;
+        if (const size_t close = text.find(k_think_close); close != std::string_view::npos) {
+            std::string_view thought = text.substr(0, close);
+            if (const size_t open = thought.find(k_think_open); open != std::string_view::npos)
+                thought = thought.substr(open + k_think_open.size());
+            reply.reasoning_content = std::string(strip_chars(thought, "\n"));
+            body = text.substr(close + k_think_close.size());
+        } else if (const size_t open = text.find(k_think_open); open != std::string_view::npos) {
+            reply.reasoning_content = std::string(strip_chars(text.substr(open + k_think_open.size()), "\n"));
+            body = text.substr(0, open);
+        }
+        read_calls(body, reply);
+        return reply;
+    }
+
     // <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>; the closing tag may be missing
     // when generation stopped early. It is a single token whose decoded text is the tag, so it is
     // kept in `raw` when present.
@@ -81,6 +222,43 @@ public:
         return call_from_object_text(inner.substr(brace, object_end - brace), end.has_value(),
                                      std::string(text.substr(begin, raw_end - begin)));
     }
+
+private:
+    // The reasoning comes from reasoning_content, else from a </think> in the content (which then
+    // loses it); it is printed only after the last query, and there only when non-empty or when
+    // the turn is the conversation's last message.
+    static void append_assistant(std::vector<Piece>& pieces, const ChatMessage& m, bool after_last_query, bool last) {
+        std::string_view content = m.content;
+        std::string_view reasoning;
+        if (m.reasoning_content) {
+            reasoning = *m.reasoning_content;
+        } else if (const size_t close = content.rfind(k_think_close); close != std::string_view::npos) {
+            // content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
+            std::string_view before = rstrip_chars(content.substr(0, content.find(k_think_close)), "\n");
+            if (const size_t open = before.rfind(k_think_open); open != std::string_view::npos)
+                before = before.substr(open + k_think_open.size());
+            reasoning = lstrip_chars(before, "\n");
+            content = lstrip_chars(content.substr(close + k_think_close.size()), "\n");
+        }
+        pieces.push_back(Piece::special("<|im_start|>"));
+        if (after_last_query && (last || !reasoning.empty())) {
+            pieces.push_back(Piece::plain("assistant\n"));
+            pieces.push_back(Piece::special(std::string(k_think_open)));
+            pieces.push_back(Piece::plain("\n" + std::string(strip_chars(reasoning, "\n")) + "\n"));
+            pieces.push_back(Piece::special(std::string(k_think_close)));
+            pieces.push_back(Piece::plain("\n\n" + std::string(lstrip_chars(content, "\n"))));
+        } else {
+            pieces.push_back(Piece::plain("assistant\n" + std::string(content)));
+        }
+        for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+            if (k > 0 || !content.empty()) pieces.push_back(Piece::plain("\n"));
+            const auto& call = m.tool_calls[k];
+            // `tool_call.arguments is string`: the client's JSON text, verbatim.
+            append_call(pieces, call, call.arguments_text ? *call.arguments_text : py_json_dumps(call.arguments));
+        }
+        pieces.push_back(Piece::special("<|im_end|>"));
+        pieces.push_back(Piece::plain("\n"));
+    }
 };
 
 // Qwen2.5 differs from Qwen3 in two places only: an empty system prompt becomes the default one
@@ -98,6 +276,46 @@ public:
         return {Piece::special("<|im_start|>"), Piece::plain("user\n" + std::string(query)),
                 Piece::special("<|im_end|>"),   Piece::plain("\n"),
                 Piece::special("<|im_start|>"), Piece::plain("assistant\n")};
+    }
+
+    // No <think> anywhere: assistant text is printed as given and the generation prompt is the bare
+    // header. Arguments are always tojson(parsed): vLLM parses OpenAI argument strings into objects
+    // before templating (the Hugging Face convention), and this template has no `is string` branch.
+    std::vector<Piece> conversation_pieces(const ToolSet& tools, std::string_view system_prompt,
+                                           std::span<const ChatMessage> all_messages,
+                                           const RenderOptions& options) const override {
+        const auto view = conversation_view(system_prompt, all_messages);
+        const auto system = view.system_prompt;
+        const auto messages = view.messages;
+        auto pieces = prefix_pieces(tools, system);
+        for (size_t i = 0; i < messages.size(); ++i) {
+            const ChatMessage& m = messages[i];
+            if (m.role == ChatMessage::Role::tool) {
+                append_tool_result(pieces, messages, i);
+            } else if (m.role != ChatMessage::Role::assistant || m.tool_calls.empty()) {
+                append_turn(pieces, role_name(m.role), m.content);
+            } else {
+                pieces.push_back(Piece::special("<|im_start|>"));
+                pieces.push_back(Piece::plain(m.content.empty() ? "assistant" : "assistant\n" + m.content));
+                for (const auto& call : m.tool_calls) {
+                    pieces.push_back(Piece::plain("\n"));
+                    append_call(pieces, call, py_json_dumps(call.arguments));
+                }
+                pieces.push_back(Piece::special("<|im_end|>"));
+                pieces.push_back(Piece::plain("\n"));
+            }
+        }
+        if (options.add_generation_prompt) {
+            pieces.push_back(Piece::special("<|im_start|>"));
+            pieces.push_back(Piece::plain("assistant\n"));
+        }
+        return pieces;
+    }
+
+    ParsedReply parse_reply(std::string_view text) const override {
+        ParsedReply reply;
+        read_calls(text, reply);
+        return reply;
     }
 };
 
