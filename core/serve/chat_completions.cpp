@@ -15,58 +15,31 @@ int64_t unix_s_now() {
     return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// The conversation as the engine takes it.
-// TODO(engine chat): until Engine::chat lands, a request is one turn: an optional leading
-// system/developer message and one user message, answered by set_tools + query.
+// The conversation as the engine takes it: the group (tools + the leading system message) and the
+// messages after it.
 struct ChatInput {
     ToolSet tools;
-    std::string system_prompt;
-    std::string user;
+    Conversation conversation;
 };
-
-std::string text_content(const nlohmann::json& content, const std::string& where) {
-    if (content.is_string()) return content.get<std::string>();
-    if (content.is_array()) {
-        std::string out;
-        for (size_t i = 0; i < content.size(); ++i) {
-            const auto& part = content[i];
-            if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-                throw ApiError(400, where + "[" + std::to_string(i) + "]: only {\"type\": \"text\", \"text\": ...} parts are supported.",
-                               where, "invalid_value");
-            if (!out.empty()) out += "\n";
-            out += part["text"].get<std::string>();
-        }
-        return out;
-    }
-    throw ApiError(400, "Invalid type for '" + where + "': expected a string or an array of text parts, but got " +
-                            content.type_name() + ".",
-                   where, "invalid_type");
-}
 
 ChatInput chat_input(const ChatCompletionRequest& r) {
     ChatInput in;
     if (r.tools) in.tools = tools_from_body(*r.tools, "tools");
-    size_t i = 0;
-    const auto& m = r.messages;
-    auto role_of = [&](size_t k) -> std::string {
-        if (!m[k].contains("role") || !m[k]["role"].is_string())
-            throw ApiError(400, "messages[" + std::to_string(k) + "].role must be a string.",
-                           "messages[" + std::to_string(k) + "].role", "invalid_type");
-        return m[k]["role"].get<std::string>();
-    };
-    if (const auto role = role_of(0); role == "system" || role == "developer") {
-        if (!m[0].contains("content")) throw ApiError(400, "messages[0].content is missing.", "messages[0].content", "missing_required_parameter");
-        in.system_prompt = text_content(m[0]["content"], "messages[0].content");
-        i = 1;
+    try {
+        in.conversation = parse_openai_messages(r.messages, "messages");
+    } catch (const std::invalid_argument& e) {
+        throw ApiError(400, e.what(), "messages", "invalid_value");
     }
-    if (m.size() != i + 1 || role_of(i) != "user")
+    if (in.conversation.messages.empty())
+        throw ApiError(400, "'messages' holds no message after the system message.", "messages", "invalid_value");
+    // TODO(engine chat): until Engine::chat is merged, a request is one turn: one user message
+    // after the optional system message, answered by set_tools + query.
+    const auto& m = in.conversation.messages;
+    if (m.size() != 1 || m[0].role != ChatMessage::Role::user)
         throw ApiError(400,
                        "This build answers one user turn (an optional system message, then one user message); "
                        "multi-turn conversations with tool results need the engine's conversation API.",
                        "messages", "unsupported_value");
-    if (!m[i].contains("content"))
-        throw ApiError(400, "messages[" + std::to_string(i) + "].content is missing.", "messages", "missing_required_parameter");
-    in.user = text_content(m[i]["content"], "messages[" + std::to_string(i) + "].content");
     return in;
 }
 
@@ -90,18 +63,23 @@ size_t stop_position(const std::string& text, const std::vector<std::string>& st
     return first;
 }
 
+// The reply as the protocol sends it. With tool_choice auto and tools offered, the chat format
+// reads the reply (content, thinking, tool calls); a call whose arguments are not a JSON object is
+// not a call, and the whole text is content. With tool_choice none the text is content as written.
 ChatOutcome make_outcome(const QueryResult& r, const CompileResult& compiled, const ChatCompletionRequest& req,
-                         const std::string& chat_format, bool stop_hit, double queue_ms) {
+                         const ChatFormat* format, const std::string& chat_format, bool stop_hit, double queue_ms) {
     ChatOutcome o;
     std::string text = r.text;
     if (stop_hit) text.erase(std::min(text.size(), stop_position(text, req.stop)));
-    const bool want_calls = req.tool_choice == ToolChoice::auto_ && !compiled.tool_names.empty();
-    if (want_calls && !stop_hit && r.tool_call && r.tool_call->arguments_valid) {
-        size_t marker = std::string::npos;
-        for (const auto& mk : tool_call_markers(chat_format)) marker = std::min(marker, text.find(mk));
-        o.content = text.substr(0, std::min(marker, text.size()));
-        while (!o.content.empty() && (o.content.back() == '\n' || o.content.back() == ' ')) o.content.pop_back();
-        o.tool_calls.push_back({make_tool_call_id(chat_format == "mistral"), r.tool_call->name, r.tool_call->arguments.dump()});
+    const bool want_calls = req.tool_choice == ToolChoice::auto_ && !compiled.tool_names.empty() && format;
+    ParsedReply reply;
+    if (want_calls) reply = format->parse_reply(text);
+    if (want_calls && !reply.tool_calls.empty() && reply.tool_calls_valid) {
+        o.content = reply.content;
+        o.reasoning_content = reply.reasoning_content;
+        for (const auto& call : reply.tool_calls)
+            o.tool_calls.push_back({make_tool_call_id(chat_format == "mistral"), call.name,
+                                    call.arguments_text.value_or(call.arguments.dump())});
         o.finish_reason = "tool_calls";
     } else {
         o.content = text;
@@ -179,7 +157,8 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
 
     const std::string chat_format = worker.model_info().chat_format;
     auto st = std::make_shared<StreamState>();
-    auto job = submit([input, request, q, st, chat_format](Engine& engine, Job& job) {
+    const ChatFormat* format = chat_format_parser.get();
+    auto job = submit([input, request, q, st, chat_format, format](Engine& engine, Job& job) {
         struct Finished {  // wakes the streaming thread however the job ends
             StreamState& st;
             ~Finished() {
@@ -190,9 +169,9 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
                 st.cv.notify_all();
             }
         } finished{*st};
-        const CompileResult compiled = engine.set_tools(input->tools, input->system_prompt);
+        const CompileResult compiled = engine.set_tools(input->tools, input->conversation.system_prompt);
         if (job.cancelled()) throw Cancelled();
-        const QueryResult r = engine.query(input->user, q, [&](const TokenEvent& ev) {
+        const QueryResult r = engine.query(input->conversation.messages[0].content, q, [&](const TokenEvent& ev) {
             if (job.cancelled()) engine.cancel();
             {
                 std::lock_guard lock(st->mutex);
@@ -213,7 +192,7 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
             std::lock_guard lock(st->mutex);
             stop_hit = st->stop_hit;
         }
-        ChatOutcome o = make_outcome(r, compiled, *request, chat_format, stop_hit, job.queue_ms());
+        ChatOutcome o = make_outcome(r, compiled, *request, format, chat_format, stop_hit, job.queue_ms());
         std::lock_guard lock(st->mutex);
         fill_log(st->log, r, compiled, o);
         st->outcome = std::move(o);

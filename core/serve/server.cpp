@@ -199,6 +199,7 @@ void Server::start() {
     const ModelInfo info = s.worker.start();
     s.model_id = info.spec;
     s.system_fingerprint = "cc-" + info.fingerprint.substr(0, 12);
+    if (!info.chat_format.empty()) s.chat_format_parser = make_chat_format(info.chat_format);
     s.started_unix_s = unix_ms_now() / 1000;
     s.started = std::chrono::steady_clock::now();
 

@@ -233,6 +233,9 @@ TEST_F(ServerTest, ErrorsHaveTheOpenAIShape) {
     b = chat_body(ordered_json::parse(R"([{"name": "9bad"}])"));
     check(post("/v1/chat/completions", b, 400), "tools");
     b = chat_body(ordered_json::parse(kTools));
+    b["messages"][1] = {{"role", "function"}, {"name", "f"}, {"content", "x"}};  // the legacy role is refused
+    check(post("/v1/chat/completions", b, 400), "messages");
+    b = chat_body(ordered_json::parse(kTools));
     b["some_future_field"] = {{"x", 1}};  // unknown fields are ignored
     post("/v1/chat/completions", b, 200);
 
