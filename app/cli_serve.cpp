@@ -22,6 +22,10 @@ int cmd_serve(Args& args, const cc::EngineOptions& options, bool json) {
 
     // Ctrl-C and SIGTERM are taken by sigwait on this thread: blocked here before any thread starts,
     // so every thread inherits the mask and none is interrupted inside the engine or a socket call.
+    // Their dispositions are reset first: a shell starts background jobs with SIGINT ignored, and an
+    // ignored signal is dropped before sigwait could see it (`kill -INT` would do nothing).
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGINT);
