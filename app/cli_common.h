@@ -91,6 +91,7 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
 void report_warnings(cc::Engine& engine);
 
 // Command families in their own files (app/cli_<name>.cpp).
+int cmd_chat(Args& args, const cc::EngineOptions& options, bool json);  // cli_chat.cpp
 int cmd_bench(Args& args, const cc::EngineOptions& options, bool json);  // cli_bench.cpp
 int cmd_eval(Args& args, const cc::EngineOptions& options, bool json);  // app/cli_eval.cpp
 int cmd_selftest(Args& args, const cc::EngineOptions& options, bool json);  // cli_selftest.cpp

@@ -27,6 +27,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -59,6 +60,13 @@ commands:
                                               answer a query (QueryResult with the timing split);
                                               per_tool_nope: the paper's per-tool cache experiment
                                               vs full prefill (logit cosine, top-1, KL, RoPE check)
+  chat --messages FILE.json [--tools FILE] [--system S] [--mode cached|full|compare] [--each-turn]
+       [--thinking] [--max-new-tokens N] [--temperature T] [--seed S] [--ignore-eos]
+  chat -i [--tools FILE] [--system S]         a conversation (OpenAI-style messages, or a request body
+                                              {"messages", "tools"}): the reply to the last turn with
+                                              group / conversation / prefilled tokens and timings;
+                                              --each-turn: a request at every assistant turn, in order;
+                                              -i: type turns, paste tool results (JSON lines with --json)
   generate (--prompt-ids 1,2,3 | --prompt T) [--max-new-tokens N] [--ignore-eos]
                                               raw LM greedy continuation, no chat format
   logits (--prompt-ids 1,2,3 | --prompt T)    all last-position logits
@@ -382,7 +390,9 @@ int cmd_query(Args& args, cc::EngineOptions options, bool json) {
 
     cc::Engine engine(options);
     engine.load_model();
-    engine.set_tools(tools, system);
+    // Not linked here: the first query links the group (or compiles it) and reports where its
+    // prefix came from, with that load inside its TTFT.
+    engine.select_tools(tools, system);
     std::vector<cc::QueryResult> runs;
     std::vector<cc::NopeReport> nope_reports;
     cc::NopeExperiment nope;
@@ -495,7 +505,14 @@ int cmd_export(Args& args, const std::string& model_spec, bool json) {
 
 int main(int argc, char** argv) {
     try {
-        Args args(argc, argv, {"json", "help", "add-special-tokens", "decode", "ignore-eos", "csv", "quiet", "quick"});
+        // -i is chat's short form of --interactive
+        std::vector<char*> argv_long(argv, argv + argc);
+        static char interactive_flag[] = "--interactive";
+        for (auto& a : argv_long)
+            if (std::string_view(a) == "-i") a = interactive_flag;
+        Args args(static_cast<int>(argv_long.size()), argv_long.data(),
+                  {"json", "help", "add-special-tokens", "decode", "ignore-eos", "csv", "quiet", "quick", "interactive",
+                   "each-turn", "thinking"});
         if (args.flag("help") || args.positional().empty()) {
             std::cout << kUsage;
             return args.flag("help") ? 0 : 2;
@@ -519,6 +536,7 @@ int main(int argc, char** argv) {
         }
         if (command == "selftest") return cmd_selftest(args, options, json);
         if (command == "serve") return cmd_serve(args, options, json);
+        if (command == "chat") return cmd_chat(args, options, json);
         if (command == "export") return cmd_export(args, model_spec, json);
         if (command == "cache") return cmd_cache(args, options, json);
         if (command == "bench") return cmd_bench(args, options, json);

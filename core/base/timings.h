@@ -25,13 +25,14 @@ private:
     std::chrono::steady_clock::time_point start_;
 };
 
-// The timing split of one query. link = lookup + disk_load + upload; ttft is measured from submit
+// The timing split of one query. link = lookup + disk_load + upload + conversation_link; ttft is measured from submit
 // to the first sampled token; decode covers the tokens after the first.
 struct Timings {
     double tokenize_ms = 0;
     double lookup_ms = 0;
     double disk_load_ms = 0;
     double upload_ms = 0;
+    double conversation_link_ms = 0;  // finding and copying a stored conversation state's K/V (chat)
     double link_ms = 0;
     double compile_ms = 0;   // prefix computed inside this query (a cached-mode miss), else 0
     double prefill_ms = 0;   // the suffix in cached mode, the whole prompt in full mode

@@ -17,6 +17,25 @@
 namespace cc {
 namespace {
 
+// compare mode: `cached` becomes the result, with the full-prefill run and how they compare.
+QueryResult record_comparison(QueryResult full, QueryResult cached) {
+    cached.mode = "compare";
+    const StepDiff diff = compare_steps(full, cached);
+    cached.identical = diff.identical;
+    cached.max_abs_logit_diff = diff.max_abs_logit_diff;
+    cached.first_difference = diff.first_difference;
+    cached.full = std::make_shared<QueryResult>(std::move(full));
+    return cached;
+}
+
+// The earliest occurrence of any of `stops` in `text`, or npos.
+size_t first_stop(std::string_view text, const std::vector<std::string>& stops) {
+    size_t at = std::string_view::npos;
+    for (const auto& s : stops)
+        if (!s.empty()) at = std::min(at, text.find(s));
+    return at;
+}
+
 }  // namespace
 
 const char* query_mode_name(QueryMode m) {
@@ -31,6 +50,7 @@ const char* query_mode_name(QueryMode m) {
 const char* stop_reason_name(StopReason r) {
     switch (r) {
         case StopReason::stop_token: return "stop_token";
+        case StopReason::stop_string: return "stop_string";
         case StopReason::max_new_tokens: return "max_new_tokens";
         case StopReason::cancelled: return "cancelled";
     }
@@ -46,6 +66,8 @@ QueryMode parse_query_mode(const std::string& name) {
 
 Engine::Engine(EngineOptions options) : options_(std::move(options)) {
     if (!options_.backends) options_.backends = cpu_only_backends();
+    conversations_ = std::make_unique<ConversationCache>(
+        options_.conversation_budget_bytes ? options_.conversation_budget_bytes : options_.cache.host_budget_bytes / 4);
     try {
         cache_ = std::make_unique<GroupStore>(options_.cache);
         for (auto& w : cache_->take_warnings()) warnings_.push_back(std::move(w));
@@ -110,6 +132,7 @@ const ModelInfo& Engine::load_model() {
         // backend (and the weights it reads) still exist; then the old backend is freed before
         // its weights, and before the new one is made.
         cache_->set_backend(nullptr);
+        conversations_->clear();
         backend_.reset();
     }
     weights_ = std::move(weights);
@@ -119,7 +142,9 @@ const ModelInfo& Engine::load_model() {
     info.load_ms = clock.elapsed_ms();
     info_ = std::move(info);
     compile_.reset();
+    linked_ = false;
     tools_.reset();
+    conversations_->clear();  // their blocks belong to the old backend
     return info_;
 }
 
@@ -359,6 +384,15 @@ void Engine::require_chat_model() {
     if (!format_) tokenizer();  // throws: no tokenizer, no chat format
 }
 
+void Engine::render_current(const ToolSet& tools, const std::string& system_prompt) {
+    const auto pieces = format_->prefix_pieces(tools, system_prompt);
+    prefix_ids_ = tokenize_pieces(*tokenizer_, pieces);
+    prefix_text_ = pieces_text(pieces, &*tokenizer_);
+    prefix_pieces_ = pieces;
+    tools_ = tools;
+    system_prompt_ = system_prompt;
+}
+
 CompileResult Engine::set_tools(const ToolSet& tools, const std::string& system_prompt) {
     require_chat_model();
     CompileResult result;
@@ -366,19 +400,38 @@ CompileResult Engine::set_tools(const ToolSet& tools, const std::string& system_
     result.n_tools = tools.size();
     result.tool_names = tools.names();
     result.group_key = group_key_for(tools, system_prompt);
+    render_current(tools, system_prompt);
     RenderedPrompt rendered;
-    const auto pieces = format_->prefix_pieces(tools, system_prompt);
-    rendered.prefix_ids = tokenize_pieces(*tokenizer_, pieces);
-    rendered.prefix_text = pieces_text(pieces, &*tokenizer_);
+    rendered.prefix_ids = prefix_ids_;
+    rendered.prefix_text = prefix_text_;
     result.prefix_tokens = rendered.prefix_ids.size();
     link_or_compile(tools, system_prompt, rendered, result, nullptr);
-    prefix_ids_ = std::move(rendered.prefix_ids);
-    prefix_pieces_ = pieces;
-    prefix_text_ = rendered.prefix_text;
-    tools_ = tools;
-    system_prompt_ = system_prompt;
     compile_ = result;
+    linked_ = true;
     return result;
+}
+
+ToolsPreview Engine::select_tools(const ToolSet& tools, const std::string& system_prompt) {
+    require_chat_model();
+    render_current(tools, system_prompt);
+    CompileResult result;
+    result.tools_hash = tools.tools_hash();
+    result.n_tools = tools.size();
+    result.tool_names = tools.names();
+    result.group_key = group_key_for(tools, system_prompt);
+    result.prefix_tokens = prefix_ids_.size();
+    result.kv_bytes = backend_->kv_bytes(static_cast<int>(prefix_ids_.size()));
+    result.tier = cache_->tier_of(result.group_key);
+    compile_ = result;
+    linked_ = false;
+    ToolsPreview out;
+    out.tools_hash = result.tools_hash;
+    out.group_key = result.group_key;
+    out.n_tools = result.n_tools;
+    out.prefix_tokens = result.prefix_tokens;
+    out.kv_bytes = result.kv_bytes;
+    out.tier = result.tier;
+    return out;
 }
 
 ToolsPreview Engine::preview_tools(const ToolSet& tools, const std::string& system_prompt) {
@@ -402,15 +455,8 @@ QueryResult Engine::query(const std::string& text, const QueryOptions& options,
 
     // compare: the full prefill first (it is the reference), then the cached path; both keep the
     // logits of every generated position (decode_loop keeps them in compare mode).
-    auto full = std::make_shared<QueryResult>(run_full(text, options, {}));
-    QueryResult cached = run_cached(text, options, on_token);
-    cached.mode = "compare";
-    const StepDiff diff = compare_steps(*full, cached);
-    cached.identical = diff.identical;
-    cached.max_abs_logit_diff = diff.max_abs_logit_diff;
-    cached.first_difference = diff.first_difference;
-    cached.full = full;
-    return cached;
+    QueryResult full = run_full(text, options, {});
+    return record_comparison(std::move(full), run_cached(text, options, on_token));
 }
 
 QueryResult Engine::run_cached(const std::string& text, const QueryOptions& options,
@@ -438,6 +484,18 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     result.group_key = link.group_key;
     result.prefix_tokens = group->prefix_ids.size();
     result.suffix_tokens = rendered.suffix_ids.size();
+    result.prompt_tokens = result.prefix_tokens + result.suffix_tokens;
+    result.group_reused_tokens = link.cache_hit ? result.prefix_tokens : link.reused_tokens;
+    result.prefilled_tokens = result.prompt_tokens - result.group_reused_tokens;
+    if (!linked_) {
+        // The first query after select_tools did the link: current_tools() reports it.
+        link.tools_hash = compile_->tools_hash;
+        link.n_tools = compile_->n_tools;
+        link.tool_names = compile_->tool_names;
+        link.prefix_tokens = result.prefix_tokens;
+        compile_ = link;
+        linked_ = true;
+    }
 
     const int n_prefix = static_cast<int>(group->prefix_ids.size());
     auto suffix_block = backend_->allocate_kv(static_cast<int>(rendered.suffix_ids.size()) + options.max_new_tokens);
@@ -456,6 +514,8 @@ void Engine::prefill_and_decode(std::span<const token_id> ids, const KvView& vie
     result.timings.prefill_tok_s = static_cast<double>(ids.size()) / (result.timings.prefill_ms / 1000.0);
     decode_loop(std::move(logits), view, options, stop_ids_, on_token, result, submit);
     result.text = tokenizer_->decode(result.tokens, /*skip_special_tokens=*/true);
+    if (result.stop_reason == StopReason::stop_string)
+        if (const size_t at = first_stop(result.text, options.stop); at != std::string::npos) result.text.resize(at);
     result.tool_call = format_->parse_tool_call(result.text);
     result.timings.total_ms = submit.elapsed_ms();
 }
@@ -500,6 +560,8 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
     result.group_key = compile_->group_key;
     result.prefix_tokens = rendered.prefix_ids.size();
     result.suffix_tokens = rendered.suffix_ids.size();
+    result.prompt_tokens = ids.size();
+    result.prefilled_tokens = ids.size();
 
     auto block = backend_->allocate_kv(static_cast<int>(ids.size()) + options.max_new_tokens);
     prefill_and_decode(ids, KvView{nullptr, 0, block.get()}, options, on_token, result, submit);
@@ -513,6 +575,9 @@ void Engine::decode_loop(std::vector<float> logits, const KvView& view, const Qu
     std::optional<IncrementalDecoder> stream;
     if (tokenizer_) stream.emplace(*tokenizer_, /*skip_special_tokens=*/true);
     const bool keep_logits = options.keep_logits || options.mode == QueryMode::compare;
+    std::string text_so_far;  // for stop strings
+    size_t longest_stop = 0;
+    for (const auto& s : options.stop) longest_stop = std::max(longest_stop, s.size());
     Stopwatch decode_clock;
     result.stop_reason = StopReason::max_new_tokens;
     for (int step = 0; step < options.max_new_tokens; ++step) {
@@ -527,11 +592,21 @@ void Engine::decode_loop(std::vector<float> logits, const KvView& view, const Qu
             result.timings.ttft_ms = submit.elapsed_ms();
             decode_clock.restart();
         }
-        if (on_token) on_token(TokenEvent{step, token, stream ? stream->push(token) : std::string()});
+        const std::string piece = stream ? stream->push(token) : std::string();
+        if (on_token) on_token(TokenEvent{step, token, piece});
         const bool is_stop = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
         if (is_stop && !options.ignore_eos) {
             result.stop_reason = StopReason::stop_token;
             break;
+        }
+        if (!options.stop.empty()) {
+            // Only the new text and the longest stop string's worth before it can hold a new match.
+            const size_t from = text_so_far.size() > longest_stop ? text_so_far.size() - longest_stop : 0;
+            text_so_far += piece;
+            if (first_stop(std::string_view(text_so_far).substr(from), options.stop) != std::string::npos) {
+                result.stop_reason = StopReason::stop_string;
+                break;
+            }
         }
         if (step + 1 == options.max_new_tokens) break;
         const int row = 0;
@@ -549,6 +624,132 @@ void Engine::decode_loop(std::vector<float> logits, const KvView& view, const Qu
     result.timings.decode_ms = result.tokens.size() > 1 ? decode_clock.elapsed_ms() : 0.0;
     result.timings.decode_tok_s =
         result.timings.decode_ms > 0 ? (result.tokens.size() - 1) / (result.timings.decode_ms / 1000.0) : 0.0;
+}
+
+// ---- conversations ---------------------------------------------------------------------------
+
+const ChatFormat& Engine::chat_format() const {
+    if (!format_) throw std::logic_error("Engine: no chat format (load a model with a tokenizer)");
+    return *format_;
+}
+
+std::vector<token_id> Engine::conversation_ids(const ChatRequest& request) {
+    require_chat_model();
+    const auto pieces = format_->conversation_pieces(request.tools, request.system_prompt, request.messages, request.render);
+    return tokenize_pieces(*tokenizer_, pieces);
+}
+
+ConversationCacheStats Engine::conversation_stats() const {
+    ConversationCacheStats s;
+    s.entries = conversations_->entries();
+    s.bytes = conversations_->bytes();
+    s.budget_bytes = conversations_->budget_bytes();
+    s.lookups = conversations_->lookups();
+    s.hits = conversations_->hits();
+    s.evictions = conversations_->evictions();
+    return s;
+}
+
+void Engine::clear_conversations() { conversations_->clear(); }
+
+QueryResult Engine::chat(const ChatRequest& request, const QueryOptions& options,
+                         const std::function<void(const TokenEvent&)>& on_token) {
+    require_chat_model();
+    if (request.messages.empty()) throw std::invalid_argument("a conversation needs at least one message");
+    if (options.max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
+    if (options.mode == QueryMode::cached) return run_chat(request, options, on_token, true);
+    if (options.mode == QueryMode::full) return run_chat(request, options, on_token, false);
+    QueryResult full = run_chat(request, options, {}, false);
+    return record_comparison(std::move(full), run_chat(request, options, on_token, true));
+}
+
+QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& options,
+                             const std::function<void(const TokenEvent&)>& on_token, bool cached) {
+    Stopwatch submit;
+    QueryResult result;
+    result.mode = query_mode_name(options.mode);
+    cancel_.store(false);
+
+    // Render the whole conversation, and the group prefix on its own: the group serves this
+    // request when its ids begin the prompt (always, except mistral with several user turns).
+    Stopwatch tokenize_clock;
+    const auto prefix_pieces = format_->prefix_pieces(request.tools, request.system_prompt);
+    RenderedPrompt rendered;
+    rendered.prefix_ids = tokenize_pieces(*tokenizer_, prefix_pieces);
+    rendered.prefix_text = pieces_text(prefix_pieces, &*tokenizer_);
+    const std::vector<token_id> ids = conversation_ids(request);
+    result.timings.tokenize_ms = tokenize_clock.elapsed_ms();
+    if (ids.empty()) throw std::runtime_error("the rendered conversation has no tokens");
+    const bool group_in_front = rendered.prefix_ids.size() < ids.size() &&
+                                std::equal(rendered.prefix_ids.begin(), rendered.prefix_ids.end(), ids.begin());
+    result.group_key = group_key_for(request.tools, request.system_prompt);
+    result.prompt_tokens = ids.size();
+    result.prefix_tokens = group_in_front ? rendered.prefix_ids.size() : 0;
+    result.suffix_tokens = ids.size() - result.prefix_tokens;
+    const int capacity_after = options.max_new_tokens;
+
+    if (!cached) {
+        result.prefilled_tokens = ids.size();
+        auto block = backend_->allocate_kv(static_cast<int>(ids.size()) + capacity_after);
+        prefill_and_decode(ids, KvView{nullptr, 0, block.get()}, options, on_token, result, submit);
+        result.reply = format_->parse_reply(result.text);
+        return result;
+    }
+
+    // 1. the group prefix, from the cache's tiers or compiled now (inside this request's TTFT)
+    std::shared_ptr<const Group> group;
+    size_t group_tokens = 0;
+    if (group_in_front) {
+        CompileResult link;
+        link.group_key = result.group_key;
+        group = link_or_compile(request.tools, request.system_prompt, rendered, link, &result.timings);
+        result.cache_hit = link.cache_hit;
+        result.tier = link.tier;
+        result.problem = link.problem;
+        result.reused_tokens = link.reused_tokens;
+        group_tokens = rendered.prefix_ids.size();
+        result.group_reused_tokens = link.cache_hit ? group_tokens : link.reused_tokens;
+    }
+
+    // 2. the longest stored conversation state that begins the prompt (at least one token is left
+    //    to prefill: its logits are the first token's)
+    Stopwatch conversation_clock;
+    const ConversationMatch match = conversations_->longest_prefix(result.group_key, ids, group_tokens);
+    const size_t reuse_to = match.state ? std::min(match.n_common, ids.size() - 1) : group_tokens;
+    const int capacity = static_cast<int>(ids.size() - group_tokens) + capacity_after;
+    std::unique_ptr<KvBlock> block;
+    if (reuse_to > group_tokens) {
+        const int n_copy = static_cast<int>(reuse_to - group_tokens);
+        std::vector<std::byte> bytes(backend_->kv_bytes(n_copy));
+        backend_->export_kv(*match.state->block, n_copy, bytes);
+        block = backend_->import_kv(bytes, n_copy, capacity);
+        result.conversation_reused_tokens = static_cast<size_t>(n_copy);
+        result.conversation_tier = "memory";
+    } else {
+        block = backend_->allocate_kv(capacity);
+    }
+    result.diverged_at = match.diverged_at;
+    result.timings.conversation_link_ms = conversation_clock.elapsed_ms();
+    result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.upload_ms +
+                             result.timings.conversation_link_ms;
+    const size_t start = std::max(reuse_to, group_tokens);
+    result.prefilled_tokens = ids.size() - result.group_reused_tokens - result.conversation_reused_tokens;
+
+    // 3. prefill the rest, generate, and keep the new state for the next turn
+    const KvView view{group ? group->kv.get() : nullptr, static_cast<int>(group_tokens), block.get()};
+    prefill_and_decode(std::span<const token_id>(ids).subspan(start), view, options, on_token, result, submit);
+    result.reply = format_->parse_reply(result.text);
+
+    auto state = std::make_shared<ConversationState>();
+    state->group_key = result.group_key;
+    state->group_tokens = group_tokens;
+    state->ids = ids;
+    state->ids.insert(state->ids.end(), result.tokens.begin(), result.tokens.end());
+    state->ids.resize(group_tokens + static_cast<size_t>(block->n_tokens()));  // the ids whose K/V the block holds
+    state->bytes = backend_->kv_bytes(block->capacity_tokens());
+    state->block = std::move(block);
+    conversations_->insert(std::move(state));
+    return result;
 }
 
 GenerateResult Engine::generate(const std::vector<token_id>& prompt_ids, int max_new_tokens, bool ignore_eos) {

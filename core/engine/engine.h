@@ -5,6 +5,7 @@
 
 #include "core/backend/backend.h"
 #include "core/backend/registry.h"
+#include "core/engine/conversation_cache.h"
 #include "core/text/chat_format.h"
 #include "core/store/group_store.h"
 #include "core/model/model_spec.h"
@@ -34,6 +35,9 @@ struct EngineOptions {
     std::filesystem::path cache_dir;                     // fingerprints.json (and later the group files);
                                                          // empty = no memo (every file hashed each load)
     GroupStoreOptions cache;                             // cache.dir empty = memory tier only
+    // Memory for conversation states (chat(): the KV of recent turns); 0 = a quarter of the
+    // cache's host budget.
+    size_t conversation_budget_bytes = 0;
     // The backends this program offers (app/ wires them; core/backend/registry.h); null = the
     // CPU backend alone.
     std::shared_ptr<const BackendRegistry> backends;
@@ -91,10 +95,13 @@ struct QueryOptions {
     uint64_t seed = 0;
     bool ignore_eos = false;          // do not stop on the chat format's stop tokens
     bool keep_logits = false;         // keep each step's logits in QueryResult::step_logits (compare mode always does)
+    // Stop strings (the OpenAI `stop`): generation ends when the decoded text contains one; the
+    // text is cut before it (the tokens keep the ids generated).
+    std::vector<std::string> stop;
 };
 
-enum class StopReason { stop_token, max_new_tokens, cancelled };
-const char* stop_reason_name(StopReason r);  // "stop_token" | "max_new_tokens" | "cancelled"
+enum class StopReason { stop_token, stop_string, max_new_tokens, cancelled };
+const char* stop_reason_name(StopReason r);  // "stop_token" | "stop_string" | "max_new_tokens" | "cancelled"
 
 struct TokenEvent {
     int index = 0;                    // 0 = the first generated token
@@ -116,6 +123,19 @@ struct QueryResult {
     size_t reused_tokens = 0;
     StopReason stop_reason = StopReason::max_new_tokens;
     std::string problem;              // a stored group that was refused (damaged, foreign) and recompiled
+    // Where the prompt's tokens came from: prompt_tokens = group_reused_tokens (linked from the
+    // group, `tier` says from where) + conversation_reused_tokens (a stored conversation state) +
+    // prefilled_tokens (computed by this request). Full mode: everything is prefilled.
+    size_t prompt_tokens = 0;
+    size_t group_reused_tokens = 0;
+    size_t conversation_reused_tokens = 0;
+    size_t prefilled_tokens = 0;
+    std::string conversation_tier = "miss";  // "memory" when a stored conversation state was reused
+    // The prompt position at which the best stored conversation state stopped matching the
+    // request's ids (a history edit, a template that re-renders an earlier turn, or generated ids
+    // that re-tokenise differently at a seam); reuse ended there. Null when nothing diverged.
+    std::optional<size_t> diverged_at;
+    std::optional<ParsedReply> reply;  // chat: the reply as the chat format reads it (content, tool calls)
     Timings timings;
     std::vector<std::vector<float>> step_logits;  // logits before each generated token (compare, keep_logits)
     // compare mode: the full-prefill run and the comparison
@@ -123,6 +143,25 @@ struct QueryResult {
     std::optional<bool> identical;
     double max_abs_logit_diff = 0;
     std::optional<size_t> first_difference;  // index of the first generated position that differs
+};
+
+// One request of a conversation: the group (tools + system prompt) and the messages after it.
+struct ChatRequest {
+    ToolSet tools;
+    std::string system_prompt;
+    std::vector<ChatMessage> messages;
+    RenderOptions render;
+};
+
+// The memory tier of conversation states (the KV of a rendered conversation and its reply after
+// the group prefix), kept for exact reuse by the next turn.
+struct ConversationCacheStats {
+    size_t entries = 0;
+    size_t bytes = 0;
+    size_t budget_bytes = 0;
+    size_t lookups = 0;
+    size_t hits = 0;            // lookups that reused at least one conversation token
+    size_t evictions = 0;
 };
 
 // What set_tools would do for a tool set, without computing anything (the app shows it live).
@@ -172,6 +211,11 @@ public:
 
     // Renders and tokenizes the prefix, then links it from the cache or computes it (a miss).
     CompileResult set_tools(const ToolSet& tools, const std::string& system_prompt);
+    // Makes the tool set current without linking it: the next cached query links it and reports
+    // where *its* prefix came from (a disk load or a compile then lies inside that query's TTFT),
+    // and current_tools() shows that link afterwards. What a one-shot request (the CLI's query)
+    // uses; set_tools is the explicit "compile now".
+    ToolsPreview select_tools(const ToolSet& tools, const std::string& system_prompt);
     const std::optional<CompileResult>& current_tools() const { return compile_; }
     // Keys, prefix length and cache tier of a tool set; renders and tokenizes only.
     ToolsPreview preview_tools(const ToolSet& tools, const std::string& system_prompt);
@@ -180,6 +224,20 @@ public:
 
     QueryResult query(const std::string& text, const QueryOptions& options,
                       const std::function<void(const TokenEvent&)>& on_token = {});
+
+    // A turn of a conversation: renders the whole conversation with the chat format, links (or
+    // compiles) the group prefix of request.tools + request.system_prompt, reuses the longest
+    // stored conversation state whose token ids begin the rendered prompt, prefills the rest and
+    // generates the reply; then keeps the new state (prompt + reply ids) for the next turn.
+    // cached: as described; full: prefills the whole rendered conversation from nothing; compare:
+    // both, as query() does. Does not change the current tool set of set_tools()/query().
+    QueryResult chat(const ChatRequest& request, const QueryOptions& options,
+                     const std::function<void(const TokenEvent&)>& on_token = {});
+    // The rendered ids of a conversation (what chat() prefills in full mode).
+    std::vector<token_id> conversation_ids(const ChatRequest& request);
+    ConversationCacheStats conversation_stats() const;
+    void clear_conversations();
+    const ChatFormat& chat_format() const;
 
     // Raw language model, no chat format: greedy continuation of `prompt_ids`.
     GenerateResult generate(const std::vector<token_id>& prompt_ids, int max_new_tokens, bool ignore_eos);
@@ -248,6 +306,10 @@ private:
                                                 const RenderedPrompt& rendered, CompileResult& result);
     // Writes the group file in the background (persistent caches only); see wait_for_persist.
     void persist_async(const std::shared_ptr<const Group>& group);
+    // Renders the current tool set's prefix (set_tools, select_tools).
+    void render_current(const ToolSet& tools, const std::string& system_prompt);
+    QueryResult run_chat(const ChatRequest& request, const QueryOptions& options,
+                         const std::function<void(const TokenEvent&)>& on_token, bool cached);
     QueryResult run_cached(const std::string& text, const QueryOptions& options,
                            const std::function<void(const TokenEvent&)>& on_token);
     QueryResult run_full(const std::string& text, const QueryOptions& options,
@@ -284,7 +346,9 @@ private:
     std::vector<Piece> prefix_pieces_;
     std::string prefix_text_;
     std::optional<CompileResult> compile_;
+    bool linked_ = false;  // compile_ describes a link (set_tools, or a query after select_tools)
     std::vector<token_id> stop_ids_;
+    std::unique_ptr<ConversationCache> conversations_;
 };
 
 }  // namespace cc

@@ -9,6 +9,7 @@ using nlohmann::ordered_json;
 ordered_json to_json(const Timings& t) {
     return ordered_json{{"tokenize_ms", t.tokenize_ms},   {"lookup_ms", t.lookup_ms},
                         {"disk_load_ms", t.disk_load_ms}, {"upload_ms", t.upload_ms},
+                        {"conversation_link_ms", t.conversation_link_ms},
                         {"link_ms", t.link_ms},           {"compile_ms", t.compile_ms},
                         {"prefill_ms", t.prefill_ms},     {"ttft_ms", t.ttft_ms},
                         {"decode_ms", t.decode_ms},       {"total_ms", t.total_ms},
@@ -35,6 +36,19 @@ ordered_json tool_call_json(const std::optional<ToolCall>& call) {
     return j;
 }
 
+ordered_json to_json(const ChatToolCall& c) {
+    return ordered_json{{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}};
+}
+
+ordered_json to_json(const ParsedReply& r) {
+    ordered_json j{{"content", r.content}};
+    j["reasoning_content"] = r.reasoning_content ? ordered_json(*r.reasoning_content) : ordered_json(nullptr);
+    j["tool_calls"] = ordered_json::array();
+    for (const auto& c : r.tool_calls) j["tool_calls"].push_back(to_json(c));
+    j["tool_calls_valid"] = r.tool_calls_valid;
+    return j;
+}
+
 ordered_json to_json(const QueryResult& r) {
     ordered_json j;
     j["mode"] = r.mode;
@@ -48,6 +62,13 @@ ordered_json to_json(const QueryResult& r) {
     j["suffix_tokens"] = r.suffix_tokens;
     j["generated_tokens"] = r.generated_tokens;
     j["reused_tokens"] = r.reused_tokens;
+    j["prompt_tokens"] = r.prompt_tokens;
+    j["group_reused_tokens"] = r.group_reused_tokens;
+    j["conversation_reused_tokens"] = r.conversation_reused_tokens;
+    j["prefilled_tokens"] = r.prefilled_tokens;
+    j["conversation_tier"] = r.conversation_tier;
+    j["diverged_at"] = r.diverged_at ? ordered_json(*r.diverged_at) : ordered_json(nullptr);
+    if (r.reply) j["reply"] = to_json(*r.reply);
     if (!r.problem.empty()) j["problem"] = r.problem;
     j["stop_reason"] = stop_reason_name(r.stop_reason);
     j["timings"] = to_json(r.timings);

@@ -27,12 +27,12 @@ constexpr int k_arguments_max_depth = 64;  // client JSON is untrusted: bound th
     throw std::invalid_argument(path + ": " + problem);
 }
 
-const char* type_name(const nlohmann::json& v) {
+const char* type_name(const ordered_json& v) {
     return v.type_name();
 }
 
 // `content` as a string: a string, or a list of {"type": "text", "text": ...} parts joined with "\n".
-std::string content_text(const nlohmann::json& content, const std::string& path) {
+std::string content_text(const ordered_json& content, const std::string& path) {
     if (content.is_string()) return content.get<std::string>();
     if (!content.is_array())
         fail(path, std::string("must be a string or a list of text parts, not ") + type_name(content));
@@ -53,14 +53,14 @@ std::string content_text(const nlohmann::json& content, const std::string& path)
     return text;
 }
 
-std::optional<std::string> optional_string(const nlohmann::json& message, const char* key, const std::string& path) {
+std::optional<std::string> optional_string(const ordered_json& message, const char* key, const std::string& path) {
     auto it = message.find(key);
     if (it == message.end() || it->is_null()) return std::nullopt;
     if (!it->is_string()) fail(path + "." + key, std::string("must be a string, not ") + type_name(*it));
     return it->get<std::string>();
 }
 
-ChatToolCall read_tool_call(const nlohmann::json& value, const std::string& path) {
+ChatToolCall read_tool_call(const ordered_json& value, const std::string& path) {
     if (!value.is_object()) fail(path, "must be an object {\"id\", \"type\": \"function\", \"function\": {...}}");
     ChatToolCall call;
     if (auto id = optional_string(value, "id", path)) call.id = std::move(*id);
@@ -86,9 +86,7 @@ ChatToolCall read_tool_call(const nlohmann::json& value, const std::string& path
         if (!call.arguments.is_object()) fail(args_path, "must encode a JSON object");
         call.arguments_text = text;
     } else if (args->is_object()) {
-        // nlohmann::json keeps keys sorted: an object argument arrives here in that order (send
-        // the OpenAI string form to keep the client's order).
-        call.arguments = ordered_json::parse(args->dump());
+        call.arguments = *args;  // ordered_json: the client's key order is kept
     } else {
         fail(args_path, std::string("must be a JSON string or an object, not ") + type_name(*args));
     }
@@ -97,7 +95,7 @@ ChatToolCall read_tool_call(const nlohmann::json& value, const std::string& path
 
 }  // namespace
 
-Conversation parse_openai_messages(const nlohmann::json& messages, const std::string& source) {
+Conversation parse_openai_messages(const ordered_json& messages, const std::string& source) {
     if (!messages.is_array()) fail(source, "must be a list of messages");
     Conversation out;
     for (size_t i = 0; i < messages.size(); ++i) {

@@ -57,7 +57,7 @@ struct Conversation {
 // are joined with "\n" (as vLLM does for text-only content); other part types are refused by name.
 // Unknown fields are ignored. Throws std::invalid_argument naming `source` and the path, e.g.
 // `messages[2].tool_calls[0].function.arguments: not valid JSON (...)`.
-Conversation parse_openai_messages(const nlohmann::json& messages, const std::string& source = "messages");
+Conversation parse_openai_messages(const ordered_json& messages, const std::string& source = "messages");
 
 // The assistant's reply as the chat format reads it: the text outside the tool-call markup, each
 // tool call, and (qwen3) the thinking text.

@@ -158,8 +158,15 @@ TEST(Cli, QueryCompareIsIdenticalAndReportsTheTimingSplit) {
     EXPECT_EQ(j["identical"], true);
     EXPECT_TRUE(j["first_difference"].is_null());
     EXPECT_EQ(j["max_abs_logit_diff"], 0.0);
-    EXPECT_EQ(j["cache_hit"], true);
-    EXPECT_EQ(j["tier"], "memory");
+    // The first query of this process compiled the group (a fresh cache): inside its TTFT.
+    EXPECT_EQ(j["cache_hit"], false);
+    EXPECT_EQ(j["tier"], "miss");
+    EXPECT_GT(j["timings"]["compile_ms"].get<double>(), 0.0);
+    EXPECT_EQ(j["prefilled_tokens"], j["prompt_tokens"]);
+    EXPECT_EQ(j["runs"][1]["cache_hit"], true);
+    EXPECT_EQ(j["runs"][1]["tier"], "memory");
+    EXPECT_EQ(j["runs"][1]["group_reused_tokens"], j["prefix_tokens"]);
+    EXPECT_EQ(j["compile"]["tier"], "miss");
     EXPECT_EQ(j["generated_tokens"], 4);
     EXPECT_EQ(j["tokens"], j["full"]["tokens"]);
     EXPECT_EQ(j["runs"].size(), 2u);
@@ -168,6 +175,74 @@ TEST(Cli, QueryCompareIsIdenticalAndReportsTheTimingSplit) {
     for (const char* k : {"tokenize_ms", "lookup_ms", "disk_load_ms", "upload_ms", "link_ms", "prefill_ms", "ttft_ms",
                           "decode_ms", "total_ms", "prefill_tok_s", "decode_tok_s", "disk_load_gb_s"})
         EXPECT_TRUE(j["timings"][k].is_number()) << k;
+}
+
+TEST(Cli, ChatEachTurnIsExactAndReusesTheTurnsBefore) {
+    cc::test::TempDir dir;
+    const auto messages = dir.path() / "chat.json";
+    {
+        std::ofstream f(messages);
+        f << R"({"messages": [
+          {"role": "system", "content": "You are terse."},
+          {"role": "user", "content": "Weather in Oslo?"},
+          {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+          {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 4}"},
+          {"role": "assistant", "content": "4 degrees."},
+          {"role": "user", "content": "Thanks"}]})";
+    }
+    auto r = run_cli({"--model", "builtin:qwen3-test", "--json", "chat", "--tools", toolset(5), "--messages",
+                      messages.string(), "--each-turn", "--mode", "compare", "--max-new-tokens", "3", "--ignore-eos"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["turns"].size(), 3u);
+    size_t previous = 0;
+    for (const auto& t : j["turns"]) {
+        EXPECT_EQ(t["identical"], true);
+        EXPECT_EQ(t["prompt_tokens"].get<size_t>(), t["group_reused_tokens"].get<size_t>() +
+                                                        t["conversation_reused_tokens"].get<size_t>() +
+                                                        t["prefilled_tokens"].get<size_t>());
+        const size_t reused = t["group_reused_tokens"].get<size_t>() + t["conversation_reused_tokens"].get<size_t>();
+        if (&t != &j["turns"][0]) {
+            EXPECT_GT(reused, previous);
+            EXPECT_EQ(t["conversation_tier"], "memory");
+        }
+        previous = reused;
+        EXPECT_TRUE(t["reply"]["tool_calls"].is_array());
+    }
+
+    // A bad message names its path; exit 1.
+    {
+        std::ofstream f(messages);
+        f << R"([{"role": "user", "content": 5}])";
+    }
+    auto bad = run_cli({"--model", "builtin:qwen3-test", "chat", "--tools", toolset(5), "--messages", messages.string()});
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find("messages[0].content"), std::string::npos) << bad.err;
+    EXPECT_EQ(run_cli({"chat", "--tools", toolset(5)}).exit_code, 2) << "neither --messages nor -i";
+}
+
+TEST(Cli, InteractiveChatReadsTurnsFromStdin) {
+    cc::test::TempDir cache;
+    const std::string cmd = "printf 'hello\\nagain\\n/quit\\n' | XDG_CACHE_HOME=" + cc::test::shell_quote(cache.path().string()) + " " +
+                            cc::test::shell_quote(cc::test::cli_path().string()) + " --model builtin:qwen3-test --json chat -i --tools " + cc::test::shell_quote(toolset(5)) +
+                            " --max-new-tokens 2 --ignore-eos 2>/dev/null";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string out;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+    ASSERT_EQ(pclose(pipe), 0);
+    std::istringstream lines(out);
+    std::string line;
+    std::vector<nlohmann::json> turns;
+    while (std::getline(lines, line))
+        if (!line.empty()) turns.push_back(nlohmann::json::parse(line));
+    // Two user turns (a tool call in between would ask for a result; with 2 tokens none parses).
+    ASSERT_GE(turns.size(), 2u);
+    EXPECT_EQ(turns[0]["turn"], 1);
+    EXPECT_GT(turns[1]["conversation_reused_tokens"].get<size_t>(), 0u);
 }
 
 TEST(Cli, KeyMatchesTheGroupKeyTheEngineCompiles) {

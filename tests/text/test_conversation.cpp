@@ -63,7 +63,7 @@ struct ConversationRow {
     std::string format;
     std::string tools_file;
     std::string system;
-    nlohmann::json messages;
+    nlohmann::ordered_json messages;
     RenderOptions options;
     std::optional<std::string> text;
     std::optional<std::string> error;
@@ -77,7 +77,7 @@ std::vector<ConversationRow> load_rows() {
     while (std::getline(in, line)) {
         ++n;
         if (line.empty()) continue;
-        auto j = nlohmann::json::parse(line);
+        auto j = nlohmann::ordered_json::parse(line);
         ConversationRow r;
         r.line = n;
         r.format = j.at("format").get<std::string>();
@@ -273,7 +273,7 @@ TEST(ConversationPieces, ErrorsNameTheCallersIndex) {
 // ---- parse_openai_messages
 
 TEST(ParseOpenAiMessages, ReadsEveryField) {
-    const auto j = nlohmann::json::parse(R"([
+    const auto j = nlohmann::ordered_json::parse(R"([
         {"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
         {"role": "user", "content": "hi", "name": "ignored", "extra": 1},
         {"role": "assistant", "content": null, "reasoning_content": "think",
@@ -344,7 +344,7 @@ TEST(ParseOpenAiMessages, ErrorsNameThePath) {
     };
     for (const auto& [text, expected] : cases) {
         try {
-            cc::parse_openai_messages(nlohmann::json::parse(text));
+            cc::parse_openai_messages(nlohmann::ordered_json::parse(text));
             ADD_FAILURE() << "no error for " << text;
         } catch (const std::invalid_argument& e) {
             EXPECT_EQ(std::string(e.what()).rfind(expected, 0), 0u)
@@ -355,7 +355,7 @@ TEST(ParseOpenAiMessages, ErrorsNameThePath) {
     EXPECT_THROW(
         {
             try {
-                cc::parse_openai_messages(nlohmann::json::parse(R"([{"role": 1}])"), "request.json: messages");
+                cc::parse_openai_messages(nlohmann::ordered_json::parse(R"([{"role": 1}])"), "request.json: messages");
             } catch (const std::invalid_argument& e) {
                 EXPECT_EQ(std::string(e.what()).rfind("request.json: messages[0].role:", 0), 0u) << e.what();
                 throw;
