@@ -32,14 +32,6 @@ ChatInput chat_input(const ChatCompletionRequest& r) {
     }
     if (in.conversation.messages.empty())
         throw ApiError(400, "'messages' holds no message after the system message.", "messages", "invalid_value");
-    // TODO(engine chat): until Engine::chat is merged, a request is one turn: one user message
-    // after the optional system message, answered by set_tools + query.
-    const auto& m = in.conversation.messages;
-    if (m.size() != 1 || m[0].role != ChatMessage::Role::user)
-        throw ApiError(400,
-                       "This build answers one user turn (an optional system message, then one user message); "
-                       "multi-turn conversations with tool results need the engine's conversation API.",
-                       "messages", "unsupported_value");
     return in;
 }
 
@@ -50,81 +42,61 @@ struct StreamState {
     std::string text;          // all generated text so far
     size_t n_tokens = 0;
     bool finished = false;     // the job's function has returned (or thrown)
-    bool stop_hit = false;     // a stop string appeared (the engine was stopped there)
     ChatOutcome outcome;       // valid once finished without error
     RequestLogEntry log;       // the engine's part of the log entry
 };
 
-// Where the first stop string starts in `text`, or npos.
-size_t stop_position(const std::string& text, const std::vector<std::string>& stop) {
-    size_t first = std::string::npos;
-    for (const auto& s : stop)
-        if (const size_t at = text.find(s); at != std::string::npos) first = std::min(first, at);
-    return first;
-}
-
-// The reply as the protocol sends it. With tool_choice auto and tools offered, the chat format
-// reads the reply (content, thinking, tool calls); a call whose arguments are not a JSON object is
-// not a call, and the whole text is content. With tool_choice none the text is content as written.
-ChatOutcome make_outcome(const QueryResult& r, const CompileResult& compiled, const ChatCompletionRequest& req,
-                         const ChatFormat* format, const std::string& chat_format, bool stop_hit, double queue_ms) {
+// The reply as the protocol sends it. With tool_choice auto and tools offered, the engine's parsed
+// reply gives content, thinking and tool calls; a call whose arguments are not a JSON object is not
+// a call, and the whole text is content. With tool_choice none the text is content as written.
+ChatOutcome make_outcome(const QueryResult& r, const ChatCompletionRequest& req, const ToolSet& tools,
+                         const std::string& chat_format, double queue_ms) {
     ChatOutcome o;
-    std::string text = r.text;
-    if (stop_hit) text.erase(std::min(text.size(), stop_position(text, req.stop)));
-    const bool want_calls = req.tool_choice == ToolChoice::auto_ && !compiled.tool_names.empty() && format;
-    ParsedReply reply;
-    if (want_calls) reply = format->parse_reply(text);
-    if (want_calls && !reply.tool_calls.empty() && reply.tool_calls_valid) {
-        o.content = reply.content;
-        o.reasoning_content = reply.reasoning_content;
-        for (const auto& call : reply.tool_calls)
-            o.tool_calls.push_back({make_tool_call_id(chat_format == "mistral"), call.name,
+    const bool want_calls = req.tool_choice == ToolChoice::auto_ && !tools.empty();
+    if (want_calls && r.reply && !r.reply->tool_calls.empty() && r.reply->tool_calls_valid) {
+        o.content = r.reply->content;
+        o.reasoning_content = r.reply->reasoning_content;
+        for (const auto& call : r.reply->tool_calls)
+            o.tool_calls.push_back({call.id.empty() ? make_tool_call_id(chat_format == "mistral") : call.id, call.name,
                                     call.arguments_text.value_or(call.arguments.dump())});
         o.finish_reason = "tool_calls";
     } else {
-        o.content = text;
-        o.finish_reason = stop_hit || r.stop_reason == StopReason::stop_token ? "stop" : "length";
+        o.content = r.text;
+        o.finish_reason = r.stop_reason == StopReason::max_new_tokens ? "length" : "stop";
     }
-    const size_t group_reused = compiled.cache_hit ? r.prefix_tokens : compiled.reused_tokens;
-    o.prompt_tokens = r.prefix_tokens + r.suffix_tokens;
+    o.prompt_tokens = r.prompt_tokens;
     o.completion_tokens = r.generated_tokens;
-    o.cached_tokens = group_reused;
-    // The prefix computed by set_tools (a miss) is part of this request's time to first token.
-    Timings t = r.timings;
-    t.compile_ms += compiled.compile_ms;
-    t.ttft_ms += compiled.compile_ms;
-    t.total_ms += compiled.compile_ms;
+    o.cached_tokens = r.group_reused_tokens + r.conversation_reused_tokens;
     ordered_json cc;
-    cc["group_key"] = compiled.group_key;
-    cc["tools_hash"] = compiled.tools_hash;
-    cc["tier"] = compiled.tier;
-    cc["cache_hit"] = compiled.cache_hit;
-    cc["prompt_tokens"] = o.prompt_tokens;
-    cc["group_reused_tokens"] = group_reused;
-    cc["conversation_reused_tokens"] = 0;
-    cc["conversation_tier"] = "miss";
-    cc["prefilled_tokens"] = o.prompt_tokens - group_reused;
-    cc["diverged_at"] = nullptr;
+    cc["group_key"] = r.group_key;
+    cc["tools_hash"] = tools.tools_hash();
+    cc["tier"] = r.tier;
+    cc["cache_hit"] = r.cache_hit;
+    cc["prompt_tokens"] = r.prompt_tokens;
+    cc["group_reused_tokens"] = r.group_reused_tokens;
+    cc["conversation_reused_tokens"] = r.conversation_reused_tokens;
+    cc["conversation_tier"] = r.conversation_tier;
+    cc["prefilled_tokens"] = r.prefilled_tokens;
+    cc["diverged_at"] = r.diverged_at ? ordered_json(*r.diverged_at) : ordered_json(nullptr);
     cc["queue_ms"] = queue_ms;
-    cc["timings"] = to_json(t);
+    cc["timings"] = to_json(r.timings);
     o.contextcache = std::move(cc);
     return o;
 }
 
-void fill_log(RequestLogEntry& log, const QueryResult& r, const CompileResult& compiled, const ChatOutcome& o) {
-    log.tier = compiled.tier;
-    log.group_key = compiled.group_key;
-    log.compile_ms = compiled.compile_ms + r.timings.compile_ms;
+void fill_log(RequestLogEntry& log, const QueryResult& r, const ChatOutcome& o) {
+    log.tier = r.tier;
+    log.group_key = r.group_key;
+    log.compile_ms = r.timings.compile_ms;
     log.link_ms = r.timings.link_ms;
     log.prefill_ms = r.timings.prefill_ms;
-    log.ttft_ms = r.timings.ttft_ms + compiled.compile_ms;  // a miss computes the prefix first
+    log.ttft_ms = r.timings.ttft_ms;
     log.decode_ms = r.timings.decode_ms;
     log.prompt_tokens = o.prompt_tokens;
     log.cached_tokens = o.cached_tokens;
-    log.prefilled_tokens = o.prompt_tokens - o.cached_tokens;
+    log.prefilled_tokens = r.prefilled_tokens;
     log.generated_tokens = o.completion_tokens;
 }
-
 // The engine's fields of a log entry (tier, timings, tokens); the HTTP fields stay.
 void copy_engine_part(RequestLogEntry& to, const RequestLogEntry& from) {
     to.tier = from.tier;
@@ -157,8 +129,8 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
 
     const std::string chat_format = worker.model_info().chat_format;
     auto st = std::make_shared<StreamState>();
-    const ChatFormat* format = chat_format_parser.get();
-    auto job = submit([input, request, q, st, chat_format, format](Engine& engine, Job& job) {
+    q.stop = req.stop;  // the engine ends at a stop string and cuts the text before it
+    auto job = submit([input, request, q, st, chat_format](Engine& engine, Job& job) {
         struct Finished {  // wakes the streaming thread however the job ends
             StreamState& st;
             ~Finished() {
@@ -169,32 +141,23 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
                 st.cv.notify_all();
             }
         } finished{*st};
-        const CompileResult compiled = engine.set_tools(input->tools, input->conversation.system_prompt);
-        if (job.cancelled()) throw Cancelled();
-        const QueryResult r = engine.query(input->conversation.messages[0].content, q, [&](const TokenEvent& ev) {
+        ChatRequest chat;
+        chat.tools = input->tools;
+        chat.system_prompt = input->conversation.system_prompt;
+        chat.messages = input->conversation.messages;
+        const QueryResult r = engine.chat(chat, q, [&](const TokenEvent& ev) {
             if (job.cancelled()) engine.cancel();
             {
                 std::lock_guard lock(st->mutex);
                 st->text += ev.text;
                 ++st->n_tokens;
-                // Stop strings: the engine is stopped at the token that completes one.
-                if (!request->stop.empty() && !st->stop_hit &&
-                    stop_position(st->text, request->stop) != std::string::npos) {
-                    st->stop_hit = true;
-                    engine.cancel();
-                }
             }
             st->cv.notify_all();
         });
         if (job.cancelled()) throw Cancelled();
-        bool stop_hit = false;
-        {
-            std::lock_guard lock(st->mutex);
-            stop_hit = st->stop_hit;
-        }
-        ChatOutcome o = make_outcome(r, compiled, *request, format, chat_format, stop_hit, job.queue_ms());
+        ChatOutcome o = make_outcome(r, *request, input->tools, chat_format, job.queue_ms());
         std::lock_guard lock(st->mutex);
-        fill_log(st->log, r, compiled, o);
+        fill_log(st->log, r, o);
         st->outcome = std::move(o);
     });
 

@@ -92,6 +92,9 @@ std::shared_ptr<Job> Server::Impl::submit(std::function<void(Engine&, Job&)> fn)
                 u.memory_bytes = cache.memory_bytes();
                 u.memory_groups = cache.memory_size();
                 u.disk_bytes = cache.disk_bytes();
+                const auto conv = engine.conversation_stats();
+                u.conversation_bytes = conv.bytes;
+                u.conversation_entries = conv.entries;
                 self->stats.set_cache_usage(u);
             }
         } refresh{this, engine};
@@ -199,7 +202,6 @@ void Server::start() {
     const ModelInfo info = s.worker.start();
     s.model_id = info.spec;
     s.system_fingerprint = "cc-" + info.fingerprint.substr(0, 12);
-    if (!info.chat_format.empty()) s.chat_format_parser = make_chat_format(info.chat_format);
     s.started_unix_s = unix_ms_now() / 1000;
     s.started = std::chrono::steady_clock::now();
 

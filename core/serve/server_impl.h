@@ -5,7 +5,6 @@
 #include "core/serve/engine_worker.h"
 #include "core/serve/openai_chat.h"
 #include "core/serve/server.h"
-#include "core/text/chat_format.h"
 
 #include <httplib.h>
 
@@ -27,7 +26,6 @@ struct Server::Impl {
     std::thread listener;
     std::string model_id;            // what /v1/models lists and responses name
     std::string system_fingerprint;  // "cc-" + the model fingerprint's first 12 hex digits
-    std::unique_ptr<ChatFormat> chat_format_parser;  // reads replies (parse_reply is const); null without one
     int64_t started_unix_s = 0;
     std::chrono::steady_clock::time_point started;
 
