@@ -95,5 +95,6 @@ int cmd_chat(Args& args, const cc::EngineOptions& options, bool json);  // cli_c
 int cmd_bench(Args& args, const cc::EngineOptions& options, bool json);  // cli_bench.cpp
 int cmd_eval(Args& args, const cc::EngineOptions& options, bool json);  // app/cli_eval.cpp
 int cmd_selftest(Args& args, const cc::EngineOptions& options, bool json);  // cli_selftest.cpp
+int cmd_serve(Args& args, const cc::EngineOptions& options, bool json);  // cli_serve.cpp
 
 }  // namespace cli

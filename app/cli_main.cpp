@@ -86,6 +86,11 @@ commands:
                                               break-even); --out: results.json, table2.csv, table3.csv
   eval --dataset F [--mode cached|full|both|MODE] [--limit N] [--max-new-tokens N] [--out DIR] [--quiet]
                                               tool-calling quality (TSA, PF1, EM, FPR, FNR) on a JSONL dataset
+  serve [--host 127.0.0.1] [--port 8080] [--api-key K] [--max-queue N] [--max-body-bytes N]
+        [--request-timeout-s N] [--default-max-tokens N]
+                                              the HTTP server: OpenAI chat completions, POST/GET/DELETE
+                                              /tools, /query, /status, /health, /metrics (docs/server.md);
+                                              port 0 = any free port; Ctrl-C stops
   selftest [--backend cuda|cpu] [--quick]    check this build on this machine: a pass/fail table with
                                               measured errors (cuda: every op and the model vs the CPU;
                                               cpu: shared math vs float64, each CPU ISA, cached == full).
@@ -530,6 +535,7 @@ int main(int argc, char** argv) {
             return cmd_logits(args, options, json);
         }
         if (command == "selftest") return cmd_selftest(args, options, json);
+        if (command == "serve") return cmd_serve(args, options, json);
         if (command == "chat") return cmd_chat(args, options, json);
         if (command == "export") return cmd_export(args, model_spec, json);
         if (command == "cache") return cmd_cache(args, options, json);

@@ -11,6 +11,7 @@ CC_PACKAGES=(
   libpcre2-dev                                   # the tokenizer's Unicode regex (the file's own pattern)
   libutf8proc-dev                                # NFC normalisation for tokenizers
   libxxhash-dev libsqlite3-dev                   # cache file checksums, cache index
+  libcpp-httplib-dev                             # the HTTP server (core/serve); nodejs + npm optional (tests/serve/openai_client)
   googletest libgtest-dev libgmock-dev           # unit tests
   libbenchmark-dev                               # bench/
   libopenblas-dev                                # bench_prefill: the machine's SGEMM throughput for comparison

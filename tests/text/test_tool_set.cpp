@@ -139,8 +139,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{R"([{"name": "f", "parameters": {"type": "object", "properties": {"a": {}}, "required": ["b"]}}])",
                 R"(tools.json: tool 0 ("f"): "parameters"."required" names "b", which is not in "properties")"},
         BadCase{R"([1])", R"(tools.json: tool 0: must be a JSON object, not number)"},
-        BadCase{R"({"functions": []})", R"(tools.json: expected a JSON array of tools or an object with a "tools" array)"},
-        BadCase{R"("hello")", R"(tools.json: expected a JSON array of tools or an object with a "tools" array, not string)"}));
+        BadCase{R"({"functions": []})",
+                R"(tools.json: expected a JSON array of tools or an object with a "tools" array (or MCP tools/list pages, or {"servers": {NAME: tools/list result}}), not object)"},
+        BadCase{R"("hello")",
+                R"(tools.json: expected a JSON array of tools or an object with a "tools" array (or MCP tools/list pages, or {"servers": {NAME: tools/list result}}), not string)"},
+        BadCase{R"({"tools": [{"name": "f", "inputSchema": []}]})", R"(tools.json: tool 0: "inputSchema" must be an object)"},
+        BadCase{R"({"servers": [1]})", R"(tools.json: "servers" must be an object {NAME: tools/list result})"},
+        BadCase{R"({"servers": {"gh": {"tools": [{"name": "f"}, {"name": "f"}]}}})",
+                R"(tools.json: tool 1 ("gh__f"): duplicate name, already used by tool 0)"}));
 
 TEST(ToolSet, NameLengthLimit) {
     const std::string ok = "[{\"name\": \"" + std::string(128, 'a') + "\"}]";
@@ -247,3 +253,65 @@ TEST(Sha256, KnownVectors) {
 }
 
 }  // namespace
+
+// MCP tool lists (docs/server.md): keyed by the function form the model sees.
+namespace {
+
+const char* kMcpPage1 = R"({"tools": [
+  {"name": "get_weather", "title": "Weather", "description": "Weather for a city",
+   "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+   "outputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}],
+ "nextCursor": "page2"})";
+const char* kMcpPage2 = R"({"tools": [
+  {"name": "send_email", "description": "Send an email",
+   "inputSchema": {"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}},
+   "annotations": {"destructiveHint": false}, "_meta": {"x": 1}}]})";
+const char* kFunctionForm = R"([
+  {"type": "function", "function": {"name": "send_email", "description": "Send an email",
+    "parameters": {"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}}}},
+  {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+])";
+
+}  // namespace
+
+TEST(ToolSetMcp, PagesGiveTheSameHashAsTheFunctionList) {
+    const auto reference = ToolSet::from_json_text(kFunctionForm, "functions.json");
+    const auto pages = ToolSet::from_json_text(std::string("[") + kMcpPage1 + "," + kMcpPage2 + "]", "pages.json");
+    EXPECT_EQ(pages.tools_hash(), reference.tools_hash());
+    EXPECT_EQ(pages.to_json(), reference.to_json());
+    // One page (and the JSON-RPC envelope) gives the single tool's function form.
+    const auto one = ToolSet::from_json_text(kMcpPage1, "page.json");
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(one.tools()[0].canonical_text,
+              R"({"type": "function", "function": {"name": "get_weather", "description": "Weather for a city", )"
+              R"("parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}})");
+    const auto rpc = ToolSet::from_json_text(std::string(R"({"jsonrpc": "2.0", "id": 1, "result": )") + kMcpPage1 + "}", "rpc");
+    EXPECT_EQ(rpc.tools_hash(), one.tools_hash());
+}
+
+TEST(ToolSetMcp, TitlesAnnotationsAndOutputSchemaDoNotChangeTheKey) {
+    auto page = nlohmann::ordered_json::parse(kMcpPage1);
+    const auto a = ToolSet::from_json(page, "a").tools_hash();
+    page["tools"][0]["title"] = "Another title";
+    page["tools"][0]["annotations"] = {{"readOnlyHint", false}, {"openWorldHint", true}};
+    page["tools"][0].erase("outputSchema");
+    EXPECT_EQ(ToolSet::from_json(page, "b").tools_hash(), a);
+    page["tools"][0]["description"] = "Changed";
+    EXPECT_NE(ToolSet::from_json(page, "c").tools_hash(), a);
+}
+
+TEST(ToolSetMcp, MultiServerFormPrefixesNames) {
+    const std::string text = std::string(R"({"servers": {"git.hub": )") + kMcpPage1 + R"(, "mail": [)" + kMcpPage2 + "]}}";
+    const auto set = ToolSet::from_json_text(text, "servers.json");
+    auto names = set.names();
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(names, (std::vector<std::string>{"git_hub__get_weather", "mail__send_email"}));
+    // The same as the function list with those names, whatever the order of the servers.
+    auto functions = nlohmann::ordered_json::parse(kFunctionForm);
+    functions[0]["function"]["name"] = "mail__send_email";
+    functions[1]["function"]["name"] = "git_hub__get_weather";
+    EXPECT_EQ(set.tools_hash(), ToolSet::from_json(functions, "f").tools_hash());
+    const std::string swapped = std::string(R"({"servers": {"mail": )") + kMcpPage2 + R"(, "git.hub": )" + kMcpPage1 + "}}";
+    EXPECT_EQ(ToolSet::from_json_text(swapped, "s").tools_hash(), set.tools_hash());
+}

@@ -1,0 +1,54 @@
+// contextcache-cli serve: the HTTP server (docs/server.md) until Ctrl-C / SIGTERM.
+#include "app/cli_common.h"
+#include "core/serve/server.h"
+
+#include <csignal>
+#include <iostream>
+
+namespace cli {
+
+int cmd_serve(Args& args, const cc::EngineOptions& options, bool json) {
+    cc::serve::ServerOptions s;
+    s.host = args.get_or("host", s.host);
+    s.port = static_cast<int>(parse_int(args.get_or("port", "8080"), "--port", 0, 65535));
+    s.api_key = args.get_or("api-key", "");
+    s.max_queue = static_cast<size_t>(parse_int(args.get_or("max-queue", "16"), "--max-queue", 0, 1 << 20));
+    s.max_body_bytes = static_cast<size_t>(
+        parse_int(args.get_or("max-body-bytes", std::to_string(s.max_body_bytes)), "--max-body-bytes", 1, 1LL << 32));
+    s.request_timeout_s = static_cast<int>(parse_int(args.get_or("request-timeout-s", "300"), "--request-timeout-s", 1, 86400));
+    if (auto v = args.get("default-max-tokens"))
+        s.default_max_tokens = static_cast<int>(parse_int(*v, "--default-max-tokens", 1, s.max_tokens_limit));
+    args.check_all_used();
+
+    // Ctrl-C and SIGTERM are taken by sigwait on this thread: blocked here before any thread starts,
+    // so every thread inherits the mask and none is interrupted inside the engine or a socket call.
+    // Their dispositions are reset first: a shell starts background jobs with SIGINT ignored, and an
+    // ignored signal is dropped before sigwait could see it (`kill -INT` would do nothing).
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a signal
+
+    cc::serve::Server server(options, s);
+    server.start();
+    const auto& info = server.model_info();
+    if (json) {
+        print_json(ordered_json{{"address", server.address()}, {"port", server.port()}, {"model", info.spec},
+                                {"backend", info.backend}, {"chat_format", info.chat_format}});
+    } else {
+        std::cout << "contextcache serve: " << info.spec << " on " << info.backend << ", listening on " << server.address()
+                  << " (Ctrl-C stops)" << std::endl;
+    }
+    std::cout.flush();
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    std::cerr << "contextcache serve: stopping (" << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ")\n";
+    server.stop();
+    return 0;
+}
+
+}  // namespace cli

@@ -1,0 +1,149 @@
+#include "core/serve/stats.h"
+
+#include <sstream>
+
+namespace cc::serve {
+
+const std::vector<double>& ServerStats::ttft_buckets_s() {
+    static const std::vector<double> b{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+    return b;
+}
+
+void ServerStats::record(const RequestLogEntry& e) {
+    std::function<void(const RequestLogEntry&)> listener;
+    {
+        std::lock_guard lock(mutex_);
+        ++requests_total_;
+        ++requests_[{e.endpoint, e.status}];
+        if (e.status == 429) ++rejected_;
+        if (e.status == 499) ++cancelled_;
+        if (!e.tier.empty() && e.status == 200) {
+            ++by_tier_[e.tier];
+            reused_tokens_ += e.cached_tokens;
+            prefilled_tokens_ += e.prefilled_tokens;
+            generated_tokens_ += e.generated_tokens;
+            if (e.ttft_ms > 0) {
+                if (ttft_counts_.empty()) ttft_counts_.assign(ttft_buckets_s().size() + 1, 0);
+                const double s = e.ttft_ms / 1000.0;
+                size_t i = 0;
+                while (i < ttft_buckets_s().size() && s > ttft_buckets_s()[i]) ++i;
+                ++ttft_counts_[i];
+                ttft_sum_s_ += s;
+                ++ttft_count_;
+            }
+        }
+        recent_.push_back(e);
+        while (recent_.size() > log_size_) recent_.pop_front();
+        listener = listener_;
+    }
+    if (listener) listener(e);
+}
+
+void ServerStats::set_cache_usage(const CacheUsage& usage) {
+    std::lock_guard lock(mutex_);
+    cache_ = usage;
+}
+
+void ServerStats::set_listener(std::function<void(const RequestLogEntry&)> listener) {
+    std::lock_guard lock(mutex_);
+    listener_ = std::move(listener);
+}
+
+StatsSnapshot ServerStats::snapshot() const {
+    std::lock_guard lock(mutex_);
+    StatsSnapshot s;
+    s.requests = requests_total_;
+    s.by_tier = by_tier_;
+    for (const auto& [tier, n] : by_tier_) {
+        s.lookups += n;
+        if (tier != "miss") s.hits += n;
+    }
+    s.hit_rate = s.lookups ? static_cast<double>(s.hits) / static_cast<double>(s.lookups) : 0.0;
+    s.reused_tokens = reused_tokens_;
+    s.prefilled_tokens = prefilled_tokens_;
+    s.generated_tokens = generated_tokens_;
+    s.rejected_queue_full = rejected_;
+    s.cancelled = cancelled_;
+    s.cache = cache_;
+    s.recent.assign(recent_.begin(), recent_.end());
+    return s;
+}
+
+namespace {
+
+// A label value with \, " and newlines escaped (Prometheus text format).
+std::string label(const std::string& v) {
+    std::string out;
+    for (char c : v) {
+        if (c == '\\' || c == '"') out.push_back('\\');
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out.push_back(c);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string ServerStats::prometheus(size_t queue_depth, size_t max_queue, bool busy) const {
+    std::lock_guard lock(mutex_);
+    std::ostringstream o;
+    o << "# HELP contextcache_requests_total HTTP requests answered, by endpoint and status.\n"
+      << "# TYPE contextcache_requests_total counter\n";
+    for (const auto& [key, n] : requests_)
+        o << "contextcache_requests_total{endpoint=\"" << label(key.first) << "\",status=\"" << key.second << "\"} " << n
+          << "\n";
+    o << "# HELP contextcache_group_lookups_total Requests that linked a tool-set group, by the tier it came from.\n"
+      << "# TYPE contextcache_group_lookups_total counter\n";
+    for (const char* tier : {"gpu", "memory", "disk", "miss"}) {
+        const auto it = by_tier_.find(tier);
+        o << "contextcache_group_lookups_total{tier=\"" << tier << "\"} " << (it == by_tier_.end() ? 0 : it->second)
+          << "\n";
+    }
+    o << "# HELP contextcache_reused_tokens_total Prompt tokens reused from the cache (group + conversation).\n"
+      << "# TYPE contextcache_reused_tokens_total counter\n"
+      << "contextcache_reused_tokens_total " << reused_tokens_ << "\n"
+      << "# HELP contextcache_prefilled_tokens_total Prompt tokens computed by requests.\n"
+      << "# TYPE contextcache_prefilled_tokens_total counter\n"
+      << "contextcache_prefilled_tokens_total " << prefilled_tokens_ << "\n"
+      << "# HELP contextcache_generated_tokens_total Tokens generated.\n"
+      << "# TYPE contextcache_generated_tokens_total counter\n"
+      << "contextcache_generated_tokens_total " << generated_tokens_ << "\n";
+    o << "# HELP contextcache_ttft_seconds Time to first token on the engine (queue time not included).\n"
+      << "# TYPE contextcache_ttft_seconds histogram\n";
+    uint64_t cumulative = 0;
+    const auto& bounds = ttft_buckets_s();
+    for (size_t i = 0; i <= bounds.size(); ++i) {
+        cumulative += ttft_counts_.empty() ? 0 : ttft_counts_[i];
+        o << "contextcache_ttft_seconds_bucket{le=\"";
+        if (i < bounds.size()) o << bounds[i];
+        else o << "+Inf";
+        o << "\"} " << cumulative << "\n";
+    }
+    o << "contextcache_ttft_seconds_sum " << ttft_sum_s_ << "\n"
+      << "contextcache_ttft_seconds_count " << ttft_count_ << "\n";
+    o << "# HELP contextcache_queue_depth Jobs waiting for the engine thread.\n"
+      << "# TYPE contextcache_queue_depth gauge\n"
+      << "contextcache_queue_depth " << queue_depth << "\n"
+      << "# HELP contextcache_queue_capacity The queue's bound (more is answered 429).\n"
+      << "# TYPE contextcache_queue_capacity gauge\n"
+      << "contextcache_queue_capacity " << max_queue << "\n"
+      << "# HELP contextcache_engine_busy 1 while the engine thread runs a job.\n"
+      << "# TYPE contextcache_engine_busy gauge\n"
+      << "contextcache_engine_busy " << (busy ? 1 : 0) << "\n";
+    o << "# HELP contextcache_cache_bytes Bytes held by each cache tier.\n"
+      << "# TYPE contextcache_cache_bytes gauge\n"
+      << "contextcache_cache_bytes{tier=\"gpu\"} " << cache_.gpu_bytes << "\n"
+      << "contextcache_cache_bytes{tier=\"memory\"} " << cache_.memory_bytes << "\n"
+      << "contextcache_cache_bytes{tier=\"disk\"} " << cache_.disk_bytes << "\n"
+      << "contextcache_cache_bytes{tier=\"conversation\"} " << cache_.conversation_bytes << "\n"
+      << "# HELP contextcache_cache_groups Groups held by each memory tier.\n"
+      << "# TYPE contextcache_cache_groups gauge\n"
+      << "contextcache_cache_groups{tier=\"gpu\"} " << cache_.gpu_groups << "\n"
+      << "contextcache_cache_groups{tier=\"memory\"} " << cache_.memory_groups << "\n";
+    return o.str();
+}
+
+}  // namespace cc::serve

@@ -1,0 +1,95 @@
+// What the server has done, for GET /status, GET /metrics and the app's Server panel: counters,
+// a TTFT histogram, the last requests with their timing split and tier, and the cache usage the
+// engine thread reports after each job. Thread-safe; read through snapshot() or a callback.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace cc::serve {
+
+// One finished HTTP request.
+struct RequestLogEntry {
+    int64_t unix_ms = 0;        // when it finished
+    std::string method;
+    std::string endpoint;       // the route ("/v1/chat/completions", "/tools/{key}", ...)
+    int status = 0;             // 499: the client went away before the answer
+    bool stream = false;
+    std::string tier;           // "gpu" | "memory" | "disk" | "miss" | "" (no engine work)
+    std::string group_key;
+    double queue_ms = 0;        // waiting for the engine thread
+    double link_ms = 0;         // lookup + disk load + upload of the group prefix
+    double compile_ms = 0;      // the prefix computed inside this request (a miss)
+    double prefill_ms = 0;
+    double ttft_ms = 0;         // engine: submit to the first token (queue time not included)
+    double decode_ms = 0;
+    double total_ms = 0;        // the whole HTTP request, queue included
+    size_t prompt_tokens = 0;
+    size_t cached_tokens = 0;   // reused: group + conversation
+    size_t prefilled_tokens = 0;
+    size_t generated_tokens = 0;
+    std::string error;          // the error message for 4xx/5xx
+};
+
+// Cache usage, as the engine thread last saw it.
+struct CacheUsage {
+    size_t gpu_bytes = 0, gpu_groups = 0;
+    size_t memory_bytes = 0, memory_groups = 0;
+    uint64_t disk_bytes = 0;
+    size_t conversation_bytes = 0, conversation_entries = 0;
+};
+
+struct StatsSnapshot {
+    uint64_t requests = 0;
+    uint64_t lookups = 0;                    // requests that linked a group (chat, query, compile)
+    uint64_t hits = 0;                       // ... found it in a tier
+    double hit_rate = 0;                     // hits / lookups (0 when none)
+    std::map<std::string, uint64_t> by_tier; // "gpu" | "memory" | "disk" | "miss" -> count
+    uint64_t reused_tokens = 0;
+    uint64_t prefilled_tokens = 0;
+    uint64_t generated_tokens = 0;
+    uint64_t rejected_queue_full = 0;        // 429s
+    uint64_t cancelled = 0;                  // 499s: disconnects that cancelled their job
+    size_t queue_depth = 0;
+    size_t max_queue = 0;
+    bool busy = false;
+    CacheUsage cache;
+    std::vector<RequestLogEntry> recent;     // oldest first
+};
+
+class ServerStats {
+public:
+    explicit ServerStats(size_t log_size = 256) : log_size_(log_size) {}
+    void record(const RequestLogEntry& e);
+    void set_cache_usage(const CacheUsage& usage);
+    // Called (on the request's thread) after each record(); the app marshals it to its GUI thread.
+    void set_listener(std::function<void(const RequestLogEntry&)> listener);
+    StatsSnapshot snapshot() const;  // queue_depth/max_queue/busy are filled by the Server
+    // Prometheus text exposition (version 0.0.4), with the gauges the server passes in.
+    std::string prometheus(size_t queue_depth, size_t max_queue, bool busy) const;
+
+    // TTFT histogram bucket bounds (seconds), Prometheus style (cumulative, +Inf last).
+    static const std::vector<double>& ttft_buckets_s();
+
+private:
+    mutable std::mutex mutex_;
+    size_t log_size_;
+    std::deque<RequestLogEntry> recent_;
+    std::map<std::pair<std::string, int>, uint64_t> requests_;  // (endpoint, status) -> count
+    std::map<std::string, uint64_t> by_tier_;
+    std::vector<uint64_t> ttft_counts_;  // per bucket, not cumulative; last = +Inf
+    double ttft_sum_s_ = 0;
+    uint64_t ttft_count_ = 0;
+    uint64_t reused_tokens_ = 0, prefilled_tokens_ = 0, generated_tokens_ = 0;
+    uint64_t requests_total_ = 0, rejected_ = 0, cancelled_ = 0;
+    CacheUsage cache_;
+    std::function<void(const RequestLogEntry&)> listener_;
+};
+
+}  // namespace cc::serve

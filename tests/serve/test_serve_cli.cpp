@@ -1,0 +1,106 @@
+// contextcache-cli serve as a process: it prints its address as JSON, answers, and stops cleanly
+// (exit 0) on SIGINT, even while a request is running.
+#include "tests/test_support.h"
+
+#include <nlohmann/json.hpp>
+
+#include <httplib.h>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+extern char** environ;
+
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+using namespace std::chrono_literals;
+
+struct ServeProcess {
+    pid_t pid = -1;
+    int out_fd = -1;
+    int port = 0;
+
+    explicit ServeProcess(const std::vector<std::string>& extra) {
+        int pipefd[2];
+        if (pipe(pipefd) != 0) return;
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_adddup2(&actions, pipefd[1], 1);
+        posix_spawn_file_actions_addclose(&actions, pipefd[0]);
+        std::vector<std::string> args{cc::test::cli_path().string(), "--model", "builtin:qwen3-test", "--threads", "1",
+                                      "--json", "serve", "--port", "0"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid = -1;
+        posix_spawn_file_actions_destroy(&actions);
+        close(pipefd[1]);
+        out_fd = pipefd[0];
+        // The first line is {"address", "port", ...}.
+        std::string line;
+        char c;
+        while (read(out_fd, &c, 1) == 1 && c != '\n') line += c;
+        if (!line.empty()) port = ordered_json::parse(line).value("port", 0);
+    }
+    // SIGINT, then the exit status (or -1 when it did not end within the limit).
+    int interrupt_and_wait(std::chrono::seconds limit) {
+        kill(pid, SIGINT);
+        const auto end = std::chrono::steady_clock::now() + limit;
+        int status = 0;
+        while (std::chrono::steady_clock::now() < end) {
+            if (waitpid(pid, &status, WNOHANG) == pid) {
+                pid = -1;
+                return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            }
+            std::this_thread::sleep_for(20ms);
+        }
+        return -1;
+    }
+    ~ServeProcess() {
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+        }
+        if (out_fd >= 0) close(out_fd);
+    }
+};
+
+TEST(ServeCli, PrintsItsAddressAnswersAndStopsOnSigint) {
+    ServeProcess server({"--max-queue", "2"});
+    ASSERT_GT(server.port, 0);
+    httplib::Client c("127.0.0.1", server.port);
+    auto h = c.Get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+    // A long request in flight when Ctrl-C comes: the server cancels it and exits.
+    std::thread busy([&] {
+        httplib::Client b("127.0.0.1", server.port);
+        b.set_read_timeout(60, 0);
+        b.Post("/query",
+               R"({"tools": [{"name": "f", "parameters": {"type": "object"}}], "query": "q", "max_new_tokens": 30000, "ignore_eos": true})",
+               "application/json");
+    });
+    for (int i = 0; i < 200; ++i) {
+        auto s = c.Get("/status");
+        if (s && ordered_json::parse(s->body).value("busy", false)) break;
+        std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_EQ(server.interrupt_and_wait(30s), 0);
+    busy.join();
+}
+
+TEST(ServeCli, BadOptionsAreUsageErrors) {
+    const auto r = cc::test::run_cli({"serve", "--port", "70000"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    const auto u = cc::test::run_cli({"serve", "--no-such-option", "1"});
+    EXPECT_EQ(u.exit_code, 2) << u.err;
+}
+
+}  // namespace

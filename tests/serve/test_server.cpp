@@ -1,0 +1,423 @@
+// The HTTP server against real sockets on 127.0.0.1 (ephemeral ports): endpoint shapes, OpenAI error
+// shapes, auth, body limit (413), a full queue (429), cancellation by disconnect, timeouts, /metrics
+// format, SSE framing, cache reuse across reordered and MCP-form tools. The built-in qwen3-test model
+// is synthetic (its text is gibberish), so replies are checked for shape, not content; every wait
+// is bounded.
+#include "core/serve/server.h"
+#include "tests/test_support.h"
+
+#include <httplib.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+namespace {
+
+using cc::ordered_json;
+using namespace std::chrono_literals;
+
+cc::EngineOptions engine_options() {
+    cc::EngineOptions o;
+    o.model_spec = "builtin:qwen3-test";
+    o.n_threads = 1;
+    return o;  // memory tier only: no files
+}
+
+const char* kTools = R"([
+  {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+  {"type": "function", "function": {"name": "send_email", "description": "Send an email",
+    "parameters": {"type": "object", "properties": {"to": {"type": "string"}}}}}
+])";
+
+ordered_json chat_body(const ordered_json& tools, int max_tokens = 2, bool stream = false) {
+    ordered_json b;
+    b["model"] = "builtin:qwen3-test";
+    b["messages"] = ordered_json::array({{{"role", "system"}, {"content", "You are a test."}},
+                                         {{"role", "user"}, {"content", "What is the weather in Paris?"}}});
+    b["tools"] = tools;
+    b["max_tokens"] = max_tokens;
+    if (stream) {
+        b["stream"] = true;
+        b["stream_options"] = {{"include_usage", true}};
+    }
+    return b;
+}
+
+// Waits (bounded) until `pred` holds.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 20s) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+        if (pred()) return true;
+        std::this_thread::sleep_for(10ms);
+    }
+    return pred();
+}
+
+// Sends a raw HTTP request and returns the connected socket (the caller closes it: a disconnect).
+int send_raw(int port, const std::string& path, const std::string& body) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        close(fd);
+        return -1;
+    }
+    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// A long /query that keeps the engine busy until cancelled.
+std::string long_query() {
+    return ordered_json{{"tools", ordered_json::parse(kTools)}, {"query", "go"}, {"max_new_tokens", 30000},
+                        {"ignore_eos", true}}
+        .dump();
+}
+
+class ServerTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        cc::serve::ServerOptions o;
+        o.port = 0;
+        o.max_queue = 1;
+        o.max_body_bytes = 64 * 1024;
+        server_ = new cc::serve::Server(engine_options(), o);
+        server_->start();
+    }
+    static void TearDownTestSuite() {
+        delete server_;
+        server_ = nullptr;
+    }
+    static httplib::Client client() {
+        httplib::Client c("127.0.0.1", server_->port());
+        c.set_read_timeout(120, 0);
+        return c;
+    }
+    static ordered_json post(const std::string& path, const ordered_json& body, int expected_status = 200) {
+        auto c = client();
+        auto r = c.Post(path.c_str(), body.dump(), "application/json");
+        EXPECT_TRUE(r) << path;
+        if (!r) return {};
+        EXPECT_EQ(r->status, expected_status) << path << ": " << r->body;
+        return ordered_json::parse(r->body);
+    }
+    static cc::serve::Server* server_;
+};
+cc::serve::Server* ServerTest::server_ = nullptr;
+
+TEST_F(ServerTest, HealthModelsStatus) {
+    auto c = client();
+    auto h = c.Get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+    EXPECT_EQ(ordered_json::parse(h->body)["status"], "ok");
+    auto m = c.Get("/v1/models");
+    ASSERT_TRUE(m);
+    const auto models = ordered_json::parse(m->body);
+    EXPECT_EQ(models["object"], "list");
+    EXPECT_EQ(models["data"][0]["id"], "builtin:qwen3-test");
+    EXPECT_EQ(models["data"][0]["object"], "model");
+    auto s = c.Get("/status");
+    ASSERT_TRUE(s);
+    const auto status = ordered_json::parse(s->body);
+    EXPECT_EQ(status["backend"], "cpu");
+    for (const char* k : {"model", "hit_rate", "queue_depth", "max_queue", "cache", "requests"})
+        EXPECT_TRUE(status.contains(k)) << k;
+    EXPECT_TRUE(status["cache"].contains("memory"));
+}
+
+TEST_F(ServerTest, ChatCompletionShapeAndReuseAcrossReorderedTools) {
+    const auto first = post("/v1/chat/completions", chat_body(ordered_json::parse(kTools)));
+    EXPECT_EQ(first["object"], "chat.completion");
+    EXPECT_TRUE(first["id"].get<std::string>().starts_with("chatcmpl-"));
+    const auto& choice = first["choices"][0];
+    EXPECT_EQ(choice["message"]["role"], "assistant");
+    const std::string finish = choice["finish_reason"];
+    EXPECT_TRUE(finish == "stop" || finish == "length" || finish == "tool_calls") << finish;
+    EXPECT_GT(first["usage"]["prompt_tokens"].get<int>(), 0);
+    EXPECT_LE(first["usage"]["completion_tokens"].get<int>(), 2);
+    EXPECT_TRUE(first["usage"]["prompt_tokens_details"].contains("cached_tokens"));
+    const auto& cc1 = first["contextcache"];
+    for (const char* k : {"group_key", "tier", "group_reused_tokens", "conversation_reused_tokens", "prefilled_tokens",
+                          "diverged_at", "timings"})
+        EXPECT_TRUE(cc1.contains(k)) << k;
+
+    // The same tools in another order: the same group, linked from memory.
+    auto reordered = ordered_json::parse(kTools);
+    std::swap(reordered[0], reordered[1]);
+    const auto second = post("/v1/chat/completions", chat_body(reordered));
+    EXPECT_EQ(second["contextcache"]["group_key"], cc1["group_key"]);
+    EXPECT_EQ(second["contextcache"]["tier"], "memory");
+    EXPECT_GT(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+    // cached_tokens = the group prefix + what a stored conversation state gave (the same question
+    // was asked before, so the whole prompt but the last tokens can come from it).
+    const auto& cc2 = second["contextcache"];
+    EXPECT_GT(cc2["group_reused_tokens"].get<int>(), 0);
+    EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+              cc2["group_reused_tokens"].get<int>() + cc2["conversation_reused_tokens"].get<int>());
+    EXPECT_EQ(cc2["prompt_tokens"].get<int>(), cc2["group_reused_tokens"].get<int>() +
+                                                   cc2["conversation_reused_tokens"].get<int>() +
+                                                   cc2["prefilled_tokens"].get<int>());
+
+    // The same tools as an MCP tools/list page: the same group too.
+    ordered_json page;
+    page["tools"] = ordered_json::array();
+    for (const auto& t : ordered_json::parse(kTools))
+        page["tools"].push_back({{"name", t["function"]["name"]},
+                                 {"title", "ignored"},
+                                 {"description", t["function"]["description"]},
+                                 {"inputSchema", t["function"]["parameters"]},
+                                 {"annotations", {{"readOnlyHint", true}}}});
+    page["nextCursor"] = nullptr;
+    const auto mcp = post("/v1/chat/completions", chat_body(page));
+    EXPECT_EQ(mcp["contextcache"]["group_key"], cc1["group_key"]);
+}
+
+TEST_F(ServerTest, StreamingFraming) {
+    auto c = client();
+    auto r = c.Post("/v1/chat/completions", chat_body(ordered_json::parse(kTools), 3, true).dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_NE(r->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+    std::vector<std::string> data;
+    std::istringstream in(r->body);
+    std::string line;
+    bool blank_after = true;
+    while (std::getline(in, line)) {
+        if (line.empty()) {
+            blank_after = true;
+            continue;
+        }
+        EXPECT_TRUE(blank_after) << "two data lines in one event";
+        ASSERT_TRUE(line.starts_with("data: ")) << line;
+        data.push_back(line.substr(6));
+        blank_after = false;
+    }
+    ASSERT_GE(data.size(), 4u);
+    EXPECT_EQ(data.back(), "[DONE]");
+    const auto first = ordered_json::parse(data[0]);
+    EXPECT_EQ(first["object"], "chat.completion.chunk");
+    EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+    const auto usage = ordered_json::parse(data[data.size() - 2]);
+    EXPECT_TRUE(usage["choices"].empty());
+    EXPECT_GT(usage["usage"]["prompt_tokens"].get<int>(), 0);
+    const auto last = ordered_json::parse(data[data.size() - 3]);
+    EXPECT_FALSE(last["choices"][0]["finish_reason"].is_null());
+    EXPECT_TRUE(last.contains("contextcache"));
+    const std::string id = first["id"];
+    for (size_t i = 0; i + 1 < data.size(); ++i) EXPECT_EQ(ordered_json::parse(data[i])["id"], id);
+}
+
+TEST_F(ServerTest, ErrorsHaveTheOpenAIShape) {
+    auto check = [](const ordered_json& j, const char* param) {
+        ASSERT_TRUE(j.contains("error")) << j.dump();
+        EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+        EXPECT_TRUE(j["error"]["message"].is_string());
+        if (param) {
+            EXPECT_EQ(j["error"]["param"], param);
+        }
+    };
+    auto b = chat_body(ordered_json::parse(kTools));
+    b["max_tokens"] = "many";
+    check(post("/v1/chat/completions", b, 400), "max_tokens");
+    b = chat_body(ordered_json::parse(kTools));
+    b["tool_choice"] = "required";
+    check(post("/v1/chat/completions", b, 400), "tool_choice");
+    b = chat_body(ordered_json::parse(R"([{"name": "9bad"}])"));
+    check(post("/v1/chat/completions", b, 400), "tools");
+    b = chat_body(ordered_json::parse(kTools));
+    b["messages"][1] = {{"role", "function"}, {"name", "f"}, {"content", "x"}};  // the legacy role is refused
+    check(post("/v1/chat/completions", b, 400), "messages");
+    b = chat_body(ordered_json::parse(kTools));
+    b["some_future_field"] = {{"x", 1}};  // unknown fields are ignored
+    post("/v1/chat/completions", b, 200);
+
+    auto c = client();
+    auto bad = c.Post("/v1/chat/completions", "{not json", "application/json");
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->status, 400);
+    check(ordered_json::parse(bad->body), nullptr);
+    auto missing = c.Get("/no/such/endpoint");
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 404);
+    EXPECT_TRUE(ordered_json::parse(missing->body).contains("error"));
+}
+
+TEST_F(ServerTest, BodyOverTheLimitIs413) {
+    auto b = chat_body(ordered_json::parse(kTools));
+    b["messages"][1]["content"] = std::string(100 * 1024, 'x');
+    auto c = client();
+    auto r = c.Post("/v1/chat/completions", b.dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 413);
+    const auto j = ordered_json::parse(r->body);
+    EXPECT_EQ(j["error"]["code"], "payload_too_large");
+}
+
+TEST_F(ServerTest, PaperEndpoints) {
+    const auto compiled = post("/tools", {{"tools", ordered_json::parse(kTools)}, {"system", "paper"}});
+    const std::string key = compiled["group_key"];
+    EXPECT_EQ(key.size(), 64u);
+    EXPECT_EQ(compiled["n_tools"], 2);
+    EXPECT_TRUE(compiled.contains("compile_ms"));
+    EXPECT_TRUE(compiled.contains("prefix_tokens"));
+    const auto again = post("/tools", {{"tools", ordered_json::parse(kTools)}, {"system", "paper"}});
+    EXPECT_EQ(again["tier"], "memory");
+
+    auto c = client();
+    auto list = c.Get("/tools");
+    ASSERT_TRUE(list);
+    bool found = false;
+    const auto groups = ordered_json::parse(list->body)["groups"];
+    for (const auto& g : groups) found |= g["group_key"] == key;
+    EXPECT_TRUE(found) << key << " not in " << list->body;
+
+    const auto q = post("/query", {{"tools", ordered_json::parse(kTools)}, {"system", "paper"}, {"query", "hi"},
+                                   {"max_new_tokens", 2}});
+    for (const char* k : {"text", "tokens", "tool_call", "cache_hit", "tier", "timings", "compile"})
+        EXPECT_TRUE(q.contains(k)) << k;
+    EXPECT_EQ(q["compile"]["group_key"], key);
+    post("/query", {{"tools", ordered_json::parse(kTools)}}, 400);  // no query
+
+    auto del = c.Delete(("/tools/" + key).c_str());
+    ASSERT_TRUE(del);
+    EXPECT_EQ(del->status, 200);
+    auto del2 = c.Delete(("/tools/" + key).c_str());
+    ASSERT_TRUE(del2);
+    EXPECT_EQ(del2->status, 404);
+    auto bad = c.Delete("/tools/not-a-key");
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->status, 400);
+}
+
+TEST_F(ServerTest, MetricsAreValidPrometheusText) {
+    post("/v1/chat/completions", chat_body(ordered_json::parse(kTools)));
+    auto c = client();
+    auto r = c.Get("/metrics");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_NE(r->get_header_value("Content-Type").find("text/plain"), std::string::npos);
+    const std::regex sample(R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? [-+0-9.eE]+(Inf)?$)");
+    std::istringstream in(r->body);
+    std::string line;
+    double inf_bucket = -1, count = -2;
+    while (std::getline(in, line)) {
+        if (line.starts_with("# HELP ") || line.starts_with("# TYPE ")) continue;
+        EXPECT_TRUE(std::regex_match(line, sample)) << line;
+        if (line.starts_with("contextcache_ttft_seconds_bucket{le=\"+Inf\"}")) inf_bucket = std::stod(line.substr(line.rfind(' ')));
+        if (line.starts_with("contextcache_ttft_seconds_count ")) count = std::stod(line.substr(line.rfind(' ')));
+    }
+    EXPECT_EQ(inf_bucket, count);
+    EXPECT_GT(count, 0);
+    for (const char* name : {"contextcache_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"}",
+                             "contextcache_group_lookups_total{tier=\"memory\"}", "contextcache_reused_tokens_total",
+                             "contextcache_queue_depth", "contextcache_cache_bytes{tier=\"memory\"}"})
+        EXPECT_NE(r->body.find(name), std::string::npos) << name;
+}
+
+TEST_F(ServerTest, FullQueueIs429AndADisconnectCancels) {
+    const auto before = server_->snapshot();
+    // A: a long generation, from a client that will hang up.
+    const int a = send_raw(server_->port(), "/query", long_query());
+    ASSERT_GE(a, 0);
+    ASSERT_TRUE(eventually([] { return server_->snapshot().busy; }));
+    // B: waits in the queue (max_queue = 1).
+    std::thread b_thread([] { post("/v1/chat/completions", chat_body(ordered_json::parse(kTools), 1)); });
+    ASSERT_TRUE(eventually([] { return server_->snapshot().queue_depth == 1; }));
+    // C: refused at once.
+    auto c = client();
+    auto r = c.Post("/v1/chat/completions", chat_body(ordered_json::parse(kTools), 1).dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 429);
+    EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+    const auto err = ordered_json::parse(r->body);
+    EXPECT_EQ(err["error"]["type"], "rate_limit_error");
+    // A hangs up: its generation is cancelled, so B runs and finishes well before A's 30000 tokens.
+    close(a);
+    b_thread.join();
+    EXPECT_TRUE(eventually([&] { return server_->snapshot().cancelled == before.cancelled + 1; }));
+    EXPECT_FALSE(server_->snapshot().busy);
+    EXPECT_EQ(server_->snapshot().rejected_queue_full, before.rejected_queue_full + 1);
+}
+
+TEST_F(ServerTest, AStreamClosedMidwayIsCancelled) {
+    const auto before = server_->snapshot();
+    auto body = chat_body(ordered_json::parse(kTools), 30000, true);
+    const int fd = send_raw(server_->port(), "/v1/chat/completions", body.dump());
+    ASSERT_GE(fd, 0);
+    char buf[4096];
+    ASSERT_GT(recv(fd, buf, sizeof buf, 0), 0);  // headers and the first chunk have come
+    close(fd);
+    EXPECT_TRUE(eventually([&] { return server_->snapshot().cancelled == before.cancelled + 1; }));
+    EXPECT_TRUE(eventually([] { return !server_->snapshot().busy; }));
+}
+
+TEST(ServerOptionsTest, ApiKeyIsRequiredExceptForHealth) {
+    cc::serve::ServerOptions o;
+    o.port = 0;
+    o.api_key = "sk-test-123";
+    cc::serve::Server server(engine_options(), o);
+    server.start();
+    httplib::Client c("127.0.0.1", server.port());
+    auto none = c.Get("/v1/models");
+    ASSERT_TRUE(none);
+    EXPECT_EQ(none->status, 401);
+    EXPECT_EQ(ordered_json::parse(none->body)["error"]["code"], "invalid_api_key");
+    auto wrong = c.Get("/v1/models", {{"Authorization", "Bearer sk-test-124"}});
+    ASSERT_TRUE(wrong);
+    EXPECT_EQ(wrong->status, 401);
+    auto right = c.Get("/v1/models", {{"Authorization", "Bearer sk-test-123"}});
+    ASSERT_TRUE(right);
+    EXPECT_EQ(right->status, 200);
+    auto health = c.Get("/health");
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 200);
+}
+
+TEST(ServerOptionsTest, RequestTimeoutCancels) {
+    cc::serve::ServerOptions o;
+    o.port = 0;
+    o.request_timeout_s = 1;
+    cc::serve::Server server(engine_options(), o);
+    server.start();
+    httplib::Client c("127.0.0.1", server.port());
+    c.set_read_timeout(30, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = c.Post("/query", long_query(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 408);
+    EXPECT_EQ(ordered_json::parse(r->body)["error"]["code"], "request_timeout");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+    EXPECT_FALSE(server.snapshot().busy);
+}
+
+TEST(ServerOptionsTest, StopWhileBusyEndsPromptly) {
+    cc::serve::ServerOptions o;
+    o.port = 0;
+    auto server = std::make_unique<cc::serve::Server>(engine_options(), o);
+    server->start();
+    const int fd = send_raw(server->port(), "/query", long_query());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(eventually([&] { return server->snapshot().busy; }));
+    const auto t0 = std::chrono::steady_clock::now();
+    server.reset();  // stop(): cancels the job, joins every thread
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+    close(fd);
+}
+
+}  // namespace
