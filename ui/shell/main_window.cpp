@@ -7,6 +7,7 @@
 #include "ui/widgets/message_banner.h"
 #include "ui/panels/model_panel.h"
 #include "ui/panels/query_panel.h"
+#include "ui/panels/server_panel.h"
 #include "ui/widgets/resources.h"
 #include "ui/panels/timings_panel.h"
 #include "ui/panels/tool_set_panel.h"
@@ -217,6 +218,10 @@ void MainWindow::buildDocks() {
                                tr("The paper's Tables 2 and 3 for the loaded model: TTFT, compile, break-even"));
     addPanelDock(new EvalPanel(m_engine), tr("Evaluation"), QStringLiteral("evalDock"),
                  tr("Tool-calling quality on a dataset: TSA, PF1, EM, FPR, FNR; cached vs full"))->widget()->setObjectName(QStringLiteral("evalPanel"));
+    auto* server = new ServerPanel(m_engine);
+    server->setObjectName(QStringLiteral("serverPanel"));
+    addPanelDock(server, tr("Server"), QStringLiteral("serverDock"),
+                 tr("Serve the loaded model over HTTP: OpenAI chat completions, the paper's endpoints, /metrics"));
 
     // No central widget: the docks share the whole window. Banners sit under the menu bar.
     setCorner(Qt::TopLeftCorner, Qt::LeftDockWidgetArea);
@@ -229,6 +234,7 @@ void MainWindow::applyDefaultLayout() {
     // Left column: Model over Tool set. Right (wide) column: Query over Timings, Cache and Evaluation tabbed
     // behind Timings. At 1280x800 the left column is a third of the width.
     const QList<QDockWidget*> docks{m_modelDock, m_toolSetDock, m_queryDock, m_timingsDock, m_cacheDock, m_benchDock,
+                                    findChild<QDockWidget*>(QStringLiteral("serverDock")),
                                     findChild<QDockWidget*>(QStringLiteral("evalDock"))};
     for (auto* dock : docks) {
         removeDockWidget(dock);
@@ -241,6 +247,7 @@ void MainWindow::applyDefaultLayout() {
     tabifyDockWidget(m_timingsDock, m_cacheDock);
     tabifyDockWidget(m_cacheDock, m_benchDock);
     tabifyDockWidget(m_timingsDock, docks.last());  // Evaluation
+    tabifyDockWidget(m_timingsDock, docks[docks.size() - 2]);  // Server
     for (auto* dock : docks) dock->show();
     m_timingsDock->raise();
     m_defaultSizesPending = true;

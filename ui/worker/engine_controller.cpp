@@ -112,6 +112,8 @@ using cc::median;
 
 }  // namespace
 
+cc::EngineOptions EngineController::engineOptions() const { return cc::ui::engineOptions(m_modelRequest, m_backends); }
+
 QueryKind queryKindOf(cc::QueryMode mode) {
     switch (mode) {
         case cc::QueryMode::cached: return QueryKind::cached;

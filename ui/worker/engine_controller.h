@@ -224,6 +224,9 @@ public:
     const cc::ModelInfo* modelInfo() const { return m_model ? &*m_model : nullptr; }
     const cc::CompileResult* currentTools() const { return m_tools ? &*m_tools : nullptr; }
     const ModelRequest& lastModelRequest() const { return m_modelRequest; }
+    // The engine options of the last model request (what the app's engine was built with), for
+    // another engine on the same model and cache directory (the Server panel's).
+    cc::EngineOptions engineOptions() const;
     EngineWorker* worker() const { return m_worker; }   // for connecting to its signals
     // The GPU probe of the wired backends (any thread; it initialises the driver, so not on the
     // GUI thread), and whether a GPU backend was wired at all.
