@@ -251,12 +251,11 @@ void RequestChart::setRecord(const RequestRecord* record) {
         for (QString& c : categories) c = QStringLiteral("turn %1 · %2").arg(record->turn).arg(c);
     if (record && record->turn > 0)
         // A conversation turn: where its prompt came from, in tokens (the bars give the times).
-        setTitle(QStringLiteral("Turn %1 (request #%2) · %3 · group %4 (%5) + conversation %6 + new %7 tokens%8")
+        // (The mode and the tier are on the bars' labels: the title stays short enough for 1280x800.)
+        setTitle(QStringLiteral("Turn %1 (#%2) · group %3 + conversation %4 + new %5 tokens%6")
                      .arg(record->turn)
                      .arg(record->index)
-                     .arg(record->mode)
                      .arg(record->groupReusedTokens)
-                     .arg(record->tier)
                      .arg(record->conversationReusedTokens)
                      .arg(record->prefilledTokens)
                      .arg(record->divergedAt ? QStringLiteral(" · diverged at %1").arg(*record->divergedAt) : QString()));
