@@ -191,6 +191,8 @@ private slots:
         QCOMPARE(result1->toPlainText(), QStringLiteral("{}"));
         result0->setPlainText(QStringLiteral(R"({"amount": 231.5, "currency": "EUR"})"));
         QVERIFY(panel.transcriptText().contains(QStringLiteral("tool call convert_currency {\"amount\":250,\"from\":\"USD\",\"to\":\"EUR\"}")));
+        if (const QString dir = qEnvironmentVariable("CC_UI_SHOTS"); !dir.isEmpty())
+            QVERIFY(panel.grab().save(dir + QStringLiteral("/conversation_tool_results.png")));
 
         // the engine's real answer to the first id arrives meanwhile and is ignored
         QTest::mouseClick(send, Qt::LeftButton);

@@ -419,9 +419,9 @@ void QueryPanel::startTurn(const QString& label) {
     m_callName->setText(tr("—"));
     m_toolCallName.clear();
     m_args->setRowCount(0);
-    showToolResults({});
     updateCompareVisibility();
-    if (kind() == QueryKind::per_tool_nope) return;
+    if (kind() == QueryKind::per_tool_nope) return;   // the conversation (and any calls awaiting results) stays
+    showToolResults({});
     const QueryKind k = kind();
     m_status->setText(k == QueryKind::compare ? tr("Turn %1: running the full prefill, then the cached run…").arg(m_turns + 1)
                                               : tr("Turn %1: running (%2)…").arg(m_turns + 1).arg(QString::fromUtf8(queryKindName(k))));
