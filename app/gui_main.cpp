@@ -41,7 +41,9 @@ int main(int argc, char** argv) {
     const QCommandLineOption sample(QStringLiteral("sample"),
                                     QStringLiteral("Screenshot: compile the bundled set of N tools (5, 10, 20, 50, 100)."),
                                     QStringLiteral("n"));
-    const QCommandLineOption query(QStringLiteral("query"), QStringLiteral("Screenshot: run this query."), QStringLiteral("text"));
+    const QCommandLineOption query(QStringLiteral("query"),
+                                   QStringLiteral("Screenshot: run this query; repeat it for more turns of the conversation."),
+                                   QStringLiteral("text"));
     const QCommandLineOption mode(QStringLiteral("mode"), QStringLiteral("Screenshot: cached, full, compare or per_tool_nope."),
                                   QStringLiteral("mode"), QStringLiteral("cached"));
     const QCommandLineOption maxTokens(QStringLiteral("max-new-tokens"), QStringLiteral("Screenshot: tokens to generate."),
@@ -112,7 +114,9 @@ int main(int argc, char** argv) {
         shot.sample = parser.value(sample).toInt(&ok);
         if (!ok) return fail(QStringLiteral("--sample must be 5, 10, 20, 50 or 100"), 2);
     }
-    shot.query = parser.value(query);
+    const QStringList turns = parser.values(query);
+    shot.query = turns.value(0);
+    shot.followUps = turns.mid(1);
     shot.mode = parser.value(mode);
     shot.maxNewTokens = parser.value(maxTokens).toInt(&ok);
     if (!ok || shot.maxNewTokens < 1) return fail(QStringLiteral("--max-new-tokens must be a number >= 1"), 2);

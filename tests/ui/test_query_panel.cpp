@@ -103,7 +103,11 @@ private slots:
         QVERIFY(panel.messageText().isEmpty());
         QVERIFY(panel.badgeText().isEmpty());
 
+        // a sent message leaves the input for the next turn
+        QVERIFY(input->toPlainText().isEmpty());
+        QCOMPARE(panel.turnCount(), 1);
         // Ctrl+Enter on the keypad's Enter too
+        QTest::keyClicks(input, QStringLiteral("And to yen?"));
         QTest::keyClick(input, Qt::Key_Enter, Qt::ControlModifier);
         QVERIFY(panel.running());
         QTRY_COMPARE_WITH_TIMEOUT(done.count(), 2, kTimeoutMs);
@@ -126,6 +130,7 @@ private slots:
 
         // back to cached: no badge, no second output
         panel.setMode(cc::ui::QueryKind::cached);
+        panel.setQuery(QStringLiteral("And back on 2026-12-10?"));
         panel.run();
         QTRY_COMPARE_WITH_TIMEOUT(done.count(), 2, kTimeoutMs);
         QVERIFY(panel.badgeText().isEmpty());
@@ -198,6 +203,8 @@ private slots:
             QVERIFY(outcome.result.generated_tokens < 32768);
         }
         QVERIFY2(panel.messageText().startsWith(QStringLiteral("Cancelled")), qPrintable(panel.messageText()));
+        QVERIFY(panel.messages().empty());   // a cancelled turn is not part of the conversation
+        QCOMPARE(panel.query(), QStringLiteral("Write a very long story."));
         QTRY_VERIFY_WITH_TIMEOUT(!m_engine->busy(), kTimeoutMs);
     }
     // The synthetic weights never produce a real tool call or a difference, so these answers are
@@ -248,6 +255,7 @@ private slots:
         QCOMPARE(panel.toolCallName(), QStringLiteral("convert_currency"));
 
         // a failed query shows its message in the panel
+        panel.setQuery(QStringLiteral("And to yen?"));
         panel.run();
         QVERIFY(panel.running());
         emit m_engine->failed(QStringLiteral("query"), QStringLiteral("backend exploded"));

@@ -2,6 +2,7 @@
 // after loading, compiling and querying; bad input exits non-zero with the reason.
 #include "ui/shell/main_window.h"
 #include "ui/shell/screenshot_runner.h"
+#include "ui/panels/query_panel.h"
 #include "ui_test_support.h"
 
 #include <QFile>
@@ -85,6 +86,33 @@ private slots:
         QVERIFY(!image.isNull());
         QCOMPARE(image.size(), QSize(1280, 800));
         QVERIFY(distinctColours(image) > 4);
+    }
+
+    // Repeated --query: the turns of a conversation, each sent after the answer to the one before.
+    void runnerRunsAConversation() {
+        MainWindow window(windowOptions());
+        ScreenshotOptions o;
+        o.output = m_dir.filePath(QStringLiteral("runner-conversation.png"));
+        o.sample = 5;
+        o.query = QStringLiteral("What's the weather in Lisbon?");
+        o.followUps = {QStringLiteral("And in Porto?"), QStringLiteral("Convert 250 US dollars to euros.")};
+        o.mode = QStringLiteral("compare");
+        o.maxNewTokens = 6;
+        ScreenshotRunner runner(&window, o);
+        QSignalSpy answered(window.engine(), &EngineController::queryFinished);
+        runner.start();
+        QTRY_VERIFY_WITH_TIMEOUT(runner.isFinished(), 180000);
+        QVERIFY2(runner.exitCode() == 0, qPrintable(runner.message()));
+        QCOMPARE(answered.count(), 3);
+        for (int i = 0; i < 3; ++i) {
+            const auto outcome = answered.at(i).at(0).value<QueryOutcome>();
+            QCOMPARE(outcome.turn, i + 1);
+            QVERIFY(outcome.result.identical.value_or(false));
+            if (i > 0) QVERIFY(outcome.result.conversation_reused_tokens > 0);
+        }
+        QCOMPARE(window.queryPanel()->turnCount(), 3);
+        const QImage image(o.output);
+        QCOMPARE(image.size(), QSize(1280, 800));
     }
 
     void runnerFailsOnABadToolSet() {

@@ -23,17 +23,21 @@ int HistoryModel::columnCount(const QModelIndex& parent) const {
 QVariant HistoryModel::headerData(int section, Qt::Orientation orientation, int role) const {
     if (orientation != Qt::Horizontal) return {};
     static const char* const names[ColumnCount] = {
-        "#",       "Query",      "Mode",    "Tier",         "Tools",     "Prefix tok", "Suffix tok",
-        "Link ms", "Prefill ms", "TTFT ms", "Full TTFT ms", "Decode ms", "Total ms",   "Identical"};
+        "#",        "Turn",       "Query",   "Mode",         "Tier",      "Tools",    "Prefix tok", "Suffix tok",
+        "Conv tok", "New tok",    "Link ms", "Prefill ms",   "TTFT ms",   "Full TTFT ms", "Decode ms", "Total ms",
+        "Identical"};
     static const char* const tips[ColumnCount] = {
         "Request number in this session",
-        "The query text",
+        "The conversation turn (empty for a single query)",
+        "The query text (a turn: the user's message)",
         "cached: link the stored prefix KV and prefill the query only; full: prefill the whole prompt; "
         "compare: both, and check the output is bit-identical",
         "Where the prefix KV came from: memory, disk, or miss (computed; full runs are always a miss)",
         "Tools in the current tool set",
         "Tokens of the cacheable prefix (system prompt + tool schemas)",
         "Tokens of the query suffix (prefilled on every request)",
+        "Prompt tokens reused from a stored conversation state (the turns before)",
+        "Prompt tokens computed by this request (the rest of the prompt)",
         "lookup + disk load + upload of the stored KV",
         "Forward pass over the suffix (cached) or the whole prompt (full)",
         "Time to first token: submit to the first sampled token",
@@ -81,6 +85,8 @@ QVariant HistoryModel::data(const QModelIndex& index, int role) const {
     switch (index.column()) {
         case Index:
             return r.index;
+        case Turn:
+            return r.turn > 0 ? QVariant(r.turn) : QVariant(QString());
         case Query:
             return r.query;
         case Mode:
@@ -93,6 +99,10 @@ QVariant HistoryModel::data(const QModelIndex& index, int role) const {
             return qulonglong(r.prefixTokens);
         case SuffixTokens:
             return qulonglong(r.suffixTokens);
+        case ConversationTokens:
+            return qulonglong(r.conversationReusedTokens);
+        case NewTokens:
+            return qulonglong(r.prefilledTokens);
         case Link:
             return ms(t.link_ms);
         case Prefill:

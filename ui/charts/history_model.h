@@ -12,12 +12,15 @@ class HistoryModel : public QAbstractTableModel {
 public:
     enum Column {
         Index,
+        Turn,
         Query,
         Mode,
         Tier,
         Tools,
         PrefixTokens,
         SuffixTokens,
+        ConversationTokens,
+        NewTokens,
         Link,
         Prefill,
         Ttft,

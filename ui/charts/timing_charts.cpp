@@ -81,8 +81,8 @@ bool paletteIsDark(const QPalette& palette) {
 QColor segmentColor(int segment) {
     // Okabe-Ito: distinguishable with the common colour-vision deficiencies, on white and on dark grey.
     static const QColor colors[SegCount] = {
-        QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9), QColor(0x00, 0x9E, 0x73), QColor(0xCC, 0x79, 0xA7),
-        QColor(0x00, 0x72, 0xB2), QColor(0x99, 0x99, 0x99), QColor(0xD5, 0x5E, 0x00)};
+        QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9), QColor(0x00, 0x9E, 0x73), QColor(0xF0, 0xE4, 0x42),
+        QColor(0xCC, 0x79, 0xA7), QColor(0x00, 0x72, 0xB2), QColor(0x99, 0x99, 0x99), QColor(0xD5, 0x5E, 0x00)};
     return colors[segment];
 }
 
@@ -247,7 +247,19 @@ void RequestChart::setRecord(const RequestRecord* record) {
         categories = {record->mode == QLatin1String("full") ? QStringLiteral("full prefill")
                                                             : QStringLiteral("cached (%1)").arg(record->tier)};
     }
-    if (record)
+    if (record && record->turn > 0)
+        for (QString& c : categories) c = QStringLiteral("turn %1 · %2").arg(record->turn).arg(c);
+    if (record && record->turn > 0)
+        // A conversation turn: where its prompt came from, in tokens (the bars give the times).
+        // (The mode and the tier are on the bars' labels: the title stays short enough for 1280x800.)
+        setTitle(QStringLiteral("Turn %1 (#%2) · group %3 + conversation %4 + new %5 tokens%6")
+                     .arg(record->turn)
+                     .arg(record->index)
+                     .arg(record->groupReusedTokens)
+                     .arg(record->conversationReusedTokens)
+                     .arg(record->prefilledTokens)
+                     .arg(record->divergedAt ? QStringLiteral(" · diverged at %1").arg(*record->divergedAt) : QString()));
+    else if (record)
         setTitle(QStringLiteral("Request #%1 · %2 · %3 tools · %4 + %5 tokens")
                      .arg(record->index)
                      .arg(record->mode)

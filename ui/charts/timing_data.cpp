@@ -10,9 +10,9 @@
 namespace cc::ui {
 
 const QStringList& segmentNames() {
-    static const QStringList names{QStringLiteral("lookup"),  QStringLiteral("disk load"), QStringLiteral("upload"),
-                                   QStringLiteral("compile"), QStringLiteral("prefill"),   QStringLiteral("other"),
-                                   QStringLiteral("decode")};
+    static const QStringList names{QStringLiteral("lookup"),       QStringLiteral("disk load"), QStringLiteral("upload"),
+                                   QStringLiteral("conversation"), QStringLiteral("compile"),   QStringLiteral("prefill"),
+                                   QStringLiteral("other"),        QStringLiteral("decode")};
     return names;
 }
 
@@ -21,9 +21,11 @@ std::array<double, SegCount> segmentValues(const cc::Timings& t) {
     v[SegLookup] = t.lookup_ms;
     v[SegDiskLoad] = t.disk_load_ms;
     v[SegUpload] = t.upload_ms;
+    v[SegConversation] = t.conversation_link_ms;
     v[SegCompile] = t.compile_ms;
     v[SegPrefill] = t.prefill_ms;
-    const double beforeFirst = t.lookup_ms + t.disk_load_ms + t.upload_ms + t.compile_ms + t.prefill_ms;
+    const double beforeFirst =
+        t.lookup_ms + t.disk_load_ms + t.upload_ms + t.conversation_link_ms + t.compile_ms + t.prefill_ms;
     v[SegOther] = std::max(0.0, t.ttft_ms - beforeFirst);
     v[SegDecode] = t.decode_ms;
     return v;
@@ -47,6 +49,11 @@ const RequestRecord& TimingsData::addOutcome(const QueryOutcome& outcome) {
     rec.mode = QString::fromStdString(r.mode);
     rec.tier = QString::fromStdString(r.tier);
     rec.nTools = outcome.nTools;
+    rec.turn = outcome.turn;
+    rec.groupReusedTokens = r.group_reused_tokens;
+    rec.conversationReusedTokens = r.conversation_reused_tokens;
+    rec.prefilledTokens = r.prefilled_tokens;
+    rec.divergedAt = r.diverged_at;
     rec.prefixTokens = r.prefix_tokens;
     rec.suffixTokens = r.suffix_tokens;
     rec.generatedTokens = r.generated_tokens;
@@ -187,7 +194,9 @@ QStringList TimingsData::requestsCsvHeader() {
             QStringLiteral("upload_ms"),     QStringLiteral("link_ms"),        QStringLiteral("compile_ms"),
             QStringLiteral("prefill_ms"),    QStringLiteral("ttft_ms"),        QStringLiteral("decode_ms"),
             QStringLiteral("total_ms"),      QStringLiteral("identical"),      QStringLiteral("full_prefill_ms"),
-            QStringLiteral("full_ttft_ms"),  QStringLiteral("full_decode_ms"), QStringLiteral("full_total_ms")};
+            QStringLiteral("full_ttft_ms"),  QStringLiteral("full_decode_ms"), QStringLiteral("full_total_ms"),
+            QStringLiteral("turn"),          QStringLiteral("group_reused_tokens"), QStringLiteral("conversation_reused_tokens"),
+            QStringLiteral("prefilled_tokens"), QStringLiteral("conversation_link_ms"), QStringLiteral("diverged_at")};
 }
 
 bool TimingsData::writeRequestsCsv(const QString& path, QString* error) const {
@@ -222,6 +231,9 @@ bool TimingsData::writeRequestsCsv(const QString& path, QString* error) const {
                 << num(r.fullTimings->total_ms);
         else
             row << QString() << QString() << QString() << QString();
+        row << QString::number(r.turn) << QString::number(r.groupReusedTokens) << QString::number(r.conversationReusedTokens)
+            << QString::number(r.prefilledTokens) << num(t.conversation_link_ms)
+            << (r.divergedAt ? QString::number(*r.divergedAt) : QString());
         out << row.join(QLatin1Char(',')) << '\n';
     }
     return finish(file, out, error);

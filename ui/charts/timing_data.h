@@ -25,8 +25,15 @@ struct RequestRecord {
     QString mode;  // cached | full | compare
     QString tier;  // memory | disk | miss (full runs are always "miss")
     int nTools = 0;
+    int turn = 0;   // the conversation turn (1-based); 0 for a single query
     size_t prefixTokens = 0;
     size_t suffixTokens = 0;
+    // Where the prompt came from (the run; in compare mode the cached run): group prefix +
+    // stored conversation state + prefilled now = the whole prompt.
+    size_t groupReusedTokens = 0;
+    size_t conversationReusedTokens = 0;
+    size_t prefilledTokens = 0;
+    std::optional<size_t> divergedAt;
     size_t generatedTokens = 0;
     bool cacheHit = false;
     QString groupKey;
@@ -38,7 +45,9 @@ struct RequestRecord {
 // The stacked bar's segments, in drawing order. Up to the TTFT marker they add up to ttft_ms:
 // "other" is what TTFT holds besides link, compile and prefill (tokenising the query, sampling the
 // first token). compile is non-zero only for a cached-mode miss (the prefix computed in the query).
-enum Segment { SegLookup, SegDiskLoad, SegUpload, SegCompile, SegPrefill, SegOther, SegDecode, SegCount };
+// lookup + disk load + upload link the group prefix; "conversation" copies a stored conversation
+// state (a turn after the first); prefill computes only the new tokens.
+enum Segment { SegLookup, SegDiskLoad, SegUpload, SegConversation, SegCompile, SegPrefill, SegOther, SegDecode, SegCount };
 const QStringList& segmentNames();
 std::array<double, SegCount> segmentValues(const cc::Timings& t);
 

@@ -17,6 +17,7 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
+#include <QTextBrowser>
 #include <QVBoxLayout>
 
 namespace cc::ui {
@@ -52,10 +53,11 @@ void appendPlain(QPlainTextEdit* edit, const QString& text) {
 QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(parent), m_engine(engine) {
     m_input = new QPlainTextEdit(this);
     m_input->setObjectName(QStringLiteral("queryInput"));
-    m_input->setPlaceholderText(tr("Ask something that needs one of the tools…  (Ctrl+Enter runs)"));
-    m_input->setToolTip(tr("The user query; only this part is prefilled on a cache hit. Ctrl+Enter runs it."));
+    m_input->setPlaceholderText(tr("Ask something that needs one of the tools…  (Ctrl+Enter sends)"));
+    m_input->setToolTip(tr("The next user message. The tool set, the system prompt and the earlier turns are "
+                           "reused from the cache; only what is new is prefilled. Ctrl+Enter sends it."));
     m_input->setTabChangesFocus(true);
-    m_input->setMaximumHeight(m_input->fontMetrics().lineSpacing() * 4 + 14);
+    m_input->setMaximumHeight(m_input->fontMetrics().lineSpacing() * 3 + 14);   // the turns above get the height
     m_input->setMinimumHeight(m_input->fontMetrics().lineSpacing() * 2 + 14);
     m_input->installEventFilter(this);
 
@@ -95,15 +97,19 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_ignoreEos->setObjectName(QStringLiteral("ignoreEosCheck"));
     m_ignoreEos->setToolTip(tr("Keep generating past the end-of-turn token, up to the max tokens (for timing decode)"));
 
-    m_runButton = new QPushButton(tr("Run"), this);
+    m_runButton = new QPushButton(tr("Send"), this);
     m_runButton->setObjectName(QStringLiteral("runButton"));
-    m_runButton->setToolTip(tr("Run the query (Ctrl+Enter)"));
+    m_runButton->setToolTip(tr("Send the message as the next user turn (Ctrl+Enter)"));
     m_runButton->setDefault(true);
     connect(m_runButton, &QPushButton::clicked, this, &QueryPanel::run);
     m_cancelButton = new QPushButton(tr("Cancel"), this);
     m_cancelButton->setObjectName(QStringLiteral("cancelButton"));
-    m_cancelButton->setToolTip(tr("Stop the running query at its next token"));
+    m_cancelButton->setToolTip(tr("Stop the running turn at its next token"));
     connect(m_cancelButton, &QPushButton::clicked, this, &QueryPanel::cancel);
+    m_newButton = new QPushButton(tr("New conversation"), this);
+    m_newButton->setObjectName(QStringLiteral("newConversationButton"));
+    m_newButton->setToolTip(tr("Forget the turns and start over (the tool set stays compiled)"));
+    connect(m_newButton, &QPushButton::clicked, this, &QueryPanel::newConversation);
 
     auto* controls = new QHBoxLayout;
     auto* modeLabel = new QLabel(tr("Mode:"), this);
@@ -163,14 +169,11 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
                           "checkpoint to measure."));
     m_nope->hide();
 
-    auto* badgeRow = new QHBoxLayout;
-    badgeRow->addWidget(m_badge);
-    badgeRow->addStretch(1);
 
     // outputs: the cached (or only) run, and in compare mode the full-prefill run beside it
     auto* mainBox = new QWidget(this);
-    m_outputTitle = new QLabel(tr("Output"), mainBox);
-    m_output = makeOutput(mainBox, QStringLiteral("queryOutput"), tr("The generated text, streamed as it is produced"));
+    m_outputTitle = new QLabel(tr("Reply"), mainBox);
+    m_output = makeOutput(mainBox, QStringLiteral("queryOutput"), tr("The last reply, streamed as it is generated"));
     auto* mainLayout = new QVBoxLayout(mainBox);
     mainLayout->setContentsMargins(0, 0, 0, 0);
     mainLayout->addWidget(m_outputTitle);
@@ -189,8 +192,11 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     outputs->setChildrenCollapsible(false);
 
     // the parsed tool call
-    m_callBox = new QGroupBox(tr("Tool call"), this);
-    m_callBox->setToolTip(tr("The tool call parsed from the output: the tool's name and its arguments"));
+    // One row, no frame (the Query dock is short at 1280x800): the call's name, and in compare
+    // mode the badge at its right; the arguments table under it only when there are arguments.
+    m_callBox = new QWidget(this);
+    m_callBox->setToolTip(tr("The tool call parsed from the last reply: the tool's name and its arguments"));
+    auto* callTitle = new QLabel(tr("<b>Tool call:</b>"), m_callBox);
     m_callName = new QLabel(tr("—"), m_callBox);
     m_callName->setObjectName(QStringLiteral("toolCallName"));
     m_callName->setFont(monospace());
@@ -206,20 +212,77 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_args->setFont(monospace());
     m_args->setToolTip(tr("The call's arguments, each value as compact JSON"));
     m_args->setMaximumHeight(m_args->fontMetrics().lineSpacing() * 6 + 12);
+    auto* callRow = new QHBoxLayout;
+    callRow->addWidget(callTitle);
+    callRow->addWidget(m_callName, 1);
+    callRow->addWidget(m_badge);
     auto* callLayout = new QVBoxLayout(m_callBox);
-    callLayout->addWidget(m_callName);
+    callLayout->setContentsMargins(0, 0, 0, 0);
+    callLayout->addLayout(callRow);
     callLayout->addWidget(m_args);
     m_args->hide();   // shown with a call's arguments: the panel stays short enough for 1280x800
 
+    // the conversation so far
+    m_transcript = new QTextBrowser(this);
+    m_transcript->setObjectName(QStringLiteral("conversationView"));
+    m_transcript->setOpenLinks(false);
+    m_transcript->setToolTip(tr("The conversation: each answer with where its prompt came from — the group prefix "
+                                "(tools + system prompt, and its cache tier), the earlier turns reused from the "
+                                "conversation cache, and the new tokens prefilled now"));
+    // Small minimums: the dock shares 1280x800 with the others; the splitter gives them the rest.
+    const int line = m_transcript->fontMetrics().lineSpacing();
+    m_transcript->setMinimumHeight(line * 3 + 12);
+    m_output->setMinimumHeight(line * 2 + 12);
+    m_fullOutput->setMinimumHeight(line * 2 + 12);
+    m_transcript->setPlaceholderText(tr("The conversation appears here. Compile a tool set, type a message and press "
+                                        "Ctrl+Enter; every turn after the first reuses the KV of the turns before."));
+
+    // a result box per tool call of the last reply
+    auto* resultsGroup = new QGroupBox(tr("Tool results"), this);
+    resultsGroup->setToolTip(tr("What each called tool returned (edit it), sent back as tool messages with the "
+                                "calls' ids; the model then answers again"));
+    m_resultsBox = resultsGroup;
+    m_resultsRows = new QWidget(resultsGroup);
+    auto* rowsLayout = new QVBoxLayout(m_resultsRows);
+    rowsLayout->setContentsMargins(0, 0, 0, 0);
+    m_sendResults = new QPushButton(tr("Send result(s)"), resultsGroup);
+    m_sendResults->setObjectName(QStringLiteral("sendResultsButton"));
+    m_sendResults->setToolTip(tr("Append a tool message per call and run the next turn"));
+    connect(m_sendResults, &QPushButton::clicked, this, &QueryPanel::sendToolResults);
+    auto* resultsLayout = new QHBoxLayout(resultsGroup);
+    resultsLayout->addWidget(m_resultsRows, 1);
+    resultsLayout->addWidget(m_sendResults, 0, Qt::AlignBottom);
+    m_resultsBox->hide();
+
+    // "New conversation" sits on the listing's own header: the options row stays narrow enough
+    // for presentation mode's large fonts.
+    auto* conversationBox = new QWidget(this);
+    auto* conversationHeader = new QHBoxLayout;
+    conversationHeader->addWidget(new QLabel(tr("<b>Conversation</b>"), conversationBox));
+    conversationHeader->addStretch(1);
+    conversationHeader->addWidget(m_newButton);
+    auto* conversationLayout = new QVBoxLayout(conversationBox);
+    conversationLayout->setContentsMargins(0, 0, 0, 0);
+    conversationLayout->setSpacing(2);
+    conversationLayout->addLayout(conversationHeader);
+    conversationLayout->addWidget(m_transcript, 1);
+
+    auto* views = new QSplitter(Qt::Vertical, this);
+    views->addWidget(conversationBox);
+    views->addWidget(outputs);
+    views->setStretchFactor(0, 3);
+    views->setStretchFactor(1, 2);
+    views->setChildrenCollapsible(false);
+
     auto* layout = new QVBoxLayout(this);
-    layout->addLayout(inputRow);
-    layout->addLayout(controls);
+    layout->addWidget(views, 1);
+    layout->addWidget(m_callBox);
+    layout->addWidget(m_resultsBox);
     layout->addWidget(m_message);
     layout->addWidget(m_status);
-    layout->addLayout(badgeRow);
     layout->addWidget(m_nope);
-    layout->addWidget(outputs, 1);
-    layout->addWidget(m_callBox);
+    layout->addLayout(controls);
+    layout->addLayout(inputRow);
 
     connect(m_engine, &EngineController::tokens, this, &QueryPanel::onTokens);
     connect(m_engine, &EngineController::queryFinished, this, &QueryPanel::onFinished);
@@ -282,7 +345,7 @@ void QueryPanel::updateCompareVisibility() {
     const bool compare = kind() == QueryKind::compare;
     const bool nope = kind() == QueryKind::per_tool_nope;
     m_fullBox->setVisible(compare || nope);
-    m_outputTitle->setText(compare ? tr("Cached (linked prefix)") : nope ? tr("Per-tool NoPE (composed)") : tr("Output"));
+    m_outputTitle->setText(compare ? tr("Reply — cached (linked prefix and turns)") : nope ? tr("Per-tool NoPE (composed)") : tr("Reply"));
     // The NoPE report names both runs' calls; the box's height goes to the report, so the window
     // still fits 1280x800.
     m_callBox->setVisible(!nope);
@@ -291,6 +354,8 @@ void QueryPanel::updateCompareVisibility() {
 void QueryPanel::updateButtons() {
     m_runButton->setEnabled(m_requestId == 0);
     m_cancelButton->setEnabled(m_requestId != 0);
+    m_newButton->setEnabled(m_requestId == 0);
+    m_sendResults->setEnabled(m_requestId == 0 && !m_pendingCalls.empty());
 }
 
 void QueryPanel::showMessage(const QString& text) {
@@ -304,7 +369,7 @@ void QueryPanel::run() {
     if (m_requestId != 0) return;   // one at a time; Cancel first
     const QString text = query().trimmed();
     if (text.isEmpty()) {
-        showMessage(tr("Type a query first."));
+        showMessage(tr("Type a message first."));
         return;
     }
     if (!m_engine->modelInfo()) {
@@ -315,6 +380,37 @@ void QueryPanel::run() {
         showMessage(tr("No tool set is compiled: load a tool set and press Compile first."));
         return;
     }
+    if (kind() == QueryKind::per_tool_nope) {
+        // A single-query experiment: the conversation is left as it is.
+        startTurn(QString());
+        m_status->setText(tr("Running the full prefill, then each tool alone and the composed run…"));
+        m_chatRequest = false;
+        m_requestId = m_engine->runQuery(text.toStdString(), options(), QueryKind::per_tool_nope);
+        updateButtons();
+        emit queryStarted(m_requestId);
+        return;
+    }
+    // A user message while tool calls wait for results leaves those calls unanswered: the chat
+    // templates render that as it is.
+    m_messages.push_back(cc::ChatMessage::user(text.toStdString()));
+    m_notes.emplace_back();
+    startTurn(text);
+}
+
+void QueryPanel::sendToolResults() {
+    if (m_requestId != 0 || m_pendingCalls.empty()) return;
+    for (size_t i = 0; i < m_pendingCalls.size(); ++i) {
+        const QString text = i < m_resultEdits.size() ? m_resultEdits[i]->toPlainText() : QStringLiteral("{}");
+        cc::ChatMessage m = cc::ChatMessage::tool_result(m_pendingCalls[i].id, text.toStdString());
+        m.name = m_pendingCalls[i].name;
+        m_messages.push_back(std::move(m));
+        m_notes.emplace_back();
+    }
+    startTurn(tr("(%n tool result(s))", nullptr, int(m_pendingCalls.size())));
+}
+
+// Sends m_messages as the next turn; m_turnStart marks what to drop if it does not complete.
+void QueryPanel::startTurn(const QString& label) {
     showMessage(QString());
     m_output->clear();
     m_fullOutput->clear();
@@ -323,15 +419,53 @@ void QueryPanel::run() {
     m_callName->setText(tr("—"));
     m_toolCallName.clear();
     m_args->setRowCount(0);
-    const cc::QueryOptions o = options();
-    const QueryKind k = kind();
     updateCompareVisibility();
-    m_status->setText(k == QueryKind::compare         ? tr("Running the full prefill, then the cached run…")
-                      : k == QueryKind::per_tool_nope ? tr("Running the full prefill, then each tool alone and the composed run…")
-                                                      : tr("Running (%1)…").arg(QString::fromUtf8(queryKindName(k))));
-    m_requestId = m_engine->runQuery(text.toStdString(), o, k);
+    if (kind() == QueryKind::per_tool_nope) return;   // the conversation (and any calls awaiting results) stays
+    showToolResults({});
+    const QueryKind k = kind();
+    m_status->setText(k == QueryKind::compare ? tr("Turn %1: running the full prefill, then the cached run…").arg(m_turns + 1)
+                                              : tr("Turn %1: running (%2)…").arg(m_turns + 1).arg(QString::fromUtf8(queryKindName(k))));
+    m_chatRequest = true;
+    m_pendingCalls.clear();
+    m_requestId = m_engine->runChat(m_messages, options(), m_turns + 1, label.toStdString());
+    renderTranscript();
     updateButtons();
     emit queryStarted(m_requestId);
+}
+
+void QueryPanel::rollBack() {
+    if (!m_chatRequest) return;
+    // The turn's own messages (its user message or tool results) were added from m_turnStart on.
+    m_messages.resize(m_turnStart);
+    m_notes.resize(m_turnStart);
+    // Tool results that did not get an answer: the calls wait for them again.
+    if (!m_messages.empty() && m_messages.back().role == cc::ChatMessage::Role::assistant) {
+        m_pendingCalls = m_messages.back().tool_calls;
+        showToolResults(m_pendingCalls);
+    }
+}
+
+void QueryPanel::newConversation() {
+    if (m_requestId != 0) return;
+    m_messages.clear();
+    m_notes.clear();
+    m_turns = 0;
+    m_turnStart = 0;
+    m_pendingCalls.clear();
+    m_lastReuse.clear();
+    m_output->clear();
+    m_fullOutput->clear();
+    m_badge->hide();
+    m_nope->hide();
+    m_callName->setText(tr("—"));
+    m_toolCallName.clear();
+    m_args->setRowCount(0);
+    m_args->hide();
+    showToolResults({});
+    showMessage(QString());
+    m_status->setText(QString());
+    renderTranscript();
+    emit conversationReset();
 }
 
 void QueryPanel::cancel() {
@@ -343,6 +477,8 @@ void QueryPanel::cancel() {
 void QueryPanel::endRequest() {
     const uint64_t id = m_requestId;
     m_requestId = 0;
+    m_turnStart = m_messages.size();
+    if (m_chatRequest) renderTranscript();
     updateButtons();
     emit queryDone(id);
 }
@@ -350,6 +486,19 @@ void QueryPanel::endRequest() {
 void QueryPanel::onTokens(const TokenBatch& batch) {
     if (batch.requestId != m_requestId || m_requestId == 0) return;
     appendPlain(batch.fullRun ? m_fullOutput : m_output, batch.text);
+}
+
+QString QueryPanel::reuseLine(const cc::QueryResult& r) const {
+    QString line = tr("group %1 (%2) + conversation %3 + new %4 tokens, TTFT %5 ms")
+                       .arg(r.group_reused_tokens)
+                       .arg(QString::fromStdString(r.tier))
+                       .arg(r.conversation_reused_tokens)
+                       .arg(r.prefilled_tokens)
+                       .arg(r.timings.ttft_ms, 0, 'f', 1);
+    if (r.diverged_at) line += tr(", diverged at %1").arg(*r.diverged_at);
+    if (r.full) line += tr(" · full prefill TTFT %1 ms").arg(r.full->timings.ttft_ms, 0, 'f', 1);
+    if (r.identical) line += *r.identical ? tr(" · identical") : tr(" · DIFFERS");
+    return line;
 }
 
 void QueryPanel::onFinished(const QueryOutcome& outcome) {
@@ -362,18 +511,45 @@ void QueryPanel::onFinished(const QueryOutcome& outcome) {
     showNope(outcome);
 
     QStringList parts;
+    if (outcome.turn > 0) parts << tr("turn %1").arg(outcome.turn);
     parts << tr("TTFT %1 ms").arg(r.timings.ttft_ms, 0, 'f', 1);
     if (r.full) parts << tr("full TTFT %1 ms").arg(r.full->timings.ttft_ms, 0, 'f', 1);
     parts << tr("tier %1").arg(QString::fromStdString(r.tier));
     if (outcome.nTools > 0) parts << tr("%1 tools").arg(outcome.nTools);
-    parts << tr("%1 prefix + %2 query tokens").arg(r.prefix_tokens).arg(r.suffix_tokens);
+    if (outcome.turn > 0)
+        parts << tr("%1 prompt tokens = group %2 + conversation %3 + new %4")
+                     .arg(r.prompt_tokens)
+                     .arg(r.group_reused_tokens)
+                     .arg(r.conversation_reused_tokens)
+                     .arg(r.prefilled_tokens);
+    else
+        parts << tr("%1 prefix + %2 query tokens").arg(r.prefix_tokens).arg(r.suffix_tokens);
+    if (r.diverged_at) parts << tr("diverged at %1").arg(*r.diverged_at);
     parts << tr("%1 generated").arg(r.generated_tokens == 1 ? tr("1 token") : tr("%1 tokens").arg(r.generated_tokens));
     if (r.timings.decode_tok_s > 0) parts << tr("%1 tok/s").arg(r.timings.decode_tok_s, 0, 'f', 1);
     parts << tr("stop: %1").arg(QString::fromUtf8(cc::stop_reason_name(r.stop_reason)));
     QString status = parts.join(QStringLiteral("  ·  "));
     if (!r.problem.empty()) status += QStringLiteral("\n") + tr("Problem: %1").arg(QString::fromStdString(r.problem));
     m_status->setText(status);
-    if (r.stop_reason == cc::StopReason::cancelled) showMessage(tr("Cancelled after %1 generated token(s).").arg(r.generated_tokens));
+    if (r.stop_reason == cc::StopReason::cancelled) {
+        showMessage(tr("Cancelled after %1 generated token(s).").arg(r.generated_tokens));
+        rollBack();
+        endRequest();
+        return;
+    }
+    if (m_chatRequest) {
+        // The reply becomes the next turn's assistant message, its calls given ids.
+        cc::ChatMessage reply = r.reply ? cc::assistant_message(*r.reply) : cc::ChatMessage::assistant(r.text);
+        const std::string format = m_engine->modelInfo() ? m_engine->modelInfo()->chat_format : std::string();
+        for (auto& call : reply.tool_calls) call.id = m_callIds.next(format);
+        m_pendingCalls = reply.tool_calls;
+        m_messages.push_back(std::move(reply));
+        m_lastReuse = reuseLine(r);
+        m_notes.push_back(m_lastReuse);
+        ++m_turns;
+        m_input->clear();
+        showToolResults(m_pendingCalls);
+    }
     endRequest();
 }
 
@@ -381,6 +557,7 @@ void QueryPanel::onFailed(const QString& task, const QString& message) {
     if (task != QLatin1String("query") || m_requestId == 0) return;
     showMessage(tr("Query failed: %1").arg(message));
     m_status->setText(QString());
+    rollBack();
     endRequest();
 }
 
@@ -389,11 +566,130 @@ void QueryPanel::onCancelled(const QString& task) {
     if (m_requestId == 0) return;   // the outcome (stop reason "cancelled") came first
     showMessage(tr("Cancelled."));
     m_status->setText(QString());
+    rollBack();
     endRequest();
 }
 
+// ---- the conversation ------------------------------------------------------------------------
+
+namespace {
+
+QString callText(const cc::ChatToolCall& call) {
+    return QString::fromStdString(call.name) + QLatin1Char(' ') +
+           QString::fromStdString(call.arguments_text ? *call.arguments_text
+                                                      : call.arguments.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+QString paragraphs(const QString& text) {
+    return text.toHtmlEscaped().replace(QLatin1Char('\n'), QLatin1String("<br>"));
+}
+
+}  // namespace
+
+void QueryPanel::renderTranscript() {
+    QString html;
+    const auto callName = [this](const std::string& id) {
+        for (const auto& m : m_messages)
+            for (const auto& c : m.tool_calls)
+                if (c.id == id) return QString::fromStdString(c.name);
+        return QString();
+    };
+    int turn = 0;
+    for (size_t i = 0; i < m_messages.size(); ++i) {
+        const cc::ChatMessage& m = m_messages[i];
+        switch (m.role) {
+            case cc::ChatMessage::Role::system:
+                html += tr("<p><b>System:</b> %1</p>").arg(paragraphs(QString::fromStdString(m.content)));
+                break;
+            case cc::ChatMessage::Role::user:
+                html += tr("<p><b>You:</b> %1</p>").arg(paragraphs(QString::fromStdString(m.content)));
+                break;
+            case cc::ChatMessage::Role::assistant: {
+                ++turn;
+                QString body = paragraphs(QString::fromStdString(m.content));
+                for (const auto& c : m.tool_calls)
+                    body += tr("<br>→ tool call <code>%1</code> <span style=\"color:#888\">(%2)</span>")
+                                .arg(callText(c).toHtmlEscaped(), QString::fromStdString(c.id).toHtmlEscaped());
+                html += tr("<p><b>Assistant</b> (turn %1): %2").arg(turn).arg(body);
+                if (i < m_notes.size() && !m_notes[i].isEmpty())
+                    html += QStringLiteral("<br><small style=\"color:#888\">%1</small>").arg(m_notes[i].toHtmlEscaped());
+                html += QStringLiteral("</p>");
+                break;
+            }
+            case cc::ChatMessage::Role::tool:
+                html += tr("<p><b>Tool result</b> %1 <span style=\"color:#888\">(%2)</span>: <code>%3</code></p>")
+                            .arg(callName(m.tool_call_id).toHtmlEscaped(), QString::fromStdString(m.tool_call_id).toHtmlEscaped(),
+                                 paragraphs(QString::fromStdString(m.content)));
+                break;
+        }
+    }
+    if (m_requestId != 0 && m_chatRequest)
+        html += tr("<p><b>Assistant</b> (turn %1): <i>generating — the reply streams in below</i></p>").arg(m_turns + 1);
+    m_transcript->setHtml(html);
+    QScrollBar* bar = m_transcript->verticalScrollBar();
+    bar->setValue(bar->maximum());
+}
+
+void QueryPanel::showToolResults(const std::vector<cc::ChatToolCall>& calls) {
+    for (QWidget* w : m_resultsRows->findChildren<QWidget*>(QString(), Qt::FindDirectChildrenOnly)) delete w;
+    m_resultEdits.clear();
+    auto* rows = static_cast<QVBoxLayout*>(m_resultsRows->layout());
+    for (size_t i = 0; i < calls.size(); ++i) {
+        auto* row = new QWidget(m_resultsRows);
+        auto* rowLayout = new QHBoxLayout(row);
+        rowLayout->setContentsMargins(0, 0, 0, 0);
+        auto* label = new QLabel(tr("%1 <span style=\"color:#888\">(%2)</span>")
+                                     .arg(QString::fromStdString(calls[i].name).toHtmlEscaped(),
+                                          QString::fromStdString(calls[i].id).toHtmlEscaped()),
+                                 row);
+        auto* edit = new QPlainTextEdit(QStringLiteral("{}"), row);
+        edit->setObjectName(QStringLiteral("toolResult%1").arg(i));
+        edit->setFont(monospace());
+        edit->setTabChangesFocus(true);
+        edit->setToolTip(tr("The result of %1, as the tool would return it (usually JSON)").arg(QString::fromStdString(calls[i].name)));
+        edit->setFixedHeight(edit->fontMetrics().lineSpacing() * 2 + 12);
+        rowLayout->addWidget(label);
+        rowLayout->addWidget(edit, 1);
+        rows->addWidget(row);
+        m_resultEdits.push_back(edit);
+    }
+    m_resultsBox->setVisible(!calls.empty());
+    updateButtons();
+}
+
+int QueryPanel::pendingToolCalls() const { return int(m_pendingCalls.size()); }
+
+void QueryPanel::setToolResult(int call, const QString& text) {
+    if (call >= 0 && size_t(call) < m_resultEdits.size()) m_resultEdits[size_t(call)]->setPlainText(text);
+}
+
+QString QueryPanel::transcriptText() const { return m_transcript->toPlainText(); }
+QString QueryPanel::lastReuseText() const { return m_lastReuse; }
+
 void QueryPanel::showToolCall(const cc::QueryResult& r) {
     m_args->setRowCount(0);
+    if (r.reply && !r.reply->tool_calls.empty()) {
+        // A conversation reply: every call's arguments, named by the call when there are several.
+        const auto& calls = r.reply->tool_calls;
+        m_toolCallName = QString::fromStdString(calls.front().name);
+        QStringList names;
+        for (const auto& c : calls) names << QString::fromStdString(c.name);
+        m_callName->setText(r.reply->tool_calls_valid ? names.join(QStringLiteral(", "))
+                                                      : tr("%1  (arguments are not a valid JSON object)").arg(names.join(QStringLiteral(", "))));
+        int row = 0;
+        for (const auto& c : calls) {
+            for (auto it = c.arguments.begin(); it != c.arguments.end(); ++it, ++row) {
+                m_args->setRowCount(row + 1);
+                const QString key = QString::fromStdString(it.key());
+                m_args->setItem(row, 0, new QTableWidgetItem(calls.size() > 1 ? QString::fromStdString(c.name) + QLatin1Char('.') + key : key));
+                auto* value = new QTableWidgetItem(QString::fromStdString(it.value().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+                value->setToolTip(value->text());
+                m_args->setItem(row, 1, value);
+            }
+        }
+        m_args->setVisible(row > 0);
+        return;
+    }
     m_args->setVisible(bool(r.tool_call));
     if (!r.tool_call) {
         m_callName->setText(tr("— (no tool call in the output)"));

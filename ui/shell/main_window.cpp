@@ -259,7 +259,9 @@ void MainWindow::applyDefaultSizes() {
     const int w = width(), h = height();
     resizeDocks({m_modelDock, m_queryDock}, {w * 34 / 100, w * 66 / 100}, Qt::Horizontal);
     resizeDocks({m_modelDock, m_toolSetDock}, {h * 42 / 100, h * 58 / 100}, Qt::Vertical);
-    resizeDocks({m_queryDock, m_timingsDock}, {h * 36 / 100, h * 64 / 100}, Qt::Vertical);
+    // The conversation gets about half: its turns are what a user reads; the request chart keeps
+    // its bars readable in the rest (compact below 300 px).
+    resizeDocks({m_queryDock, m_timingsDock}, {h * 50 / 100, h * 50 / 100}, Qt::Vertical);
 }
 
 void MainWindow::resetLayout() { applyDefaultLayout(); }

@@ -83,9 +83,14 @@ void ScreenshotRunner::onCompiled() {
     m_waitingForCompile = false;
     if (m_options.query.isEmpty()) return grab();
     QueryPanel* query = m_window->queryPanel();
-    query->setQuery(m_options.query);
     query->setMode(*parseQueryKind(m_options.mode));
     query->setMaxTokens(m_options.maxNewTokens);
+    sendTurn(m_options.query);
+}
+
+void ScreenshotRunner::sendTurn(const QString& text) {
+    QueryPanel* query = m_window->queryPanel();
+    query->setQuery(text);
     connect(query, &QueryPanel::queryStarted, this, [this](quint64 id) { m_queryId = id; }, Qt::SingleShotConnection);
     query->run();
     if (m_queryId == 0) return finish(1, query->messageText().isEmpty() ? tr("the query did not start") : query->messageText());
@@ -95,6 +100,14 @@ void ScreenshotRunner::onQueryFinished(const QueryOutcome& outcome) {
     if (m_done || m_queryId == 0 || outcome.requestId != m_queryId) return;
     m_queryId = 0;
     if (outcome.result.stop_reason == cc::StopReason::cancelled) return finish(1, tr("the query was cancelled"));
+    if (m_nextFollowUp < m_options.followUps.size()) {
+        // The panel takes the answer in the same signal; the next turn goes once it has.
+        const QString next = m_options.followUps[m_nextFollowUp++];
+        QTimer::singleShot(0, this, [this, next] {
+            if (!m_done) sendTurn(next);
+        });
+        return;
+    }
     grab();
 }
 

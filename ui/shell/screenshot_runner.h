@@ -1,5 +1,6 @@
 // Headless orchestration for `contextcache --screenshot FILE ...`: wait for the model, optionally
-// load and compile a tool set, optionally run a query, then save a PNG of the whole window.
+// load and compile a tool set, optionally run a query (and more user turns of the conversation),
+// then save a PNG of the whole window.
 // Lives in cc_ui so tests drive it in-process; finished() carries the exit code and the message.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <QObject>
 #include <QSize>
 #include <QString>
+#include <QStringList>
 #include <QTimer>
 
 namespace cc::ui {
@@ -19,6 +21,7 @@ struct ScreenshotOptions {
     QString toolsFile;           // a tool set file, or
     int sample = 0;              // a bundled sample set: 5/10/20/50/100 -> tools_N.json (0 = none)
     QString query;               // run this query after the compile ("" = none)
+    QStringList followUps;       // then these user turns, each after the answer to the one before
     QString mode = QStringLiteral("cached");   // cached | full | compare
     int maxNewTokens = 32;
     QSize size{1280, 800};
@@ -48,6 +51,7 @@ private:
     void onModelLoaded();
     void onCompiled();
     void onQueryFinished(const cc::ui::QueryOutcome& outcome);
+    void sendTurn(const QString& text);
     void grab();
     void finish(int exitCode, const QString& message);
 
@@ -55,6 +59,7 @@ private:
     ScreenshotOptions m_options;
     QTimer m_timeout;
     uint64_t m_queryId = 0;
+    int m_nextFollowUp = 0;
     bool m_waitingForModel = true;
     bool m_waitingForCompile = false;
     bool m_done = false;

@@ -229,7 +229,10 @@ void EngineWorker::compileTools(const ToolsRequest& request) {
 void EngineWorker::runQuery(const QueryRequest& request) {
     runJob(this, QStringLiteral("query"), m_cancel, [&] {
         auto& engine = loaded(m_state->engine);
-        if (!engine.current_tools()) throw std::runtime_error("no tool set is compiled: load a tool set and press Compile");
+        if (!engine.current_tools() || (request.messages && !m_state->tools))
+            throw std::runtime_error("no tool set is compiled: load a tool set and press Compile");
+        if (request.messages && request.kind == QueryKind::per_tool_nope)
+            throw std::runtime_error("the per-tool NoPE experiment answers single queries, not conversations");
         // Tokens reach the window in batches (at most one signal per 30 ms), not one signal each.
         TokenBatch batch;
         batch.requestId = request.id;
@@ -256,7 +259,13 @@ void EngineWorker::runQuery(const QueryRequest& request) {
         outcome.requestId = request.id;
         outcome.query = request.text;
         outcome.nTools = static_cast<int>(engine.current_tools()->n_tools);
-        if (request.kind == QueryKind::per_tool_nope) {
+        outcome.turn = request.turn;
+        if (request.messages) {
+            // The tool set the user compiled last (a sweep or an evaluation leaves it current again).
+            const cc::ChatRequest chat{*m_state->tools, m_state->systemPrompt, *request.messages, request.render};
+            outcome.nTools = static_cast<int>(m_state->tools->size());
+            outcome.result = engine.chat(chat, request.options, onToken);
+        } else if (request.kind == QueryKind::per_tool_nope) {
             if (!m_state->nope) m_state->nope = std::make_unique<cc::NopeExperiment>();
             cc::NopeRun run = m_state->nope->run(engine, request.text, request.options, onToken);
             outcome.result = std::move(run.composed);
@@ -531,6 +540,20 @@ uint64_t EngineController::runQuery(const std::string& text, const cc::QueryOpti
     request.text = text;
     request.options = options;
     request.kind = kind;
+    ++m_pending;
+    emit requestQuery(request);
+    return request.id;
+}
+uint64_t EngineController::runChat(const std::vector<cc::ChatMessage>& messages, const cc::QueryOptions& options,
+                                   int turn, const std::string& label, const cc::RenderOptions& render) {
+    QueryRequest request;
+    request.id = m_nextQueryId++;
+    request.text = label;
+    request.options = options;
+    request.kind = queryKindOf(options.mode);
+    request.messages = messages;
+    request.render = render;
+    request.turn = turn;
     ++m_pending;
     emit requestQuery(request);
     return request.id;

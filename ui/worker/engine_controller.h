@@ -9,6 +9,7 @@
 #pragma once
 
 #include "core/engine/engine.h"
+#include "core/text/conversation.h"
 #include "core/research/paper_bench.h"
 #include "core/research/eval_runner.h"
 #include "core/research/nope.h"
@@ -23,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,10 +57,15 @@ const char* queryKindName(QueryKind kind);              // "cached" | "full" | "
 std::optional<QueryKind> parseQueryKind(const QString& name);
 
 struct QueryRequest {
-    uint64_t id = 0;            // assigned by EngineController::runQuery
-    std::string text;
+    uint64_t id = 0;            // assigned by EngineController::runQuery / runChat
+    std::string text;           // a query; for a conversation turn, what the history shows for it
     cc::QueryOptions options;   // options.mode is used for the engine's kinds
     QueryKind kind = QueryKind::cached;
+    // A conversation turn (Engine::chat) when set: every message so far, rendered after the
+    // compiled tool set and its system prompt. The engine's modes only (not per_tool_nope).
+    std::optional<std::vector<cc::ChatMessage>> messages;
+    cc::RenderOptions render;
+    int turn = 0;               // 1-based turn of the conversation; 0 for a single query
 };
 
 struct SweepSet {
@@ -119,6 +126,7 @@ struct QueryOutcome {
     uint64_t requestId = 0;
     std::string query;
     int nTools = 0;
+    int turn = 0;               // the conversation turn (QueryRequest::turn); 0 for a single query
     cc::QueryResult result;     // result.full is set in compare mode and for per_tool_nope
     std::optional<cc::NopeReport> nope;  // per_tool_nope: the composed run vs the full prefill
 };
@@ -240,6 +248,12 @@ public:
     // Returns the request id. Runs options.mode, or the per-tool NoPE experiment when `kind` says so.
     uint64_t runQuery(const std::string& text, const cc::QueryOptions& options);
     uint64_t runQuery(const std::string& text, const cc::QueryOptions& options, QueryKind kind);
+    // A conversation turn: Engine::chat on the compiled tool set + system prompt and `messages`
+    // (the history so far, ending with a user message or tool results). Answers as runQuery does
+    // (tokens, queryFinished with QueryOutcome::turn, failed/cancelled under the task "query").
+    // `label` is the outcome's query text (the user's message, or a note for tool results).
+    uint64_t runChat(const std::vector<cc::ChatMessage>& messages, const cc::QueryOptions& options, int turn,
+                     const std::string& label, const cc::RenderOptions& render = {});
     void runSweep(const SweepRequest& request);
     void runBench(const BenchRequest& request);
     void runEval(const EvalRequest& request);
