@@ -393,18 +393,23 @@ void Engine::render_current(const ToolSet& tools, const std::string& system_prom
     system_prompt_ = system_prompt;
 }
 
+CompileResult Engine::describe_current() const {
+    CompileResult result;
+    result.tools_hash = tools_->tools_hash();
+    result.n_tools = tools_->size();
+    result.tool_names = tools_->names();
+    result.group_key = group_key_for(*tools_, system_prompt_);
+    result.prefix_tokens = prefix_ids_.size();
+    return result;
+}
+
 CompileResult Engine::set_tools(const ToolSet& tools, const std::string& system_prompt) {
     require_chat_model();
-    CompileResult result;
-    result.tools_hash = tools.tools_hash();
-    result.n_tools = tools.size();
-    result.tool_names = tools.names();
-    result.group_key = group_key_for(tools, system_prompt);
     render_current(tools, system_prompt);
+    CompileResult result = describe_current();
     RenderedPrompt rendered;
     rendered.prefix_ids = prefix_ids_;
     rendered.prefix_text = prefix_text_;
-    result.prefix_tokens = rendered.prefix_ids.size();
     link_or_compile(tools, system_prompt, rendered, result, nullptr);
     compile_ = result;
     linked_ = true;
@@ -414,12 +419,7 @@ CompileResult Engine::set_tools(const ToolSet& tools, const std::string& system_
 ToolsPreview Engine::select_tools(const ToolSet& tools, const std::string& system_prompt) {
     require_chat_model();
     render_current(tools, system_prompt);
-    CompileResult result;
-    result.tools_hash = tools.tools_hash();
-    result.n_tools = tools.size();
-    result.tool_names = tools.names();
-    result.group_key = group_key_for(tools, system_prompt);
-    result.prefix_tokens = prefix_ids_.size();
+    CompileResult result = describe_current();
     result.kv_bytes = backend_->kv_bytes(static_cast<int>(prefix_ids_.size()));
     result.tier = cache_->tier_of(result.group_key);
     compile_ = result;
@@ -489,11 +489,14 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     result.prefilled_tokens = result.prompt_tokens - result.group_reused_tokens;
     if (!linked_) {
         // The first query after select_tools did the link: current_tools() reports it.
-        link.tools_hash = compile_->tools_hash;
-        link.n_tools = compile_->n_tools;
-        link.tool_names = compile_->tool_names;
-        link.prefix_tokens = result.prefix_tokens;
-        compile_ = link;
+        CompileResult described = describe_current();
+        described.cache_hit = link.cache_hit;
+        described.tier = link.tier;
+        described.reused_tokens = link.reused_tokens;
+        described.compile_ms = link.compile_ms;
+        described.kv_bytes = link.kv_bytes;
+        described.problem = link.problem;
+        compile_ = std::move(described);
         linked_ = true;
     }
 

@@ -308,6 +308,8 @@ private:
     void persist_async(const std::shared_ptr<const Group>& group);
     // Renders the current tool set's prefix (set_tools, select_tools).
     void render_current(const ToolSet& tools, const std::string& system_prompt);
+    // The current tool set's keys, names and prefix length, before any link.
+    CompileResult describe_current() const;
     QueryResult run_chat(const ChatRequest& request, const QueryOptions& options,
                          const std::function<void(const TokenEvent&)>& on_token, bool cached);
     QueryResult run_cached(const std::string& text, const QueryOptions& options,

@@ -440,4 +440,16 @@ std::string text_outside(std::string_view text, std::string_view markup) {
     return std::string(py_strip(rest));
 }
 
+ParsedReply single_call_reply(const ChatFormat& format, std::string_view text) {
+    ParsedReply reply;
+    if (auto call = format.parse_tool_call(text)) {
+        reply.tool_calls_valid = call->arguments_valid;
+        reply.tool_calls.push_back(chat_call(*call));
+        reply.content = text_outside(text, call->raw);
+    } else {
+        reply.content = std::string(py_strip(text));
+    }
+    return reply;
+}
+
 }  // namespace cc::chat_detail

@@ -61,4 +61,8 @@ ChatToolCall chat_call(const ToolCall& call);
 // `text` without its first occurrence of `markup` (which must occur in it), trimmed as py_strip does.
 std::string text_outside(std::string_view text, std::string_view markup);
 
+// The reply of a format whose replies hold at most one call (llama3, plain): that call, as
+// parse_tool_call finds it, and the text around it as the content.
+ParsedReply single_call_reply(const ChatFormat& format, std::string_view text);
+
 }  // namespace cc::chat_detail

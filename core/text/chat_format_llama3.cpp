@@ -90,15 +90,7 @@ public:
 
     // One call (see parse_tool_call); the text around it, if any, is the content.
     ParsedReply parse_reply(std::string_view text) const override {
-        ParsedReply reply;
-        if (auto call = parse_tool_call(text)) {
-            reply.tool_calls_valid = call->arguments_valid;
-            reply.tool_calls.push_back(chat_call(*call));
-            reply.content = text_outside(text, call->raw);
-        } else {
-            reply.content = std::string(py_strip(text));
-        }
-        return reply;
+        return single_call_reply(*this, text);
     }
 
     // The model answers with the JSON object itself, {"name": ..., "parameters": {...}} (some

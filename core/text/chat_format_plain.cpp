@@ -76,15 +76,7 @@ public:
     }
 
     ParsedReply parse_reply(std::string_view text) const override {
-        ParsedReply reply;
-        if (auto call = parse_tool_call(text)) {
-            reply.tool_calls_valid = call->arguments_valid;
-            reply.tool_calls.push_back(chat_call(*call));
-            reply.content = text_outside(text, call->raw);
-        } else {
-            reply.content = std::string(py_strip(text));
-        }
-        return reply;
+        return single_call_reply(*this, text);
     }
 
     // A base model has no end-of-turn token: stop at end of text, and at BOS, which a model trained
