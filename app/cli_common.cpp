@@ -92,6 +92,11 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
     } catch (const std::invalid_argument& e) {
         throw UsageError(std::string("--kv-dtype: ") + e.what());
     }
+    try {
+        o.weights = cc::parse_weight_dtype(args.get_or("weights", "stored"));
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--weights: ") + e.what());
+    }
     if (auto f = args.get("chat-format")) o.chat_format = *f;
     o.cache_dir = args.get_or("cache-dir", cc::default_cache_dir().string());
     o.cache.dir = o.cache_dir;

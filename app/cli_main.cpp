@@ -43,6 +43,8 @@ global options:
   --backend B         auto | cpu | cuda (default auto)
   --threads N         CPU threads (default: all cores)
   --kv-dtype D        f32 | bf16 (default f32)
+  --weights W         stored | f32 | bf16 | q8: weights in memory (default stored: as the
+                      checkpoint holds them); CPU backend only
   --chat-format F     qwen3 | llama3 | mistral | plain (default: chosen from config.json)
   --cache-dir DIR     cache directory (default $XDG_CACHE_HOME/contextcache): group files, index, fingerprints
   --host-budget-bytes N  memory tier budget (default 4 GiB)

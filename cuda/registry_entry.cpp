@@ -2,11 +2,20 @@
 // it without CUDA headers.
 #include "cuda/cuda_backend.h"
 
+#include <stdexcept>
+#include <string>
+
 namespace cc::cuda {
 
 namespace {
 
 CudaBackendOptions cuda_options(const BackendOptions& o) {
+    // The device keeps the checkpoint's weights as uploaded (BF16 GEMMs through cuBLAS); the
+    // converted formats are the CPU backend's.
+    if (o.weights != WeightDType::stored)
+        throw std::runtime_error(std::string("--weights ") + weight_dtype_name(o.weights) +
+                                 " is a CPU backend format; the cuda backend takes the checkpoint's weights as stored "
+                                 "(use --backend cpu, or --weights stored)");
     CudaBackendOptions c;
     c.device = o.device;
     c.kv_dtype = o.kv_dtype;

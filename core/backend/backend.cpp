@@ -49,6 +49,24 @@ KvDType parse_kv_dtype(const std::string& name) {
     throw std::invalid_argument("KV dtype must be f32 or bf16, not \"" + name + "\"");
 }
 
+const char* weight_dtype_name(WeightDType t) {
+    switch (t) {
+        case WeightDType::stored: return "stored";
+        case WeightDType::f32: return "f32";
+        case WeightDType::bf16: return "bf16";
+        case WeightDType::q8: return "q8";
+    }
+    return "?";
+}
+
+WeightDType parse_weight_dtype(const std::string& name) {
+    if (name == "stored" || name == "auto") return WeightDType::stored;
+    if (name == "f32") return WeightDType::f32;
+    if (name == "bf16") return WeightDType::bf16;
+    if (name == "q8") return WeightDType::q8;
+    throw std::invalid_argument("weights must be stored, f32, bf16 or q8, not \"" + name + "\"");
+}
+
 size_t Backend::kv_bytes(int n_tokens) const {
     const ModelConfig& c = config();
     const size_t elem_bytes = kv_dtype() == KvDType::f32 ? 4 : 2;

@@ -25,6 +25,15 @@ enum class KvDType { f32, bf16 };
 const char* kv_dtype_name(KvDType t);  // "f32", "bf16"
 KvDType parse_kv_dtype(const std::string& name);  // throws std::invalid_argument naming the value
 
+// How the backend holds weight matrices in memory (`--weights`). `stored` keeps the checkpoint's
+// own width (BF16 stays BF16, F32 stays F32, F16 is widened to F32, all exact); the others convert
+// once at load: `bf16` rounds F32 to nearest even, `q8` quantises to int8 in blocks of 32 along the
+// input dimension with one F16 scale per block (the Q8_0 shape). A conversion changes the model's
+// values, so it is part of the backend's numerics id: a cache made with one never links with another.
+enum class WeightDType { stored, f32, bf16, q8 };
+const char* weight_dtype_name(WeightDType t);  // "stored", "f32", "bf16", "q8"
+WeightDType parse_weight_dtype(const std::string& name);  // throws std::invalid_argument naming the value
+
 // K and V of consecutive positions, for every layer; memory owned by the backend.
 class KvBlock {
 public:

@@ -22,6 +22,7 @@ namespace cc {
 struct BackendOptions {
     int n_threads = 0;                 // CPU threads (0 = all cores); the CUDA backend's host side ignores it
     KvDType kv_dtype = KvDType::f32;
+    WeightDType weights = WeightDType::stored;  // the CPU converts; the CUDA backend takes stored only
     int device = 0;                    // device index (CUDA)
 };
 

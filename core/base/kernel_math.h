@@ -69,6 +69,30 @@ CC_HD inline float f16_to_f32(uint16_t h) {
     return f32_from_bits(bits);
 }
 
+// binary32 -> IEEE binary16, round to nearest, ties to even (as torch's .to(torch.float16));
+// overflow gives infinity, NaN stays a (quiet) NaN. f32_to_f16(f16_to_f32(h)) == h for every
+// non-NaN h.
+CC_HD inline uint16_t f32_to_f16(float f) {
+    const uint32_t u = f32_bits(f);
+    const uint32_t sign = (u >> 16) & 0x8000u;
+    const uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // >= 65520 rounds past 65504
+    if (a >= 0x38800000u) {                                  // a normal binary16 (>= 2^-14)
+        const uint32_t r = a + 0x0fffu + ((a >> 13) & 1u);
+        return uint16_t(sign | ((r - 0x38000000u) >> 13));
+    }
+    if (a < 0x33000000u) return uint16_t(sign);  // below 2^-25: rounds to zero
+    // subnormal: the value in units of 2^-24, rounded to nearest even (may carry into the
+    // smallest normal, whose encoding follows on)
+    const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126u - (a >> 23);  // 14..24
+    uint32_t q = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return uint16_t(sign | q);
+}
+
 // ---- RMSNorm (HF LlamaRMSNorm in float32) ------------------------------------------------------
 
 // 1 / sqrt(mean(x²) + eps), from the sum of squares of n elements; eps as float like HF's

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -276,6 +277,7 @@ public:
         : weights_(weights),
           cfg_(weights.config),
           kv_dtype_(options.kv_dtype),
+          options_(options),
           isa_(cpu::resolve_isa(options.isa)),
           kernels_(cpu::kernels_for(isa_)),
           pool_(options.n_threads > 0 ? options.n_threads : cpu::ThreadPool::available_cores()),
@@ -318,7 +320,9 @@ public:
 
     std::string name() const override { return "cpu"; }
     std::string numerics_id() const override {
-        return std::string("cpu/") + cpu::isa_name(isa_) + "/" + kv_dtype_name(kv_dtype_);
+        CpuBackendOptions o = options_;
+        o.isa = cpu::isa_name(isa_);
+        return cpu_numerics_id(o);
     }
     const ModelConfig& config() const override { return cfg_; }
     KvDType kv_dtype() const override { return kv_dtype_; }
@@ -452,21 +456,39 @@ private:
         return out.data();
     }
 
-    // A matrix the GEMM reads in place: F32 and BF16 zero-copy, F16 converted once to F32.
+    // A matrix prepacked once into the GEMM's panels (kernels.h) in the chosen format: stored keeps
+    // BF16 as BF16 and F32 as F32, and widens F16 to F32 (exact).
     cpu::Matrix mat(const Tensor& t, const std::string& name, int64_t rows, int64_t cols) {
         check(t, name, {rows, cols});
-        cpu::Matrix m;
-        m.rows = rows;
-        m.cols = cols;
+        cpu::Matrix src;
+        src.rows = rows;
+        src.cols = cols;
         if (t.dtype == DType::f16) {
-            std::vector<float>& out = owned_.emplace_back(size_t(rows * cols));
-            for (size_t i = 0; i < out.size(); ++i) out[i] = element_to_f32(t.data, t.dtype, i);
-            m.data = out.data();
-        } else {
-            m.data = t.data;
-            m.bf16 = t.dtype == DType::bf16;
+            std::vector<float> wide(size_t(rows * cols));
+            for (size_t i = 0; i < wide.size(); ++i) wide[i] = element_to_f32(t.data, t.dtype, i);
+            src.data = wide.data();
+            return pack(src, name, t.dtype);
         }
-        return m;
+        src.data = t.data;
+        src.bf16 = t.dtype == DType::bf16;
+        return pack(src, name, t.dtype);
+    }
+
+    cpu::Matrix pack(const cpu::Matrix& src, const std::string& name, DType stored) {
+        cpu::WFormat f = stored == DType::bf16 ? cpu::WFormat::bf16 : cpu::WFormat::f32;
+        switch (options_.weights) {
+            case WeightDType::stored: break;
+            case WeightDType::f32: f = cpu::WFormat::f32; break;
+            case WeightDType::bf16: f = cpu::WFormat::bf16; break;
+            case WeightDType::q8: f = cpu::WFormat::q8; break;
+        }
+        try {
+            cpu::PackedMatrix& p = packed_.emplace_back(cpu::pack_matrix(pool_, src, f, kernels_.gemm_nr));
+            weight_bytes_ += p.bytes;
+            return p.view;
+        } catch (const std::bad_alloc&) {
+            throw std::runtime_error("cpu backend: out of memory packing weight " + name + " as " + cpu::wformat_name(f));
+        }
     }
 
     std::vector<float> forward_impl(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
@@ -502,11 +524,14 @@ private:
     const ModelWeights& weights_;
     ModelConfig cfg_;
     KvDType kv_dtype_;
+    CpuBackendOptions options_;
     cpu::Isa isa_;
     const cpu::Kernels& kernels_;
     cpu::ThreadPool pool_;
     cpu::Workspace ws_;
-    std::vector<std::vector<float>> owned_;  // converted weights (norm vectors, F16 matrices)
+    std::vector<std::vector<float>> owned_;  // norm and bias vectors, as f32
+    std::deque<cpu::PackedMatrix> packed_;    // every weight matrix, prepacked
+    size_t weight_bytes_ = 0;                 // bytes of packed_
     std::vector<Layer> layers_;
     const float* final_norm_ = nullptr;       // (dim)
     cpu::Matrix lm_head_;                     // (vocab, dim)
@@ -663,6 +688,7 @@ BackendEntry cpu_backend_entry() {
         CpuBackendOptions cpu;
         cpu.n_threads = o.n_threads;
         cpu.kv_dtype = o.kv_dtype;
+        cpu.weights = o.weights;
         return cpu;
     };
     e.numerics_id = [cpu_options](const BackendOptions& o, const CudaProbeSummary&) { return cpu_numerics_id(cpu_options(o)); };

@@ -13,10 +13,14 @@ namespace cc {
 struct CpuBackendOptions {
     int n_threads = 0;               // 0 = every core the process may use (sched_getaffinity)
     KvDType kv_dtype = KvDType::f32;
+    // Weight matrices in memory (backend.h): stored (the checkpoint's width), f32, bf16 or q8. All
+    // are prepacked once at construction into the GEMM's panel layout; a converting choice enters
+    // numerics_id() as "/weights=<name>".
+    WeightDType weights = WeightDType::stored;
     // Kernel instruction set: "" or "auto" = the CC_CPU_ISA environment variable when set, else the
     // best this CPU has; or "scalar", "avx2", "avx512" (an unsupported one is an error). The paths
-    // round differently, so the path is part of numerics_id(): "cpu/<isa>/<kv dtype>", e.g.
-    // "cpu/avx512/f32". Within one path, results do not depend on threads or batching; across
+    // round differently, so the path is part of numerics_id(): "cpu/<isa>/<kv dtype>[/weights=<w>]", e.g.
+    // "cpu/avx512/f32" or "cpu/avx512/bf16/weights=q8". Within one path, results do not depend on threads or batching; across
     // machines they match when the path and the C library (exp, cos, sin) are the same.
     std::string isa;
 };

@@ -4,7 +4,9 @@
 namespace cc {
 
 std::string cpu_numerics_id(const CpuBackendOptions& options) {
-    return std::string("cpu/") + cpu::isa_name(cpu::resolve_isa(options.isa)) + "/" + kv_dtype_name(options.kv_dtype);
+    std::string id = std::string("cpu/") + cpu::isa_name(cpu::resolve_isa(options.isa)) + "/" + kv_dtype_name(options.kv_dtype);
+    if (options.weights != WeightDType::stored) id += std::string("/weights=") + weight_dtype_name(options.weights);
+    return id;
 }
 
 }  // namespace cc

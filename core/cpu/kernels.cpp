@@ -1,5 +1,9 @@
 #include "core/cpu/kernels.h"
 
+#include "core/base/kernel_math.h"
+
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -26,7 +30,8 @@ Isa parse_isa(const std::string& name) {
 bool isa_supported(Isa isa) {
     switch (isa) {
         case Isa::scalar: return true;
-        case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        case Isa::avx2:
+            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
         case Isa::avx512:
             return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
@@ -80,6 +85,103 @@ float* Workspace::shared(size_t n_floats) { return grow(shared_, n_floats); }
 float* Workspace::per_thread(int thread, size_t n_floats) {
     if (size_t(thread) >= per_thread_.size()) throw std::logic_error("Workspace: thread index out of range");
     return grow(per_thread_[size_t(thread)], n_floats);
+}
+
+const char* wformat_name(WFormat f) {
+    switch (f) {
+        case WFormat::f32: return "f32";
+        case WFormat::bf16: return "bf16";
+        case WFormat::q8: return "q8";
+    }
+    return "?";
+}
+
+void PackedMatrix::Free::operator()(std::byte* p) const { std::free(p); }
+
+namespace {
+
+size_t round_up_64(size_t n) { return (n + 63) / 64 * 64; }
+
+// One q8 block of a feature: scale = f16(max |w| / 127), q = round(w / scale) in [-127, 127].
+uint16_t quantise_block(const float* w, int n, int8_t* q, int stride) {
+    float amax = 0.0f;
+    for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(w[i]));
+    const uint16_t scale_bits = km::f32_to_f16(amax / 127.0f);
+    const float scale = km::f16_to_f32(scale_bits);
+    for (int i = 0; i < n; ++i) {
+        const float r = scale > 0.0f ? std::nearbyint(w[i] / scale) : 0.0f;
+        q[size_t(i) * size_t(stride)] = int8_t(std::clamp(r, -127.0f, 127.0f));
+    }
+    return scale_bits;
+}
+
+}  // namespace
+
+PackedMatrix pack_matrix(ThreadPool& pool, const Matrix& src, WFormat format, int nr) {
+    if (src.data == nullptr || src.panels != nullptr) throw std::logic_error("pack_matrix: the source must be a row-major matrix");
+    if (nr <= 0) throw std::logic_error("pack_matrix: the panel width must be positive");
+    const int64_t n = src.rows, k = src.cols;
+    const int64_t n_panels = (n + nr - 1) / nr;
+    const int64_t n_kb = (k + kQ8Block - 1) / kQ8Block;
+    const size_t elem = format == WFormat::f32 ? 4 : format == WFormat::bf16 ? 2 : 1;
+    const size_t panel_elems = size_t(k) * size_t(nr);
+    const size_t panels_bytes = round_up_64(size_t(n_panels) * panel_elems * elem);
+    const size_t scale_elems = format == WFormat::q8 ? size_t(n_kb) * size_t(nr) : 0;  // per panel
+    const size_t bytes = panels_bytes + round_up_64(size_t(n_panels) * scale_elems * 2) + 64;  // + slack for padded reads
+    PackedMatrix out;
+    out.storage.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
+    if (!out.storage) throw std::bad_alloc();
+    std::memset(out.storage.get() + bytes - 64, 0, 64);
+    out.bytes = bytes;
+    std::byte* const base = out.storage.get();
+    auto* const scales = reinterpret_cast<uint16_t*>(base + panels_bytes);
+    pool.parallel_for(n_panels, [&](int64_t p, int) {
+        std::vector<float> row(static_cast<size_t>(k));
+        for (int c = 0; c < nr; ++c) {
+            const int64_t f = p * nr + c;
+            if (f < n) {
+                const size_t off = size_t(f) * size_t(k);
+                if (src.bf16) {
+                    const auto* b = static_cast<const uint16_t*>(src.data) + off;
+                    for (int64_t i = 0; i < k; ++i) row[size_t(i)] = km::bf16_to_f32(b[i]);
+                } else {
+                    std::memcpy(row.data(), static_cast<const float*>(src.data) + off, size_t(k) * sizeof(float));
+                }
+            } else {
+                std::fill(row.begin(), row.end(), 0.0f);
+            }
+            const size_t first = size_t(p) * panel_elems + size_t(c);  // element (k = 0, column c) of panel p
+            switch (format) {
+                case WFormat::f32: {
+                    auto* d = reinterpret_cast<float*>(base) + first;
+                    for (int64_t i = 0; i < k; ++i) d[size_t(i) * size_t(nr)] = row[size_t(i)];
+                    break;
+                }
+                case WFormat::bf16: {
+                    auto* d = reinterpret_cast<uint16_t*>(base) + first;
+                    for (int64_t i = 0; i < k; ++i) d[size_t(i) * size_t(nr)] = km::f32_to_bf16(row[size_t(i)]);
+                    break;
+                }
+                case WFormat::q8: {
+                    auto* d = reinterpret_cast<int8_t*>(base) + first;
+                    for (int64_t b = 0; b < n_kb; ++b) {
+                        const int64_t k0 = b * kQ8Block;
+                        const int len = int(std::min<int64_t>(kQ8Block, k - k0));
+                        scales[size_t(p) * scale_elems + size_t(b) * size_t(nr) + size_t(c)] =
+                            quantise_block(row.data() + k0, len, d + size_t(k0) * size_t(nr), nr);
+                    }
+                    break;
+                }
+            }
+        }
+    });
+    out.view.rows = n;
+    out.view.cols = k;
+    out.view.panels = base;
+    out.view.scales = format == WFormat::q8 ? scales : nullptr;
+    out.view.format = format;
+    out.view.nr = nr;
+    return out;
 }
 
 const Kernels& kernels_for(Isa isa) {

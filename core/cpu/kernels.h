@@ -38,13 +38,41 @@ Isa resolve_isa(const std::string& requested);
 // are one vector of FMA chains over head_dim with q broadcast, and no horizontal sums are needed.
 inline constexpr int kKeyTile = 16;
 
-// A weight matrix (rows = out features N, cols = in features K), row-major, F32 or BF16.
+// How a packed weight matrix holds its elements.
+enum class WFormat { f32, bf16, q8 };
+const char* wformat_name(WFormat f);  // "f32", "bf16", "q8"
+inline constexpr int kQ8Block = 32;   // q8: one F16 scale per 32 consecutive inputs of a feature
+
+// A weight matrix (rows = out features N, cols = in features K): either row-major F32 or BF16 at
+// `data` (read in place; the GEMM packs it per call), or prepacked once at load (`panels`, made by
+// pack_matrix for one ISA's panel width `nr`): features in panels of nr, each panel [K][nr]
+// contiguous, features past N zero. q8 panels hold int8 values and, at `scales`, per panel
+// [ceil(K / 32)][nr] F16 scales; the weight is float(q) * scale, a product of an 8-bit and an
+// 11-bit significand, so exact in F32. Every format reaches the FMA as an exact F32 value, so the
+// GEMM's per-element FMA chain (and with it the exactness contract) is the same in all of them.
 struct Matrix {
     const void* data = nullptr;
     bool bf16 = false;
     int64_t rows = 0;
     int64_t cols = 0;
+    const void* panels = nullptr;      // prepacked (then `data` is not read)
+    const uint16_t* scales = nullptr;  // q8 only
+    WFormat format = WFormat::f32;     // of the panels
+    int nr = 0;                        // panel width the panels were packed for
 };
+
+// Owns a prepacked matrix; `view` is what the GEMM takes.
+struct PackedMatrix {
+    struct Free {
+        void operator()(std::byte* p) const;
+    };
+    std::unique_ptr<std::byte[], Free> storage;
+    size_t bytes = 0;
+    Matrix view;
+};
+// Packs `src` (row-major F32 or BF16) into `format` panels of width `nr` on the pool. F32 -> BF16
+// rounds to nearest even; q8 takes per block scale = f16(max |w| / 127), q = round(w / scale).
+PackedMatrix pack_matrix(ThreadPool& pool, const Matrix& src, WFormat format, int nr);
 
 // One K/V segment of one layer: positions [first_pos, first_pos + n_tokens).
 // K comes in one of two layouts: tiled (a block the backend allocated and writes) or canonical rows
@@ -95,7 +123,10 @@ private:
 
 struct Kernels {
     Isa isa;
+    int gemm_nr;  // the panel width pack_matrix must use for this table's GEMM
     // Y[M][N] = X[M][K] · W[N][K]ᵀ (W: rows N, cols K); Y row-major with leading dimension N.
+    // A single row (decode) over prepacked panels streams each weight byte once, several panels
+    // at a time so that enough independent FMA chains are in flight.
     void (*gemm)(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& w, float* y);
     // y = rmsnorm(x) * w over n elements (HF semantics, sum of squares with lane = i mod width).
     void (*rmsnorm)(const float* x, const float* w, float* y, int n, float eps);

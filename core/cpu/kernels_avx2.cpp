@@ -14,10 +14,10 @@
 // GCC takes the target for the rest of the file; clang has no "GCC target" pragma and takes it as
 // a function attribute applied to every function below.
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 #endif
 
 namespace cc::cpu::avx2 {
@@ -32,6 +32,7 @@ struct V {
     static constexpr int qk_r = 6;     // 6 vrows x 1 key tile (2 vectors): 12 accumulators
     static constexpr bool has_transpose16 = false;
     static constexpr int qk_tt = 1;
+    static constexpr int gemv_np = 3;   // decode: 3 panels x 2 vectors = 6 FMA chains (16 registers)
 
     static __m256i lane_mask(int first, int n) {
         const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -50,6 +51,10 @@ struct V {
         std::memcpy(tmp, p, size_t(n) * sizeof(uint16_t));
         return widen(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp)));
     }
+    static reg load(const int8_t* p) {
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+    }
+    static reg load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
     static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
     static void store_n(float* p, reg v, int n) { _mm256_maskstore_ps(p, lane_mask(0, n), v); }
     static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }

@@ -39,6 +39,7 @@ struct V {
     static constexpr int qk_r = 8;      // 8 vrows x 2 key tiles: 16 accumulators
     static constexpr bool has_transpose16 = true;
     static constexpr int qk_tt = 2;
+    static constexpr int gemv_np = 4;   // decode: 4 panels x 2 vectors = 8 FMA chains in flight
 
     static __mmask16 mask(int n) { return __mmask16((1u << n) - 1u); }
     static reg zero() { return _mm512_setzero_ps(); }
@@ -48,6 +49,10 @@ struct V {
     static reg widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
     static reg load(const uint16_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
     static reg load_n(const uint16_t* p, int n) { return widen(_mm256_maskz_loadu_epi16(mask(n), p)); }
+    static reg load(const int8_t* p) {
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    }
+    static reg load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
     static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
     static void store_n(float* p, reg v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
     static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }

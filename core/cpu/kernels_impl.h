@@ -90,9 +90,31 @@ inline void pack_w_block(const T* w, int64_t k_total, int64_t f0, int nb, int k0
     }
 }
 
+// Weight vector at p of a panel: F32, BF16 (widened, exact) or int8 times its block's scale (exact).
+template <class WT>
+inline typename V::reg load_w(const WT* p, typename V::reg scale) {
+    if constexpr (std::is_same_v<WT, int8_t>) return V::mul(V::load(p), scale);
+    else return V::load(p);
+}
+
+// The scales of one q8 block for NV vectors of a panel (sc: the block's row of nr scales).
+template <class WT, int NV>
+inline void load_scales(const uint16_t* sc, typename V::reg* s) {
+    if constexpr (std::is_same_v<WT, int8_t>) {
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) s[v] = V::load_f16(sc + v * V::W);
+    } else {
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) s[v] = V::zero();
+    }
+}
+
 // R token rows x NR features; y points at (row 0, feature 0) of the tile; n_valid features stored.
-template <int R>
-void gemm_micro(const float* xp, const float* wp, int kc, float* y, int64_t ldy, int n_valid, bool accumulate) {
+// wp: kc rows of kNR weights (a packed block in F32, or a prepacked panel read in place in any
+// format; for q8, sc points at the scales of the block holding wp's first row, a block boundary).
+template <int R, class WT = float>
+void gemm_micro(const float* xp, const WT* wp, const uint16_t* sc, int kc, float* y, int64_t ldy, int n_valid,
+                bool accumulate) {
     constexpr int NV = V::gemm_nrv;
     typename V::reg acc[R][NV];
 #pragma GCC unroll 16
@@ -106,15 +128,21 @@ void gemm_micro(const float* xp, const float* wp, int kc, float* y, int64_t ldy,
                 acc[r][v] = cnt >= V::W ? V::load(y + r * ldy + v * V::W) : V::load_n(y + r * ldy + v * V::W, cnt);
         }
     }
-    for (int kk = 0; kk < kc; ++kk) {
-        typename V::reg wv[NV];
+    constexpr bool q8 = std::is_same_v<WT, int8_t>;
+    for (int kb = 0; kb < kc; kb += q8 ? kQ8Block : kc) {
+        typename V::reg sv[NV];
+        load_scales<WT, NV>(q8 ? sc + (kb / kQ8Block) * kNR : nullptr, sv);
+        const int ke = q8 ? std::min(kc, kb + kQ8Block) : kc;
+        for (int kk = kb; kk < ke; ++kk) {
+            typename V::reg wv[NV];
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) wv[v] = V::load(wp + kk * kNR + v * V::W);
+            for (int v = 0; v < NV; ++v) wv[v] = load_w(wp + kk * kNR + v * V::W, sv[v]);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-            const typename V::reg b = V::set1(xp[kk * kMR + r]);
+            for (int r = 0; r < R; ++r) {
+                const typename V::reg b = V::set1(xp[kk * kMR + r]);
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(b, wv[v], acc[r][v]);
+                for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(b, wv[v], acc[r][v]);
+            }
         }
     }
 #pragma GCC unroll 16
@@ -130,13 +158,13 @@ void gemm_micro(const float* xp, const float* wp, int kc, float* y, int64_t ldy,
     }
 }
 
-template <int R>
-inline void gemm_micro_rows(int rows, const float* xp, const float* wp, int kc, float* y, int64_t ldy, int n_valid,
-                            bool accumulate) {
+template <int R, class WT = float>
+inline void gemm_micro_rows(int rows, const float* xp, const WT* wp, const uint16_t* sc, int kc, float* y, int64_t ldy,
+                            int n_valid, bool accumulate) {
     if constexpr (R > 1) {
-        if (rows < R) return gemm_micro_rows<R - 1>(rows, xp, wp, kc, y, ldy, n_valid, accumulate);
+        if (rows < R) return gemm_micro_rows<R - 1, WT>(rows, xp, wp, sc, kc, y, ldy, n_valid, accumulate);
     }
-    gemm_micro<R>(xp, wp, kc, y, ldy, n_valid, accumulate);
+    gemm_micro<R, WT>(xp, wp, sc, kc, y, ldy, n_valid, accumulate);
 }
 
 template <class T>
@@ -152,11 +180,140 @@ void gemm_block(const float* xp, int m, int k, const T* w, int64_t n, int64_t f0
             const float* xpanel = xp + (size_t(tp) * size_t(k) + size_t(k0)) * kMR;
             for (int p = 0; p < n_panels; ++p) {
                 float* ytile = y + size_t(tp) * kMR * size_t(n) + size_t(f0) + size_t(p) * kNR;
-                gemm_micro_rows<kMR>(rows, xpanel, wp + size_t(p) * size_t(kc) * kNR, kc, ytile, n,
+                gemm_micro_rows<kMR>(rows, xpanel, wp + size_t(p) * size_t(kc) * kNR, nullptr, kc, ytile, n,
                                      std::min(kNR, nb - p * kNR), k0 > 0);
             }
         }
     }
+}
+
+// ---- GEMM over prepacked panels (pack_matrix) ------------------------------------------------------
+//
+// The panels already have the layout the micro-kernel reads, so nothing is packed per call: F32
+// panels are read in place; BF16 and q8 panels are read in place when all the tokens fit one
+// micro-tile (decode and short suffixes: each weight is converted once either way), else each
+// k block is converted once into F32 scratch and reused by every token panel. The converted value
+// is the same exact F32 on both routes, so the FMA chain per element is the one above.
+
+// y[f] for the features of np panels (from panel w0 on, panel_stride elements apart), one token:
+// every k in one chain per element, np * NV chains in flight.
+template <int NP, class WT>
+void gemv_panels(int np, const float* x, int k, const WT* w0, size_t panel_stride, const uint16_t* s0,
+                 size_t scale_stride, float* y, int n_valid) {
+    if constexpr (NP > 1) {
+        if (np < NP) return gemv_panels<NP - 1, WT>(np, x, k, w0, panel_stride, s0, scale_stride, y, n_valid);
+    }
+    constexpr int NV = V::gemm_nrv;
+    constexpr bool q8 = std::is_same_v<WT, int8_t>;
+    typename V::reg acc[NP][NV];
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) acc[p][v] = V::zero();
+    for (int kb = 0; kb < k; kb += q8 ? kQ8Block : k) {
+        typename V::reg sv[NP][NV];
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; ++p)
+            load_scales<WT, NV>(q8 ? s0 + size_t(p) * scale_stride + size_t(kb / kQ8Block) * kNR : nullptr, sv[p]);
+        const int ke = q8 ? std::min(k, kb + kQ8Block) : k;
+        for (int kk = kb; kk < ke; ++kk) {
+            const typename V::reg b = V::set1(x[kk]);
+#pragma GCC unroll 8
+            for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 8
+                for (int v = 0; v < NV; ++v)
+                    acc[p][v] = V::fma(b, load_w(w0 + size_t(p) * panel_stride + size_t(kk) * kNR + v * V::W, sv[p][v]), acc[p][v]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) {
+            const int cnt = n_valid - p * kNR - v * V::W;
+            if (cnt >= V::W)
+                V::store(y + p * kNR + v * V::W, acc[p][v]);
+            else if (cnt > 0)
+                V::store_n(y + p * kNR + v * V::W, acc[p][v], cnt);
+        }
+}
+
+// Converts kc rows of one packed panel (from a q8 block boundary) into F32 scratch [kc][kNR].
+template <class WT>
+void convert_panel_rows(const WT* src, const uint16_t* sc, int kc, float* dst) {
+    constexpr bool q8 = std::is_same_v<WT, int8_t>;
+    constexpr int NV = kNR / V::W;
+    for (int kb = 0; kb < kc; kb += q8 ? kQ8Block : kc) {
+        typename V::reg sv[NV];
+        load_scales<WT, NV>(q8 ? sc + (kb / kQ8Block) * kNR : nullptr, sv);
+        const int ke = q8 ? std::min(kc, kb + kQ8Block) : kc;
+        for (int kk = kb; kk < ke; ++kk)
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; ++v) V::store(dst + kk * kNR + v * V::W, load_w(src + kk * kNR + v * V::W, sv[v]));
+    }
+}
+
+template <class WT>
+void gemm_packed_block(const float* xp, int m, int k, const Matrix& w, int64_t f0, float* wp, float* y) {
+    const int64_t n = w.rows;
+    const int nb = int(std::min<int64_t>(kNB, n - f0));
+    const int n_panels = (nb + kNR - 1) / kNR;
+    const int n_tp = (m + kMR - 1) / kMR;
+    const size_t panel_stride = size_t(k) * kNR;
+    const size_t scale_stride = size_t((k + kQ8Block - 1) / kQ8Block) * kNR;
+    const int64_t p0 = f0 / kNR;
+    const WT* panels = static_cast<const WT*>(w.panels) + size_t(p0) * panel_stride;
+    const uint16_t* scales = w.scales != nullptr ? w.scales + size_t(p0) * scale_stride : nullptr;
+    const bool in_place = std::is_same_v<WT, float> || n_tp == 1;
+    for (int k0 = 0; k0 < k; k0 += kKC) {
+        const int kc = std::min(kKC, k - k0);
+        const auto panel_at = [&](int p) { return panels + size_t(p) * panel_stride + size_t(k0) * kNR; };
+        const auto scales_at = [&](int p) {
+            return scales != nullptr ? scales + size_t(p) * scale_stride + size_t(k0 / kQ8Block) * kNR : nullptr;
+        };
+        if (!in_place)
+            for (int p = 0; p < n_panels; ++p) convert_panel_rows(panel_at(p), scales_at(p), kc, wp + size_t(p) * size_t(kc) * kNR);
+        for (int tp = 0; tp < n_tp; ++tp) {
+            const int rows = std::min(kMR, m - tp * kMR);
+            const float* xpanel = xp + (size_t(tp) * size_t(k) + size_t(k0)) * kMR;
+            for (int p = 0; p < n_panels; ++p) {
+                float* ytile = y + size_t(tp) * kMR * size_t(n) + size_t(f0) + size_t(p) * kNR;
+                const int n_valid = std::min(kNR, nb - p * kNR);
+                if (in_place)
+                    gemm_micro_rows<kMR, WT>(rows, xpanel, panel_at(p), scales_at(p), kc, ytile, n, n_valid, k0 > 0);
+                else
+                    gemm_micro_rows<kMR>(rows, xpanel, wp + size_t(p) * size_t(kc) * kNR, nullptr, kc, ytile, n, n_valid, k0 > 0);
+            }
+        }
+    }
+}
+
+template <class WT>
+void gemm_packed(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& w, float* y) {
+    const int k = int(w.cols);
+    const int64_t n = w.rows;
+    const int64_t n_panels = (n + kNR - 1) / kNR;
+    if (m == 1) {
+        constexpr int NP = V::gemv_np;
+        const size_t panel_stride = size_t(k) * kNR;
+        const size_t scale_stride = size_t((k + kQ8Block - 1) / kQ8Block) * kNR;
+        const auto* panels = static_cast<const WT*>(w.panels);
+        pool.parallel_for((n_panels + NP - 1) / NP, [&](int64_t g, int) {
+            const int64_t p0 = g * NP;
+            const int np = int(std::min<int64_t>(NP, n_panels - p0));
+            gemv_panels<NP, WT>(np, x, k, panels + size_t(p0) * panel_stride, panel_stride,
+                                w.scales != nullptr ? w.scales + size_t(p0) * scale_stride : nullptr, scale_stride,
+                                y + p0 * kNR, int(std::min<int64_t>(int64_t(np) * kNR, n - p0 * kNR)));
+        });
+        return;
+    }
+    const int n_tp = (m + kMR - 1) / kMR;
+    float* xp = ws.shared(size_t(n_tp) * size_t(k) * kMR);
+    pool.parallel_for(n_tp, [&](int64_t tp, int) { pack_x_panel(x, m, k, int(tp), xp); });
+    const int64_t n_blocks = (n + kNB - 1) / kNB;
+    for (int t = 0; t < pool.n_threads(); ++t) ws.per_thread(t, size_t(kNB) * kKC);
+    pool.parallel_for(n_blocks, [&](int64_t block, int thread) {
+        gemm_packed_block<WT>(xp, m, k, w, block * kNB, ws.per_thread(thread, size_t(kNB) * kKC), y);
+    });
 }
 
 void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& w, float* y) {
@@ -166,6 +323,16 @@ void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& 
     if (k == 0) {
         std::fill(y, y + size_t(m) * size_t(n), 0.0f);
         return;
+    }
+    if (w.panels != nullptr) {
+        if (w.nr != kNR)
+            throw std::logic_error("gemm: the matrix was packed for panels of " + std::to_string(w.nr) +
+                                   " features, this kernel reads " + std::to_string(kNR));
+        switch (w.format) {
+            case WFormat::f32: return gemm_packed<float>(pool, ws, x, m, w, y);
+            case WFormat::bf16: return gemm_packed<uint16_t>(pool, ws, x, m, w, y);
+            case WFormat::q8: return gemm_packed<int8_t>(pool, ws, x, m, w, y);
+        }
     }
     const int n_tp = (m + kMR - 1) / kMR;
     float* xp = ws.shared(size_t(n_tp) * size_t(k) * kMR);
@@ -601,6 +768,6 @@ void attention(ThreadPool& pool, Workspace& ws, const AttentionArgs& a) {
 }
 
 const Kernels& table_impl(Isa isa) {
-    static const Kernels k{isa, &gemm, &rmsnorm, &swiglu, &exp_n, &attention};
+    static const Kernels k{isa, kNR, &gemm, &rmsnorm, &swiglu, &exp_n, &attention};
     return k;
 }

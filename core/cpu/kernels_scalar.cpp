@@ -22,6 +22,7 @@ struct V {
     static constexpr int qk_r = 4;
     static constexpr bool has_transpose16 = false;
     static constexpr int qk_tt = 1;
+    static constexpr int gemv_np = 2;
 
     static reg zero() { return 0.0f; }
     static reg set1(float f) { return f; }
@@ -29,6 +30,8 @@ struct V {
     static reg load_n(const float* p, int n) { return n > 0 ? *p : 0.0f; }
     static reg load(const uint16_t* p) { return km::bf16_to_f32(*p); }
     static reg load_n(const uint16_t* p, int n) { return n > 0 ? km::bf16_to_f32(*p) : 0.0f; }
+    static reg load(const int8_t* p) { return float(*p); }
+    static reg load_f16(const uint16_t* p) { return km::f16_to_f32(*p); }
     static void store(float* p, reg v) { *p = v; }
     static void store_n(float* p, reg v, int n) {
         if (n > 0) *p = v;

@@ -15,6 +15,7 @@ BackendOptions backend_options(const EngineOptions& options) {
     BackendOptions o;
     o.n_threads = options.n_threads;
     o.kv_dtype = options.kv_dtype;
+    o.weights = options.weights;
     o.device = 0;
     return o;
 }

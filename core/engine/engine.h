@@ -30,6 +30,7 @@ struct EngineOptions {
     std::string backend = "auto";                        // auto | cpu | cuda
     int n_threads = 0;                                   // 0 = all cores
     KvDType kv_dtype = KvDType::f32;
+    WeightDType weights = WeightDType::stored;           // --weights: stored | f32 | bf16 | q8 (CPU)
     std::optional<std::filesystem::path> tokenizer_path; // overrides the model's tokenizer
     std::string chat_format;                             // overrides the format chosen from config.json
     std::filesystem::path cache_dir;                     // fingerprints.json (and later the group files);

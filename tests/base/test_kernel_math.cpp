@@ -303,3 +303,29 @@ TEST(kernel_math, gumbel_max_samples_softmax) {
         EXPECT_NEAR(double(ones) / n, want, 0.007) << "temperature " << temperature;  // 5 sd
     }
 }
+
+// binary16 rounding: every binary16 value survives the round trip, halfway cases go to even,
+// overflow to infinity, tiny values to (signed) zero or the nearest subnormal.
+TEST(kernel_math, f32_to_f16_round_trips_and_rounds_to_nearest_even) {
+    for (uint32_t h = 0; h < 0x10000u; ++h) {
+        const float f = cc::km::f16_to_f32(uint16_t(h));
+        if (std::isnan(f)) {
+            EXPECT_TRUE(std::isnan(cc::km::f16_to_f32(cc::km::f32_to_f16(f)))) << h;
+            continue;
+        }
+        ASSERT_EQ(cc::km::f32_to_f16(f), uint16_t(h)) << "h=" << h;
+    }
+    // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: even (1). 1 + 3 * 2^-11: halfway, to 1 + 2^-9.
+    EXPECT_EQ(cc::km::f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3c00u);
+    EXPECT_EQ(cc::km::f32_to_f16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02u);
+    EXPECT_EQ(cc::km::f32_to_f16(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3c01u);
+    EXPECT_EQ(cc::km::f32_to_f16(65504.0f), 0x7bffu);
+    EXPECT_EQ(cc::km::f32_to_f16(65519.0f), 0x7bffu);
+    EXPECT_EQ(cc::km::f32_to_f16(65520.0f), 0x7c00u);
+    EXPECT_EQ(cc::km::f32_to_f16(-1e9f), 0xfc00u);
+    EXPECT_EQ(cc::km::f32_to_f16(std::ldexp(1.0f, -25)), 0x0000u);                          // tie: to even (0)
+    EXPECT_EQ(cc::km::f32_to_f16(std::ldexp(1.0f, -25) * 1.5f), 0x0001u);                   // smallest subnormal
+    EXPECT_EQ(cc::km::f32_to_f16(std::ldexp(3.0f, -25)), 0x0002u);                          // 1.5 units: tie to even 2
+    EXPECT_EQ(cc::km::f32_to_f16(-std::ldexp(1.0f, -30)), 0x8000u);
+    EXPECT_EQ(cc::km::f32_to_f16(std::ldexp(1.0f, -14) - std::ldexp(1.0f, -26)), 0x0400u);  // rounds up into the normals
+}

@@ -17,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <set>
 #include <vector>
 
 using namespace cc;
@@ -167,11 +168,12 @@ std::vector<cpu::Isa> isas() {
     return out;
 }
 
-CpuBackendOptions opts(cpu::Isa isa, int threads = 0, KvDType kv = KvDType::f32) {
+CpuBackendOptions opts(cpu::Isa isa, int threads = 0, KvDType kv = KvDType::f32, WeightDType weights = WeightDType::stored) {
     CpuBackendOptions o;
     o.isa = cpu::isa_name(isa);
     o.n_threads = threads;
     o.kv_dtype = kv;
+    o.weights = weights;
     return o;
 }
 
@@ -277,26 +279,28 @@ TEST(cpu_backend, reference_models_match_float64_goldens) {
 // ---- exactness -------------------------------------------------------------------------------------
 
 // Full prefill vs compiled prefix + suffix (one call, and token by token), bit for bit, for every
-// family, KV dtype, storage dtype and thread count.
+// family, KV dtype, storage dtype, in-memory weight format and thread count.
 TEST(cpu_backend, cached_prefix_plus_suffix_is_bit_identical_to_full_prefill) {
     const int n = 53;
     for (ModelFamily fam : {ModelFamily::qwen3, ModelFamily::llama, ModelFamily::mistral, ModelFamily::qwen2})
         for (DType dt : {DType::f32, DType::bf16, DType::f16})
-            for (KvDType kv : {KvDType::f32, KvDType::bf16}) {
+            for (KvDType kv : {KvDType::f32, KvDType::bf16})
+            for (WeightDType wd : {WeightDType::stored, WeightDType::bf16, WeightDType::q8}) {
+                if (wd == WeightDType::bf16 && dt == DType::bf16) continue;  // the same as stored
                 auto s = make_synth(fam, dt);
                 const auto tokens = random_tokens(n, s->w.config.vocab_size, 11);
                 const int V = s->w.config.vocab_size;
                 std::vector<float> full;
                 {
-                    auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), 1, kv));
+                    auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), 1, kv, wd));
                     auto block = be->allocate_kv(n);
                     full = be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
                     ASSERT_EQ(full.size(), size_t(n) * V);
                 }
                 for (int threads : {1, 2, 3}) {
-                    auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), threads, kv));
-                    const std::string ctx = std::string(family_str(fam)) + " weights " + std::to_string(int(dt)) +
-                                            " kv " + kv_dtype_name(kv) + " threads " + std::to_string(threads);
+                    auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), threads, kv, wd));
+                    const std::string ctx = std::string(family_str(fam)) + " weights " + std::to_string(int(dt)) + " as " +
+                                            weight_dtype_name(wd) + " kv " + kv_dtype_name(kv) + " threads " + std::to_string(threads);
                     {  // full prefill again: thread count does not matter
                         auto block = be->allocate_kv(n);
                         auto again = be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
@@ -329,6 +333,45 @@ TEST(cpu_backend, cached_prefix_plus_suffix_is_bit_identical_to_full_prefill) {
                     }
                 }
             }
+}
+
+// A converting weight format is another model: its own numerics id (so a cache made with it never
+// links with another), logits close to the stored weights' (q8: per-block int8; bf16: rounding),
+// and F16 weights widened to F32 are the stored format itself.
+TEST(cpu_backend, weight_formats_have_their_own_numerics_id_and_stay_close) {
+    auto s = make_synth(ModelFamily::qwen3, DType::f32);
+    const int n = 40, V = s->w.config.vocab_size;
+    const auto tokens = random_tokens(n, V, 3);
+    std::vector<std::string> ids;
+    std::vector<float> stored;
+    for (WeightDType wd : {WeightDType::stored, WeightDType::f32, WeightDType::bf16, WeightDType::q8}) {
+        auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), 2, KvDType::f32, wd));
+        ids.push_back(be->numerics_id());
+        EXPECT_EQ(be->numerics_id(), cpu_numerics_id(opts(cpu::best_isa(), 2, KvDType::f32, wd)));
+        auto block = be->allocate_kv(n);
+        const auto logits = be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
+        if (wd == WeightDType::stored) {
+            stored = logits;
+            continue;
+        }
+        if (wd == WeightDType::f32) {  // F32 weights stored as F32: the same bits
+            EXPECT_TRUE(same_bits(logits, stored.data(), stored.size()));
+            continue;
+        }
+        double dot = 0, na = 0, nb = 0;
+        for (size_t i = 0; i < logits.size(); ++i) {
+            dot += double(logits[i]) * stored[i];
+            na += double(logits[i]) * logits[i];
+            nb += double(stored[i]) * stored[i];
+        }
+        EXPECT_FALSE(same_bits(logits, stored.data(), stored.size())) << weight_dtype_name(wd) << " changed nothing";
+        EXPECT_GT(dot / std::sqrt(na * nb), 0.999) << weight_dtype_name(wd);
+    }
+    EXPECT_EQ(ids[0], std::string("cpu/") + cpu::isa_name(cpu::best_isa()) + "/f32");
+    EXPECT_EQ(ids[3], ids[0] + "/weights=q8");
+    EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size());
+    EXPECT_EQ(parse_weight_dtype("auto"), WeightDType::stored);
+    EXPECT_THROW(parse_weight_dtype("q4"), std::invalid_argument);
 }
 
 // Each available ISA path is deterministic across threads and batch splits on a longer sequence

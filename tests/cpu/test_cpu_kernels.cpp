@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -104,6 +105,80 @@ TEST_P(CpuKernels, gemm_row_is_independent_of_batch_and_threads) {
                     << "threads=" << threads << " start=" << start << " rows=" << rows;
             }
     }
+}
+
+// Prepacked weights (pack_matrix) in F32 and BF16 give the very bits the row-major GEMM gives for
+// the same values, for every batch size (the single-row decode path, one micro-tile read in
+// place, several tiles through converted scratch), thread count and ragged shape.
+TEST_P(CpuKernels, packed_gemm_equals_row_major_gemm_bit_for_bit) {
+    const Kernels& k = kernels_for(GetParam());
+    for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        Workspace ws(threads);
+        for (int n : {1, 5, 33, 200})
+            for (int kk : {1, 7, 33, 300, 1000})
+                for (WFormat f : {WFormat::f32, WFormat::bf16}) {
+                    auto wf = random_vec(size_t(n) * kk, 30 + n + kk);
+                    Matrix src{wf.data(), false, n, kk};
+                    const PackedMatrix packed = pack_matrix(pool, src, f, k.gemm_nr);
+                    if (f == WFormat::bf16)  // the values the packed matrix holds
+                        for (auto& v : wf) v = cc::km::bf16_to_f32(cc::km::f32_to_bf16(v));
+                    for (int m : {1, 2, 3, 11, 12, 13, 40}) {
+                        auto x = random_vec(size_t(m) * kk, 40 + m);
+                        std::vector<float> ref(size_t(m) * n), got(size_t(m) * n + 1, 12345.0f);
+                        k.gemm(pool, ws, x.data(), m, src, ref.data());
+                        k.gemm(pool, ws, x.data(), m, packed.view, got.data());
+                        ASSERT_EQ(got.back(), 12345.0f) << "wrote past the output";
+                        ASSERT_TRUE(bits_equal(got.data(), ref.data(), ref.size()))
+                            << wformat_name(f) << " m=" << m << " n=" << n << " k=" << kk << " threads=" << threads;
+                    }
+                }
+    }
+}
+
+// q8 holds, per feature and block of 32 inputs, scale = f16(max |w| / 127) and q = round(w / scale):
+// the packed GEMM equals the row-major GEMM over exactly those dequantised values (float(q) * scale,
+// exact), so the format changes the weights but never the per-element FMA chain.
+TEST_P(CpuKernels, q8_gemm_equals_gemm_over_dequantised_weights) {
+    const Kernels& k = kernels_for(GetParam());
+    ThreadPool pool(2);
+    Workspace ws(2);
+    for (int n : {3, 70})
+        for (int kk : {5, 32, 33, 100, 600}) {
+            auto wf = random_vec(size_t(n) * kk, 50 + n + kk, 0.05f);
+            std::fill(wf.begin() + kk, wf.begin() + 2 * kk, 0.0f);  // row 1 all zero: scale 0, q 0
+            const PackedMatrix packed = pack_matrix(pool, Matrix{wf.data(), false, n, kk}, WFormat::q8, k.gemm_nr);
+            std::vector<float> deq(wf.size());
+            for (int r = 0; r < n; ++r)
+                for (int b0 = 0; b0 < kk; b0 += 32) {
+                    const int len = std::min(32, kk - b0);
+                    const float* w = &wf[size_t(r) * kk + b0];
+                    float amax = 0.0f;
+                    for (int i = 0; i < len; ++i) amax = std::max(amax, std::fabs(w[i]));
+                    const float scale = cc::km::f16_to_f32(cc::km::f32_to_f16(amax / 127.0f));
+                    for (int i = 0; i < len; ++i) {
+                        const float q = scale > 0 ? std::clamp(std::nearbyint(w[i] / scale), -127.0f, 127.0f) : 0.0f;
+                        deq[size_t(r) * kk + b0 + i] = q * scale;
+                        ASSERT_LE(std::fabs(q * scale - w[i]), 0.5f * scale * (1 + 1e-6f) + 1e-30f);
+                    }
+                }
+            for (int m : {1, 4, 13, 30}) {
+                auto x = random_vec(size_t(m) * kk, 60 + m);
+                std::vector<float> ref(size_t(m) * n), got(size_t(m) * n);
+                k.gemm(pool, ws, x.data(), m, Matrix{deq.data(), false, n, kk}, ref.data());
+                k.gemm(pool, ws, x.data(), m, packed.view, got.data());
+                ASSERT_TRUE(bits_equal(got.data(), ref.data(), ref.size())) << "m=" << m << " n=" << n << " k=" << kk;
+            }
+        }
+}
+
+TEST_P(CpuKernels, packed_matrix_refuses_another_panel_width) {
+    const Kernels& k = kernels_for(GetParam());
+    ThreadPool pool(1);
+    Workspace ws(1);
+    std::vector<float> w(64, 1.0f), x(8, 1.0f), y(8);
+    const PackedMatrix packed = pack_matrix(pool, Matrix{w.data(), false, 8, 8}, WFormat::f32, k.gemm_nr + 1);
+    EXPECT_THROW(k.gemm(pool, ws, x.data(), 1, packed.view, y.data()), std::logic_error);
 }
 
 TEST_P(CpuKernels, exp_swiglu_rmsnorm_match_float64) {

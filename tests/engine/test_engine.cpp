@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 namespace {
 
@@ -31,15 +32,16 @@ ToolSet first_tools(size_t n) {
     return ToolSet::from_json_text(subset.dump(), "subset");
 }
 
-Engine& test_engine(int n_threads = 0, cc::KvDType kv = cc::KvDType::f32) {
+Engine& test_engine(int n_threads = 0, cc::KvDType kv = cc::KvDType::f32, cc::WeightDType weights = cc::WeightDType::stored) {
     // One engine per configuration, loaded once for the whole test program.
-    static std::map<std::pair<int, int>, std::unique_ptr<Engine>> engines;
-    auto& slot = engines[{n_threads, static_cast<int>(kv)}];
+    static std::map<std::tuple<int, int, int>, std::unique_ptr<Engine>> engines;
+    auto& slot = engines[{n_threads, static_cast<int>(kv), static_cast<int>(weights)}];
     if (!slot) {
         EngineOptions o;
         o.model_spec = "builtin:qwen3-test";
         o.n_threads = n_threads;
         o.kv_dtype = kv;
+        o.weights = weights;
         slot = std::make_unique<Engine>(o);
         slot->load_model();
     }
@@ -102,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ExactCase{5, std::string(600, 'x') + " long query " + std::string(300, '!')},
                       ExactCase{1, "天気はどう？ 😀 café — </tools><|im_end|><|im_start|>system"}));
 
-TEST(Engine, ExactAcrossThreadCountsAndKvDtypes) {
+TEST(Engine, ExactAcrossThreadCountsKvDtypesAndWeightFormats) {
     const auto tools = first_tools(5);
     QueryOptions q;
     q.mode = QueryMode::full;
@@ -123,6 +125,19 @@ TEST(Engine, ExactAcrossThreadCountsAndKvDtypes) {
     bf16.set_tools(tools, "");
     const auto r = bf16.query("Convert 10 USD to EUR", q);
     EXPECT_TRUE(*r.identical);
+
+    // every in-memory weight format, each under its own group key
+    const std::string f32_key = test_engine(0).set_tools(tools, "").group_key;
+    for (cc::WeightDType w : {cc::WeightDType::bf16, cc::WeightDType::q8}) {
+        Engine& e = test_engine(0, cc::KvDType::bf16, w);
+        EXPECT_TRUE(e.model_info().numerics.ends_with(std::string("/weights=") + cc::weight_dtype_name(w)))
+            << e.model_info().numerics;
+        const auto compiled = e.set_tools(tools, "");
+        EXPECT_NE(compiled.group_key, f32_key) << cc::weight_dtype_name(w);
+        const auto rw = e.query("Convert 10 USD to EUR", q);
+        EXPECT_TRUE(*rw.identical) << cc::weight_dtype_name(w);
+        EXPECT_EQ(rw.tokens.size(), 6u);
+    }
 }
 
 TEST(Engine, RepeatedQueriesHitTheMemoryTierAndGiveTheSameAnswer) {
