@@ -320,6 +320,9 @@ int cmd_info(Args& args, cc::EngineOptions options, bool json) {
               << "chat format  " << (info.chat_format.empty() ? "(none: no tokenizer)" : info.chat_format) << "\n"
               << "backend      " << info.backend << " (" << info.numerics << ", " << info.n_threads << " threads; "
               << info.backend_reason << ")\n"
+              << "weights      " << info.weights
+              << (info.matrix_bytes ? " (matrices in memory: " + std::to_string(info.matrix_bytes / (1024 * 1024)) + " MiB)" : std::string())
+              << "\n"
               << "kv per token " << info.kv_bytes_per_token << " bytes\n"
               << "fingerprint  " << info.fingerprint << "\n"
               << "load         " << info.load_ms << " ms\n"

@@ -98,6 +98,10 @@ public:
     virtual bool kv_on_device() const { return false; }
 
     size_t kv_bytes(int n_tokens) const;  // canonical bytes for n_tokens positions
+
+    // Bytes of weight matrices the backend holds in its compute format (what one decode step
+    // streams: every matrix once, lm_head included); 0 when the backend does not say.
+    virtual size_t matrix_bytes() const { return 0; }
 };
 
 }  // namespace cc

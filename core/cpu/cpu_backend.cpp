@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -234,7 +235,8 @@ void add_bias(float* x, const float* bias, int n) {
     for (int i = 0; i < n; ++i) x[i] = x[i] + bias[i];
 }
 
-struct Layer {
+// A layer's weights as the checkpoint holds them (bind_layer fills it; matrices row-major).
+struct LayerSource {
     const float* attn_norm;  // (dim)
     const float* ffn_norm;   // (dim)
     const float* q_norm;     // (head_dim), Qwen3 only
@@ -252,17 +254,35 @@ struct Layer {
     cpu::Matrix w_down;      // (dim, ffn_dim)
 };
 
+// A layer as the forward pass reads it: vectors as f32, matrices prepacked, q/k/v stacked into one
+// matrix and gate/up into another (one GEMM each; every feature keeps its own FMA chain).
+struct Layer {
+    const float* attn_norm;
+    const float* ffn_norm;
+    const float* q_norm;
+    const float* k_norm;
+    const float* bq;
+    const float* bk;
+    const float* bv;
+    const float* bo;
+    cpu::Matrix w_qkv;       // (n_heads * head_dim + 2 * n_kv_heads * head_dim, dim): q, k, v rows
+    cpu::Matrix wo;          // (dim, n_heads * head_dim)
+    cpu::Matrix w_gate_up;   // (2 * ffn_dim, dim): gate rows, then up rows
+    cpu::Matrix w_down;      // (dim, ffn_dim)
+};
+
 // Activations of one forward call, grown once to the largest batch seen (never per token).
 struct Activations {
     std::vector<float> x;      // (T, dim)       residual stream
     std::vector<float> xn;     // (T, dim)       normalised input of a sublayer
+    std::vector<float> qkv;    // (T, n_heads * head_dim + 2 * n_kv_heads * head_dim)  q|k|v per row
     std::vector<float> q;      // (T, n_heads * head_dim)
     std::vector<float> k;      // (T, n_kv_heads * head_dim)
     std::vector<float> v;      // (T, n_kv_heads * head_dim)
     std::vector<float> att;    // (T, n_heads * head_dim)
     std::vector<float> proj;   // (T, dim)       o_proj / down_proj output before the residual add
-    std::vector<float> gate;   // (T, ffn_dim)   then silu(gate) * up in place
-    std::vector<float> up;     // (T, ffn_dim)
+    std::vector<float> gate_up;  // (T, 2 * ffn_dim) gate|up per row
+    std::vector<float> gate;   // (T, ffn_dim)   silu(gate) * up
     std::vector<float> cos_t;  // (T, head_dim / 2)
     std::vector<float> sin_t;  // (T, head_dim / 2)
 
@@ -298,12 +318,21 @@ public:
         const auto to_mat = [this](const Tensor& t, const std::string& name, int64_t rows, int64_t cols) {
             return mat(t, name, rows, cols);
         };
-        for (int l = 0; l < c.n_layers; ++l)
-            layers_.push_back(bind_layer<Layer>(c, weights.layers[size_t(l)], l, to_vec, to_mat));
+        for (int l = 0; l < c.n_layers; ++l) {
+            const LayerSource src = bind_layer<LayerSource>(c, weights.layers[size_t(l)], l, to_vec, to_mat);
+            const std::string p = "model.layers." + std::to_string(l) + ".";
+            Layer L{src.attn_norm, src.ffn_norm, src.q_norm, src.k_norm, src.bq, src.bk, src.bv, src.bo, {}, {}, {}, {}};
+            L.w_qkv = pack({src.wq, src.wk, src.wv}, p + "self_attn.{q,k,v}_proj.weight");
+            L.wo = pack({src.wo}, p + "self_attn.o_proj.weight");
+            L.w_gate_up = pack({src.w_gate, src.w_up}, p + "mlp.{gate,up}_proj.weight");
+            L.w_down = pack({src.w_down}, p + "mlp.down_proj.weight");
+            layers_.push_back(L);
+        }
         final_norm_ = vec(weights.final_norm, "model.norm.weight", c.dim);
         const Tensor& head = weights.lm_head.data != nullptr ? weights.lm_head : weights.embed;
-        lm_head_ = mat(head, weights.lm_head.data != nullptr ? "lm_head.weight" : "model.embed_tokens.weight (tied lm_head)",
-                       c.vocab_size, c.dim);
+        const std::string head_name = weights.lm_head.data != nullptr ? "lm_head.weight" : "model.embed_tokens.weight (tied lm_head)";
+        lm_head_ = pack({mat(head, head_name, c.vocab_size, c.dim)}, head_name);
+        widened_.clear();  // F16 matrices widened for packing
 
         rope_.theta = c.rope_theta;
         rope_.head_dim = c.head_dim;
@@ -434,6 +463,7 @@ public:
         return std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, data.data(), n_tokens, std::move(keep_alive));
     }
     bool links_in_place() const override { return true; }
+    size_t matrix_bytes() const override { return weight_bytes_; }
 
 private:
     static void check(const Tensor& t, const std::string& name, std::vector<int64_t> shape) {
@@ -456,26 +486,29 @@ private:
         return out.data();
     }
 
-    // A matrix prepacked once into the GEMM's panels (kernels.h) in the chosen format: stored keeps
-    // BF16 as BF16 and F32 as F32, and widens F16 to F32 (exact).
+    // A matrix as the checkpoint holds it, row-major: F32 and BF16 in place, F16 widened to F32
+    // (exact) until it is packed.
     cpu::Matrix mat(const Tensor& t, const std::string& name, int64_t rows, int64_t cols) {
         check(t, name, {rows, cols});
         cpu::Matrix src;
         src.rows = rows;
         src.cols = cols;
         if (t.dtype == DType::f16) {
-            std::vector<float> wide(size_t(rows * cols));
+            std::vector<float>& wide = widened_.emplace_back(size_t(rows * cols));
             for (size_t i = 0; i < wide.size(); ++i) wide[i] = element_to_f32(t.data, t.dtype, i);
             src.data = wide.data();
-            return pack(src, name, t.dtype);
+        } else {
+            src.data = t.data;
+            src.bf16 = t.dtype == DType::bf16;
         }
-        src.data = t.data;
-        src.bf16 = t.dtype == DType::bf16;
-        return pack(src, name, t.dtype);
+        return src;
     }
 
-    cpu::Matrix pack(const cpu::Matrix& src, const std::string& name, DType stored) {
-        cpu::WFormat f = stored == DType::bf16 ? cpu::WFormat::bf16 : cpu::WFormat::f32;
+    // Matrices (rows stacked in order) prepacked once into the GEMM's panels (kernels.h) in the
+    // chosen format: stored keeps BF16 as BF16 and F32 (and widened F16) as F32.
+    cpu::Matrix pack(std::initializer_list<cpu::Matrix> parts, const std::string& name) {
+        const bool all_bf16 = std::all_of(parts.begin(), parts.end(), [](const cpu::Matrix& m) { return m.bf16; });
+        cpu::WFormat f = all_bf16 ? cpu::WFormat::bf16 : cpu::WFormat::f32;
         switch (options_.weights) {
             case WeightDType::stored: break;
             case WeightDType::f32: f = cpu::WFormat::f32; break;
@@ -483,7 +516,8 @@ private:
             case WeightDType::q8: f = cpu::WFormat::q8; break;
         }
         try {
-            cpu::PackedMatrix& p = packed_.emplace_back(cpu::pack_matrix(pool_, src, f, kernels_.gemm_nr));
+            cpu::PackedMatrix& p = packed_.emplace_back(
+                cpu::pack_matrix(pool_, std::span<const cpu::Matrix>(parts.begin(), parts.size()), f, kernels_.gemm_nr));
             weight_bytes_ += p.bytes;
             return p.view;
         } catch (const std::bad_alloc&) {
@@ -531,6 +565,7 @@ private:
     cpu::Workspace ws_;
     std::vector<std::vector<float>> owned_;  // norm and bias vectors, as f32
     std::deque<cpu::PackedMatrix> packed_;    // every weight matrix, prepacked
+    std::vector<std::vector<float>> widened_; // F16 matrices as F32, only while packing
     size_t weight_bytes_ = 0;                 // bytes of packed_
     std::vector<Layer> layers_;
     const float* final_norm_ = nullptr;       // (dim)
@@ -564,13 +599,14 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
     Activations& a = act_;
     Activations::grow(a.x, Tz * dim);
     Activations::grow(a.xn, Tz * dim);
+    Activations::grow(a.qkv, Tz * (qd + 2 * kvd));
     Activations::grow(a.q, Tz * qd);
     Activations::grow(a.k, Tz * kvd);
     Activations::grow(a.v, Tz * kvd);
     Activations::grow(a.att, Tz * qd);
     Activations::grow(a.proj, Tz * dim);
+    Activations::grow(a.gate_up, Tz * 2 * ffn);
     Activations::grow(a.gate, Tz * ffn);
-    Activations::grow(a.up, Tz * ffn);
     Activations::grow(a.cos_t, Tz * half);
     Activations::grow(a.sin_t, Tz * half);
 
@@ -594,18 +630,21 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
 
         // attention: xn = rmsnorm(x); q, k, v projections
         for_rows(T, [&](int t) { kernels_.rmsnorm(&a.x[size_t(t) * dim], L.attn_norm, &a.xn[size_t(t) * dim], dim, eps); });
-        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.wq, a.q.data());
-        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.wk, a.k.data());
-        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.wv, a.v.data());
-        // biases (Qwen2): one float add per element after the GEMM, row by row, so a token's q/k/v
-        // are the same bits whichever batch it is computed in (cached and full prefill agree)
-        if (L.bq) {
-            for_rows(T, [&](int t) {
+        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.w_qkv, a.qkv.data());
+        // q, k, v out of the stacked row; biases (Qwen2): one float add per element after the
+        // GEMM, row by row, so a token's q/k/v are the same bits whichever batch it is computed in
+        // (cached and full prefill agree)
+        for_rows(T, [&](int t) {
+            const float* row = &a.qkv[size_t(t) * size_t(qd + 2 * kvd)];
+            std::memcpy(&a.q[size_t(t) * qd], row, size_t(qd) * sizeof(float));
+            std::memcpy(&a.k[size_t(t) * kvd], row + qd, size_t(kvd) * sizeof(float));
+            std::memcpy(&a.v[size_t(t) * kvd], row + qd + kvd, size_t(kvd) * sizeof(float));
+            if (L.bq) {
                 add_bias(&a.q[size_t(t) * qd], L.bq, qd);
                 add_bias(&a.k[size_t(t) * kvd], L.bk, kvd);
                 add_bias(&a.v[size_t(t) * kvd], L.bv, kvd);
-            });
-        }
+            }
+        });
 
         // per head: Qwen3 q/k RMSNorm, then RoPE; K and V of the new positions into the suffix block
         for_rows(T, [&](int t) {
@@ -650,9 +689,11 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
 
         // MLP: down(silu(gate(xn)) * up(xn)), then the residual
         for_rows(T, [&](int t) { kernels_.rmsnorm(&a.x[size_t(t) * dim], L.ffn_norm, &a.xn[size_t(t) * dim], dim, eps); });
-        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.w_gate, a.gate.data());
-        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.w_up, a.up.data());
-        for_rows(T, [&](int t) { kernels_.swiglu(&a.gate[size_t(t) * ffn], &a.up[size_t(t) * ffn], &a.gate[size_t(t) * ffn], ffn); });
+        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.w_gate_up, a.gate_up.data());
+        for_rows(T, [&](int t) {
+            const float* row = &a.gate_up[size_t(t) * 2 * ffn];
+            kernels_.swiglu(row, row + ffn, &a.gate[size_t(t) * ffn], ffn);
+        });
         kernels_.gemm(pool_, ws_, a.gate.data(), T, L.w_down, a.proj.data());
         for_rows(T, [&](int t) {
             for (int i = 0; i < dim; ++i) a.x[size_t(t) * dim + i] = a.x[size_t(t) * dim + i] + a.proj[size_t(t) * dim + i];

@@ -118,9 +118,19 @@ uint16_t quantise_block(const float* w, int n, int8_t* q, int stride) {
 }  // namespace
 
 PackedMatrix pack_matrix(ThreadPool& pool, const Matrix& src, WFormat format, int nr) {
-    if (src.data == nullptr || src.panels != nullptr) throw std::logic_error("pack_matrix: the source must be a row-major matrix");
+    return pack_matrix(pool, std::span<const Matrix>(&src, 1), format, nr);
+}
+
+PackedMatrix pack_matrix(ThreadPool& pool, std::span<const Matrix> parts, WFormat format, int nr) {
+    if (parts.empty()) throw std::logic_error("pack_matrix: no matrix to pack");
     if (nr <= 0) throw std::logic_error("pack_matrix: the panel width must be positive");
-    const int64_t n = src.rows, k = src.cols;
+    int64_t n = 0;
+    const int64_t k = parts.front().cols;
+    for (const Matrix& m : parts) {
+        if (m.data == nullptr || m.panels != nullptr) throw std::logic_error("pack_matrix: the source must be a row-major matrix");
+        if (m.cols != k) throw std::logic_error("pack_matrix: stacked matrices must have the same number of columns");
+        n += m.rows;
+    }
     const int64_t n_panels = (n + nr - 1) / nr;
     const int64_t n_kb = (k + kQ8Block - 1) / kQ8Block;
     const size_t elem = format == WFormat::f32 ? 4 : format == WFormat::bf16 ? 2 : 1;
@@ -140,7 +150,11 @@ PackedMatrix pack_matrix(ThreadPool& pool, const Matrix& src, WFormat format, in
         for (int c = 0; c < nr; ++c) {
             const int64_t f = p * nr + c;
             if (f < n) {
-                const size_t off = size_t(f) * size_t(k);
+                int64_t r = f;
+                size_t part = 0;
+                while (r >= parts[part].rows) r -= parts[part++].rows;
+                const Matrix& src = parts[part];
+                const size_t off = size_t(r) * size_t(k);
                 if (src.bf16) {
                     const auto* b = static_cast<const uint16_t*>(src.data) + off;
                     for (int64_t i = 0; i < k; ++i) row[size_t(i)] = km::bf16_to_f32(b[i]);

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,10 @@ struct PackedMatrix {
 // Packs `src` (row-major F32 or BF16) into `format` panels of width `nr` on the pool. F32 -> BF16
 // rounds to nearest even; q8 takes per block scale = f16(max |w| / 127), q = round(w / scale).
 PackedMatrix pack_matrix(ThreadPool& pool, const Matrix& src, WFormat format, int nr);
+// The same for the rows of several matrices stacked in order (equal cols), as one matrix: e.g.
+// q, k and v projections as one GEMM. Each output feature keeps its own FMA chain, so a stacked
+// GEMM gives every feature the bits its own matrix would.
+PackedMatrix pack_matrix(ThreadPool& pool, std::span<const Matrix> parts, WFormat format, int nr);
 
 // One K/V segment of one layer: positions [first_pos, first_pos + n_tokens).
 // K comes in one of two layouts: tiled (a block the backend allocated and writes) or canonical rows

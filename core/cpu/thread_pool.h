@@ -3,8 +3,12 @@
 // parallel_for hands out task indices 0..n_tasks-1 dynamically; the calling thread works too.
 // Which thread runs a task never changes its result: kernels write only to memory owned by the
 // task, and per-thread scratch is indexed by the thread id passed to the task.
+// A decode step is a few hundred short parallel regions, so hand-off latency matters: workers
+// spin for a short while (kSpin pause iterations, some microseconds) for the next region
+// before they sleep on the condition variable, and the caller spins likewise for the region's end.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -40,13 +44,15 @@ private:
     std::mutex mutex_;
     std::condition_variable wake_;
     std::condition_variable done_;
-    uint64_t generation_ = 0;   // bumped for each parallel_for
-    int n_busy_ = 0;            // workers still inside the current generation
-    bool stop_ = false;
+    std::atomic<uint64_t> generation_{0};  // bumped (under mutex_) for each parallel_for
+    std::atomic<int> n_busy_{0};           // workers still inside the current generation
+    bool stop_ = false;                    // guarded by mutex_
+    std::atomic<bool> stopping_{false};    // stop_, readable while spinning
     const std::function<void(int64_t, int)>* fn_ = nullptr;
     int64_t n_tasks_ = 0;
-    int64_t next_task_ = 0;     // guarded by mutex_ (tasks are coarse; a lock per task is cheap)
-    std::exception_ptr error_;
+    std::atomic<int64_t> next_task_{0};
+    std::atomic<bool> failed_{false};
+    std::exception_ptr error_;             // guarded by mutex_
 };
 
 }  // namespace cc::cpu

@@ -222,6 +222,8 @@ void Engine::make_backend(ModelInfo& info) {
     info.backend_reason = plan.choice.reason;
     info.backend = backend_->name();
     info.numerics = backend_->numerics_id();
+    info.weights = weight_dtype_name(options_.weights);
+    info.matrix_bytes = backend_->matrix_bytes();
     info.device = plan.device;
     if (info.numerics != plan.numerics) throw std::logic_error("numerics id " + info.numerics + " != planned " + plan.numerics);
 }

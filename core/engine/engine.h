@@ -59,6 +59,8 @@ struct ModelInfo {
     ModelConfig config;
     uint64_t n_params = 0;
     size_t weight_bytes = 0;
+    std::string weights = "stored";   // --weights: stored | f32 | bf16 | q8
+    size_t matrix_bytes = 0;          // weight matrices as the backend holds them (0: not reported)
     size_t kv_bytes_per_token = 0;
     double load_ms = 0;
     bool has_tokenizer = false;

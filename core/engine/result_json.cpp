@@ -97,6 +97,8 @@ ordered_json to_json(const ModelInfo& m) {
                    {"threads", m.n_threads},
                    {"n_params", m.n_params},
                    {"weight_bytes", m.weight_bytes},
+                   {"weights", m.weights},
+                   {"matrix_bytes", m.matrix_bytes},
                    {"kv_bytes_per_token", m.kv_bytes_per_token},
                    {"load_ms", m.load_ms},
                    {"config", c.to_json()}};
