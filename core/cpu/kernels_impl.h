@@ -402,8 +402,10 @@ void exp_n(const float* x, float* y, int64_t n) {
 
 constexpr int kNT = kKeyTile / V::W;  // vectors per key tile
 
+// q: the vrows' query vectors transposed, element (r, d) at q[d * q_stride + r] (one pointer for
+// all the rows, so the loop keeps its registers for the accumulators).
 template <int R, int TT, class KT>
-void qk_tiles(const float* const* q, const KT* ktile, int hd, float scale, float* const* out) {
+void qk_tiles(const float* q, int q_stride, const KT* ktile, int hd, float scale, float* const* out) {
     typename V::reg acc[R][TT][kNT];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
@@ -420,7 +422,7 @@ void qk_tiles(const float* const* q, const KT* ktile, int hd, float scale, float
             for (int v = 0; v < kNT; ++v) kv[t][v] = V::load(ktile + t * tile_elems + size_t(d) * kKeyTile + v * V::W);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-            const typename V::reg b = V::set1(q[r][d]);
+            const typename V::reg b = V::set1(q[size_t(d) * size_t(q_stride) + r]);
 #pragma GCC unroll 4
             for (int t = 0; t < TT; ++t)
 #pragma GCC unroll 16
@@ -475,26 +477,27 @@ void k_rows_to_tiles(const KT* rows, int n_rows, int n_tiles, int hd, float* out
 }
 
 template <int R, class KT>
-void qk_rows(int rows, int tiles, const float* const* q, const KT* ktile, int hd, float scale, float* const* out) {
+void qk_rows(int rows, int tiles, const float* q, int q_stride, const KT* ktile, int hd, float scale, float* const* out) {
     if constexpr (R > 1) {
-        if (rows < R) return qk_rows<R - 1>(rows, tiles, q, ktile, hd, scale, out);
+        if (rows < R) return qk_rows<R - 1>(rows, tiles, q, q_stride, ktile, hd, scale, out);
     }
     if (tiles == V::qk_tt)
-        qk_tiles<R, V::qk_tt>(q, ktile, hd, scale, out);
+        qk_tiles<R, V::qk_tt>(q, q_stride, ktile, hd, scale, out);
     else
-        qk_tiles<R, 1>(q, ktile, hd, scale, out);
+        qk_tiles<R, 1>(q, q_stride, ktile, hd, scale, out);
 }
 
-// acc rows (R of them, each ND vectors) += e_j * v_j for j in [j0, j1); v points at row j0.
+// acc rows (R of them, ND vectors wide: `width` columns, the last vector possibly partial) +=
+// e_j * v_j for j in [j0, j1); v points at row j0 (rows `stride` elements apart), acc at the same column.
 template <int ND, int R, class KT>
-void pv_rows_t(const float* const* e, int j0, int j1, const KT* v, int hd, float* const* acc) {
+void pv_rows_t(const float* const* e, int j0, int j1, const KT* v, int stride, int width, float* const* acc) {
     typename V::reg a[R][ND];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
         for (int d = 0; d < ND; ++d) a[r][d] = V::load(acc[r] + d * V::W);
-    const int tail = hd - (ND - 1) * V::W;  // lanes of the last vector, 1..W
-    for (int j = j0; j < j1; ++j, v += hd) {
+    const int tail = width - (ND - 1) * V::W;  // lanes of the last vector, 1..W
+    for (int j = j0; j < j1; ++j, v += stride) {
         typename V::reg vv[ND];
 #pragma GCC unroll 8
         for (int d = 0; d < ND - 1; ++d) vv[d] = V::load(v + d * V::W);
@@ -512,19 +515,9 @@ void pv_rows_t(const float* const* e, int j0, int j1, const KT* v, int hd, float
         for (int d = 0; d < ND; ++d) V::store(acc[r] + d * V::W, a[r][d]);
 }
 
-// Any head_dim, one vrow, running sums in memory: the same instruction per element as above.
-template <class KT>
-void pv_row_any(const float* e, int j0, int j1, const KT* v, int hd, float* acc) {
-    const int nd = (hd + V::W - 1) / V::W;
-    for (int j = j0; j < j1; ++j, v += hd) {
-        const typename V::reg b = V::set1(e[j]);
-        for (int d = 0; d < nd; ++d) {
-            const int cnt = std::min(V::W, hd - d * V::W);
-            const typename V::reg vv = cnt == V::W ? V::load(v + d * V::W) : V::load_n(v + d * V::W, cnt);
-            V::store(acc + d * V::W, V::fma(b, vv, V::load(acc + d * V::W)));
-        }
-    }
-}
+// Vectors of head_dim per P·V pass: a wider head runs in column chunks of this many vectors, so
+// more rows share each loaded V vector (each element's chain over j is the same either way).
+constexpr int kPvChunk = 8;
 
 constexpr int pv_max_rows(int nd) {
     const int r = (V::n_regs - nd - 2) / nd;
@@ -532,49 +525,59 @@ constexpr int pv_max_rows(int nd) {
 }
 
 template <int ND, int R, class KT>
-void pv_rows_n(int rows, const float* const* e, int j0, int j1, const KT* v, int hd, float* const* acc) {
+void pv_rows_n(int rows, const float* const* e, int j0, int j1, const KT* v, int stride, int width, float* const* acc) {
     if constexpr (R > 1) {
-        if (rows < R) return pv_rows_n<ND, R - 1>(rows, e, j0, j1, v, hd, acc);
+        if (rows < R) return pv_rows_n<ND, R - 1>(rows, e, j0, j1, v, stride, width, acc);
     }
-    pv_rows_t<ND, R>(e, j0, j1, v, hd, acc);
+    pv_rows_t<ND, R>(e, j0, j1, v, stride, width, acc);
 }
 
-// Dispatches on ND = ceil(head_dim / W) (templated up to 8 vectors) and the row count.
+// rows <= pv_group_rows(hd). Dispatches each column chunk on its vector count.
 template <class KT>
 void pv_rows(int rows, const float* const* e, int j0, int j1, const KT* v, int hd, float* const* acc) {
     if (j0 >= j1) return;
-    const int nd = (hd + V::W - 1) / V::W;
-    switch (nd) {
+    float* acc_c[8];
+    for (int c0 = 0; c0 < hd; c0 += kPvChunk * V::W) {
+        const int width = std::min(kPvChunk * V::W, hd - c0);
+        const int nd = (width + V::W - 1) / V::W;
+        for (int r = 0; r < rows; ++r) acc_c[r] = acc[r] + c0;
+        switch (nd) {
 #define CC_PV_CASE(N) \
-    case N: return pv_rows_n<N, pv_max_rows(N)>(rows, e, j0, j1, v, hd, acc);
-        CC_PV_CASE(1)
-        CC_PV_CASE(2)
-        CC_PV_CASE(3)
-        CC_PV_CASE(4)
-        CC_PV_CASE(5)
-        CC_PV_CASE(6)
-        CC_PV_CASE(7)
-        CC_PV_CASE(8)
+    case N: pv_rows_n<N, pv_max_rows(N)>(rows, e, j0, j1, v + c0, hd, width, acc_c); break;
+            CC_PV_CASE(1)
+            CC_PV_CASE(2)
+            CC_PV_CASE(3)
+            CC_PV_CASE(4)
+            CC_PV_CASE(5)
+            CC_PV_CASE(6)
+            CC_PV_CASE(7)
+            CC_PV_CASE(8)
 #undef CC_PV_CASE
-        default:
-            for (int r = 0; r < rows; ++r) pv_row_any(e[r], j0, j1, v, hd, acc[r]);
+        }
     }
 }
 
 inline int pv_group_rows(int hd) {
-    const int nd = (hd + V::W - 1) / V::W;
-    switch (nd) {
-        case 1: return pv_max_rows(1);
-        case 2: return pv_max_rows(2);
-        case 3: return pv_max_rows(3);
-        case 4: return pv_max_rows(4);
-        case 5: return pv_max_rows(5);
-        case 6: return pv_max_rows(6);
-        case 7: return pv_max_rows(7);
-        case 8: return pv_max_rows(8);
-        default: return 1;
+    int rows = 8;  // the fewest any chunk allows
+    for (int c0 = 0; c0 < (hd + V::W - 1) / V::W; c0 += kPvChunk) {
+        switch (std::min(kPvChunk, (hd + V::W - 1) / V::W - c0)) {
+#define CC_PV_ROWS(N) \
+    case N: rows = std::min(rows, pv_max_rows(N)); break;
+            CC_PV_ROWS(1)
+            CC_PV_ROWS(2)
+            CC_PV_ROWS(3)
+            CC_PV_ROWS(4)
+            CC_PV_ROWS(5)
+            CC_PV_ROWS(6)
+            CC_PV_ROWS(7)
+            CC_PV_ROWS(8)
+#undef CC_PV_ROWS
+        }
     }
+    return rows;
 }
+
+constexpr int kPvBlock = 64;  // keys per P·V block (a block of V rows stays in L1 across the groups)
 
 template <class KT>
 struct AttentionTask {
@@ -599,11 +602,11 @@ struct AttentionTask {
         }
     }
 
+
     void run() const {
         const int nvr = nq * G;
         constexpr int kMaxVrows = 64;
         int lo[kMaxVrows], hi[kMaxVrows];
-        const float* q[kMaxVrows];
         float* srow[kMaxVrows];
         float* acc[kMaxVrows];
         float l[kMaxVrows];
@@ -613,10 +616,17 @@ struct AttentionTask {
                 const int r = i * G + hh;
                 hi[r] = pos;
                 lo[r] = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
-                q[r] = a.q + (size_t(t0 + i) * size_t(a.n_heads) + size_t(g * G + hh)) * size_t(hd);
                 srow[r] = buf + size_t(r) * s_stride + kKeyTile;
                 acc[r] = buf + size_t(nvr) * s_stride + size_t(r) * size_t(hd_pad);
             }
+        }
+        // Scratch after the scores and accumulators: a K tile pair as f32 (linked blocks), and the
+        // vrows' q transposed, element (r, d) at qt[d * nvr + r].
+        float* const tile_scratch = buf + size_t(nvr) * s_stride + size_t(nvr) * size_t(hd_pad);  // (qk_tt, hd, 16)
+        float* const qt = tile_scratch + size_t(V::qk_tt) * size_t(hd) * kKeyTile;                 // (hd, nvr)
+        for (int r = 0; r < nvr; ++r) {
+            const float* qr = a.q + (size_t(t0 + r / G) * size_t(a.n_heads) + size_t(g * G + r % G)) * size_t(hd);
+            for (int d = 0; d < hd; ++d) qt[size_t(d) * size_t(nvr) + size_t(r)] = qr[d];
         }
 
         // 1. scores. Key tiles outermost, so each tile is loaded from memory once for all the
@@ -632,7 +642,6 @@ struct AttentionTask {
         //    the tile layout one tile pair at a time (k_rows_to_tiles, into L1 scratch), then
         //    scored by the same qk_rows.
         const int all_lo = *std::min_element(clo, clo + n_chunks), all_hi = *std::max_element(chi, chi + n_chunks);
-        float* const tile_scratch = buf + size_t(nvr) * s_stride + size_t(nvr) * size_t(hd_pad);  // (qk_tt, hd, 16)
         for (int si = 0; si < 2; ++si) {
             const KvSegment& s = a.seg[si];
             const int klo = std::max(all_lo, s.first_pos), khi = std::min(all_hi, s.first_pos + s.n_tokens - 1);
@@ -654,9 +663,9 @@ struct AttentionTask {
                                             tile_scratch);
                             moved = true;
                         }
-                        qk_rows<V::qk_r>(cn, tiles, q + c0, static_cast<const float*>(tile_scratch), hd, a.scale, out);
+                        qk_rows<V::qk_r>(cn, tiles, qt + c0, nvr, static_cast<const float*>(tile_scratch), hd, a.scale, out);
                     } else {
-                        qk_rows<V::qk_r>(cn, tiles, q + c0, kt + size_t(ti) * size_t(hd) * kKeyTile, hd, a.scale, out);
+                        qk_rows<V::qk_r>(cn, tiles, qt + c0, nvr, kt + size_t(ti) * size_t(hd) * kKeyTile, hd, a.scale, out);
                     }
                 }
             }
@@ -686,7 +695,6 @@ struct AttentionTask {
         //    the common range in blocks of kPvBlock keys with the groups innermost (a block of V
         //    rows stays in L1 across groups; the running sums rest in acc between blocks), then
         //    the keys after it row by row. Each row sees its keys in ascending order throughout.
-        constexpr int kPvBlock = 64;
         const int group = pv_group_rows(hd);
         const int n_groups = (nvr + group - 1) / group;
         int glo[kMaxVrows], ghi[kMaxVrows];
@@ -751,7 +759,8 @@ void attention(ThreadPool& pool, Workspace& ws, const AttentionArgs& a) {
     const size_t s_stride = size_t((total_keys + kKeyTile - 1) / kKeyTile * kKeyTile + 3 * kKeyTile);
     const int nvr = qb * G;
     if (nvr > 64) throw std::runtime_error("attention: more than 64 query heads per kv head");
-    const size_t per_thread = size_t(nvr) * s_stride + size_t(nvr) * size_t(hd_pad) + size_t(V::qk_tt) * size_t(hd) * kKeyTile;
+    const size_t per_thread = size_t(nvr) * s_stride + size_t(nvr) * size_t(hd_pad) + size_t(V::qk_tt) * size_t(hd) * kKeyTile +
+                              size_t(hd) * size_t(nvr);
     for (int t = 0; t < pool.n_threads(); ++t) ws.per_thread(t, per_thread);
     const int64_t n_tasks = int64_t(n_blocks) * a.n_kv_heads;
     pool.parallel_for(n_tasks, [&](int64_t task, int thread) {
