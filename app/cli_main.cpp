@@ -8,7 +8,10 @@
 #include "core/engine/engine.h"
 #include "core/store/group_store.h"
 #include "core/text/keys.h"
+#include "core/engine/miss_reason.h"
 #include "core/engine/result_json.h"
+#include "core/base/sha256.h"
+#include "core/text/tool_set_diff.h"
 #include "core/research/nope.h"
 #include "core/model/model_spec.h"
 #include "core/base/paths.h"
@@ -82,6 +85,11 @@ commands:
                                               tools_hash and group_key of a tool set
   render --tools FILE --query Q [--system S | --system-file F]
                                               prefix/suffix text and ids exactly as the model sees them
+  why --tools FILE [--system S | --system-file F] [--nearest N]
+                                              why a tool set misses the cache: the nearest stored groups
+                                              (same model, format, numerics), tools added / removed /
+                                              changed (first differing field), system prompt, and the
+                                              prefix tokens reusable from each (no weights loaded)
   bench [--tool-counts 5,10,20,50,100 | --tools F1,F2] [--queries F] [--n-queries 30] [--warmup 2]
         [--max-new-tokens 16] [--ignore-eos] [--system S | --system-file F] [--out DIR] [--csv] [--plot DIR]
                                               the paper's Tables 2 and 3 (full vs cached TTFT, compile,
@@ -233,6 +241,54 @@ int cmd_render(Args& args, const cc::ModelSource& model, bool json, const cc::En
     return 0;
 }
 
+// Whether a tool set's group is stored, and if not, what the nearest stored groups differ in.
+// Like key and render, it needs the tokenizer and the model's fingerprint, not its weights.
+int cmd_why(Args& args, const cc::ModelSource& model, bool json, const cc::EngineOptions& options) {
+    const auto tools = tools_arg(args, "why", true);
+    const std::string system = system_prompt(args);
+    const size_t max_nearest = static_cast<size_t>(parse_int(args.get_or("nearest", "3"), "--nearest", 1, 1000));
+    args.check_all_used();
+    const auto tokenizer = cc::load_model_tokenizer(model);
+    const auto k = key_info(model, tokenizer, tools, system, options);
+    const auto format = cc::make_chat_format(k.chat_format);
+    cc::Group probe;  // the group this set would make, without KV
+    probe.group_key = cc::group_key(k.inputs);
+    probe.tools_hash = tools.tools_hash();
+    probe.tool_names = tools.names();
+    probe.tool_texts = cc::canonical_texts(tools);
+    probe.prefix_ids = cc::tokenize_pieces(tokenizer, format->prefix_pieces(tools, system));
+    probe.model_fingerprint = k.inputs.model_fingerprint;
+    probe.chat_format = k.chat_format;
+    probe.backend_numerics = k.inputs.backend_numerics;
+    probe.system_prompt_sha256 = cc::sha256_hex(system);
+    cc::GroupStore store(options.cache);
+    const std::string tier = store.tier_of(probe.group_key);
+    std::optional<cc::MissReason> reason;
+    if (tier.empty()) reason = cc::explain_miss(store, probe, max_nearest);
+    for (const auto& w : store.take_warnings()) std::cerr << "contextcache-cli: warning: " << w << "\n";
+
+    ordered_json out;
+    out["group_key"] = probe.group_key;
+    out["tools_hash"] = probe.tools_hash;
+    out["n_tools"] = tools.size();
+    out["prefix_tokens"] = probe.prefix_ids.size();
+    out["chat_format"] = k.chat_format;
+    out["backend_numerics"] = k.inputs.backend_numerics;
+    out["cached"] = !tier.empty();
+    out["tier"] = tier.empty() ? std::string("miss") : tier;
+    out["miss_reason"] = cc::miss_reason_json(reason, probe.prefix_ids.size());
+    if (json) {
+        print_json(out);
+    } else {
+        std::cout << "group_key   " << probe.group_key << "\n"
+                  << "tools       " << tools.size() << " (" << probe.prefix_ids.size() << " prefix tokens)\n";
+        if (!reason) std::cout << "cached      yes (" << tier << "): a compile or query links it\n";
+        else std::cout << "cached      no (" << reason->n_stored << " other stored groups of this model, format and numerics)\n"
+                       << cc::miss_reason_text(*reason, probe.prefix_ids.size()) << "\n";
+    }
+    return 0;
+}
+
 // ---- engine commands ---------------------------------------------------------------------------
 
 int cmd_cache(Args& args, const cc::EngineOptions& options, bool json) {
@@ -350,6 +406,7 @@ int cmd_compile(Args& args, cc::EngineOptions options, bool json) {
                   << "tier        " << result.tier << (result.cache_hit ? " (hit)" : "") << "\n"
                   << "compile     " << result.compile_ms << " ms\n"
                   << "kv          " << result.kv_bytes / (1024.0 * 1024.0) << " MiB\n";
+        if (result.miss_reason) std::cout << cc::miss_reason_text(*result.miss_reason, result.prefix_tokens) << "\n";
     }
     return 0;
 }
@@ -435,6 +492,7 @@ int cmd_query(Args& args, cc::EngineOptions options, bool json) {
         std::cout << "compiled " << compiled.n_tools << " tools (" << compiled.prefix_tokens << " prefix tokens): "
                   << compiled.tier << (compiled.tier == "miss" ? ", computed in " + std::to_string(compiled.compile_ms) + " ms" : "")
                   << (compiled.reused_tokens ? ", " + std::to_string(compiled.reused_tokens) + " tokens reused" : "") << "\n";
+        if (compiled.miss_reason) std::cout << cc::miss_reason_text(*compiled.miss_reason, compiled.prefix_tokens) << "\n";
         for (size_t i = 0; i < runs.size(); ++i) {
             print_query_human(runs[i]);
             if (nope_mode) std::cout << cc::nope_report_text(nope_reports[i]);
@@ -550,6 +608,7 @@ int main(int argc, char** argv) {
         if (command == "tokenize") return cmd_tokenize(args, model, json);
         if (command == "key") return cmd_key(args, model, json, options);
         if (command == "render") return cmd_render(args, model, json, options);
+        if (command == "why") return cmd_why(args, model, json, options);
         throw UsageError("unknown command \"" + command + "\"");
     } catch (const UsageError& e) {
         std::cerr << "contextcache-cli: usage error: " << e.what() << " (see --help)\n";

@@ -287,6 +287,7 @@ std::shared_ptr<Group> Engine::expected_group(const std::string& group_key, cons
     g->chat_format = info_.chat_format;
     g->backend_numerics = info_.numerics;
     g->system_prompt_sha256 = sha256_hex(system_prompt);
+    g->tool_texts = canonical_texts(tools);
     g->n_layers = info_.config.n_layers;
     g->n_kv_heads = info_.config.n_kv_heads;
     g->head_dim = info_.config.head_dim;
@@ -316,7 +317,9 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
         return found.group;
     }
 
-    // a miss: compile, keep in memory, persist in the background
+    // a miss: say why (before this group joins the store), compile, keep in memory, persist in
+    // the background
+    result.miss_reason = cc::explain_miss(*cache_, *expected);
     std::shared_ptr<const Group> group = compile_prefix(std::move(expected), tools, rendered, result);
     if (timings) timings->compile_ms = result.compile_ms;
     cache_->insert(group);
@@ -436,16 +439,24 @@ ToolsPreview Engine::select_tools(const ToolSet& tools, const std::string& syste
     return out;
 }
 
-ToolsPreview Engine::preview_tools(const ToolSet& tools, const std::string& system_prompt) {
+ToolsPreview Engine::preview_tools(const ToolSet& tools, const std::string& system_prompt, bool explain) {
     require_chat_model();
     ToolsPreview out;
     out.tools_hash = tools.tools_hash();
     out.group_key = group_key_for(tools, system_prompt);
     out.n_tools = tools.size();
-    out.prefix_tokens = tokenize_pieces(*tokenizer_, format_->prefix_pieces(tools, system_prompt)).size();
+    const auto prefix_ids = tokenize_pieces(*tokenizer_, format_->prefix_pieces(tools, system_prompt));
+    out.prefix_tokens = prefix_ids.size();
     out.kv_bytes = backend_->kv_bytes(static_cast<int>(out.prefix_tokens));
     out.tier = cache_->tier_of(out.group_key);
+    if (explain && out.tier.empty())
+        out.miss_reason = cc::explain_miss(*cache_, *expected_group(out.group_key, tools, system_prompt, prefix_ids));
     return out;
+}
+
+std::optional<MissReason> Engine::explain_miss(const ToolSet& tools, const std::string& system_prompt) {
+    const ToolsPreview preview = preview_tools(tools, system_prompt, true);
+    return preview.miss_reason;
 }
 
 QueryResult Engine::query(const std::string& text, const QueryOptions& options,
@@ -482,6 +493,7 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     result.cache_hit = link.cache_hit;
     result.tier = link.tier;
     result.problem = link.problem;
+    result.miss_reason = link.miss_reason;
     result.reused_tokens = link.reused_tokens;
     result.group_key = link.group_key;
     result.prefix_tokens = group->prefix_ids.size();
@@ -498,6 +510,7 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
         described.compile_ms = link.compile_ms;
         described.kv_bytes = link.kv_bytes;
         described.problem = link.problem;
+        described.miss_reason = link.miss_reason;
         compile_ = std::move(described);
         linked_ = true;
     }
@@ -711,6 +724,7 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
         result.cache_hit = link.cache_hit;
         result.tier = link.tier;
         result.problem = link.problem;
+        result.miss_reason = link.miss_reason;
         result.reused_tokens = link.reused_tokens;
         group_tokens = rendered.prefix_ids.size();
         result.group_reused_tokens = link.cache_hit ? group_tokens : link.reused_tokens;

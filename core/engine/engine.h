@@ -6,6 +6,7 @@
 #include "core/backend/backend.h"
 #include "core/backend/registry.h"
 #include "core/engine/conversation_cache.h"
+#include "core/engine/miss_reason.h"
 #include "core/text/chat_format.h"
 #include "core/store/group_store.h"
 #include "core/model/model_spec.h"
@@ -81,6 +82,9 @@ struct CompileResult {
     std::string persist_error;        // a failed write is a warning: the answer is still given
     size_t kv_bytes = 0;
     std::string problem;              // a stored entry that was refused, if any
+    // On a miss (tier "miss"): the nearest stored groups and what differs; null on a hit and
+    // before any link (select_tools).
+    std::optional<MissReason> miss_reason;
 };
 
 // cached: link the stored prefix, prefill the query; full: prefill the whole prompt; compare: both,
@@ -126,6 +130,7 @@ struct QueryResult {
     size_t reused_tokens = 0;
     StopReason stop_reason = StopReason::max_new_tokens;
     std::string problem;              // a stored group that was refused (damaged, foreign) and recompiled
+    std::optional<MissReason> miss_reason;  // the group's link missed: why (null on a hit, and in full mode)
     // Where the prompt's tokens came from: prompt_tokens = group_reused_tokens (linked from the
     // group, `tier` says from where) + conversation_reused_tokens (a stored conversation state) +
     // prefilled_tokens (computed by this request). Full mode: everything is prefilled.
@@ -175,6 +180,7 @@ struct ToolsPreview {
     size_t prefix_tokens = 0;
     size_t kv_bytes = 0;              // canonical KV bytes of the prefix
     std::string tier;                 // "gpu" | "memory" | "disk" | "" (not cached)
+    std::optional<MissReason> miss_reason;  // when not cached and asked for (preview_tools(..., true))
 };
 
 // Reported during long steps (a compile's prefix forward, chunk by chunk).
@@ -220,8 +226,12 @@ public:
     // uses; set_tools is the explicit "compile now".
     ToolsPreview select_tools(const ToolSet& tools, const std::string& system_prompt);
     const std::optional<CompileResult>& current_tools() const { return compile_; }
-    // Keys, prefix length and cache tier of a tool set; renders and tokenizes only.
-    ToolsPreview preview_tools(const ToolSet& tools, const std::string& system_prompt);
+    // Keys, prefix length and cache tier of a tool set; renders and tokenizes only. With
+    // `explain`, a set that is not cached also gets its miss_reason (the stored groups' headers
+    // are read: a few ms per hundred groups).
+    ToolsPreview preview_tools(const ToolSet& tools, const std::string& system_prompt, bool explain = false);
+    // Why this tool set would miss: null when its group is stored (any tier).
+    std::optional<MissReason> explain_miss(const ToolSet& tools, const std::string& system_prompt);
     // Called on the engine's thread during long steps; may call cancel().
     void set_progress_handler(std::function<void(const EngineProgress&)> handler) { progress_ = std::move(handler); }
 

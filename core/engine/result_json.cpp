@@ -17,6 +17,41 @@ ordered_json to_json(const Timings& t) {
                         {"disk_load_gb_s", t.disk_load_gb_s}, {"upload_gb_s", t.upload_gb_s}};
 }
 
+ordered_json to_json(const ToolSetDiff& d) {
+    ordered_json changed = ordered_json::array();
+    for (const auto& c : d.changed) {
+        ordered_json j{{"name", c.name}};
+        if (!c.renamed_to.empty()) j["renamed_to"] = c.renamed_to;
+        j["field"] = c.field;
+        j["change"] = c.change;
+        changed.push_back(std::move(j));
+    }
+    return ordered_json{{"added", d.added}, {"removed", d.removed}, {"changed", std::move(changed)}};
+}
+
+ordered_json to_json(const MissReason& m, size_t prefix_tokens) {
+    ordered_json nearest = ordered_json::array();
+    for (const auto& n : m.nearest) {
+        const ordered_json tools = to_json(n.tools);
+        nearest.push_back(ordered_json{{"group_key", n.group_key},
+                                       {"tier", n.tier},
+                                       {"n_tools", n.n_tools},
+                                       {"prefix_tokens", n.prefix_tokens},
+                                       {"reusable_tokens", n.reusable_tokens},
+                                       {"system_prompt_changed", n.system_prompt_changed},
+                                       {"tools_added", tools["added"]},
+                                       {"tools_removed", tools["removed"]},
+                                       {"tools_changed", tools["changed"]},
+                                       {"tools_compared", n.tools_compared}});
+    }
+    return ordered_json{{"n_stored", m.n_stored}, {"nearest", std::move(nearest)},
+                        {"text", miss_reason_text(m, prefix_tokens)}};
+}
+
+ordered_json miss_reason_json(const std::optional<MissReason>& m, size_t prefix_tokens) {
+    return m ? to_json(*m, prefix_tokens) : ordered_json(nullptr);
+}
+
 ordered_json to_json(const CompileResult& r) {
     ordered_json j{{"group_key", r.group_key},         {"tools_hash", r.tools_hash},
                    {"n_tools", r.n_tools},             {"tool_names", r.tool_names},
@@ -24,6 +59,7 @@ ordered_json to_json(const CompileResult& r) {
                    {"tier", r.tier},                   {"reused_tokens", r.reused_tokens},
                    {"compile_ms", r.compile_ms},       {"persist_ms", r.persist_ms},
                    {"persisted", r.persisted},         {"kv_bytes", r.kv_bytes}};
+    j["miss_reason"] = miss_reason_json(r.miss_reason, r.prefix_tokens);
     if (!r.problem.empty()) j["problem"] = r.problem;
     if (!r.persist_error.empty()) j["persist_error"] = r.persist_error;
     return j;
@@ -68,6 +104,7 @@ ordered_json to_json(const QueryResult& r) {
     j["prefilled_tokens"] = r.prefilled_tokens;
     j["conversation_tier"] = r.conversation_tier;
     j["diverged_at"] = r.diverged_at ? ordered_json(*r.diverged_at) : ordered_json(nullptr);
+    j["miss_reason"] = miss_reason_json(r.miss_reason, r.prefix_tokens);
     if (r.reply) j["reply"] = to_json(*r.reply);
     if (!r.problem.empty()) j["problem"] = r.problem;
     j["stop_reason"] = stop_reason_name(r.stop_reason);

@@ -78,6 +78,7 @@ ChatOutcome make_outcome(const QueryResult& r, const ChatCompletionRequest& req,
     cc["conversation_tier"] = r.conversation_tier;
     cc["prefilled_tokens"] = r.prefilled_tokens;
     cc["diverged_at"] = r.diverged_at ? ordered_json(*r.diverged_at) : ordered_json(nullptr);
+    cc["miss_reason"] = miss_reason_json(r.miss_reason, r.prefix_tokens);
     cc["queue_ms"] = queue_ms;
     cc["timings"] = to_json(r.timings);
     o.contextcache = std::move(cc);

@@ -475,6 +475,8 @@ void Server::Impl::install_routes() {
                       call.log.prefilled_tokens = call.log.prompt_tokens - call.log.cached_tokens;
                       call.log.generated_tokens = r.generated_tokens;
                       auto j = to_json(r);
+                      // The group was linked (or compiled) by set_tools above: its miss is this request's.
+                      if (!r.miss_reason) j["miss_reason"] = miss_reason_json(compiled.miss_reason, compiled.prefix_tokens);
                       j["compile"] = to_json(compiled);
                       *out = std::move(j);
                   });

@@ -98,6 +98,8 @@ constexpr const char* kFieldNames[] = {"group_key",
                                        "prefix_ids",
                                        "tool_token_boundaries",
                                        "created_unix_ms"};
+// Fields a header may leave out (older files): written after the others, only when known.
+constexpr const char* kOptionalFieldNames[] = {"tool_texts"};
 
 ordered_json header_to_json(const GroupFileHeader& h) {
     ordered_json j;
@@ -116,6 +118,7 @@ ordered_json header_to_json(const GroupFileHeader& h) {
     j["prefix_ids"] = h.prefix_ids;
     j["tool_token_boundaries"] = h.tool_token_boundaries;
     j["created_unix_ms"] = h.created_unix_ms;
+    if (!h.tool_texts.empty()) j["tool_texts"] = h.tool_texts;
     return j;
 }
 
@@ -233,6 +236,10 @@ void validate_header(const GroupFileHeader& h, const std::string& source) {
                              " is below the one before it");
     }
     if (h.created_unix_ms < 0) fail(source, "created_unix_ms is negative");
+    // Empty means "not recorded" (a file from before tool_texts).
+    if (!h.tool_texts.empty() && h.tool_texts.size() != h.tool_names.size())
+        fail(source, "tool_texts has " + std::to_string(h.tool_texts.size()) + " entries for " +
+                         std::to_string(h.tool_names.size()) + " tool names");
     try {
         (void)group_payload_bytes(h);
     } catch (const std::runtime_error& e) {
@@ -248,8 +255,9 @@ GroupFileHeader header_from_json(std::string_view text, const std::string& sourc
         if (!j.contains(name)) fail(source, std::string("header has no field \"") + name + "\"");
     for (const auto& item : j.items()) {
         const std::string& key = item.key();
-        if (std::find_if(std::begin(kFieldNames), std::end(kFieldNames), [&](const char* n) { return key == n; }) ==
-            std::end(kFieldNames))
+        const auto is_key = [&](const char* n) { return key == n; };
+        if (std::none_of(std::begin(kFieldNames), std::end(kFieldNames), is_key) &&
+            std::none_of(std::begin(kOptionalFieldNames), std::end(kOptionalFieldNames), is_key))
             fail(source, "header has an unknown field \"" + key + "\"");
     }
     if (count_top_level_keys(text) != j.size()) fail(source, "header names a field twice");
@@ -275,6 +283,13 @@ GroupFileHeader header_from_json(std::string_view text, const std::string& sourc
     h.prefix_ids = get_int_array<token_id>(j, "prefix_ids", source);
     h.tool_token_boundaries = get_int_array<int>(j, "tool_token_boundaries", source);
     h.created_unix_ms = get_int(j, "created_unix_ms", 0, std::numeric_limits<int64_t>::max(), source);
+    if (const auto texts = j.find("tool_texts"); texts != j.end()) {
+        if (!texts->is_array()) fail(source, "header field \"tool_texts\" must be an array of strings");
+        for (const auto& t : *texts) {
+            if (!t.is_string()) fail(source, "header field \"tool_texts\" must be an array of strings");
+            h.tool_texts.push_back(t.get<std::string>());
+        }
+    }
     validate_header(h, source);
     return h;
 }

@@ -19,6 +19,11 @@
 // system_prompt_sha256 are 64 lowercase hex digits; kv_dtype is "f32" or "bf16"; n_layers,
 // n_kv_heads, head_dim > 0; n_tokens >= 0 and equal to prefix_ids' length; tool_token_boundaries is empty (not
 // known) or has one entry per tool name, non-decreasing, each in [0, n_tokens].
+// One optional field follows them: tool_texts, the canonical text of each tool (canonical order,
+// one per tool name), so that `why` can tell which field of which tool a new set changed. Files
+// written before it existed have none (read as empty: "not recorded"); it is written only when
+// known. A reader without it refuses a file that has it (unknown field), as it would any newer
+// header.
 #pragma once
 
 #include "core/base/mapped_file.h"
@@ -58,6 +63,7 @@ struct GroupFileHeader {
     std::vector<token_id> prefix_ids;         // n_tokens ids
     std::vector<int> tool_token_boundaries;   // token index where each tool's text starts (canonical order)
     int64_t created_unix_ms = 0;
+    std::vector<std::string> tool_texts;      // optional: Tool::canonical_text of each tool (canonical order)
 };
 
 size_t kv_dtype_bytes(const std::string& kv_dtype);          // throws on an unknown name

@@ -31,6 +31,7 @@ GroupFileHeader header_of(const Group& g) {
     h.prefix_ids = g.prefix_ids;
     h.tool_token_boundaries = g.tool_token_boundaries;
     h.created_unix_ms = g.created_unix_ms;
+    h.tool_texts = g.tool_texts;
     return h;
 }
 
@@ -48,6 +49,7 @@ std::shared_ptr<Group> copy_without_kv(const Group& g) {
     m->backend_numerics = g.backend_numerics;
     m->system_prompt_sha256 = g.system_prompt_sha256;
     m->tool_token_boundaries = g.tool_token_boundaries;
+    m->tool_texts = g.tool_texts;
     m->n_layers = g.n_layers;
     m->n_kv_heads = g.n_kv_heads;
     m->head_dim = g.head_dim;
@@ -234,6 +236,7 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
     group->backend_numerics = h.backend_numerics;
     group->system_prompt_sha256 = h.system_prompt_sha256;
     group->tool_token_boundaries = h.tool_token_boundaries;
+    group->tool_texts = h.tool_texts;
     group->n_layers = h.n_layers;
     group->n_kv_heads = h.n_kv_heads;
     group->head_dim = h.head_dim;
@@ -401,6 +404,67 @@ std::optional<GroupStore::PrefixMatch> GroupStore::longest_prefix(std::span<cons
         }
     }
     return best;
+}
+
+std::vector<GroupStore::StoredGroup> GroupStore::comparable(const Group& expected) const {
+    auto same_kind = [&](const Group& g) {
+        return g.model_fingerprint == expected.model_fingerprint && g.chat_format == expected.chat_format &&
+               g.backend_numerics == expected.backend_numerics;
+    };
+    std::vector<StoredGroup> out;
+    std::unordered_map<std::string, bool> seen;
+    std::vector<IndexEntry> on_disk;
+    {
+        std::lock_guard lock(mutex_);
+        for (const auto& [key, e] : entries_)
+            if (same_kind(*e.group)) {
+                out.push_back({copy_without_kv(*e.group), first_tier(), e.last_used_unix_ms});
+                seen[key] = true;
+            }
+        for (const auto& [key, h] : host_)
+            if (same_kind(*h.meta) && !seen.count(key)) {
+                out.push_back({h.meta, "memory", h.last_used_unix_ms});
+                seen[key] = true;
+            }
+        if (index_) {
+            try {
+                on_disk = index_->candidates(expected.model_fingerprint, expected.chat_format, expected.backend_numerics);
+            } catch (const std::exception&) {
+            }
+        }
+    }
+    // The headers are read outside the lock: file I/O.
+    for (const auto& e : on_disk) {
+        if (seen.count(e.group_key)) continue;
+        try {
+            const GroupFileHeader h = read_group_header(group_path(e.group_key));
+            if (h.group_key != e.group_key) continue;
+            auto g = std::make_shared<Group>();
+            g->group_key = h.group_key;
+            g->tools_hash = h.tools_hash;
+            g->tool_names = h.tool_names;
+            g->prefix_ids = h.prefix_ids;
+            g->kv_bytes = group_payload_bytes(h);
+            g->created_unix_ms = h.created_unix_ms;
+            g->model_fingerprint = h.model_fingerprint;
+            g->chat_format = h.chat_format;
+            g->backend_numerics = h.backend_numerics;
+            g->system_prompt_sha256 = h.system_prompt_sha256;
+            g->tool_token_boundaries = h.tool_token_boundaries;
+            g->tool_texts = h.tool_texts;
+            g->n_layers = h.n_layers;
+            g->n_kv_heads = h.n_kv_heads;
+            g->head_dim = h.head_dim;
+            g->kv_dtype = h.kv_dtype;
+            if (same_kind(*g)) out.push_back({std::move(g), "disk", e.last_used_unix_ms});
+        } catch (const std::exception&) {
+            // a damaged or vanished file: find() reports and quarantines it when it is used
+        }
+    }
+    std::stable_sort(out.begin(), out.end(), [](const StoredGroup& a, const StoredGroup& b) {
+        return a.last_used_unix_ms > b.last_used_unix_ms;
+    });
+    return out;
 }
 
 std::string GroupStore::tier_of(const std::string& group_key) const {

@@ -48,6 +48,7 @@ struct Group {
     std::string backend_numerics;
     std::string system_prompt_sha256;
     std::vector<int> tool_token_boundaries;
+    std::vector<std::string> tool_texts;  // canonical text per tool (canonical order); empty = not recorded
     int n_layers = 0;              // the KV's shape, for the file header
     int n_kv_heads = 0;
     int head_dim = 0;
@@ -127,6 +128,17 @@ public:
         size_t n_common = 0;
     };
     std::optional<PrefixMatch> longest_prefix(std::span<const token_id> prefix_ids, const Group& expected) const;
+
+    // Every stored group of `expected`'s model, chat format and numerics (gpu, memory and disk
+    // tiers, each key once, most recently used first), described without its KV: what `why`
+    // compares a missing tool set with. A disk group's description is its file header (read, not
+    // verified: nothing of it reaches the model); a file that does not read is skipped.
+    struct StoredGroup {
+        std::shared_ptr<const Group> group;  // kv is null
+        std::string tier;                    // "gpu", "memory" or "disk"
+        int64_t last_used_unix_ms = 0;
+    };
+    std::vector<StoredGroup> comparable(const Group& expected) const;
 
     // "gpu", "memory", "disk" (a file exists; not verified until used) or "" (not cached).
     std::string tier_of(const std::string& group_key) const;

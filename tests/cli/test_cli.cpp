@@ -272,6 +272,97 @@ TEST(Cli, KeyMatchesTheGroupKeyTheEngineCompiles) {
     EXPECT_GT(c["prefix_tokens"].get<int>(), 500);
 }
 
+TEST(Cli, WhyExplainsAMissAgainstTheStoredGroups) {
+    cc::test::TempDir dir;
+    const std::string cache = (dir.path() / "cache").string();
+    auto cli = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), {"--model", "builtin:qwen3-test", "--backend", "cpu", "--cache-dir", cache});
+        return run_cli(args);
+    };
+    // nothing stored yet
+    auto r = cli({"--json", "why", "--tools", toolset(5)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["cached"], false);
+    EXPECT_EQ(j["tier"], "miss");
+    EXPECT_EQ(j["miss_reason"]["n_stored"], 0);
+    EXPECT_EQ(j["miss_reason"]["nearest"].size(), 0u);
+
+    r = cli({"--json", "compile", "--tools", toolset(5)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto compiled = nlohmann::json::parse(r.out);
+    EXPECT_EQ(compiled["miss_reason"]["nearest"].size(), 0u);
+    const std::string key = compiled["group_key"];
+    r = cli({"--json", "why", "--tools", toolset(5)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["group_key"], key);
+    EXPECT_EQ(j["cached"], true);
+    EXPECT_EQ(j["tier"], "disk");
+    EXPECT_TRUE(j["miss_reason"].is_null());
+
+    // an edited set: one tool dropped, one enum changed
+    auto tools = nlohmann::ordered_json::parse(cc::test::read_file(toolset(5)));
+    nlohmann::ordered_json edited = nlohmann::ordered_json::array();
+    for (auto t : tools) {
+        if (t["function"]["name"] == "send_email") continue;
+        if (t["function"]["name"] == "get_current_weather")
+            t["function"]["parameters"]["properties"]["units"]["enum"] = {"metric", "imperial", "kelvin"};
+        edited.push_back(t);
+    }
+    const std::string edited_path = (dir.path() / "edited.json").string();
+    std::ofstream(edited_path) << edited.dump();
+    r = cli({"--json", "why", "--tools", edited_path});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["cached"], false);
+    ASSERT_EQ(j["miss_reason"]["nearest"].size(), 1u) << r.out;
+    const auto n = j["miss_reason"]["nearest"][0];
+    EXPECT_EQ(n["group_key"], key);
+    EXPECT_EQ(n["tier"], "disk");
+    EXPECT_EQ(n["tools_removed"], nlohmann::json::array({"send_email"}));
+    EXPECT_EQ(n["tools_added"].size(), 0u);
+    ASSERT_EQ(n["tools_changed"].size(), 1u);
+    EXPECT_EQ(n["tools_changed"][0]["name"], "get_current_weather");
+    EXPECT_EQ(n["tools_changed"][0]["field"], "parameters.properties.units.enum");
+    EXPECT_EQ(n["system_prompt_changed"], false);
+    // reusable tokens: the common prefix of the two rendered prefixes
+    auto prefix = [&](const std::string& file) {
+        auto rr = cli({"--json", "render", "--tools", file, "--query", "q"});
+        EXPECT_EQ(rr.exit_code, 0) << rr.err;
+        return nlohmann::json::parse(rr.out)["prefix_ids"].get<std::vector<int>>();
+    };
+    const auto a = prefix(toolset(5));
+    const auto b = prefix(edited_path);
+    size_t common = 0;
+    while (common < a.size() && common < b.size() && a[common] == b[common]) ++common;
+    EXPECT_EQ(n["reusable_tokens"], common);
+    EXPECT_EQ(n["prefix_tokens"], a.size());
+    EXPECT_EQ(j["prefix_tokens"], b.size());
+
+    // human text; and the system prompt
+    r = cli({"why", "--tools", edited_path});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("-send_email, ~get_current_weather (parameters.properties.units.enum)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(std::to_string(common) + " of " + std::to_string(b.size()) + " prefix tokens reusable"),
+              std::string::npos) << r.out;
+    r = cli({"--json", "why", "--tools", toolset(5), "--system", "Another prompt."});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["miss_reason"]["nearest"][0]["system_prompt_changed"], true);
+    EXPECT_EQ(j["miss_reason"]["nearest"][0]["tools_changed"].size(), 0u);
+
+    // compiling the edited set reports the same reason in its CompileResult
+    r = cli({"--json", "compile", "--tools", edited_path});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tier"], "miss");
+    EXPECT_EQ(j["miss_reason"]["nearest"][0]["group_key"], key);
+    EXPECT_EQ(j["miss_reason"]["nearest"][0]["reusable_tokens"], common);
+
+    EXPECT_EQ(cli({"why"}).exit_code, 2);
+}
+
 TEST(Cli, GenerateOnTheStoriesFixtureMatchesTheReference) {
     CC_REQUIRE_FIXTURE("stories260k");
     const auto dir = cc::test::fixture("stories260k");

@@ -305,6 +305,43 @@ TEST_F(ServerTest, PaperEndpoints) {
     EXPECT_EQ(bad->status, 400);
 }
 
+TEST_F(ServerTest, MissReasonInTheResponseExtension) {
+    // /tools: a miss says why (here: whatever else this process stored), a hit has null
+    const auto compiled = post("/tools", {{"tools", ordered_json::parse(kTools)}, {"system", "why-test"}});
+    EXPECT_EQ(compiled["tier"], "miss");
+    ASSERT_TRUE(compiled["miss_reason"].is_object()) << compiled.dump();
+    EXPECT_TRUE(compiled["miss_reason"].contains("nearest"));
+    const std::string key = compiled["group_key"];
+    const auto again = post("/tools", {{"tools", ordered_json::parse(kTools)}, {"system", "why-test"}});
+    EXPECT_EQ(again["tier"], "memory");
+    EXPECT_TRUE(again["miss_reason"].is_null());
+
+    // /query with one description edited: the stored group above is the nearest
+    auto edited = ordered_json::parse(kTools);
+    edited[0]["function"]["description"] = "Weather for a city, today";
+    const auto q = post("/query", {{"tools", edited}, {"system", "why-test"}, {"query", "hi"}, {"max_new_tokens", 1}});
+    ASSERT_TRUE(q["miss_reason"].is_object()) << q.dump();
+    const auto& n = q["miss_reason"]["nearest"][0];
+    EXPECT_EQ(n["group_key"], key);
+    ASSERT_EQ(n["tools_changed"].size(), 1u);
+    EXPECT_EQ(n["tools_changed"][0]["name"], "get_weather");
+    EXPECT_EQ(n["tools_changed"][0]["field"], "description");
+    EXPECT_GT(n["reusable_tokens"].get<int>(), 0);
+    EXPECT_EQ(q["compile"]["miss_reason"], q["miss_reason"]);
+
+    // chat completions: the contextcache object, with a tool removed under the chat's system prompt
+    const auto full = post("/v1/chat/completions", chat_body(ordered_json::parse(kTools)));
+    auto fewer = ordered_json::parse(kTools);
+    fewer.erase(1);
+    const auto r = post("/v1/chat/completions", chat_body(fewer));
+    const auto& reason = r["contextcache"]["miss_reason"];
+    ASSERT_TRUE(reason.is_object()) << r.dump();
+    EXPECT_EQ(reason["nearest"][0]["group_key"], full["contextcache"]["group_key"]);
+    EXPECT_EQ(reason["nearest"][0]["tools_removed"], ordered_json::array({"send_email"}));
+    EXPECT_EQ(reason["nearest"][0]["system_prompt_changed"], false);
+    EXPECT_TRUE(post("/v1/chat/completions", chat_body(fewer))["contextcache"]["miss_reason"].is_null());
+}
+
 TEST_F(ServerTest, MetricsAreValidPrometheusText) {
     post("/v1/chat/completions", chat_body(ordered_json::parse(kTools)));
     auto c = client();

@@ -80,6 +80,7 @@ void expect_same_header(const GroupFileHeader& a, const GroupFileHeader& b) {
     EXPECT_EQ(a.prefix_ids, b.prefix_ids);
     EXPECT_EQ(a.tool_token_boundaries, b.tool_token_boundaries);
     EXPECT_EQ(a.created_unix_ms, b.created_unix_ms);
+    EXPECT_EQ(a.tool_texts, b.tool_texts);
 }
 
 std::string read_bytes(const fs::path& p) {
@@ -218,6 +219,28 @@ struct Shape {
 };
 
 class GroupFileRoundTrip : public ::testing::TestWithParam<Shape> {};
+
+// tool_texts is optional: a header written before it existed reads as "not recorded", and a
+// header with it round-trips through the writer and the reader.
+TEST(GroupFile, ToolTextsAreOptionalAndRoundTrip) {
+    cc::test::TempDir dir;
+    auto h = make_header(1, 1, 4, 3, "f32");
+    const auto payload = make_payload(h);
+    const fs::path old_file = dir.path() / "old.kv";
+    write_bytes(old_file, build_file(header_json(h).dump(), payload, 1, payload.size()));  // no tool_texts
+    EXPECT_TRUE(cc::read_group_header(old_file).tool_texts.empty());
+
+    h.tool_texts = {"{\"type\": \"function\", \"function\": {\"name\": \"tool_0\"}}",
+                    "{\"type\": \"function\", \"function\": {\"name\": \"tool_1\"}}"};
+    const fs::path p = dir.path() / "new.kv";
+    cc::write_group_file(p, h, payload);
+    const auto back = cc::read_group_header(p);
+    EXPECT_EQ(back.tool_texts, h.tool_texts);
+    expect_same_header(h, back);
+    // written after the other fields, so an older header is a prefix of the newer one's fields
+    const std::string bytes = read_bytes(p);
+    EXPECT_LT(bytes.find("\"created_unix_ms\""), bytes.find("\"tool_texts\""));
+}
 
 }  // namespace
 
@@ -502,6 +525,8 @@ TEST(GroupFile, InvalidFieldsUnderAValidChecksumAreRefused) {
          },
          "header is not a JSON object"},
         {"empty chat format", [](J& j) { j["chat_format"] = ""; }, "\"chat_format\" is empty"},
+        {"tool_texts count != tools", [](J& j) { j["tool_texts"] = {"{}"}; }, "tool_texts has 1 entries for 2 tool names"},
+        {"tool_texts not strings", [](J& j) { j["tool_texts"] = {1, 2}; }, "\"tool_texts\" must be an array of strings"},
     };
     const fs::path p = dir.path() / "hand.kv";
     // The unedited hand-built file is accepted: the cases below fail for their edit alone.

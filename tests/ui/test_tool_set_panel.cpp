@@ -276,6 +276,56 @@ private slots:
         QTRY_VERIFY(button->isEnabled());
         QCOMPARE(QString::fromStdString(m_engine->currentTools()->group_key), panel.groupKey());
     }
+    void missReasonFollowsEditsLive() {
+        // A stored group of tools_5.json under a system prompt no other test uses, so it is the
+        // nearest group of every edit below.
+        const QString prompt = QStringLiteral("You route requests to tools (miss reason test).");
+        ToolSetPanel panel(m_engine.get());
+        panel.setSystemPrompt(prompt);
+        QVERIFY(panel.loadSample(QStringLiteral("tools_5.json")));
+        auto* label = panel.findChild<QLabel*>(QStringLiteral("missReasonLabel"));
+        QVERIFY(label);
+        QTRY_COMPARE_WITH_TIMEOUT(panel.cacheState(), QStringLiteral("not cached"), kTimeoutMs);
+        QSignalSpy compiled(m_engine.get(), &EngineController::compiled);
+        panel.compile();
+        QVERIFY(compiled.wait(kTimeoutMs));
+        const auto stored = compiled.first().at(0).value<cc::CompileResult>();
+        QTRY_COMPARE_WITH_TIMEOUT(panel.cacheState(), QStringLiteral("memory"), kTimeoutMs);
+        QVERIFY(panel.missReason().isEmpty());
+        QVERIFY(label->isHidden());
+        const QString nearest = QStringLiteral("nearest %1").arg(QString::fromStdString(stored.group_key).left(8));
+
+        // removing a tool: the stored group is the nearest, with the tool named
+        panel.setToolEnabled(QStringLiteral("send_email"), false);
+        QTRY_VERIFY_WITH_TIMEOUT(panel.missReason().contains(QStringLiteral("-send_email")), kTimeoutMs);
+        QVERIFY2(panel.missReason().startsWith(nearest), qPrintable(panel.missReason()));
+        QVERIFY(panel.missReason().contains(QStringLiteral("prefix tokens reusable")));
+        QVERIFY(!label->isHidden());
+        QVERIFY2(label->text().contains(QStringLiteral("-send_email")), qPrintable(label->text()));
+        panel.setToolEnabled(QStringLiteral("send_email"), true);
+        QTRY_COMPARE_WITH_TIMEOUT(panel.cacheState(), QStringLiteral("memory"), kTimeoutMs);
+        QVERIFY(label->isHidden());
+
+        // a description edited in the JSON editor: the tool and the field
+        auto* edit = panel.findChild<QPlainTextEdit*>(QStringLiteral("jsonEdit"));
+        QVERIFY(edit);
+        QString text = edit->toPlainText();
+        QVERIFY(text.contains(QStringLiteral("Get the current weather for a location.")));
+        text.replace(QStringLiteral("Get the current weather for a location."), QStringLiteral("Current weather, by city."));
+        edit->setPlainText(text);
+        QTRY_VERIFY_WITH_TIMEOUT(panel.missReason().contains(QStringLiteral("~get_current_weather (description)")),
+                                 kTimeoutMs);
+        QVERIFY2(panel.missReason().startsWith(nearest), qPrintable(panel.missReason()));
+
+        // the system prompt, as it is typed
+        QVERIFY(panel.loadSample(QStringLiteral("tools_5.json")));
+        QTRY_COMPARE_WITH_TIMEOUT(panel.cacheState(), QStringLiteral("memory"), kTimeoutMs);
+        panel.setSystemPrompt(prompt + QStringLiteral(" Be brief."));
+        QTRY_VERIFY_WITH_TIMEOUT(panel.missReason().contains(QStringLiteral("system prompt changed")), kTimeoutMs);
+        QVERIFY2(panel.missReason().startsWith(nearest + QStringLiteral(" (memory, 5 tools): system prompt changed")),
+                 qPrintable(panel.missReason()));
+    }
+
     void droppedFilesLoadOrShowTheirError() {
         ToolSetPanel panel(m_engine.get());
         QVERIFY(panel.loadSample(QStringLiteral("tools_5.json")));

@@ -376,6 +376,13 @@ QWidget* ToolSetPanel::buildKeysBox() {
     form->addRow(tr("group_key:"), keyRow);
     form->addRow(tr("Prefix:"), sizes);
     form->addRow(tr("Cache:"), m_stateLabel);
+    // Why a set is not cached, live as it is edited: the nearest stored group and what differs.
+    m_missLabel = new QLabel(box);
+    m_missLabel->setObjectName(QStringLiteral("missReasonLabel"));
+    m_missLabel->setWordWrap(true);
+    m_missLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_missLabel->setVisible(false);
+    form->addRow(m_missLabel);
     return box;
 }
 
@@ -621,6 +628,8 @@ void ToolSetPanel::showLocalKeys() {
     m_kvLabel->setText(pending);
     m_stateLabel->setText(pending);
     m_stateLabel->setStyleSheet(QString());
+    m_missReason.clear();
+    m_missLabel->setVisible(false);
 }
 
 void ToolSetPanel::requestDescription() {
@@ -654,6 +663,11 @@ void ToolSetPanel::showDescription(const ToolsDescription& d) {
                           : m_cacheState == QLatin1String("disk") ? QStringLiteral("#1565c0")
                                                                   : QStringLiteral("#757575");
     m_stateLabel->setStyleSheet(QStringLiteral("color: %1; font-weight: bold;").arg(color));
+    m_missReason = QString::fromStdString(d.missReason);
+    // The nearest group on the label; every one of them in the tooltip.
+    m_missLabel->setText(m_missReason.isEmpty() ? QString() : tr("Why not cached: %1").arg(m_missReason.section(QLatin1Char('\n'), 0, 0)));
+    m_missLabel->setToolTip(m_missReason);
+    m_missLabel->setVisible(!m_missReason.isEmpty());
 }
 
 // ---- sample queries --------------------------------------------------------------------------

@@ -64,6 +64,9 @@ public:
     QString errorText() const;     // the editor's error (plain text), else the visible file error; "" when none
     QString groupKey() const { return m_groupKey; }     // from the last description, "" before one
     QString cacheState() const { return m_cacheState; } // "gpu" | "memory" | "disk" | "not cached" | ""
+    // Not cached: why (the nearest stored groups and what differs, as the last description said);
+    // "" when cached or before a description.
+    QString missReason() const { return m_missReason; }
 
 public slots:
     void compile();
@@ -125,6 +128,7 @@ private:
     QString m_editorError;                 // the editor's current error, "" when its text is valid
     QString m_groupKey;
     QString m_cacheState;
+    QString m_missReason;
 
     QComboBox* m_sampleCombo = nullptr;
     QPushButton* m_importButton = nullptr;
@@ -142,6 +146,7 @@ private:
     QLabel* m_prefixLabel = nullptr;
     QLabel* m_kvLabel = nullptr;
     QLabel* m_stateLabel = nullptr;
+    QLabel* m_missLabel = nullptr;
     QLabel* m_sampleQueriesTitle = nullptr;
     QListWidget* m_sampleQueries = nullptr;
     QPushButton* m_compileButton = nullptr;

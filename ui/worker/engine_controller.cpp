@@ -196,7 +196,7 @@ void EngineWorker::describeTools(const ToolsRequest& request) {
     runJob(this, QStringLiteral("describe"), m_cancel, [&] {
         auto& engine = loaded(m_state->engine);
         const auto tools = cc::ToolSet::from_json_text(request.toolsJson, request.source);
-        const auto preview = engine.preview_tools(tools, request.systemPrompt);
+        const auto preview = engine.preview_tools(tools, request.systemPrompt, /*explain=*/true);
         ToolsDescription d;
         d.toolsHash = preview.tools_hash;
         d.groupKey = preview.group_key;
@@ -204,6 +204,7 @@ void EngineWorker::describeTools(const ToolsRequest& request) {
         d.prefixTokens = preview.prefix_tokens;
         d.kvBytes = preview.kv_bytes;
         d.cacheState = preview.tier.empty() ? "not cached" : preview.tier;
+        if (preview.miss_reason) d.missReason = cc::miss_reason_text(*preview.miss_reason, preview.prefix_tokens);
         emit toolsDescribed(d);
     });
 }

@@ -113,6 +113,9 @@ struct ToolsDescription {
     size_t prefixTokens = 0;
     size_t kvBytes = 0;         // canonical KV bytes of the prefix
     std::string cacheState;     // "gpu" | "memory" | "disk" | "not cached"
+    // Not cached: why (miss_reason_text: one line per nearest stored group, best first; or that
+    // there is none). "" when cached.
+    std::string missReason;
 };
 
 struct TokenBatch {
