@@ -240,9 +240,9 @@ class Bench:
         P, S = len(self.prefix_ids), len(self.suffix_ids)
         lb = {}
         lb["prefill"] = self.llama_bench(["-m", str(self.gguf_bf16), "-p", f"512,{self.a.prefill_long}", "-n", "0",
-                                          "-fa", fa], "prefill")
+                                          "-fa", fa, "--no-warmup"], "prefill")
         lb["suffix_over_prefix"] = self.llama_bench(["-m", str(self.gguf_bf16), "-p", str(S), "-n", "0",
-                                                     "-d", str(P), "-fa", fa], "suffix over cached prefix")
+                                                     "-d", str(P), "-fa", fa, "--no-warmup"], "suffix over cached prefix")
         lb["decode"] = self.llama_bench(["-m", str(self.gguf_bf16), "-m", str(self.gguf_q8), "-p", "0",
                                          "-n", str(self.a.decode_tokens), "-d", f"0,{self.a.decode_depth}",
                                          "-fa", fa], "decode")
@@ -549,8 +549,8 @@ def main() -> int:
     ap.add_argument("--llama-fa", default="0,1", help="llama-bench -fa values")
     ap.add_argument("--llama-server-fa", default="on,off", help="llama-server -fa values, one server each")
     ap.add_argument("--ctx", type=int, default=4096)
-    ap.add_argument("--check-prompt", type=int, default=64, help="prompt ids for the greedy agreement check")
-    ap.add_argument("--check-tokens", type=int, default=8)
+    ap.add_argument("--check-prompt", type=int, default=3, help="prompt ids for the greedy agreement check")
+    ap.add_argument("--check-tokens", type=int, default=16)
     ap.add_argument("--only", default="all", help="all | setup (weights and prompt only)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
