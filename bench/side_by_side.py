@@ -172,7 +172,8 @@ class Bench:
             raise SystemExit(f"side_by_side: llama-server reports commit {llama_commit}, not {self.a.llama_commit}")
         self.out["llama_cpp"] = {"commit": self.a.llama_commit or llama_commit, "reported": out.strip().splitlines()[-2:],
                                  "bin": str(self.lb)}
-        self.out["contextcache"] = {"commit": self.a.cc_commit, "bin": self.a.cc_bin}
+        self.out["contextcache"] = {"commit": self.a.cc_commit, "bin": self.a.cc_bin, "weights": self.a.cc_weights,
+                                    "kv_dtype": self.a.kv_dtype}
         self.out["machine"] = machine_info()
         self.out["threads"] = self.a.threads
         self.out["runs"] = self.R
@@ -309,14 +310,14 @@ class Bench:
 
     # ---- ContextCache
     def cc_generate(self, ids: list[int], n_new: int) -> tuple[dict, float]:
-        out, rss = run([self.cli, "--model", str(self.hf), "--threads", self.T, "--kv-dtype", self.a.kv_dtype,
+        out, rss = run([self.cli, "--model", str(self.hf), "--threads", self.T, "--kv-dtype", self.a.kv_dtype, "--weights", self.a.cc_weights,
                         "--json", "generate", "--prompt-ids", ",".join(map(str, ids)), "--max-new-tokens", str(n_new),
                         "--ignore-eos"], rss=True)
         return json.loads(out)["timings"], rss
 
     def cc_side(self) -> None:
         res: dict = {"kv_dtype": self.a.kv_dtype}
-        out, _ = run([self.cli, "--model", str(self.hf), "--threads", self.T, "--kv-dtype", self.a.kv_dtype, "--json",
+        out, _ = run([self.cli, "--model", str(self.hf), "--threads", self.T, "--kv-dtype", self.a.kv_dtype, "--weights", self.a.cc_weights, "--json",
                       "generate", "--prompt-ids", ",".join(map(str, self.check_ids)), "--max-new-tokens",
                       str(self.a.check_tokens), "--ignore-eos"])
         res["greedy_check_tokens"] = json.loads(out)["ids"]
@@ -353,7 +354,7 @@ class Bench:
 
     def cc_serve(self, cache_dir: Path, tag: str) -> Server:
         port = free_port()
-        cmd = [self.cli, "--model", str(self.hf), "--threads", self.T, "--kv-dtype", self.a.kv_dtype,
+        cmd = [self.cli, "--model", str(self.hf), "--threads", self.T, "--kv-dtype", self.a.kv_dtype, "--weights", self.a.cc_weights,
                "--cache-dir", str(cache_dir), "serve", "--host", "127.0.0.1", "--port", str(port)]
         return Server(f"contextcache serve ({tag})", cmd, port, "/health", self.work / f"cc-serve-{tag}.log")
 
@@ -543,6 +544,7 @@ def main() -> int:
     ap.add_argument("--tools", type=int, default=20)
     ap.add_argument("--query", default="What's the weather in Oslo tomorrow, in Celsius?")
     ap.add_argument("--kv-dtype", default="f32")
+    ap.add_argument("--cc-weights", default="stored", help="ContextCache --weights: stored|bf16|q8")
     ap.add_argument("--prefill-long", type=int, default=3000)
     ap.add_argument("--decode-tokens", type=int, default=64)
     ap.add_argument("--decode-depth", type=int, default=3000)

@@ -19,6 +19,7 @@
 #   --threads N          threads on both sides [2]
 #   --runs N             runs per figure, medians reported [3]
 #   --kv-dtype D         ContextCache KV width, f32|bf16 [f32]
+#   --cc-weights W       ContextCache --weights, stored|bf16|q8 [stored: the bf16 checkpoint as is]
 #   --decode-tokens N    tokens per decode measurement [64]
 #   --decode-depth N     the "deep" decode point [3000]
 #   --prefill-long N     the long prefill point [3000]
@@ -43,6 +44,7 @@ model="builtin:qwen3-0.6b"
 threads=2
 runs=3
 kv_dtype="f32"
+cc_weights="stored"
 decode_tokens=64
 decode_depth=3000
 prefill_long=3000
@@ -66,6 +68,7 @@ while [[ $# -gt 0 ]]; do
         --threads) threads="$2"; shift 2 ;;
         --runs) runs="$2"; shift 2 ;;
         --kv-dtype) kv_dtype="$2"; shift 2 ;;
+        --cc-weights) cc_weights="$2"; shift 2 ;;
         --decode-tokens) decode_tokens="$2"; shift 2 ;;
         --decode-depth) decode_depth="$2"; shift 2 ;;
         --prefill-long) prefill_long="$2"; shift 2 ;;
@@ -103,6 +106,6 @@ fi
 exec "$python" "$repo/bench/side_by_side.py" \
     --repo "$repo" --cc-bin "$cc_bin" --cc-commit "$cc_commit" \
     --llama-bin "$llama_bin" --llama-commit "$llama_commit" --gguf-py "$gguf_py" --python "$python" \
-    --work "$work" --model "$model" --threads "$threads" --runs "$runs" --kv-dtype "$kv_dtype" \
+    --work "$work" --model "$model" --threads "$threads" --runs "$runs" --kv-dtype "$kv_dtype" --cc-weights "$cc_weights" \
     --decode-tokens "$decode_tokens" --decode-depth "$decode_depth" --prefill-long "$prefill_long" \
     --llama-fa "$llama_fa" --llama-server-fa "$llama_server_fa" --out "$out" "${extra[@]}"

@@ -137,6 +137,7 @@ private slots:
             r.backend = "cpu";
             r.threads = 2;
             r.kvDtype = "bf16";
+            r.weights = "q8";
             r.cacheDir = otherCache.path().toStdString();
             r.hostBudgetBytes = uint64_t(2) << 30;
             r.diskBudgetBytes = uint64_t(5) << 30;
@@ -155,6 +156,7 @@ private slots:
         QCOMPARE(QString::fromStdString(r.backend), QStringLiteral("cpu"));
         QCOMPARE(r.threads, 2);
         QCOMPARE(QString::fromStdString(r.kvDtype), QStringLiteral("bf16"));
+        QCOMPARE(QString::fromStdString(r.weights), QStringLiteral("q8"));
         QCOMPARE(QString::fromStdString(r.cacheDir), otherCache.path());
         QCOMPARE(r.hostBudgetBytes, uint64_t(2) << 30);
         QCOMPARE(r.diskBudgetBytes, uint64_t(5) << 30);
@@ -167,7 +169,8 @@ private slots:
         QCOMPARE(window.size(), QSize(1400, 860));
         // It loads the saved model by itself, with the saved options.
         QVERIFY(waitForModel(window));
-        QCOMPARE(QString::fromStdString(window.engine()->modelInfo()->numerics).endsWith(QStringLiteral("bf16")), true);
+        QCOMPARE(QString::fromStdString(window.engine()->modelInfo()->numerics).endsWith(QStringLiteral("/bf16/weights=q8")), true);
+        QCOMPARE(QString::fromStdString(window.engine()->modelInfo()->weights), QStringLiteral("q8"));
         QCOMPARE(window.engine()->modelInfo()->n_threads, 2);
         window.setTheme(Theme::system);
         window.setPresentationMode(false);

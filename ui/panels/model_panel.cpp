@@ -102,6 +102,17 @@ ModelPanel::ModelPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_kvDtype->setToolTip(tr("How the K/V of the prefix are stored: f32 (exact reference) or bf16 (half the bytes). "
                              "Part of the cache key: groups of one dtype are not used by the other."));
     form->addRow(tr("&KV dtype"), m_kvDtype);
+
+    m_weightFormat = new QComboBox(this);
+    m_weightFormat->setObjectName(QStringLiteral("weightsCombo"));
+    m_weightFormat->addItem(tr("as stored"), QStringLiteral("stored"));
+    m_weightFormat->addItem(QStringLiteral("f32"), QStringLiteral("f32"));
+    m_weightFormat->addItem(QStringLiteral("bf16"), QStringLiteral("bf16"));
+    m_weightFormat->addItem(tr("q8 (int8, per-block scales)"), QStringLiteral("q8"));
+    m_weightFormat->setToolTip(tr("How the CPU backend holds the weight matrices: as the checkpoint stores them, or converted "
+                             "at load (bf16 rounds, q8 quantises; decode reads fewer bytes). A converted model has its "
+                             "own cache key. The CUDA backend takes the weights as stored."));
+    form->addRow(tr("&Weights"), m_weightFormat);
     layout->addLayout(form);
 
     // ---- advanced: the cache
@@ -261,6 +272,7 @@ ModelRequest ModelPanel::request() const {
     r.backend = m_backend->currentData().toString().toStdString();
     r.threads = m_threads->value();
     r.kvDtype = m_kvDtype->currentData().toString().toStdString();
+    r.weights = m_weightFormat->currentData().toString().toStdString();
     r.cacheDir = m_cacheDir->text().trimmed().toStdString();
     r.hostBudgetBytes = uint64_t(m_hostBudget->value() * kGiB);
     r.diskBudgetBytes = uint64_t(m_diskBudget->value() * kGiB);
@@ -275,6 +287,8 @@ void ModelPanel::setRequest(const ModelRequest& r) {
     m_threads->setValue(r.threads);
     const int dtype = m_kvDtype->findData(QString::fromStdString(r.kvDtype));
     m_kvDtype->setCurrentIndex(dtype < 0 ? 0 : dtype);
+    const int weights = m_weightFormat->findData(QString::fromStdString(r.weights));
+    m_weightFormat->setCurrentIndex(weights < 0 ? 0 : weights);
     m_cacheDir->setText(QString::fromStdString(r.cacheDir));
     m_hostBudget->setValue(double(r.hostBudgetBytes) / kGiB);
     m_diskBudget->setValue(double(r.diskBudgetBytes) / kGiB);
@@ -288,6 +302,7 @@ void ModelPanel::restoreSettings(const QSettings& s) {
     r.backend = s.value(QStringLiteral("model/backend"), QString::fromStdString(defaults.backend)).toString().toStdString();
     r.threads = s.value(QStringLiteral("model/threads"), defaults.threads).toInt();
     r.kvDtype = s.value(QStringLiteral("model/kvDtype"), QString::fromStdString(defaults.kvDtype)).toString().toStdString();
+    r.weights = s.value(QStringLiteral("model/weights"), QString::fromStdString(defaults.weights)).toString().toStdString();
     r.cacheDir = s.value(QStringLiteral("model/cacheDir"), QString()).toString().toStdString();
     r.hostBudgetBytes = s.value(QStringLiteral("model/hostBudgetBytes"), qulonglong(defaults.hostBudgetBytes)).toULongLong();
     r.diskBudgetBytes = s.value(QStringLiteral("model/diskBudgetBytes"), qulonglong(defaults.diskBudgetBytes)).toULongLong();
@@ -301,6 +316,7 @@ void ModelPanel::saveSettings(QSettings& s) const {
     s.setValue(QStringLiteral("model/backend"), QString::fromStdString(r.backend));
     s.setValue(QStringLiteral("model/threads"), r.threads);
     s.setValue(QStringLiteral("model/kvDtype"), QString::fromStdString(r.kvDtype));
+    s.setValue(QStringLiteral("model/weights"), QString::fromStdString(r.weights));
     s.setValue(QStringLiteral("model/cacheDir"), QString::fromStdString(r.cacheDir));
     s.setValue(QStringLiteral("model/hostBudgetBytes"), qulonglong(r.hostBudgetBytes));
     s.setValue(QStringLiteral("model/gpuBudgetBytes"), qulonglong(r.gpuBudgetBytes));
@@ -356,7 +372,11 @@ void ModelPanel::showInfo(const cc::ModelInfo& info) {
                                                                              : QString::fromStdString(info.chat_format)));
     m_params->setText(humanCount(info.n_params));
     m_weights->setText(locale.formattedDataSize(qint64(info.weight_bytes)) +
-                       (info.synthetic_weights ? tr(" (synthetic)") : QString()));
+                       (info.synthetic_weights ? tr(" (synthetic)") : QString()) +
+                       (info.matrix_bytes > 0 ? tr(" · matrices in memory: %1 as %2")
+                                                    .arg(locale.formattedDataSize(qint64(info.matrix_bytes)),
+                                                         QString::fromStdString(info.weights))
+                                              : QString()));
     m_loadTime->setText(tr("%1 ms").arg(info.load_ms, 0, 'f', 0));
     const QString fp = QString::fromStdString(info.fingerprint);
     m_fingerprint->setText(fp.left(12));

@@ -51,6 +51,7 @@ private:
     QComboBox* m_backend;
     QSpinBox* m_threads;
     QComboBox* m_kvDtype;
+    QComboBox* m_weightFormat;
     QLineEdit* m_cacheDir;
     QToolButton* m_cacheDirBrowse;
     QDoubleSpinBox* m_hostBudget;   // GiB

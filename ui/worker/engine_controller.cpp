@@ -100,6 +100,7 @@ cc::EngineOptions engineOptions(const ModelRequest& request, const std::shared_p
     options.backend = request.backend;
     options.n_threads = request.threads;
     options.kv_dtype = cc::parse_kv_dtype(request.kvDtype);
+    options.weights = cc::parse_weight_dtype(request.weights);
     options.cache_dir = request.cacheDir.empty() ? cc::default_cache_dir() : std::filesystem::path(request.cacheDir);
     options.cache.dir = options.cache_dir;
     options.cache.host_budget_bytes = request.hostBudgetBytes;
