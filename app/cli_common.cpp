@@ -81,14 +81,15 @@ cc::ToolSet tools_arg(Args& args, const std::string& command, bool required) {
 }
 
 
-cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend) {
+cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend,
+                                 const std::string& default_kv_dtype) {
     cc::EngineOptions o;
     o.model_spec = model_spec;
     o.backend = backend;
     o.backends = cc::app::available_backends();
     if (auto t = args.get("threads")) o.n_threads = parse_int(*t, "--threads", 1, 1024);
     try {
-        o.kv_dtype = cc::parse_kv_dtype(args.get_or("kv-dtype", "f32"));
+        o.kv_dtype = cc::parse_kv_dtype(args.get_or("kv-dtype", default_kv_dtype));
     } catch (const std::invalid_argument& e) {
         throw UsageError(std::string("--kv-dtype: ") + e.what());
     }

@@ -86,7 +86,9 @@ std::string system_prompt(Args& args);
 // --tools FILE as a ToolSet (an empty set when absent and not required)
 cc::ToolSet tools_arg(Args& args, const std::string& command, bool required);
 // The global engine options (--threads, --kv-dtype, --chat-format, --cache-dir, budgets).
-cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend);
+// `default_kv_dtype` applies when --kv-dtype is not given ("bf16" for serve, "f32" elsewhere).
+cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend,
+                                 const std::string& default_kv_dtype = "f32");
 // Cache problems (a damaged file quarantined, a failed write) are warnings: one line each on stderr.
 void report_warnings(cc::Engine& engine);
 

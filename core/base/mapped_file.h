@@ -56,4 +56,10 @@ private:
     void* registration_ = nullptr;  // this mapping's slot in the SIGBUS handler's registry
 };
 
+// Drops this process's resident pages of a read-only file mapping's byte range (the whole pages
+// inside it): the bytes stay readable and are read back from the file (or page cache) on the next
+// access. For memory a reader has copied elsewhere (e.g. weights prepacked at load). Never call it
+// on anonymous or written memory, whose contents would be lost.
+void release_mapped_pages(const void* data, size_t n_bytes);
+
 }  // namespace cc

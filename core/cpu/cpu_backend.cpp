@@ -5,6 +5,7 @@
 #include "core/backend/deferred_rope.h"
 
 #include "core/cpu/kernels.h"
+#include "core/base/mapped_file.h"
 #include "core/cpu/thread_pool.h"
 #include "core/base/kernel_math.h"
 
@@ -327,11 +328,18 @@ public:
             L.w_gate_up = pack({src.w_gate, src.w_up}, p + "mlp.{gate,up}_proj.weight");
             L.w_down = pack({src.w_down}, p + "mlp.down_proj.weight");
             layers_.push_back(L);
+            // The packed copies are all the forward pass reads: a checkpoint's mapped pages of
+            // these matrices need not stay resident (peak memory ~ packed + one layer's source).
+            const LayerWeights& lw = weights.layers[size_t(l)];
+            for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+                if (t->file_mapped) release_mapped_pages(t->data, t->n_bytes);
         }
         final_norm_ = vec(weights.final_norm, "model.norm.weight", c.dim);
         const Tensor& head = weights.lm_head.data != nullptr ? weights.lm_head : weights.embed;
         const std::string head_name = weights.lm_head.data != nullptr ? "lm_head.weight" : "model.embed_tokens.weight (tied lm_head)";
         lm_head_ = pack({mat(head, head_name, c.vocab_size, c.dim)}, head_name);
+        // The embedding is read a row per token from here on (faulted back in as needed).
+        if (head.file_mapped) release_mapped_pages(head.data, head.n_bytes);
         widened_.clear();  // F16 matrices widened for packing
 
         rope_.theta = c.rope_theta;

@@ -157,12 +157,14 @@ public:
         t.shape = info->shape;
         t.n_bytes = info->n_bytes;
         t.data = file->data(*info).data();
+        t.file_mapped = true;
         // Old files were written without padding the header to 8 bytes; kernels may assume each
         // tensor is aligned to its element size, so a misaligned one is copied (rare, small cost).
         if (reinterpret_cast<uintptr_t>(t.data) % dtype_bytes(t.dtype) != 0) {
             std::shared_ptr<std::byte[]> copy(new std::byte[t.n_bytes]);
             std::copy_n(t.data, t.n_bytes, copy.get());
             t.data = copy.get();
+            t.file_mapped = false;
             w_.storage.push_back(std::move(copy));
             ++n_copied_;
         }

@@ -18,6 +18,7 @@ struct Tensor {
     std::vector<int64_t> shape;
     const std::byte* data = nullptr;
     size_t n_bytes = 0;
+    bool file_mapped = false;  // data lies in a read-only file mapping (release_mapped_pages may drop it)
     int64_t rows() const { return shape.empty() ? 0 : shape[0]; }
     int64_t cols() const { return shape.size() < 2 ? 1 : shape[1]; }
 };
