@@ -187,6 +187,20 @@ void gemm_block(const float* xp, int m, int k, const T* w, int64_t n, int64_t f0
     }
 }
 
+// The multi-row GEMM's frame, shared by row-major and prepacked weights: X packed once into token
+// panels, then block(xp, f0, wp) for every block of kNB features on the pool, wp being that
+// thread's (kNB x kKC) weight scratch.
+template <class Block>
+void gemm_blocks(ThreadPool& pool, Workspace& ws, const float* x, int m, int k, int64_t n, const Block& block) {
+    const int n_tp = (m + kMR - 1) / kMR;
+    float* xp = ws.shared(size_t(n_tp) * size_t(k) * kMR);
+    pool.parallel_for(n_tp, [&](int64_t tp, int) { pack_x_panel(x, m, k, int(tp), xp); });
+    const int64_t n_blocks = (n + kNB - 1) / kNB;
+    // Grow every thread's buffer before the parallel loop (the pool may give any task to any thread).
+    for (int t = 0; t < pool.n_threads(); ++t) ws.per_thread(t, size_t(kNB) * kKC);
+    pool.parallel_for(n_blocks, [&](int64_t b, int thread) { block(xp, b * kNB, ws.per_thread(thread, size_t(kNB) * kKC)); });
+}
+
 // ---- GEMM over prepacked panels (pack_matrix) ------------------------------------------------------
 //
 // The panels already have the layout the micro-kernel reads, so nothing is packed per call: F32
@@ -306,14 +320,8 @@ void gemm_packed(ThreadPool& pool, Workspace& ws, const float* x, int m, const M
         });
         return;
     }
-    const int n_tp = (m + kMR - 1) / kMR;
-    float* xp = ws.shared(size_t(n_tp) * size_t(k) * kMR);
-    pool.parallel_for(n_tp, [&](int64_t tp, int) { pack_x_panel(x, m, k, int(tp), xp); });
-    const int64_t n_blocks = (n + kNB - 1) / kNB;
-    for (int t = 0; t < pool.n_threads(); ++t) ws.per_thread(t, size_t(kNB) * kKC);
-    pool.parallel_for(n_blocks, [&](int64_t block, int thread) {
-        gemm_packed_block<WT>(xp, m, k, w, block * kNB, ws.per_thread(thread, size_t(kNB) * kKC), y);
-    });
+    gemm_blocks(pool, ws, x, m, k, n,
+                [&](const float* xp, int64_t f0, float* wp) { gemm_packed_block<WT>(xp, m, k, w, f0, wp, y); });
 }
 
 void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& w, float* y) {
@@ -334,18 +342,11 @@ void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& 
             case WFormat::q8: return gemm_packed<int8_t>(pool, ws, x, m, w, y);
         }
     }
-    const int n_tp = (m + kMR - 1) / kMR;
-    float* xp = ws.shared(size_t(n_tp) * size_t(k) * kMR);
-    pool.parallel_for(n_tp, [&](int64_t tp, int) { pack_x_panel(x, m, k, int(tp), xp); });
-    const int64_t n_blocks = (n + kNB - 1) / kNB;
-    // Grow every thread's buffer before the parallel loop (the pool may give any task to any thread).
-    for (int t = 0; t < pool.n_threads(); ++t) ws.per_thread(t, size_t(kNB) * kKC);
-    pool.parallel_for(n_blocks, [&](int64_t block, int thread) {
-        float* wp = ws.per_thread(thread, size_t(kNB) * kKC);
+    gemm_blocks(pool, ws, x, m, k, n, [&](const float* xp, int64_t f0, float* wp) {
         if (w.bf16)
-            gemm_block(xp, m, k, static_cast<const uint16_t*>(w.data), n, block * kNB, wp, y);
+            gemm_block(xp, m, k, static_cast<const uint16_t*>(w.data), n, f0, wp, y);
         else
-            gemm_block(xp, m, k, static_cast<const float*>(w.data), n, block * kNB, wp, y);
+            gemm_block(xp, m, k, static_cast<const float*>(w.data), n, f0, wp, y);
     });
 }
 
