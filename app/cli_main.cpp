@@ -55,8 +55,9 @@ global options:
   --backend B         auto | cpu | cuda (default auto)
   --threads N         CPU threads (default: all cores)
   --kv-dtype D        f32 | bf16 (default f32; bf16 for serve)
-  --weights W         stored | f32 | bf16 | q8: weights in memory (default stored: as the
-                      checkpoint holds them); CPU backend only
+  --weights W         stored | f32 | bf16 | q8 | bf16dot: weights in memory (default stored: as the
+                      checkpoint holds them); bf16dot also rounds activations to BF16 and
+                      multiplies with AVX-512 BF16 (faster prefill; CPUs with it); CPU backend only
   --chat-format F     qwen3 | llama3 | mistral | plain (default: chosen from config.json)
   --cache-dir DIR     cache directory (default $XDG_CACHE_HOME/contextcache): group files, index, fingerprints
   --host-budget-bytes N  memory tier budget (default 4 GiB)

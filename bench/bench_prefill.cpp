@@ -227,11 +227,22 @@ void BM_cpu_gemm_layer(benchmark::State& state) {
 #endif
 }
 
+// range(1): 0 = F32 weights, 1 = BF16 weights, 2 = BF16 weights as bf16dot (BF16 activations,
+// VDPBF16PS; skipped on a CPU without AVX-512 BF16).
 void BM_prefill(benchmark::State& state) {
     const int t = int(state.range(0));
     const bool bf16 = state.range(1) != 0;
     const SynthModel& m = model(bf16);
     CpuBackendOptions o;
+    if (state.range(1) == 2) {
+        if (!cpu::bf16dot::supported()) {
+            state.SkipWithError("skipped: this CPU has no AVX-512 BF16 (the bf16dot format)");
+            for (auto _ : state) {
+            }
+            return;
+        }
+        o.weights = WeightDType::bf16dot;
+    }
     auto be = make_cpu_backend(m.w, o);
     std::vector<token_id> tokens(static_cast<size_t>(t));
     Rng rng{7};
@@ -475,6 +486,8 @@ void register_cpu() {
         ->Args({512, 1})
         ->Args({3000, 1})
         ->Args({3000, 0})
+        ->Args({512, 2})
+        ->Args({3000, 2})
         ->Iterations(2)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();

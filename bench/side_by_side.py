@@ -544,7 +544,7 @@ def main() -> int:
     ap.add_argument("--tools", type=int, default=20)
     ap.add_argument("--query", default="What's the weather in Oslo tomorrow, in Celsius?")
     ap.add_argument("--kv-dtype", default="f32")
-    ap.add_argument("--cc-weights", default="stored", help="ContextCache --weights: stored|bf16|q8")
+    ap.add_argument("--cc-weights", default="stored", help="ContextCache --weights: stored|bf16|q8|bf16dot")
     ap.add_argument("--prefill-long", type=int, default=3000)
     ap.add_argument("--decode-tokens", type=int, default=64)
     ap.add_argument("--decode-depth", type=int, default=3000)

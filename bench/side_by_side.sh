@@ -19,7 +19,7 @@
 #   --threads N          threads on both sides [2]
 #   --runs N             runs per figure, medians reported [3]
 #   --kv-dtype D         ContextCache KV width, f32|bf16 [f32]
-#   --cc-weights W       ContextCache --weights, stored|bf16|q8 [stored: the bf16 checkpoint as is]
+#   --cc-weights W       ContextCache --weights, stored|bf16|q8|bf16dot [stored: the bf16 checkpoint as is]
 #   --decode-tokens N    tokens per decode measurement [64]
 #   --decode-depth N     the "deep" decode point [3000]
 #   --prefill-long N     the long prefill point [3000]

@@ -55,6 +55,7 @@ const char* weight_dtype_name(WeightDType t) {
         case WeightDType::f32: return "f32";
         case WeightDType::bf16: return "bf16";
         case WeightDType::q8: return "q8";
+        case WeightDType::bf16dot: return "bf16dot";
     }
     return "?";
 }
@@ -64,7 +65,8 @@ WeightDType parse_weight_dtype(const std::string& name) {
     if (name == "f32") return WeightDType::f32;
     if (name == "bf16") return WeightDType::bf16;
     if (name == "q8") return WeightDType::q8;
-    throw std::invalid_argument("weights must be stored, f32, bf16 or q8, not \"" + name + "\"");
+    if (name == "bf16dot") return WeightDType::bf16dot;
+    throw std::invalid_argument("weights must be stored, f32, bf16, q8 or bf16dot, not \"" + name + "\"");
 }
 
 size_t Backend::kv_bytes(int n_tokens) const {

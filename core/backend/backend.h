@@ -30,8 +30,11 @@ KvDType parse_kv_dtype(const std::string& name);  // throws std::invalid_argumen
 // once at load: `bf16` rounds F32 to nearest even, `q8` quantises to int8 in blocks of 32 along the
 // input dimension with one F16 scale per block (the Q8_0 shape). A conversion changes the model's
 // values, so it is part of the backend's numerics id: a cache made with one never links with another.
-enum class WeightDType { stored, f32, bf16, q8 };
-const char* weight_dtype_name(WeightDType t);  // "stored", "f32", "bf16", "q8"
+// `bf16dot` (CPU with AVX-512 BF16 only) holds BF16 weights and also rounds each matrix product's
+// activations to BF16, multiplying pairs with VDPBF16PS into F32 sums: twice the arithmetic rate of
+// F32 FMA for prefill, the numerics llama.cpp uses for BF16 models; a numerics id of its own.
+enum class WeightDType { stored, f32, bf16, q8, bf16dot };
+const char* weight_dtype_name(WeightDType t);  // "stored", "f32", "bf16", "q8", "bf16dot"
 WeightDType parse_weight_dtype(const std::string& name);  // throws std::invalid_argument naming the value
 
 // K and V of consecutive positions, for every layer; memory owned by the backend.

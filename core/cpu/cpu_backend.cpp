@@ -304,6 +304,9 @@ public:
           kernels_(cpu::kernels_for(isa_)),
           pool_(options.n_threads > 0 ? options.n_threads : cpu::ThreadPool::available_cores()),
           ws_(pool_.n_threads()) {
+        if (options.weights == WeightDType::bf16dot && !cpu::bf16dot::supported())
+            throw std::runtime_error("cpu backend: --weights bf16dot needs AVX-512 BF16 (the vdpbf16ps instruction), which "
+                                     "this CPU lacks; use --weights bf16 (BF16 weights, F32 arithmetic)");
         const ModelConfig& c = cfg_;
         if (c.n_layers <= 0 || c.dim <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 ||
             c.ffn_dim <= 0 || c.vocab_size <= 0)
@@ -548,10 +551,12 @@ private:
             case WeightDType::f32: f = cpu::WFormat::f32; break;
             case WeightDType::bf16: f = cpu::WFormat::bf16; break;
             case WeightDType::q8: f = cpu::WFormat::q8; break;
+            case WeightDType::bf16dot: f = cpu::WFormat::bf16dot; break;
         }
+        const int nr = f == cpu::WFormat::bf16dot ? cpu::bf16dot::panel_width() : kernels_.gemm_nr;
         try {
             cpu::PackedMatrix& p = packed_.emplace_back(
-                cpu::pack_matrix(pool_, std::span<const cpu::Matrix>(parts.begin(), parts.size()), f, kernels_.gemm_nr));
+                cpu::pack_matrix(pool_, std::span<const cpu::Matrix>(parts.begin(), parts.size()), f, nr));
             weight_bytes_ += p.bytes;
             return p.view;
         } catch (const std::bad_alloc&) {

@@ -20,7 +20,7 @@ struct CpuBackendOptions {
     // Kernel instruction set: "" or "auto" = the CC_CPU_ISA environment variable when set, else the
     // best this CPU has; or "scalar", "avx2", "avx512" (an unsupported one is an error). The paths
     // round differently, so the path is part of numerics_id(): "cpu/<isa>/<kv dtype>[/weights=<w>]", e.g.
-    // "cpu/avx512/f32" or "cpu/avx512/bf16/weights=q8". Within one path, results do not depend on threads or batching; across
+    // "cpu/avx512/f32" or "cpu/avx512/bf16/weights=q8" ("weights=bf16dot-<cpu vendor>" for bf16dot). Within one path, results do not depend on threads or batching; across
     // machines they match when the path and the C library (exp, cos, sin) are the same.
     std::string isa;
 };

@@ -92,6 +92,7 @@ const char* wformat_name(WFormat f) {
         case WFormat::f32: return "f32";
         case WFormat::bf16: return "bf16";
         case WFormat::q8: return "q8";
+        case WFormat::bf16dot: return "bf16dot";
     }
     return "?";
 }
@@ -133,8 +134,8 @@ PackedMatrix pack_matrix(ThreadPool& pool, std::span<const Matrix> parts, WForma
     }
     const int64_t n_panels = (n + nr - 1) / nr;
     const int64_t n_kb = (k + kQ8Block - 1) / kQ8Block;
-    const size_t elem = format == WFormat::f32 ? 4 : format == WFormat::bf16 ? 2 : 1;
-    const size_t panel_elems = size_t(k) * size_t(nr);
+    const size_t elem = format == WFormat::f32 ? 4 : format == WFormat::bf16 || format == WFormat::bf16dot ? 2 : 1;
+    const size_t panel_elems = size_t(format == WFormat::bf16dot ? (k + 1) / 2 * 2 : k) * size_t(nr);
     const size_t panels_bytes = round_up_64(size_t(n_panels) * panel_elems * elem);
     const size_t scale_elems = format == WFormat::q8 ? size_t(n_kb) * size_t(nr) : 0;  // per panel
     const size_t bytes = panels_bytes + round_up_64(size_t(n_panels) * scale_elems * 2) + 64;  // + slack for padded reads
@@ -174,6 +175,12 @@ PackedMatrix pack_matrix(ThreadPool& pool, std::span<const Matrix> parts, WForma
                 case WFormat::bf16: {
                     auto* d = reinterpret_cast<uint16_t*>(base) + first;
                     for (int64_t i = 0; i < k; ++i) d[size_t(i) * size_t(nr)] = km::f32_to_bf16(row[size_t(i)]);
+                    break;
+                }
+                case WFormat::bf16dot: {  // element i at pair i / 2, half i % 2; the odd tail's high half 0
+                    auto* d = reinterpret_cast<uint16_t*>(base) + size_t(p) * panel_elems + 2 * size_t(c);
+                    for (int64_t i = 0; i < k; ++i) d[size_t(i / 2) * 2 * size_t(nr) + size_t(i % 2)] = km::f32_to_bf16(row[size_t(i)]);
+                    if (k % 2 != 0) d[size_t(k / 2) * 2 * size_t(nr) + 1] = 0;
                     break;
                 }
                 case WFormat::q8: {

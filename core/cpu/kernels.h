@@ -40,8 +40,8 @@ Isa resolve_isa(const std::string& requested);
 inline constexpr int kKeyTile = 16;
 
 // How a packed weight matrix holds its elements.
-enum class WFormat { f32, bf16, q8 };
-const char* wformat_name(WFormat f);  // "f32", "bf16", "q8"
+enum class WFormat { f32, bf16, q8, bf16dot };
+const char* wformat_name(WFormat f);  // "f32", "bf16", "q8", "bf16dot"
 inline constexpr int kQ8Block = 32;   // q8: one F16 scale per 32 consecutive inputs of a feature
 
 // A weight matrix (rows = out features N, cols = in features K): either row-major F32 or BF16 at
@@ -51,6 +51,10 @@ inline constexpr int kQ8Block = 32;   // q8: one F16 scale per 32 consecutive in
 // [ceil(K / 32)][nr] F16 scales; the weight is float(q) * scale, a product of an 8-bit and an
 // 11-bit significand, so exact in F32. Every format reaches the FMA as an exact F32 value, so the
 // GEMM's per-element FMA chain (and with it the exactness contract) is the same in all of them.
+// bf16dot is the exception, a different product: BF16 weights in pairs along K, each panel
+// [ceil(K / 2)][nr] of 32-bit pairs (element 2kp in the low half, 2kp+1 in the high half, 0 past K),
+// multiplied by activations rounded to BF16 with AVX-512 BF16's VDPBF16PS (two products summed into
+// each F32 lane per instruction: twice the F32 FMA's arithmetic). Only bf16dot::gemm reads it.
 struct Matrix {
     const void* data = nullptr;
     bool bf16 = false;
@@ -143,6 +147,21 @@ struct Kernels {
 };
 
 const Kernels& kernels_for(Isa isa);
+
+// The bf16dot GEMM (kernels_bf16dot.cpp): y = x · wᵀ with x rounded to BF16 (nearest even) and w
+// packed as WFormat::bf16dot with panel_width() features per panel. Each output element is one
+// chain of VDPBF16PS over the pairs in order from +0, whatever m, the blocking or the threads, so
+// one row (decode) and many (prefill) give the same bits. The instruction's rounding is the CPU's
+// (Intel documents round-to-nearest with denormals flushed; other vendors' may differ), so its
+// results are exact across runs on one CPU model, not across vendors.
+namespace bf16dot {
+bool supported();  // AVX-512 BF16 on this CPU (and OS)
+// "intel", "amd" or "other" (from CPUID): whose VDPBF16PS rounds the results, so part of the
+// numerics id of the bf16dot format.
+std::string cpu_vendor();
+int panel_width();
+void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& w, float* y);
+}  // namespace bf16dot
 
 namespace scalar { const Kernels& table(); }
 namespace avx2 { const Kernels& table(); }

@@ -333,13 +333,14 @@ void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& 
         return;
     }
     if (w.panels != nullptr) {
-        if (w.nr != kNR)
+        if (w.nr != kNR && w.format != WFormat::bf16dot)
             throw std::logic_error("gemm: the matrix was packed for panels of " + std::to_string(w.nr) +
                                    " features, this kernel reads " + std::to_string(kNR));
         switch (w.format) {
             case WFormat::f32: return gemm_packed<float>(pool, ws, x, m, w, y);
             case WFormat::bf16: return gemm_packed<uint16_t>(pool, ws, x, m, w, y);
             case WFormat::q8: return gemm_packed<int8_t>(pool, ws, x, m, w, y);
+            case WFormat::bf16dot: return bf16dot::gemm(pool, ws, x, m, w, y);
         }
     }
     gemm_blocks(pool, ws, x, m, k, n, [&](const float* xp, int64_t f0, float* wp) {

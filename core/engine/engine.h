@@ -31,7 +31,7 @@ struct EngineOptions {
     std::string backend = "auto";                        // auto | cpu | cuda
     int n_threads = 0;                                   // 0 = all cores
     KvDType kv_dtype = KvDType::f32;
-    WeightDType weights = WeightDType::stored;           // --weights: stored | f32 | bf16 | q8 (CPU)
+    WeightDType weights = WeightDType::stored;           // --weights: stored | f32 | bf16 | q8 | bf16dot (CPU)
     std::optional<std::filesystem::path> tokenizer_path; // overrides the model's tokenizer
     std::string chat_format;                             // overrides the format chosen from config.json
     std::filesystem::path cache_dir;                     // fingerprints.json (and later the group files);
@@ -60,7 +60,7 @@ struct ModelInfo {
     ModelConfig config;
     uint64_t n_params = 0;
     size_t weight_bytes = 0;
-    std::string weights = "stored";   // --weights: stored | f32 | bf16 | q8
+    std::string weights = "stored";   // --weights: stored | f32 | bf16 | q8 | bf16dot
     size_t matrix_bytes = 0;          // weight matrices as the backend holds them (0: not reported)
     size_t kv_bytes_per_token = 0;
     double load_ms = 0;

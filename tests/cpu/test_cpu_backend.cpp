@@ -278,60 +278,78 @@ TEST(cpu_backend, reference_models_match_float64_goldens) {
 
 // ---- exactness -------------------------------------------------------------------------------------
 
-// Full prefill vs compiled prefix + suffix (one call, and token by token), bit for bit, for every
-// family, KV dtype, storage dtype, in-memory weight format and thread count.
-TEST(cpu_backend, cached_prefix_plus_suffix_is_bit_identical_to_full_prefill) {
+// Full prefill vs compiled prefix + suffix (one call, and token by token), bit for bit, in one
+// family, storage dtype, KV dtype and in-memory weight format, at 1, 2 and 3 threads.
+namespace {
+void expect_cached_equals_full(ModelFamily fam, DType dt, KvDType kv, WeightDType wd) {
     const int n = 53;
+    auto s = make_synth(fam, dt);
+    const auto tokens = random_tokens(n, s->w.config.vocab_size, 11);
+    const int V = s->w.config.vocab_size;
+    std::vector<float> full;
+    {
+        auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), 1, kv, wd));
+        auto block = be->allocate_kv(n);
+        full = be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
+        ASSERT_EQ(full.size(), size_t(n) * V);
+    }
+    for (int threads : {1, 2, 3}) {
+        auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), threads, kv, wd));
+        const std::string ctx = std::string(family_str(fam)) + " weights " + std::to_string(int(dt)) + " as " +
+                                weight_dtype_name(wd) + " kv " + kv_dtype_name(kv) + " threads " + std::to_string(threads);
+        {  // full prefill again: thread count does not matter
+            auto block = be->allocate_kv(n);
+            auto again = be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
+            ASSERT_TRUE(same_bits(again, full.data(), full.size())) << ctx;
+        }
+        for (int split : {1, 7, 16, 23, 40, n - 1}) {
+            auto prefix = be->allocate_kv(split);
+            const std::span<const token_id> all(tokens);
+            auto none = be->forward(all.first(size_t(split)), {nullptr, 0, prefix.get()}, {});
+            EXPECT_TRUE(none.empty());
+            ASSERT_EQ(prefix->n_tokens(), split);
+            // suffix in one call
+            auto suffix = be->allocate_kv(n - split);
+            auto got = be->forward(all.subspan(size_t(split)), {prefix.get(), split, suffix.get()}, iota_rows(n - split));
+            ASSERT_TRUE(same_bits(got, full.data() + size_t(split) * V, size_t(n - split) * V)) << ctx << " split " << split;
+            // suffix token by token, reusing the same prefix block
+            auto suffix2 = be->allocate_kv(n - split);
+            for (int t = split; t < n; ++t) {
+                auto one = be->forward(all.subspan(size_t(t), 1), {prefix.get(), split, suffix2.get()}, std::vector<int>{0});
+                ASSERT_TRUE(same_bits(one, full.data() + size_t(t) * V, size_t(V))) << ctx << " split " << split << " token " << t;
+            }
+            // a shorter view of a longer prefix block (prefix reuse of the first tokens)
+            if (split > 3) {
+                auto suffix3 = be->allocate_kv(n);
+                auto part = be->forward(all.subspan(size_t(split - 3)), {prefix.get(), split - 3, suffix3.get()},
+                                        iota_rows(n - split + 3));
+                ASSERT_TRUE(same_bits(part, full.data() + size_t(split - 3) * V, size_t(n - split + 3) * V))
+                    << ctx << " shorter view " << split - 3;
+            }
+        }
+    }
+}
+}  // namespace
+
+TEST(cpu_backend, cached_prefix_plus_suffix_is_bit_identical_to_full_prefill) {
     for (ModelFamily fam : {ModelFamily::qwen3, ModelFamily::llama, ModelFamily::mistral, ModelFamily::qwen2})
         for (DType dt : {DType::f32, DType::bf16, DType::f16})
             for (KvDType kv : {KvDType::f32, KvDType::bf16})
-            for (WeightDType wd : {WeightDType::stored, WeightDType::bf16, WeightDType::q8}) {
-                if (wd == WeightDType::bf16 && dt == DType::bf16) continue;  // the same as stored
-                auto s = make_synth(fam, dt);
-                const auto tokens = random_tokens(n, s->w.config.vocab_size, 11);
-                const int V = s->w.config.vocab_size;
-                std::vector<float> full;
-                {
-                    auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), 1, kv, wd));
-                    auto block = be->allocate_kv(n);
-                    full = be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
-                    ASSERT_EQ(full.size(), size_t(n) * V);
+                for (WeightDType wd : {WeightDType::stored, WeightDType::bf16, WeightDType::q8}) {
+                    if (wd == WeightDType::bf16 && dt == DType::bf16) continue;  // the same as stored
+                    expect_cached_equals_full(fam, dt, kv, wd);
+                    if (HasFatalFailure()) return;
                 }
-                for (int threads : {1, 2, 3}) {
-                    auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), threads, kv, wd));
-                    const std::string ctx = std::string(family_str(fam)) + " weights " + std::to_string(int(dt)) + " as " +
-                                            weight_dtype_name(wd) + " kv " + kv_dtype_name(kv) + " threads " + std::to_string(threads);
-                    {  // full prefill again: thread count does not matter
-                        auto block = be->allocate_kv(n);
-                        auto again = be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
-                        ASSERT_TRUE(same_bits(again, full.data(), full.size())) << ctx;
-                    }
-                    for (int split : {1, 7, 16, 23, 40, n - 1}) {
-                        auto prefix = be->allocate_kv(split);
-                        const std::span<const token_id> all(tokens);
-                        auto none = be->forward(all.first(size_t(split)), {nullptr, 0, prefix.get()}, {});
-                        EXPECT_TRUE(none.empty());
-                        ASSERT_EQ(prefix->n_tokens(), split);
-                        // suffix in one call
-                        auto suffix = be->allocate_kv(n - split);
-                        auto got = be->forward(all.subspan(size_t(split)), {prefix.get(), split, suffix.get()}, iota_rows(n - split));
-                        ASSERT_TRUE(same_bits(got, full.data() + size_t(split) * V, size_t(n - split) * V)) << ctx << " split " << split;
-                        // suffix token by token, reusing the same prefix block
-                        auto suffix2 = be->allocate_kv(n - split);
-                        for (int t = split; t < n; ++t) {
-                            auto one = be->forward(all.subspan(size_t(t), 1), {prefix.get(), split, suffix2.get()}, std::vector<int>{0});
-                            ASSERT_TRUE(same_bits(one, full.data() + size_t(t) * V, size_t(V))) << ctx << " split " << split << " token " << t;
-                        }
-                        // a shorter view of a longer prefix block (prefix reuse of the first tokens)
-                        if (split > 3) {
-                            auto suffix3 = be->allocate_kv(n);
-                            auto part = be->forward(all.subspan(size_t(split - 3)), {prefix.get(), split - 3, suffix3.get()},
-                                                    iota_rows(n - split + 3));
-                            ASSERT_TRUE(same_bits(part, full.data() + size_t(split - 3) * V, size_t(n - split + 3) * V))
-                                << ctx << " shorter view " << split - 3;
-                        }
-                    }
-                }
+}
+
+// The bf16dot format (BF16 activations, VDPBF16PS) keeps the contract: its own kernels in both paths.
+TEST(cpu_backend, bf16dot_cached_prefix_plus_suffix_is_bit_identical_to_full_prefill) {
+    if (!cpu::bf16dot::supported()) GTEST_SKIP() << "this CPU has no AVX-512 BF16 (vdpbf16ps): the bf16dot format cannot run here";
+    for (ModelFamily fam : {ModelFamily::qwen3, ModelFamily::llama, ModelFamily::qwen2})
+        for (DType dt : {DType::f32, DType::bf16})
+            for (KvDType kv : {KvDType::f32, KvDType::bf16}) {
+                expect_cached_equals_full(fam, dt, kv, WeightDType::bf16dot);
+                if (HasFatalFailure()) return;
             }
 }
 
@@ -344,7 +362,10 @@ TEST(cpu_backend, weight_formats_have_their_own_numerics_id_and_stay_close) {
     const auto tokens = random_tokens(n, V, 3);
     std::vector<std::string> ids;
     std::vector<float> stored;
-    for (WeightDType wd : {WeightDType::stored, WeightDType::f32, WeightDType::bf16, WeightDType::q8}) {
+    std::vector<WeightDType> formats{WeightDType::stored, WeightDType::f32, WeightDType::bf16, WeightDType::q8};
+    if (cpu::bf16dot::supported()) formats.push_back(WeightDType::bf16dot);
+    else EXPECT_THROW(make_cpu_backend(s->w, opts(cpu::best_isa(), 2, KvDType::f32, WeightDType::bf16dot)), std::runtime_error);
+    for (WeightDType wd : formats) {
         auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), 2, KvDType::f32, wd));
         ids.push_back(be->numerics_id());
         EXPECT_EQ(be->numerics_id(), cpu_numerics_id(opts(cpu::best_isa(), 2, KvDType::f32, wd)));
@@ -369,6 +390,10 @@ TEST(cpu_backend, weight_formats_have_their_own_numerics_id_and_stay_close) {
     }
     EXPECT_EQ(ids[0], std::string("cpu/") + cpu::isa_name(cpu::best_isa()) + "/f32");
     EXPECT_EQ(ids[3], ids[0] + "/weights=q8");
+    if (ids.size() > 4) {
+        EXPECT_EQ(ids[4], ids[0] + "/weights=bf16dot-" + cpu::bf16dot::cpu_vendor());
+    }
+    EXPECT_EQ(parse_weight_dtype("bf16dot"), WeightDType::bf16dot);
     EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size());
     EXPECT_EQ(parse_weight_dtype("auto"), WeightDType::stored);
     EXPECT_THROW(parse_weight_dtype("q4"), std::invalid_argument);

@@ -172,6 +172,45 @@ TEST_P(CpuKernels, q8_gemm_equals_gemm_over_dequantised_weights) {
         }
 }
 
+// bf16dot: the activations rounded to BF16, pairs multiplied by VDPBF16PS into F32. Every row's
+// bits are those of the single-row (decode) path, whatever the batch, ragged shape or threads, and
+// the result is the float64 dot product of the BF16-rounded operands to within F32 summation.
+TEST(cpu_bf16dot, gemm_rows_equal_the_decode_path_and_match_float64) {
+    if (!bf16dot::supported()) GTEST_SKIP() << "this CPU has no AVX-512 BF16 (vdpbf16ps): the bf16dot GEMM cannot run here";
+    const auto round = [](float v) { return cc::km::bf16_to_f32(cc::km::f32_to_bf16(v)); };
+    for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        Workspace ws(threads);
+        for (int n : {1, 5, 33, 200})
+            for (int kk : {1, 2, 7, 33, 300, 1000}) {
+                auto wf = random_vec(size_t(n) * kk, 70 + n + kk);
+                const PackedMatrix packed = pack_matrix(pool, Matrix{wf.data(), false, n, kk}, WFormat::bf16dot, bf16dot::panel_width());
+                for (int m : {1, 2, 3, 11, 12, 13, 40}) {
+                    auto x = random_vec(size_t(m) * kk, 80 + m);
+                    std::vector<float> got(size_t(m) * n + 1, 12345.0f);
+                    bf16dot::gemm(pool, ws, x.data(), m, packed.view, got.data());
+                    ASSERT_EQ(got.back(), 12345.0f) << "wrote past the output";
+                    for (int i = 0; i < m; ++i) {
+                        std::vector<float> one(static_cast<size_t>(n));
+                        bf16dot::gemm(pool, ws, x.data() + size_t(i) * kk, 1, packed.view, one.data());
+                        ASSERT_TRUE(bits_equal(one.data(), got.data() + size_t(i) * n, size_t(n)))
+                            << "row " << i << " of m=" << m << " n=" << n << " k=" << kk << " threads=" << threads;
+                        for (int j = 0; j < n; ++j) {
+                            double ref = 0, mag = 0;
+                            for (int t = 0; t < kk; ++t) {
+                                const double p = double(round(x[size_t(i) * kk + t])) * round(wf[size_t(j) * kk + t]);
+                                ref += p;
+                                mag += std::abs(p);
+                            }
+                            ASSERT_NEAR(got[size_t(i) * n + j], ref, 2e-7 * std::sqrt(double(kk)) * mag + 1e-30)
+                                << "m=" << m << " n=" << n << " k=" << kk << " at (" << i << ", " << j << ")";
+                        }
+                    }
+                }
+            }
+    }
+}
+
 TEST_P(CpuKernels, packed_matrix_refuses_another_panel_width) {
     const Kernels& k = kernels_for(GetParam());
     ThreadPool pool(1);

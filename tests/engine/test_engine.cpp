@@ -1,6 +1,7 @@
 // The engine's compile -> link -> query path. Exactness is the product: on the same backend the
 // cached path must give bit-identical logits and tokens to a full prefill (asserted with ==).
 #include "core/engine/engine.h"
+#include "core/cpu/kernels.h"
 #include "core/model/builtin_model.h"
 #include "core/engine/result_json.h"
 #include "tests/test_support.h"
@@ -128,9 +129,11 @@ TEST(Engine, ExactAcrossThreadCountsKvDtypesAndWeightFormats) {
 
     // every in-memory weight format, each under its own group key
     const std::string f32_key = test_engine(0).set_tools(tools, "").group_key;
-    for (cc::WeightDType w : {cc::WeightDType::bf16, cc::WeightDType::q8}) {
+    std::vector<cc::WeightDType> formats{cc::WeightDType::bf16, cc::WeightDType::q8};
+    if (cc::cpu::bf16dot::supported()) formats.push_back(cc::WeightDType::bf16dot);  // AVX-512 BF16 CPUs only
+    for (cc::WeightDType w : formats) {
         Engine& e = test_engine(0, cc::KvDType::bf16, w);
-        EXPECT_TRUE(e.model_info().numerics.ends_with(std::string("/weights=") + cc::weight_dtype_name(w)))
+        EXPECT_TRUE(e.model_info().numerics.find(std::string("/weights=") + cc::weight_dtype_name(w)) != std::string::npos)
             << e.model_info().numerics;
         const auto compiled = e.set_tools(tools, "");
         EXPECT_NE(compiled.group_key, f32_key) << cc::weight_dtype_name(w);

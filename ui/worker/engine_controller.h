@@ -38,7 +38,7 @@ struct ModelRequest {
     std::string backend = "auto";               // auto | cpu | cuda
     int threads = 0;                            // 0 = all cores
     std::string kvDtype = "f32";                // f32 | bf16
-    std::string weights = "stored";             // stored | f32 | bf16 | q8 (CPU backend)
+    std::string weights = "stored";             // stored | f32 | bf16 | q8 | bf16dot (CPU backend)
     std::string cacheDir;                       // "" = cc::default_cache_dir()
     uint64_t hostBudgetBytes = uint64_t(4) << 30;
     uint64_t diskBudgetBytes = uint64_t(32) << 30;

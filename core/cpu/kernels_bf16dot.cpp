@@ -1,0 +1,237 @@
+// The bf16dot GEMM: BF16 weights times activations rounded to BF16, pairs of products summed into
+// F32 by AVX-512 BF16's VDPBF16PS (kernels.h, WFormat::bf16dot). Chosen only when the CPU has the
+// instruction (bf16dot::supported()); the weights were packed by pack_matrix into pair panels.
+//
+// The exactness contract holds as in the F32 GEMM: every output element y[m][n] is the chain
+// acc = dpbf16(acc, x-pair kp, w-pair kp) over kp = 0, 1, ..., ceil(K/2)-1 from +0, whatever the
+// block, tile, thread or batch size (k blocks store the running float in Y and reload it, which is
+// exact), and the activations are rounded to BF16 (nearest even, km::f32_to_bf16) the same way for
+// one row (decode) and for many (prefill). So cached and full paths give the same bits.
+#include "core/cpu/kernels.h"
+#include "core/base/kernel_math.h"
+
+#pragma GCC diagnostic push
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593, as in kernels_avx512.cpp
+#endif
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <cpuid.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
+#endif
+
+namespace cc::cpu::bf16dot {
+namespace {
+
+constexpr int kW = 16;         // F32 lanes per register: one lane holds one feature's pair
+constexpr int kNV = 2;         // vectors per micro-tile row
+constexpr int kNR = kNV * kW;  // features per panel (pack_matrix's nr for this format)
+constexpr int kMR = 12;        // tokens per micro-tile: 24 accumulators, 2 loads + 12 broadcasts per pair
+constexpr int kKC = 256;       // pairs per k block: an X micro-panel (KC x MR x 4 bytes) stays in L1
+constexpr int kNB = 4 * kNR;   // features per task: a W block (NB x KC x 4 bytes) stays in L2
+constexpr int kGemvNP = 4;     // decode: 4 panels x 2 vectors = 8 chains in flight
+
+inline __m512 dp(__m512 acc, __m512i x, __m512i w) {
+    return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(x), reinterpret_cast<__m512bh&>(w));
+}
+
+// One pair of a row's activations as VDPBF16PS reads it: element 2kp in the low half, 2kp+1 in
+// the high half (0 past k).
+inline uint32_t x_pair(const float* row, int k, int kp) {
+    const int i = 2 * kp;
+    const uint32_t lo = km::f32_to_bf16(row[i]);
+    const uint32_t hi = i + 1 < k ? km::f32_to_bf16(row[i + 1]) : 0u;
+    return lo | (hi << 16);
+}
+
+// Xp panel tp: [K2][MR] pairs, tokens tp*MR.. (zeros past m).
+void pack_x_panel(const float* x, int m, int k, int k2, int tp, uint32_t* xp) {
+    uint32_t* dst = xp + size_t(tp) * size_t(k2) * kMR;
+    for (int r = 0; r < kMR; ++r) {
+        const int row = tp * kMR + r;
+        if (row < m) {
+            const float* src = x + size_t(row) * size_t(k);
+            for (int kp = 0; kp < k2; ++kp) dst[size_t(kp) * kMR + r] = x_pair(src, k, kp);
+        } else {
+            for (int kp = 0; kp < k2; ++kp) dst[size_t(kp) * kMR + r] = 0u;
+        }
+    }
+}
+
+// R token rows x kNR features over kc pairs; y points at (row 0, feature 0) of the tile.
+template <int R>
+void micro(const uint32_t* xp, const uint32_t* wp, int kc, float* y, int64_t ldy, int n_valid, bool accumulate) {
+    __m512 acc[R][kNV];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+        for (int v = 0; v < kNV; ++v) {
+            const int cnt = n_valid - v * kW;
+            if (!accumulate || cnt <= 0)
+                acc[r][v] = _mm512_setzero_ps();
+            else
+                acc[r][v] = _mm512_maskz_loadu_ps(__mmask16(cnt >= kW ? 0xffffu : (1u << cnt) - 1u), y + r * ldy + v * kW);
+        }
+    for (int kk = 0; kk < kc; ++kk) {
+        __m512i wv[kNV];
+#pragma GCC unroll 2
+        for (int v = 0; v < kNV; ++v) wv[v] = _mm512_loadu_si512(wp + size_t(kk) * kNR + v * kW);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+            const __m512i b = _mm512_set1_epi32(int(xp[size_t(kk) * kMR + r]));
+#pragma GCC unroll 2
+            for (int v = 0; v < kNV; ++v) acc[r][v] = dp(acc[r][v], b, wv[v]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+        for (int v = 0; v < kNV; ++v) {
+            const int cnt = n_valid - v * kW;
+            if (cnt >= kW)
+                _mm512_storeu_ps(y + r * ldy + v * kW, acc[r][v]);
+            else if (cnt > 0)
+                _mm512_mask_storeu_ps(y + r * ldy + v * kW, __mmask16((1u << cnt) - 1u), acc[r][v]);
+        }
+}
+
+template <int R>
+void micro_rows(int rows, const uint32_t* xp, const uint32_t* wp, int kc, float* y, int64_t ldy, int n_valid, bool accumulate) {
+    if constexpr (R > 1) {
+        if (rows < R) return micro_rows<R - 1>(rows, xp, wp, kc, y, ldy, n_valid, accumulate);
+    }
+    micro<R>(xp, wp, kc, y, ldy, n_valid, accumulate);
+}
+
+// y[f] for the features of np panels from w0 on, one token (its pairs at xq): every pair in one
+// chain per element, np * kNV chains in flight.
+template <int NP>
+void gemv_panels(int np, const uint32_t* xq, int k2, const uint32_t* w0, size_t panel_stride, float* y, int n_valid) {
+    if constexpr (NP > 1) {
+        if (np < NP) return gemv_panels<NP - 1>(np, xq, k2, w0, panel_stride, y, n_valid);
+    }
+    __m512 acc[NP][kNV];
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 2
+        for (int v = 0; v < kNV; ++v) acc[p][v] = _mm512_setzero_ps();
+    for (int kk = 0; kk < k2; ++kk) {
+        const __m512i b = _mm512_set1_epi32(int(xq[kk]));
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 2
+            for (int v = 0; v < kNV; ++v)
+                acc[p][v] = dp(acc[p][v], b, _mm512_loadu_si512(w0 + size_t(p) * panel_stride + size_t(kk) * kNR + v * kW));
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 2
+        for (int v = 0; v < kNV; ++v) {
+            const int cnt = n_valid - p * kNR - v * kW;
+            if (cnt >= kW)
+                _mm512_storeu_ps(y + p * kNR + v * kW, acc[p][v]);
+            else if (cnt > 0)
+                _mm512_mask_storeu_ps(y + p * kNR + v * kW, __mmask16((1u << cnt) - 1u), acc[p][v]);
+        }
+}
+
+}  // namespace
+
+void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& w, float* y) {
+    if (w.format != WFormat::bf16dot || w.panels == nullptr)
+        throw std::logic_error("bf16dot::gemm: the matrix is not packed as bf16dot");
+    if (w.nr != kNR)
+        throw std::logic_error("bf16dot::gemm: the matrix was packed for panels of " + std::to_string(w.nr) + " features, not " +
+                               std::to_string(kNR));
+    if (!supported()) throw std::runtime_error("bf16dot::gemm: this CPU has no AVX-512 BF16 (vdpbf16ps)");
+    if (m <= 0 || w.rows <= 0) return;
+    const int k = int(w.cols);
+    const int k2 = (k + 1) / 2;
+    const int64_t n = w.rows;
+    const int64_t n_panels = (n + kNR - 1) / kNR;
+    const size_t panel_stride = size_t(k2) * kNR;  // uint32 pairs per panel
+    const auto* panels = static_cast<const uint32_t*>(w.panels);
+    if (k2 == 0) {
+        std::fill(y, y + size_t(m) * size_t(n), 0.0f);
+        return;
+    }
+    if (m == 1) {
+        auto* xq = reinterpret_cast<uint32_t*>(ws.shared(size_t(k2)));
+        for (int kp = 0; kp < k2; ++kp) xq[kp] = x_pair(x, k, kp);
+        pool.parallel_for((n_panels + kGemvNP - 1) / kGemvNP, [&](int64_t g, int) {
+            const int64_t p0 = g * kGemvNP;
+            const int np = int(std::min<int64_t>(kGemvNP, n_panels - p0));
+            gemv_panels<kGemvNP>(np, xq, k2, panels + size_t(p0) * panel_stride, panel_stride, y + p0 * kNR,
+                                 int(std::min<int64_t>(int64_t(np) * kNR, n - p0 * kNR)));
+        });
+        return;
+    }
+    const int n_tp = (m + kMR - 1) / kMR;
+    auto* xp = reinterpret_cast<uint32_t*>(ws.shared(size_t(n_tp) * size_t(k2) * kMR));
+    pool.parallel_for(n_tp, [&](int64_t tp, int) { pack_x_panel(x, m, k, k2, int(tp), xp); });
+    const int64_t n_blocks = (n + kNB - 1) / kNB;
+    pool.parallel_for(n_blocks, [&](int64_t b, int) {
+        const int64_t f0 = b * kNB;
+        const int nb = int(std::min<int64_t>(kNB, n - f0));
+        const int np = (nb + kNR - 1) / kNR;
+        const uint32_t* block = panels + size_t(f0 / kNR) * panel_stride;
+        for (int k0 = 0; k0 < k2; k0 += kKC) {
+            const int kc = std::min(kKC, k2 - k0);
+            for (int tp = 0; tp < n_tp; ++tp) {
+                const int rows = std::min(kMR, m - tp * kMR);
+                const uint32_t* xpanel = xp + (size_t(tp) * size_t(k2) + size_t(k0)) * kMR;
+                for (int p = 0; p < np; ++p) {
+                    float* ytile = y + size_t(tp) * kMR * size_t(n) + size_t(f0) + size_t(p) * kNR;
+                    micro_rows<kMR>(rows, xpanel, block + size_t(p) * panel_stride + size_t(k0) * kNR, kc, ytile, n,
+                                    std::min(kNR, nb - p * kNR), k0 > 0);
+                }
+            }
+        }
+    });
+}
+
+}  // namespace cc::cpu::bf16dot
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#pragma GCC diagnostic pop
+
+namespace cc::cpu::bf16dot {
+
+bool supported() {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16");
+}
+
+int panel_width() { return kNR; }
+
+std::string cpu_vendor() {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return "other";
+    char id[13];
+    std::memcpy(id, &ebx, 4);
+    std::memcpy(id + 4, &edx, 4);
+    std::memcpy(id + 8, &ecx, 4);
+    id[12] = '\0';
+    const std::string s(id);
+    if (s == "GenuineIntel") return "intel";
+    if (s == "AuthenticAMD") return "amd";
+    return "other";
+}
+
+}  // namespace cc::cpu::bf16dot
