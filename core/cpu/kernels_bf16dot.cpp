@@ -5,7 +5,7 @@
 // The exactness contract holds as in the F32 GEMM: every output element y[m][n] is the chain
 // acc = dpbf16(acc, x-pair kp, w-pair kp) over kp = 0, 1, ..., ceil(K/2)-1 from +0, whatever the
 // block, tile, thread or batch size (k blocks store the running float in Y and reload it, which is
-// exact), and the activations are rounded to BF16 (nearest even, km::f32_to_bf16) the same way for
+// exact), and the activations are rounded to BF16 (nearest even, as km::f32_to_bf16) the same way for
 // one row (decode) and for many (prefill). So cached and full paths give the same bits.
 #include "core/cpu/kernels.h"
 #include "core/base/kernel_math.h"
@@ -47,23 +47,39 @@ inline __m512 dp(__m512 acc, __m512i x, __m512i w) {
     return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(x), reinterpret_cast<__m512bh&>(w));
 }
 
-// One pair of a row's activations as VDPBF16PS reads it: element 2kp in the low half, 2kp+1 in
-// the high half (0 past k).
-inline uint32_t x_pair(const float* row, int k, int kp) {
-    const int i = 2 * kp;
-    const uint32_t lo = km::f32_to_bf16(row[i]);
-    const uint32_t hi = i + 1 < k ? km::f32_to_bf16(row[i + 1]) : 0u;
-    return lo | (hi << 16);
+// BF16 of 16 floats, bit for bit km::f32_to_bf16 (nearest even; a NaN is quieted, its sign and
+// upper payload kept), as 16 uint16.
+inline __m256i to_bf16(__m512 v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    const __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r);
 }
 
-// Xp panel tp: [K2][MR] pairs, tokens tp*MR.. (zeros past m).
-void pack_x_panel(const float* x, int m, int k, int k2, int tp, uint32_t* xp) {
+// A row of k activations as the k2 = ceil(k / 2) pairs VDPBF16PS reads: BF16 element 2kp in the
+// low half, 2kp+1 in the high half (0 past k) — which is the BF16 row itself in memory order.
+void row_pairs(const float* x, int k, uint32_t* out) {
+    auto* h = reinterpret_cast<uint16_t*>(out);
+    int i = 0;
+    for (; i + kW <= k; i += kW) _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i), to_bf16(_mm512_loadu_ps(x + i)));
+    if (i < k) {
+        const int n = k - i;
+        _mm256_mask_storeu_epi16(h + i, __mmask16((1u << n) - 1u), to_bf16(_mm512_maskz_loadu_ps(__mmask16((1u << n) - 1u), x + i)));
+    }
+    if (k % 2 != 0) h[k] = 0;
+}
+
+// Xp panel tp: [K2][MR] pairs, tokens tp*MR.. (zeros past m); `pairs` is k2 words of scratch.
+void pack_x_panel(const float* x, int m, int k, int k2, int tp, uint32_t* pairs, uint32_t* xp) {
     uint32_t* dst = xp + size_t(tp) * size_t(k2) * kMR;
     for (int r = 0; r < kMR; ++r) {
         const int row = tp * kMR + r;
         if (row < m) {
-            const float* src = x + size_t(row) * size_t(k);
-            for (int kp = 0; kp < k2; ++kp) dst[size_t(kp) * kMR + r] = x_pair(src, k, kp);
+            row_pairs(x + size_t(row) * size_t(k), k, pairs);
+            for (int kp = 0; kp < k2; ++kp) dst[size_t(kp) * kMR + r] = pairs[kp];
         } else {
             for (int kp = 0; kp < k2; ++kp) dst[size_t(kp) * kMR + r] = 0u;
         }
@@ -169,7 +185,7 @@ void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& 
     }
     if (m == 1) {
         auto* xq = reinterpret_cast<uint32_t*>(ws.shared(size_t(k2)));
-        for (int kp = 0; kp < k2; ++kp) xq[kp] = x_pair(x, k, kp);
+        row_pairs(x, k, xq);
         pool.parallel_for((n_panels + kGemvNP - 1) / kGemvNP, [&](int64_t g, int) {
             const int64_t p0 = g * kGemvNP;
             const int np = int(std::min<int64_t>(kGemvNP, n_panels - p0));
@@ -180,7 +196,10 @@ void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& 
     }
     const int n_tp = (m + kMR - 1) / kMR;
     auto* xp = reinterpret_cast<uint32_t*>(ws.shared(size_t(n_tp) * size_t(k2) * kMR));
-    pool.parallel_for(n_tp, [&](int64_t tp, int) { pack_x_panel(x, m, k, k2, int(tp), xp); });
+    for (int t = 0; t < pool.n_threads(); ++t) ws.per_thread(t, size_t(k2));
+    pool.parallel_for(n_tp, [&](int64_t tp, int thread) {
+        pack_x_panel(x, m, k, k2, int(tp), reinterpret_cast<uint32_t*>(ws.per_thread(thread, size_t(k2))), xp);
+    });
     const int64_t n_blocks = (n + kNB - 1) / kNB;
     pool.parallel_for(n_blocks, [&](int64_t b, int) {
         const int64_t f0 = b * kNB;

@@ -211,6 +211,31 @@ TEST(cpu_bf16dot, gemm_rows_equal_the_decode_path_and_match_float64) {
     }
 }
 
+// The activations are rounded as km::f32_to_bf16 rounds (nearest, ties to even), for one row and
+// for many: through an identity matrix each output is the rounded input itself.
+TEST(cpu_bf16dot, activations_round_to_nearest_even_as_the_scalar_helper) {
+    if (!bf16dot::supported()) GTEST_SKIP() << "this CPU has no AVX-512 BF16 (vdpbf16ps): the bf16dot GEMM cannot run here";
+    const int k = 37;  // odd: the last pair is half padding
+    std::vector<float> eye(size_t(k) * k, 0.0f);
+    for (int i = 0; i < k; ++i) eye[size_t(i) * k + i] = 1.0f;
+    ThreadPool pool(2);
+    Workspace ws(2);
+    const PackedMatrix packed = pack_matrix(pool, Matrix{eye.data(), false, k, k}, WFormat::bf16dot, bf16dot::panel_width());
+    const float tie = 1.0f + std::ldexp(1.0f, -8);  // halfway between two BF16 values: to even (1.0)
+    const std::vector<float> special{tie, 1.0f + 3 * std::ldexp(1.0f, -8), -tie, 0.0f, -0.0f, 6.0e37f, -1.0e-30f,
+                                     1.0f / 3.0f, 65504.0f, 1.00390625f, 255.5f};
+    for (int m : {1, 3, 13}) {
+        std::vector<float> x(size_t(m) * k);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = special[i % special.size()] * float(1 + int(i % 5));
+        std::vector<float> y(size_t(m) * k);
+        bf16dot::gemm(pool, ws, x.data(), m, packed.view, y.data());
+        for (size_t i = 0; i < x.size(); ++i) {
+            const float want = cc::km::bf16_to_f32(cc::km::f32_to_bf16(x[i])) + 0.0f;  // the chain starts at +0: -0 sums to +0
+            ASSERT_TRUE(bits_equal(&y[i], &want, 1)) << "m=" << m << " x=" << x[i] << " got " << y[i] << " want " << want;
+        }
+    }
+}
+
 TEST_P(CpuKernels, packed_matrix_refuses_another_panel_width) {
     const Kernels& k = kernels_for(GetParam());
     ThreadPool pool(1);
