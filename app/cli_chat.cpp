@@ -147,6 +147,7 @@ int cmd_chat(Args& args, const cc::EngineOptions& options, bool json) {
     if (auto v = args.get("temperature")) q.temperature = static_cast<float>(parse_double(*v, "--temperature", 0, 100));
     if (auto v = args.get("seed")) q.seed = static_cast<uint64_t>(parse_int(*v, "--seed", 0, INT64_MAX));
     q.ignore_eos = args.flag("ignore-eos");
+    q.tool_choice = tool_choice_arg(args);
     const bool thinking = args.flag("thinking");
     if (!interactive && !args.has("messages")) throw UsageError("chat needs --messages FILE or -i");
     ChatInput in = read_chat_input(args);

@@ -79,6 +79,13 @@ std::string system_prompt(Args& args) {
     return "";
 }
 
+cc::ToolChoice tool_choice_arg(Args& args) {
+    const auto v = args.get("tool-choice");
+    if (!v) return {};
+    if (v->empty()) throw UsageError("--tool-choice must be auto, none, required or a function's name, not \"\"");
+    return cc::ToolChoice::parse(*v);
+}
+
 cc::ToolSet tools_arg(Args& args, const std::string& command, bool required) {
     auto path = args.get("tools");
     if (!path) {

@@ -87,6 +87,8 @@ std::string ids_text(const std::vector<cc::token_id>& ids);
 std::string system_prompt(Args& args);
 // --tools FILE as a ToolSet (an empty set when absent and not required)
 cc::ToolSet tools_arg(Args& args, const std::string& command, bool required);
+// --tool-choice auto|none|required|NAME (default auto); the engine checks it against the tools.
+cc::ToolChoice tool_choice_arg(Args& args);
 // The global engine options (--threads, --kv-dtype, --chat-format, --cache-dir, budgets).
 // `default_kv_dtype` applies when --kv-dtype is not given ("bf16" for serve, "f32" elsewhere).
 cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend,

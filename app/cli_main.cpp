@@ -72,11 +72,15 @@ commands:
                                               compute the prefix KV of a tool set (CompileResult)
   query --tools FILE --query Q [--system S | --system-file F] [--mode cached|full|compare|per_tool_nope]
         [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--repeat N] [--ignore-eos]
+        [--tool-choice auto|none|required|NAME]
                                               answer a query (QueryResult with the timing split);
                                               per_tool_nope: the paper's per-tool cache experiment
                                               vs full prefill (logit cosine, top-1, KL, RoPE check)
+                                              --tool-choice required|NAME: the answer opens with a
+                                              call to an offered tool / to NAME (constrained decoding)
   chat --messages FILE.json [--tools FILE] [--system S] [--mode cached|full|compare] [--each-turn]
        [--thinking] [--max-new-tokens N] [--temperature T] [--seed S] [--ignore-eos]
+       [--tool-choice auto|none|required|NAME]
   chat -i [--tools FILE] [--system S]         a conversation (OpenAI-style messages, or a request body
                                               {"messages", "tools"}): the reply to the last turn with
                                               group / conversation / prefilled tokens and timings;
@@ -467,6 +471,7 @@ int cmd_query(Args& args, cc::EngineOptions options, bool json) {
     if (auto v = args.get("top-p")) q.top_p = static_cast<float>(parse_double(*v, "--top-p", 0, 1));
     if (auto v = args.get("seed")) q.seed = static_cast<uint64_t>(parse_int(*v, "--seed", 0, INT64_MAX));
     q.ignore_eos = args.flag("ignore-eos");
+    q.tool_choice = tool_choice_arg(args);
     const int repeat = static_cast<int>(parse_int(args.get_or("repeat", "1"), "--repeat", 1, 100000));
     args.check_all_used();
 

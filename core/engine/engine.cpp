@@ -141,6 +141,7 @@ const ModelInfo& Engine::load_model() {
     info.kv_bytes_per_token = backend_->kv_bytes(1);
     info.load_ms = clock.elapsed_ms();
     info_ = std::move(info);
+    token_texts_.clear();  // the tokenizer may have changed
     compile_.reset();
     linked_ = false;
     tools_.reset();
@@ -161,7 +162,7 @@ std::unique_ptr<ModelWeights> Engine::load_weights_for(ModelInfo& info) {
     if (source_.builtin) {
         const auto recipe = find_builtin(source_.builtin_name);
         if (!recipe) throw std::runtime_error(options_.model_spec + ": unknown built-in model");
-        weights = std::make_unique<ModelWeights>(generate_builtin_weights(*recipe, options_.n_threads, &cancel_));
+        weights = std::make_unique<ModelWeights>(generate_builtin_weights(*recipe, options_.n_threads, active_flag()));
         info.synthetic_weights = true;
         info.fingerprint = sha256_hex(builtin_recipe_text(*recipe));
     } else {
@@ -332,7 +333,7 @@ std::shared_ptr<const Group> Engine::compile_prefix(std::shared_ptr<Group> group
     // The prefix's K/V, reusing the longest stored prefix it shares (the same system prompt and
     // first tools give the same leading tokens, hence the same K/V bits).
     Stopwatch compile_clock;
-    cancel_.store(false);
+    start_call();
     const std::vector<token_id>& ids = rendered.prefix_ids;
     const int n = static_cast<int>(ids.size());
     std::unique_ptr<KvBlock> block;
@@ -355,7 +356,7 @@ std::shared_ptr<const Group> Engine::compile_prefix(std::shared_ptr<Group> group
     constexpr size_t kCompileChunkTokens = 512;
     for (size_t done = reused; done < ids.size();) {
         const size_t count = std::min(kCompileChunkTokens, ids.size() - done);
-        backend_->forward(std::span<const token_id>(ids).subspan(done, count), KvView{nullptr, 0, block.get()}, {}, &cancel_);
+        backend_->forward(std::span<const token_id>(ids).subspan(done, count), KvView{nullptr, 0, block.get()}, {}, active_flag());
         done += count;
         if (progress_) progress_(EngineProgress{"compile", done, ids.size()});
     }
@@ -382,6 +383,72 @@ void Engine::persist_async(const std::shared_ptr<const Group>& group) {
                                   std::async(std::launch::async, [store, group, bytes = std::move(canonical)]() mutable {
                                       return store->persist(group, std::move(bytes));
                                   }));
+}
+
+void Engine::begin_request(CancelToken token) {
+    std::lock_guard lock(request_mutex_);
+    request_ = std::move(token);
+}
+
+void Engine::end_request() {
+    std::lock_guard lock(request_mutex_);
+    request_.reset();
+}
+
+void Engine::cancel() {
+    std::lock_guard lock(request_mutex_);
+    if (request_) request_->cancel();
+    else cancel_.store(true);
+}
+
+void Engine::start_call() {
+    // Inside a request its token decides; a token is never cleared.
+    if (!request_) cancel_.store(false);
+}
+
+const std::atomic<bool>* Engine::active_flag() const {
+    // request_ changes only on the owner's thread, which is the one running calls.
+    return request_ ? request_->flag() : &cancel_;
+}
+
+const std::vector<std::string>& Engine::token_texts() {
+    if (token_texts_.empty()) {
+        const Tokenizer& tok = tokenizer();
+        token_texts_.resize(tok.vocab_size());
+        for (size_t id = 0; id < token_texts_.size(); ++id) {
+            const token_id one = static_cast<token_id>(id);
+            token_texts_[id] = tok.decode(std::span<const token_id>(&one, 1), /*skip_special_tokens=*/true);
+        }
+    }
+    return token_texts_;
+}
+
+std::unique_ptr<ToolCallConstraint> Engine::call_constraint(const ToolSet& tools, const ToolChoice& choice) {
+    if (!choice.forces_call()) return nullptr;
+    const std::string what = "tool_choice " + (choice.mode == ToolChoice::Mode::required ? std::string("required")
+                                                                                        : "\"" + choice.function + "\"");
+    if (tools.empty()) throw std::invalid_argument(what + " needs tools, and none are given");
+    std::vector<std::string> names = tools.names();
+    if (choice.mode == ToolChoice::Mode::function) {
+        if (std::find(names.begin(), names.end(), choice.function) == names.end())
+            throw std::invalid_argument(what + ": no tool of that name is offered (tools: " + [&] {
+                std::string list;
+                for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+                return list;
+            }() + ")");
+        names = {choice.function};
+    }
+    const auto markup = format_->tool_call_markup();
+    if (!markup)
+        throw std::invalid_argument(what + ": the " + std::string(format_->id()) +
+                                    " chat format has no tool-call markup to force; use auto or none");
+    // The name mask reads each token's text on its own, which is that token's text in context
+    // only for byte-level tokenizers (a SentencePiece token drops its leading space alone).
+    if (names.size() > 1 && tokenizer().model_kind() != "byte_level_bpe")
+        throw std::invalid_argument(what + ": constraining the name needs a byte-level BPE tokenizer, not " +
+                                    std::string(tokenizer().model_kind()));
+    const std::vector<std::string>& texts = names.size() > 1 ? token_texts() : token_texts_;
+    return std::make_unique<ToolCallConstraint>(*markup, *tokenizer_, std::move(names), texts);
 }
 
 void Engine::require_chat_model() {
@@ -463,6 +530,7 @@ QueryResult Engine::query(const std::string& text, const QueryOptions& options,
                           const std::function<void(const TokenEvent&)>& on_token) {
     if (!compile_) throw std::logic_error("Engine: set_tools() must be called before query()");
     if (options.max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
+    call_constraint(*tools_, options.tool_choice);  // throws before any work when the choice cannot be met
     if (options.mode == QueryMode::cached) return run_cached(text, options, on_token);
     if (options.mode == QueryMode::full) return run_full(text, options, on_token);
 
@@ -477,7 +545,7 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     Stopwatch submit;
     QueryResult result;
     result.mode = query_mode_name(options.mode);
-    cancel_.store(false);
+    start_call();
 
     Stopwatch tokenize_clock;
     RenderedPrompt rendered;
@@ -518,19 +586,19 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     const int n_prefix = static_cast<int>(group->prefix_ids.size());
     auto suffix_block = backend_->allocate_kv(static_cast<int>(rendered.suffix_ids.size()) + options.max_new_tokens);
     prefill_and_decode(rendered.suffix_ids, KvView{group->kv.get(), n_prefix, suffix_block.get()}, options, on_token,
-                       result, submit);
+                       result, submit, call_constraint(*tools_, options.tool_choice).get());
     return result;
 }
 
 void Engine::prefill_and_decode(std::span<const token_id> ids, const KvView& view, const QueryOptions& options,
                                 const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
-                                const Stopwatch& submit) {
+                                const Stopwatch& submit, ToolCallConstraint* constraint) {
     Stopwatch prefill_clock;
     const int last_row = static_cast<int>(ids.size()) - 1;
-    auto logits = backend_->forward(ids, view, std::span<const int>(&last_row, 1), &cancel_);
+    auto logits = backend_->forward(ids, view, std::span<const int>(&last_row, 1), active_flag());
     result.timings.prefill_ms = prefill_clock.elapsed_ms();
     result.timings.prefill_tok_s = static_cast<double>(ids.size()) / (result.timings.prefill_ms / 1000.0);
-    decode_loop(std::move(logits), view, options, stop_ids_, on_token, result, submit);
+    decode_loop(std::move(logits), view, options, stop_ids_, on_token, result, submit, constraint);
     result.text = tokenizer_->decode(result.tokens, /*skip_special_tokens=*/true);
     if (result.stop_reason == StopReason::stop_string)
         if (const size_t at = first_stop(result.text, options.stop); at != std::string::npos) result.text.resize(at);
@@ -558,7 +626,9 @@ QueryResult Engine::continue_from(std::span<const token_id> ids, const KvView& v
     if (options.max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
     QueryResult result;
     result.mode = query_mode_name(options.mode);
-    prefill_and_decode(ids, view, options, on_token, result, submit);  // a pending cancel() stays pending
+    // a pending cancel() stays pending
+    prefill_and_decode(ids, view, options, on_token, result, submit,
+                       call_constraint(tools_ ? *tools_ : ToolSet{}, options.tool_choice).get());
     return result;
 }
 
@@ -567,7 +637,7 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
     Stopwatch submit;
     QueryResult result;
     result.mode = query_mode_name(options.mode);
-    cancel_.store(false);
+    start_call();
 
     Stopwatch tokenize_clock;
     const RenderedPrompt rendered = render_prompt(*format_, *tokenizer_, *tools_, system_prompt_, text);
@@ -582,13 +652,28 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
     result.prefilled_tokens = ids.size();
 
     auto block = backend_->allocate_kv(static_cast<int>(ids.size()) + options.max_new_tokens);
-    prefill_and_decode(ids, KvView{nullptr, 0, block.get()}, options, on_token, result, submit);
+    prefill_and_decode(ids, KvView{nullptr, 0, block.get()}, options, on_token, result, submit,
+                       call_constraint(*tools_, options.tool_choice).get());
     return result;
+}
+
+std::vector<float> Engine::forward_rows(std::span<const token_id> ids, const KvView& view, bool keep_all,
+                                       std::vector<std::vector<float>>& kept) {
+    // Rows before the last are the logits before ids[1..]; the last row is the next token's.
+    std::vector<int> rows;
+    for (size_t r = keep_all ? 0 : ids.size() - 1; r < ids.size(); ++r) rows.push_back(static_cast<int>(r));
+    std::vector<float> out = backend_->forward(ids, view, rows, active_flag());
+    const size_t vocab = static_cast<size_t>(info_.config.vocab_size);
+    for (size_t r = 0; r + 1 < rows.size(); ++r)
+        kept.emplace_back(out.begin() + static_cast<std::ptrdiff_t>(r * vocab),
+                          out.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
+    out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(vocab));
+    return out;
 }
 
 void Engine::decode_loop(std::vector<float> logits, const KvView& view, const QueryOptions& options,
                          std::span<const token_id> stop_ids, const std::function<void(const TokenEvent&)>& on_token,
-                         QueryResult& result, const Stopwatch& submit) {
+                         QueryResult& result, const Stopwatch& submit, ToolCallConstraint* constraint) {
     std::mt19937_64 rng(options.seed);
     std::optional<IncrementalDecoder> stream;
     if (tokenizer_) stream.emplace(*tokenizer_, /*skip_special_tokens=*/true);
@@ -598,38 +683,76 @@ void Engine::decode_loop(std::vector<float> logits, const KvView& view, const Qu
     for (const auto& s : options.stop) longest_stop = std::max(longest_stop, s.size());
     Stopwatch decode_clock;
     result.stop_reason = StopReason::max_new_tokens;
-    for (int step = 0; step < options.max_new_tokens; ++step) {
-        if (step > 0 && cancel_.load()) {
+    const size_t max_tokens = static_cast<size_t>(options.max_new_tokens);
+    // Each round appends one sampled token, or the span the constraint feeds: never sampled, run
+    // through the model as one forward before it is emitted (`logits` are then the model's logits
+    // before the span's first token; with keep_logits every row is kept, one per token).
+    for (bool first = true; result.tokens.size() < max_tokens; first = false) {
+        if (!first && active_flag()->load()) {
             result.stop_reason = StopReason::cancelled;
             break;
         }
-        const token_id token = sample_token(logits, options.temperature, options.top_p, rng);
-        if (keep_logits) result.step_logits.push_back(logits);
-        result.tokens.push_back(token);
-        if (step == 0) {
-            result.timings.ttft_ms = submit.elapsed_ms();
-            decode_clock.restart();
-        }
-        const std::string piece = stream ? stream->push(token) : std::string();
-        if (on_token) on_token(TokenEvent{step, token, piece});
-        const bool is_stop = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
-        if (is_stop && !options.ignore_eos) {
-            result.stop_reason = StopReason::stop_token;
-            break;
-        }
-        if (!options.stop.empty()) {
-            // Only the new text and the longest stop string's worth before it can hold a new match.
-            const size_t from = text_so_far.size() > longest_stop ? text_so_far.size() - longest_stop : 0;
-            text_so_far += piece;
-            if (first_stop(std::string_view(text_so_far).substr(from), options.stop) != std::string::npos) {
-                result.stop_reason = StopReason::stop_string;
+        std::vector<token_id> next = constraint ? constraint->take_forced() : std::vector<token_id>{};
+        const bool forced = !next.empty();
+        const size_t n_logits_before = result.step_logits.size();
+        const int n_fed_before = view.suffix->n_tokens();
+        if (forced) {
+            next.resize(std::min(next.size(), max_tokens - result.tokens.size()));
+            if (keep_logits) result.step_logits.push_back(logits);
+            try {
+                logits = forward_rows(next, view, keep_logits, result.step_logits);
+            } catch (const Cancelled&) {
+                result.step_logits.resize(n_logits_before);
+                result.stop_reason = StopReason::cancelled;
                 break;
             }
+        } else {
+            if (keep_logits) result.step_logits.push_back(logits);
+            if (constraint) constraint->mask(logits);
+            next.push_back(sample_token(logits, options.temperature, options.top_p, rng));
+            if (constraint) constraint->accept(next.back());
         }
-        if (step + 1 == options.max_new_tokens) break;
-        const int row = 0;
+        size_t n_emitted = 0;
+        bool stopped = false;
+        for (const token_id token : next) {
+            result.tokens.push_back(token);
+            ++n_emitted;
+            if (result.tokens.size() == 1) {
+                result.timings.ttft_ms = submit.elapsed_ms();
+                decode_clock.restart();
+            }
+            const std::string piece = stream ? stream->push(token) : std::string();
+            if (on_token) on_token(TokenEvent{static_cast<int>(result.tokens.size()) - 1, token, piece});
+            // A forced token is markup, never the end of the reply.
+            const bool is_stop = !forced && std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+            if (is_stop && !options.ignore_eos) {
+                result.stop_reason = StopReason::stop_token;
+                stopped = true;
+                break;
+            }
+            if (!options.stop.empty()) {
+                // Only the new text and the longest stop string's worth before it can hold a new match.
+                const size_t from = text_so_far.size() > longest_stop ? text_so_far.size() - longest_stop : 0;
+                text_so_far += piece;
+                if (first_stop(std::string_view(text_so_far).substr(from), options.stop) != std::string::npos) {
+                    result.stop_reason = StopReason::stop_string;
+                    stopped = true;
+                    break;
+                }
+            }
+        }
+        if (forced) {
+            result.forced_tokens += n_emitted;
+            if (n_emitted < next.size()) {
+                // A stop string inside the span: the KV and the logits keep the emitted part only.
+                view.suffix->truncate(n_fed_before + static_cast<int>(n_emitted));
+                if (keep_logits) result.step_logits.resize(n_logits_before + n_emitted);
+            }
+        }
+        if (stopped || result.tokens.size() == max_tokens) break;
+        if (forced) continue;  // already fed
         try {
-            logits = backend_->forward(std::span<const token_id>(&token, 1), view, std::span<const int>(&row, 1), &cancel_);
+            logits = forward_rows(next, view, false, result.step_logits);
         } catch (const Cancelled&) {
             result.stop_reason = StopReason::cancelled;
             break;
@@ -675,6 +798,7 @@ QueryResult Engine::chat(const ChatRequest& request, const QueryOptions& options
     require_chat_model();
     if (request.messages.empty()) throw std::invalid_argument("a conversation needs at least one message");
     if (options.max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
+    call_constraint(request.tools, options.tool_choice);  // throws before any work when the choice cannot be met
     if (options.mode == QueryMode::cached) return run_chat(request, options, on_token, true);
     if (options.mode == QueryMode::full) return run_chat(request, options, on_token, false);
     QueryResult full = run_chat(request, options, {}, false);
@@ -686,7 +810,7 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
     Stopwatch submit;
     QueryResult result;
     result.mode = query_mode_name(options.mode);
-    cancel_.store(false);
+    start_call();
 
     // Render the whole conversation, and the group prefix on its own: the group serves this
     // request when its ids begin the prompt (always, except mistral with several user turns).
@@ -709,7 +833,8 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
     if (!cached) {
         result.prefilled_tokens = ids.size();
         auto block = backend_->allocate_kv(static_cast<int>(ids.size()) + capacity_after);
-        prefill_and_decode(ids, KvView{nullptr, 0, block.get()}, options, on_token, result, submit);
+        prefill_and_decode(ids, KvView{nullptr, 0, block.get()}, options, on_token, result, submit,
+                           call_constraint(request.tools, options.tool_choice).get());
         result.reply = format_->parse_reply(result.text);
         return result;
     }
@@ -756,7 +881,8 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
 
     // 3. prefill the rest, generate, and keep the new state for the next turn
     const KvView view{group ? group->kv.get() : nullptr, static_cast<int>(group_tokens), block.get()};
-    prefill_and_decode(std::span<const token_id>(ids).subspan(start), view, options, on_token, result, submit);
+    prefill_and_decode(std::span<const token_id>(ids).subspan(start), view, options, on_token, result, submit,
+                       call_constraint(request.tools, options.tool_choice).get());
     result.reply = format_->parse_reply(result.text);
 
     auto state = std::make_shared<ConversationState>();
@@ -776,11 +902,11 @@ GenerateResult Engine::generate(const std::vector<token_id>& prompt_ids, int max
     if (prompt_ids.empty()) throw std::invalid_argument("generate: the prompt has no tokens");
     if (max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
     Stopwatch submit;
-    cancel_.store(false);
+    start_call();
     auto block = backend_->allocate_kv(static_cast<int>(prompt_ids.size()) + max_new_tokens);
     const KvView view{nullptr, 0, block.get()};
     const int last = static_cast<int>(prompt_ids.size()) - 1;
-    auto logits = backend_->forward(prompt_ids, view, std::span<const int>(&last, 1), &cancel_);
+    auto logits = backend_->forward(prompt_ids, view, std::span<const int>(&last, 1), active_flag());
     // The raw language model: greedy, ended by config.json's and generation_config.json's eos ids
     // (not the chat format's).
     std::vector<token_id> eos_ids = info_.config.eos_token_ids;
@@ -804,7 +930,7 @@ std::vector<float> Engine::last_logits(const std::vector<token_id>& prompt_ids) 
     if (prompt_ids.empty()) throw std::invalid_argument("logits: the prompt has no tokens");
     auto block = backend_->allocate_kv(static_cast<int>(prompt_ids.size()));
     const int last = static_cast<int>(prompt_ids.size()) - 1;
-    return backend_->forward(prompt_ids, KvView{nullptr, 0, block.get()}, std::span<const int>(&last, 1), &cancel_);
+    return backend_->forward(prompt_ids, KvView{nullptr, 0, block.get()}, std::span<const int>(&last, 1), active_flag());
 }
 
 std::vector<token_id> Engine::encode_prompt(const std::string& text) {

@@ -4,9 +4,11 @@
 #pragma once
 
 #include "core/backend/backend.h"
+#include "core/base/cancel_token.h"
 #include "core/backend/registry.h"
 #include "core/engine/conversation_cache.h"
 #include "core/engine/miss_reason.h"
+#include "core/engine/tool_choice.h"
 #include "core/text/chat_format.h"
 #include "core/store/group_store.h"
 #include "core/model/model_spec.h"
@@ -20,6 +22,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -107,6 +110,12 @@ struct QueryOptions {
     // Stop strings (the OpenAI `stop`): generation ends when the decoded text contains one; the
     // text is cut before it (the tokens keep the ids generated).
     std::vector<std::string> stop;
+    // required / a named function: the reply is made to open with a call to an offered tool
+    // (ToolCallConstraint: the call's opening markup and name are fed or masked, the arguments
+    // are the model's). auto / none: no constraint. query() and chat() throw std::invalid_argument
+    // when the choice needs tools and there are none, names a tool that is not offered, or the
+    // chat format has no call markup.
+    ToolChoice tool_choice;
 };
 
 enum class StopReason { stop_token, stop_string, max_new_tokens, cancelled };
@@ -128,7 +137,8 @@ struct QueryResult {
     std::string group_key;
     size_t prefix_tokens = 0;
     size_t suffix_tokens = 0;
-    size_t generated_tokens = 0;
+    size_t generated_tokens = 0;      // every token of the reply, forced ones included
+    size_t forced_tokens = 0;         // of those, fed by the tool_choice constraint without sampling
     size_t reused_tokens = 0;
     StopReason stop_reason = StopReason::max_new_tokens;
     std::string problem;              // a stored group that was refused (damaged, foreign) and recompiled
@@ -262,10 +272,20 @@ public:
     // eos ids (after load_model()).
     const std::vector<token_id>& stop_ids() const { return stop_ids_; }
 
-    // Any thread: stops the running query/compile at the next token or layer.
-    void cancel() { cancel_.store(true); }
-    // The flag cancel() sets, for long steps an experiment runs on the backend itself.
-    const std::atomic<bool>& cancel_flag() const { return cancel_; }
+    // ---- cancelling ------------------------------------------------------------------------------
+    // cancel() (any thread) cancels the current request at its next token, layer or chunk. A
+    // request is, by default, one call: each call starts with the engine's flag cleared, so a
+    // cancel() that comes between two calls stops neither. An owner that must not lose such a
+    // cancel (the server: a client hangs up just before its job starts) opens a request with its
+    // own token: every call until end_request() runs under `token`, which whoever holds a copy
+    // may cancel before or during those calls; the next request has another token, so the
+    // cancel never reaches it. Owner thread only (begin/end); they nest nothing.
+    void begin_request(CancelToken token);
+    void end_request();
+    void cancel();
+    // The flag of the current request, for long steps an experiment runs on the backend itself;
+    // valid until end_request() (or for the engine's life outside a request).
+    const std::atomic<bool>& cancel_flag() const { return *active_flag(); }
 
     // ---- for experiments built on the engine (core/research) -----------------------------------
     // The current tool set's rendered prefix; valid until the next set_tools() or load_model().
@@ -334,13 +354,25 @@ private:
     // Forwards the prompt ids against `view`, then samples and decodes; fills timings.
     void prefill_and_decode(std::span<const token_id> ids, const KvView& view, const QueryOptions& options,
                             const std::function<void(const TokenEvent&)>& on_token, QueryResult& result,
-                            const Stopwatch& submit);
+                            const Stopwatch& submit, ToolCallConstraint* constraint);
     // Samples and decodes after the prompt's last logits until a stop id (unless ignore_eos),
     // max_new_tokens or a cancel; fills tokens, step_logits, stop_reason, generated_tokens and the
     // ttft/decode timings. Streams token text when the model has a tokenizer.
     void decode_loop(std::vector<float> first_logits, const KvView& view, const QueryOptions& options,
                      std::span<const token_id> stop_ids, const std::function<void(const TokenEvent&)>& on_token,
-                     QueryResult& result, const Stopwatch& submit_clock);
+                     QueryResult& result, const Stopwatch& submit_clock, ToolCallConstraint* constraint = nullptr);
+    // Runs `ids` through the model; returns the last row's logits (the next token's). With
+    // keep_all, the rows before it are appended to `kept`.
+    std::vector<float> forward_rows(std::span<const token_id> ids, const KvView& view, bool keep_all,
+                                    std::vector<std::vector<float>>& kept);
+    // The constraint options.tool_choice asks for over `tools` (null for auto/none); throws
+    // std::invalid_argument naming what is wrong (no tools, a name not offered, no call markup).
+    std::unique_ptr<ToolCallConstraint> call_constraint(const ToolSet& tools, const ToolChoice& choice);
+    // Each id's decoded text (special tokens ""), built on first use for the name mask.
+    const std::vector<std::string>& token_texts();
+    // A call starts: outside a request, the engine's own flag is cleared (see begin_request).
+    void start_call();
+    const std::atomic<bool>* active_flag() const;
     std::string group_key_for(const ToolSet& tools, const std::string& system_prompt) const;
 
     EngineOptions options_;
@@ -353,7 +385,10 @@ private:
     std::unique_ptr<GroupStore> cache_;
     std::vector<std::pair<std::string, std::future<PersistResult>>> pending_persist_;
     std::vector<std::string> warnings_;
-    std::atomic<bool> cancel_{false};
+    std::atomic<bool> cancel_{false};      // the flag of a call outside a request
+    std::optional<CancelToken> request_;   // the open request's token (begin_request)
+    mutable std::mutex request_mutex_;     // guards request_ against cancel() from other threads
+    std::vector<std::string> token_texts_;
     std::function<void(const EngineProgress&)> progress_;
 
     // the current tool set

@@ -97,6 +97,7 @@ ordered_json to_json(const QueryResult& r) {
     j["prefix_tokens"] = r.prefix_tokens;
     j["suffix_tokens"] = r.suffix_tokens;
     j["generated_tokens"] = r.generated_tokens;
+    j["forced_tokens"] = r.forced_tokens;  // of those, fed by the tool_choice constraint (not sampled)
     j["reused_tokens"] = r.reused_tokens;
     j["prompt_tokens"] = r.prompt_tokens;
     j["group_reused_tokens"] = r.group_reused_tokens;

@@ -25,6 +25,7 @@ struct ChatInput {
 ChatInput chat_input(const ChatCompletionRequest& r) {
     ChatInput in;
     if (r.tools) in.tools = tools_from_body(*r.tools, "tools");
+    check_tool_choice(r.tool_choice, in.tools.names());
     try {
         in.conversation = parse_openai_messages(r.messages, "messages");
     } catch (const std::invalid_argument& e) {
@@ -46,14 +47,36 @@ struct StreamState {
     RequestLogEntry log;       // the engine's part of the log entry
 };
 
-// The reply as the protocol sends it. With tool_choice auto and tools offered, the engine's parsed
-// reply gives content, thinking and tool calls; a call whose arguments are not a JSON object is not
-// a call, and the whole text is content. With tool_choice none the text is content as written.
+// The reply as the protocol sends it. With tools offered and tool_choice auto, required or a named
+// function, the engine's parsed reply gives content, thinking and tool calls; a call whose
+// arguments are not a JSON object is not a call, and the whole text is content (the constraint
+// forces a call's opening and name, not its arguments). With tool_choice none the text is content
+// as written.
 ChatOutcome make_outcome(const QueryResult& r, const ChatCompletionRequest& req, const ToolSet& tools,
                          const std::string& chat_format, double queue_ms) {
     ChatOutcome o;
-    const bool want_calls = req.tool_choice == ToolChoice::auto_ && !tools.empty();
-    if (want_calls && r.reply && !r.reply->tool_calls.empty() && r.reply->tool_calls_valid) {
+    const bool want_calls = req.tool_choice.mode != ToolChoice::Mode::none && !tools.empty();
+    const auto call_markup = make_chat_format(chat_format)->tool_call_markup();
+    if (want_calls && req.tool_choice.forces_call() && r.reply && !r.reply->tool_calls.empty() && call_markup) {
+        // A forced call is a call by construction (its opening and name were fed or masked):
+        // reported as one even when the arguments the model wrote do not parse -- as OpenAI's
+        // non-strict function calling, whose arguments may be invalid JSON too.
+        o.content = r.reply->content;
+        o.reasoning_content = r.reply->reasoning_content;
+        for (size_t i = 0; i < r.reply->tool_calls.size(); ++i) {
+            const auto& call = r.reply->tool_calls[i];
+            std::string arguments = call.arguments_text.value_or(call.arguments.dump());
+            if (i == 0 && !r.reply->tool_calls_valid) {
+                arguments = forced_call_arguments(*call_markup, r.text, call.name, nullptr);
+                o.content.clear();  // the unparsed text is the call's, not content
+            } else if (i > 0 && !r.reply->tool_calls_valid) {
+                break;  // only the forced first call is taken as written
+            }
+            o.tool_calls.push_back({make_tool_call_id(chat_format == "mistral"), call.name, std::move(arguments)});
+        }
+        // Cut off by max_tokens (the call may be unfinished): "length", as OpenAI.
+        o.finish_reason = r.stop_reason == StopReason::max_new_tokens ? "length" : "tool_calls";
+    } else if (want_calls && r.reply && !r.reply->tool_calls.empty() && r.reply->tool_calls_valid) {
         o.content = r.reply->content;
         o.reasoning_content = r.reply->reasoning_content;
         for (const auto& call : r.reply->tool_calls)
@@ -77,6 +100,8 @@ ChatOutcome make_outcome(const QueryResult& r, const ChatCompletionRequest& req,
     cc["conversation_reused_tokens"] = r.conversation_reused_tokens;
     cc["conversation_tier"] = r.conversation_tier;
     cc["prefilled_tokens"] = r.prefilled_tokens;
+    cc["tool_choice"] = req.tool_choice.text();
+    cc["forced_tokens"] = r.forced_tokens;  // the call's opening fed by the tool_choice constraint
     cc["diverged_at"] = r.diverged_at ? ordered_json(*r.diverged_at) : ordered_json(nullptr);
     cc["miss_reason"] = miss_reason_json(r.miss_reason, r.prefix_tokens);
     cc["queue_ms"] = queue_ms;
@@ -127,6 +152,7 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
     q.temperature = req.temperature.value_or(0.0f);
     q.top_p = req.top_p.value_or(1.0f);
     q.seed = req.seed.value_or(0);
+    q.tool_choice = req.tool_choice;
 
     const std::string chat_format = worker.model_info().chat_format;
     auto st = std::make_shared<StreamState>();
@@ -147,7 +173,6 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
         chat.system_prompt = input->conversation.system_prompt;
         chat.messages = input->conversation.messages;
         const QueryResult r = engine.chat(chat, q, [&](const TokenEvent& ev) {
-            if (job.cancelled()) engine.cancel();
             {
                 std::lock_guard lock(st->mutex);
                 st->text += ev.text;
@@ -196,7 +221,7 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
         size_t consumed = 0;  // of st->text
         bool recorded = false;  // the log entry was written (the stream ended one way or another)
     };
-    std::vector<std::string> markers = req.tool_choice == ToolChoice::auto_ && !input->tools.empty()
+    std::vector<std::string> markers = req.tool_choice.mode != ToolChoice::Mode::none && !input->tools.empty()
                                            ? tool_call_markers(chat_format)
                                            : std::vector<std::string>{};
     for (const auto& s : req.stop) markers.push_back(s);

@@ -59,10 +59,7 @@ void EngineWorker::stop() {
         std::lock_guard lock(mutex_);
         stopping_ = true;
         dropped.swap(queue_);
-        if (running_) {
-            running_->cancelled_.store(true);
-            if (engine_) engine_->cancel();
-        }
+        if (running_) running_->token_.cancel();
     }
     cv_.notify_all();
     for (auto& job : dropped) finish(*job, Job::State::dropped, nullptr);
@@ -83,7 +80,7 @@ std::shared_ptr<Job> EngineWorker::submit(std::function<void(Engine&, Job&)> fn)
 }
 
 void EngineWorker::cancel(const std::shared_ptr<Job>& job) {
-    job->cancelled_.store(true);
+    job->token_.cancel();  // a running job's engine calls see it; a job about to start, too
     bool was_queued = false;
     {
         std::lock_guard lock(mutex_);
@@ -94,8 +91,6 @@ void EngineWorker::cancel(const std::shared_ptr<Job>& job) {
                 break;
             }
         }
-        // Engine::cancel() stops whatever runs now: only call it while this job is the one.
-        if (!was_queued && running_ == job && engine_) engine_->cancel();
     }
     if (was_queued) finish(*job, Job::State::dropped, nullptr);
 }
@@ -143,11 +138,13 @@ void EngineWorker::run() {
         }
         std::exception_ptr error;
         if (!job->cancelled()) {
+            engine_->begin_request(job->token_);
             try {
                 job->fn_(*engine_, *job);
             } catch (...) {
                 error = std::current_exception();
             }
+            engine_->end_request();
         }
         {
             std::lock_guard lock(mutex_);

@@ -1,9 +1,10 @@
 // The serving discipline's core (DESIGN §8 Serving): exactly one thread owns the Engine and runs
 // jobs from a bounded FIFO queue, one at a time. HTTP handler threads submit a job and wait for it;
 // a full queue is refused at once (the server answers 429). A job can be cancelled from any thread:
-// a queued job is taken out of the queue, a running one is stopped through Engine::cancel() at its
-// next token or layer -- and only while that very job runs, so a late cancel never stops the next
-// request.
+// a queued job is taken out of the queue; a job runs as one engine request under its own
+// CancelToken (Engine::begin_request), so a cancel that comes just before it starts stops it at
+// once, one that comes while it runs stops it at the next token or layer, and one that comes late
+// touches nothing (the next job has another token).
 #pragma once
 
 #include "core/engine/engine.h"
@@ -27,8 +28,8 @@ class Job {
 public:
     enum class State { queued, running, done, dropped };  // dropped: cancelled before it ran
 
-    // True once cancel() was called; the job's function checks it (e.g. in its on_token callback).
-    bool cancelled() const { return cancelled_.load(); }
+    // True once cancel() was called (the engine's calls for this job stop by themselves).
+    bool cancelled() const { return token_.cancelled(); }
     State state() const;
     // Waits until the job is done or dropped, or until `timeout` passes; true when it is over.
     bool wait_for(std::chrono::milliseconds timeout) const;
@@ -41,7 +42,7 @@ public:
 private:
     friend class EngineWorker;
     std::function<void(Engine&, Job&)> fn_;
-    std::atomic<bool> cancelled_{false};
+    CancelToken token_;  // the job's engine request
     std::atomic<double> queue_ms_{0};
     std::chrono::steady_clock::time_point submitted_;
     mutable std::mutex mutex_;

@@ -63,6 +63,43 @@ ordered_json error_json(const ApiError& e) {
     return ordered_json{{"error", std::move(err)}};
 }
 
+ToolChoice parse_tool_choice(const ordered_json& tc) {
+    if (tc.is_string()) {
+        const auto s = tc.get<std::string>();
+        if (s == "none" || s == "auto" || s == "required") return ToolChoice::parse(s);
+        throw ApiError(400, "Invalid value for 'tool_choice': \"" + s +
+                                "\". Use \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}.",
+                       "tool_choice", "invalid_value");
+    }
+    if (!tc.is_object()) throw type_error("tool_choice", "a string or an object", tc);
+    if (!tc.contains("type") || !tc["type"].is_string() || tc["type"].get<std::string>() != "function")
+        throw ApiError(400, "Invalid value for 'tool_choice.type': expected \"function\".", "tool_choice.type",
+                       "invalid_value");
+    if (!tc.contains("function") || !tc["function"].is_object())
+        throw ApiError(400, "Missing required parameter: 'tool_choice.function'.", "tool_choice.function",
+                       "missing_required_parameter");
+    const auto& fn = tc["function"];
+    if (!fn.contains("name")) throw ApiError(400, "Missing required parameter: 'tool_choice.function.name'.",
+                                             "tool_choice.function.name", "missing_required_parameter");
+    if (!fn["name"].is_string()) throw type_error("tool_choice.function.name", "a string", fn["name"]);
+    const auto name = fn["name"].get<std::string>();
+    if (name.empty())
+        throw ApiError(400, "Invalid value for 'tool_choice.function.name': empty.", "tool_choice.function.name",
+                       "invalid_value");
+    return ToolChoice::named(name);
+}
+
+void check_tool_choice(const ToolChoice& choice, const std::vector<std::string>& tool_names) {
+    if (choice.mode == ToolChoice::Mode::function &&
+        std::find(tool_names.begin(), tool_names.end(), choice.function) == tool_names.end())
+        throw ApiError(400, "Invalid value for 'tool_choice.function.name': no function named '" + choice.function +
+                                "' is in 'tools'.",
+                       "tool_choice.function.name", "invalid_value");
+    if (choice.forces_call() && tool_names.empty())
+        throw ApiError(400, "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
+                       "tool_choice", "invalid_value");
+}
+
 ChatCompletionRequest parse_chat_request(const ordered_json& body, int max_tokens_limit) {
     if (!body.is_object()) throw ApiError(400, "The request body must be a JSON object, not " + std::string(body.type_name()) + ".");
     ChatCompletionRequest r;
@@ -85,24 +122,11 @@ ChatCompletionRequest parse_chat_request(const ordered_json& body, int max_token
         r.tools = body["tools"];
     }
     if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
-        const auto& tc = body["tool_choice"];
-        if (tc.is_string()) {
-            const auto s = tc.get<std::string>();
-            if (s == "none") r.tool_choice = ToolChoice::none;
-            else if (s == "auto") r.tool_choice = ToolChoice::auto_;
-            else if (s == "required")
-                throw ApiError(400, "tool_choice \"required\" is not supported by this server: it does no constrained "
-                                    "decoding. Use \"auto\" (the model decides) or \"none\".",
-                               "tool_choice", "unsupported_value");
-            else throw ApiError(400, "Invalid value for 'tool_choice': \"" + s + "\". Use \"none\" or \"auto\".",
-                                "tool_choice", "invalid_value");
-        } else if (tc.is_object()) {
-            throw ApiError(400, "tool_choice naming a function is not supported by this server: it does no "
-                                "constrained decoding. Use \"auto\" (the model decides) or \"none\".",
-                           "tool_choice", "unsupported_value");
-        } else {
-            throw type_error("tool_choice", "a string or an object", tc);
-        }
+        r.tool_choice = parse_tool_choice(body["tool_choice"]);
+        // As OpenAI: a tool_choice without tools is an error, whatever its value.
+        if (!r.tools)
+            throw ApiError(400, "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
+                           "tool_choice", "invalid_value");
     }
     // max_completion_tokens replaces the deprecated max_tokens; either may be given.
     if (auto v = int_in(body, "max_completion_tokens", 1, max_tokens_limit)) r.max_tokens = v;

@@ -3,14 +3,16 @@
 // out; no engine and no HTTP here, so every shape is testable on its own.
 //
 // What is read (docs/server.md): model, messages (kept as JSON for the conversation parser),
-// tools (function tools; MCP tools/list forms too), tool_choice none|auto (required and a named
-// function are refused with 400: this server does no constrained decoding), max_tokens /
+// tools (function tools; MCP tools/list forms too), tool_choice none|auto|required|{function}
+// (required and a named function are enforced by the engine's constrained decoding of the call's
+// opening, core/engine/tool_choice.h), max_tokens /
 // max_completion_tokens, temperature, top_p, seed, stop (string or list), stream,
 // stream_options.include_usage, n (only 1). Unknown fields are ignored; a known field of the wrong
 // type is a 400 naming it.
 #pragma once
 
 #include "core/base/json_text.h"
+#include "core/engine/tool_choice.h"
 
 #include <cstdint>
 #include <optional>
@@ -36,13 +38,11 @@ struct ApiError : std::runtime_error {
 // {"error": {"message", "type", "param", "code"}}
 ordered_json error_json(const ApiError& e);
 
-enum class ToolChoice { none, auto_ };
-
 struct ChatCompletionRequest {
     std::string model;
     json messages;                     // the array (of objects), for parse_openai_messages
     std::optional<ordered_json> tools; // the raw list, as given (key order kept: it is the prompt)
-    ToolChoice tool_choice = ToolChoice::auto_;
+    ToolChoice tool_choice;            // auto unless given; a given one needs `tools`
     std::optional<int> max_tokens;     // max_completion_tokens wins over the deprecated max_tokens
     std::optional<float> temperature;  // absent = greedy (deterministic; == the CLI's answer)
     std::optional<float> top_p;
@@ -54,6 +54,12 @@ struct ChatCompletionRequest {
 
 // Parses the request body (already JSON). Throws ApiError (400) naming the field.
 ChatCompletionRequest parse_chat_request(const ordered_json& body, int max_tokens_limit);
+// tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name": ...}}.
+// Throws ApiError (400) naming the field.
+ToolChoice parse_tool_choice(const ordered_json& value);
+// Against the offered tools: a named function must be one of them (400 naming
+// tool_choice.function.name, as OpenAI); required needs at least one.
+void check_tool_choice(const ToolChoice& choice, const std::vector<std::string>& tool_names);
 
 // A tool call of the reply, with the arguments as the JSON string OpenAI sends.
 struct ReplyToolCall {

@@ -454,13 +454,18 @@ void Server::Impl::install_routes() {
                       throw ApiError(400, "Missing required parameter: 'query'.", "query", "missing_required_parameter");
                   const std::string query = optional_string(body, "query");
                   QueryOptions q = query_options(body, options.max_tokens_limit);
+                  if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
+                      // The CLI's form (auto | none | required | a function's name) or OpenAI's object.
+                      const auto& tc = body["tool_choice"];
+                      if (tc.is_string() && !tc.get<std::string>().empty()) q.tool_choice = ToolChoice::parse(tc.get<std::string>());
+                      else q.tool_choice = parse_tool_choice(tc);
+                      check_tool_choice(q.tool_choice, tools->names());
+                  }
                   auto out = std::make_shared<ordered_json>();
                   auto job = submit([tools, system, query, q, out, &call](Engine& engine, Job& job) {
                       const auto compiled = engine.set_tools(*tools, system);
                       if (job.cancelled()) throw Cancelled();
-                      const auto r = engine.query(query, q, [&](const TokenEvent&) {
-                          if (job.cancelled()) engine.cancel();
-                      });
+                      const auto r = engine.query(query, q);
                       if (job.cancelled()) throw Cancelled();
                       call.log.tier = compiled.tier;
                       call.log.group_key = compiled.group_key;

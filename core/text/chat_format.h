@@ -47,6 +47,17 @@ struct ToolCall {
     bool arguments_valid = true;  // false when the arguments were not a valid JSON object (kept in raw)
 };
 
+// How a reply opens a tool call, for forcing one (tool_choice required or a named function):
+// `open` is the markup before the function's name (template tokens and text), `after_name` the
+// text between the name and the arguments. open + NAME + after_name is exactly what the format's
+// parse_tool_call reads as the start of a call to NAME; the arguments, the call object's "}" and
+// `close` follow ("" when the call ends the message).
+struct ToolCallMarkup {
+    std::vector<Piece> open;
+    std::string after_name;
+    std::string close;
+};
+
 struct RenderedPrompt {
     std::string prefix_text;
     std::string suffix_text;
@@ -86,6 +97,9 @@ public:
     virtual std::vector<token_id> stop_token_ids(const Tokenizer& tokenizer) const = 0;
     // The first tool call in the generated text, or nullopt for "no call". Never throws.
     virtual std::optional<ToolCall> parse_tool_call(std::string_view generated_text) const = 0;
+    // How a call opens, for constrained decoding; nullopt when the format has no call markup that
+    // a reply can be made to begin with.
+    virtual std::optional<ToolCallMarkup> tool_call_markup() const { return std::nullopt; }
 };
 
 // Known ids: "qwen3", "qwen2.5", "llama3", "mistral", "plain". Throws on an unknown id, naming it.

@@ -106,6 +106,11 @@ public:
         const size_t begin = tag == std::string_view::npos ? brace : tag;  // raw keeps the tag
         return first_object_call(text, brace, begin);
     }
+
+    // {"name": "NAME", "parameters": -- how the template prints an assistant's call.
+    std::optional<ToolCallMarkup> tool_call_markup() const override {
+        return ToolCallMarkup{{Piece::plain("{\"name\": \"")}, "\", \"parameters\": ", ""};
+    }
 };
 
 }  // namespace

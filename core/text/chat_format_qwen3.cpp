@@ -223,6 +223,12 @@ public:
                                      std::string(text.substr(begin, raw_end - begin)));
     }
 
+    // <tool_call>\n{"name": "NAME", "arguments": -- what append_call writes and read_calls reads.
+    std::optional<ToolCallMarkup> tool_call_markup() const override {
+        return ToolCallMarkup{{Piece::special(std::string(k_call_open)), Piece::plain("\n{\"name\": \"")},
+                              "\", \"arguments\": ", "\n" + std::string(k_call_close)};
+    }
+
 private:
     // The reasoning comes from reasoning_content, else from a </think> in the content (which then
     // loses it); it is printed only after the last query, and there only when non-empty or when

@@ -150,6 +150,25 @@ TEST(Cli, InfoReportsCudaCleanly) {
 
 // ---- engine commands ------------------------------------------------------------------------
 
+TEST(Cli, ToolChoiceForcesACallAndNamesAToolThatIsNotOffered) {
+    auto r = run_cli({"--model", "builtin:qwen3-test", "--json", "query", "--tools", toolset(5), "--query", "hi",
+                      "--mode", "compare", "--max-new-tokens", "20", "--tool-choice", "send_email"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["identical"], true);
+    EXPECT_EQ(j["tool_call"]["name"], "send_email") << j["text"];
+    EXPECT_GT(j["forced_tokens"].get<int>(), 0);
+    r = run_cli({"--model", "builtin:qwen3-test", "--json", "query", "--tools", toolset(5), "--query", "hi",
+                 "--max-new-tokens", "20", "--tool-choice", "required"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j["tool_call"].is_object()) << j["text"];
+    r = run_cli({"--model", "builtin:qwen3-test", "query", "--tools", toolset(5), "--query", "hi", "--tool-choice",
+                 "launch_rocket"});
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("launch_rocket"), std::string::npos) << r.err;
+}
+
 TEST(Cli, QueryCompareIsIdenticalAndReportsTheTimingSplit) {
     auto r = run_cli({"--model", "builtin:qwen3-test", "--json", "query", "--tools", toolset(5), "--query",
                       "Weather in Oslo?", "--mode", "compare", "--max-new-tokens", "4", "--ignore-eos", "--repeat", "2"});

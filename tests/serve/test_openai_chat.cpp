@@ -39,7 +39,7 @@ TEST(ChatRequest, ReadsTheOpenAIFields) {
     EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
     EXPECT_TRUE(r.stream);
     EXPECT_TRUE(r.include_usage);
-    EXPECT_EQ(r.tool_choice, ToolChoice::none);
+    EXPECT_EQ(r.tool_choice.mode, cc::ToolChoice::Mode::none);
     ASSERT_TRUE(r.tools);
     EXPECT_EQ((*r.tools)[0]["function"]["name"], "f");
     EXPECT_EQ(parse_chat_request(body(R"(, "stop": "x")"), 10).stop, std::vector<std::string>{"x"});
@@ -80,12 +80,45 @@ INSTANTIATE_TEST_SUITE_P(
                       BadField{R"(, "stream": "yes")", "stream", "invalid_type"},
                       BadField{R"(, "stream_options": {"include_usage": 1})", "stream_options.include_usage", "invalid_type"},
                       BadField{R"(, "tools": "f")", "tools", "invalid_type"},
-                      BadField{R"(, "tool_choice": "required")", "tool_choice", "unsupported_value"},
+                      // tool_choice without tools, whatever its value (as OpenAI)
+                      BadField{R"(, "tool_choice": "required")", "tool_choice", "invalid_value"},
+                      BadField{R"(, "tool_choice": "auto")", "tool_choice", "invalid_value"},
                       BadField{R"(, "tool_choice": {"type": "function", "function": {"name": "f"}})", "tool_choice",
-                               "unsupported_value"},
-                      BadField{R"(, "tool_choice": "sometimes")", "tool_choice", "invalid_value"},
+                               "invalid_value"},
+                      BadField{R"(, "tools": [], "tool_choice": "sometimes")", "tool_choice", "invalid_value"},
+                      BadField{R"(, "tools": [], "tool_choice": 3)", "tool_choice", "invalid_type"},
+                      BadField{R"(, "tools": [], "tool_choice": {"type": "file_search"})", "tool_choice.type",
+                               "invalid_value"},
+                      BadField{R"(, "tools": [], "tool_choice": {"type": "function"})", "tool_choice.function",
+                               "missing_required_parameter"},
+                      BadField{R"(, "tools": [], "tool_choice": {"type": "function", "function": {}})",
+                               "tool_choice.function.name", "missing_required_parameter"},
+                      BadField{R"(, "tools": [], "tool_choice": {"type": "function", "function": {"name": 5}})",
+                               "tool_choice.function.name", "invalid_type"},
                       BadField{R"(, "n": 2)", "n", "unsupported_value"},
                       BadField{R"(, "model": 5)", "model", "invalid_type"}));
+
+TEST(ChatRequest, ToolChoiceRequiredAndANamedFunction) {
+    const char* tools = R"(, "tools": [{"type": "function", "function": {"name": "f"}}])";
+    const auto required = parse_chat_request(body(std::string(tools) + R"(, "tool_choice": "required")"), 10);
+    EXPECT_EQ(required.tool_choice.mode, cc::ToolChoice::Mode::required);
+    const auto named = parse_chat_request(
+        body(std::string(tools) + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}})"), 10);
+    EXPECT_EQ(named.tool_choice, cc::ToolChoice::named("f"));
+    // Against the tools: a name that is not offered is refused naming tool_choice.function.name.
+    EXPECT_NO_THROW(check_tool_choice(named.tool_choice, {"g", "f"}));
+    try {
+        check_tool_choice(cc::ToolChoice::named("h"), {"g", "f"});
+        ADD_FAILURE() << "no error for a function that is not offered";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.status, 400);
+        EXPECT_EQ(e.param, "tool_choice.function.name");
+        EXPECT_NE(std::string(e.what()).find("'h'"), std::string::npos) << e.what();
+    }
+    // required with an empty tool list
+    EXPECT_THROW(check_tool_choice(required.tool_choice, {}), ApiError);
+    EXPECT_NO_THROW(check_tool_choice(cc::ToolChoice::parse("none"), {}));
+}
 
 TEST(ChatRequest, MessagesAreRequiredAndAnArrayOfObjects) {
     EXPECT_EQ(error_of(ordered_json::parse(R"({"model": "m"})")).param, "messages");

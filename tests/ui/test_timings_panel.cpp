@@ -115,6 +115,64 @@ private slots:
         QVERIFY2(worst <= 100, qPrintable(QStringLiteral("an axis state asked for %1 ticks").arg(worst)));
     }
 
+    // The short request chart (the Timings tab's top strip, compact below 300 px) and a tall one:
+    // every value label, the TTFT ones included, lies inside the plot area, so none is drawn over
+    // the chart's title or the axis. With CC_UI_SHOTS=<dir> the renders are saved to look at.
+    void requestChartLabelsStayInsideThePlot() {
+        RequestRecord r;
+        r.index = 3;
+        r.mode = QStringLiteral("compare");
+        r.tier = QStringLiteral("memory");
+        r.nTools = 20;
+        r.prefixTokens = 2400;
+        r.suffixTokens = 20;
+        r.timings.link_ms = 3;
+        r.timings.prefill_ms = 40;
+        r.timings.ttft_ms = 48;
+        r.timings.decode_ms = 300;
+        cc::Timings full;
+        full.prefill_ms = 900;
+        full.ttft_ms = 910;
+        full.decode_ms = 300;
+        r.fullTimings = full;
+        // and two TTFTs close together (their labels would meet in the gap between the bars)
+        RequestRecord close = r;
+        close.index = 4;
+        close.fullTimings->prefill_ms = 50;
+        close.fullTimings->ttft_ms = 60;
+        const QString dir = qEnvironmentVariable("CC_UI_SHOTS");
+        for (const auto& [record, size] : {std::pair{&r, QSize(900, 180)}, std::pair{&r, QSize(900, 260)},
+                                           std::pair{&r, QSize(1200, 420)}, std::pair{&close, QSize(900, 180)}}) {
+            auto* chart = new RequestChart;
+            QChartView view(chart);
+            view.resize(size);
+            view.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&view));
+            chart->setRecord(record);
+            QTest::qWait(50);
+            if (!dir.isEmpty())
+                view.grab().save(dir + QStringLiteral("/request_chart_%1_%2x%3.png")
+                                           .arg(record->index).arg(size.width()).arg(size.height()));
+            const QRectF plot = chart->plotArea();
+            const QStringList texts = chart->labelTexts();
+            const QList<QRectF> rects = chart->labelRects();
+            QCOMPARE(rects.size(), texts.size());
+            int ttftLabels = 0;
+            for (int i = 0; i < rects.size(); ++i) {
+                if (texts[i].startsWith(QStringLiteral("TTFT"))) ++ttftLabels;
+                QVERIFY2(rects[i].top() >= plot.top() - 0.5 && rects[i].bottom() <= plot.bottom() + 0.5,
+                         qPrintable(QStringLiteral("%1x%2: label \"%3\" at y %4..%5 leaves the plot (y %6..%7)")
+                                        .arg(size.width()).arg(size.height()).arg(texts[i])
+                                        .arg(rects[i].top()).arg(rects[i].bottom()).arg(plot.top()).arg(plot.bottom())));
+            }
+            QCOMPARE(ttftLabels, 2);
+            for (int i = 0; i < rects.size(); ++i)
+                for (int j = i + 1; j < rects.size(); ++j)
+                    QVERIFY2(!rects[i].intersects(rects[j]),
+                             qPrintable(QStringLiteral("labels \"%1\" and \"%2\" overlap").arg(texts[i], texts[j])));
+        }
+    }
+
     void historyAndBarEqualTheEngineTimings() {
         Rig rig;
         TimingsPanel panel(&rig.controller);

@@ -128,11 +128,26 @@ void ChartLabels::reposition() {
                 at = p + QPointF(8, -r.height() - 2);
                 break;
         }
-        // keep it inside the plot area horizontally
+        // keep it inside the plot area: never over the title, the axis or the legend
         at.setX(std::clamp(at.x(), plot.left() + 2, std::max(plot.left() + 2, plot.right() - r.width() - 2)));
+        at.setY(std::clamp(at.y(), plot.top() + 1, std::max(plot.top() + 1, plot.bottom() - r.height() - 1)));
+        // and off the labels placed before it: beside one it would cover, on its point's side
+        for (const auto& before : m_labels) {
+            if (&before == &l) break;
+            const QRectF other = before.item->isVisible() ? before.item->mapRectToParent(before.item->boundingRect()) : QRectF();
+            if (!other.isValid() || !other.intersects(QRectF(at, r.size()))) continue;
+            const bool left = p.x() < other.center().x() && other.left() - r.width() - 6 >= plot.left();
+            at.setX(left ? other.left() - r.width() - 6 : other.right() + 6);
+        }
         l.item->setPos(at);
         l.item->setVisible(plot.isValid());
     }
+}
+
+QList<QRectF> ChartLabels::sceneRects() const {
+    QList<QRectF> out;
+    for (const auto& l : m_labels) out << l.item->sceneBoundingRect();
+    return out;
 }
 
 QStringList ChartLabels::texts() const {
@@ -334,9 +349,14 @@ void RequestChart::relabel() {
                              onColor(segmentColor(s)), ChartLabels::Center);
             start += v[size_t(s)];
         }
-        m_labels.add(QPointF(m_shown[i].ttft_ms, double(i) + 0.3), m_markers[i],
-                     QStringLiteral("TTFT %1").arg(formatMs(m_shown[i].ttft_ms)), textColor(), ChartLabels::Above,
-                     true);
+        // Above the marker's top end, in the gap over the bar -- but the topmost of two bars has
+        // only a thin strip above it (the category axis ends half a bar-pitch up), where the label
+        // would cover the title: its label goes below its marker's bottom end, into the gap
+        // between the bars.
+        const bool below = m_shown.size() > 1 && i + 1 == m_shown.size();
+        m_labels.add(QPointF(m_shown[i].ttft_ms, double(i) + (below ? -0.3 : 0.3)), m_markers[i],
+                     QStringLiteral("TTFT %1").arg(formatMs(m_shown[i].ttft_ms)), textColor(),
+                     below ? ChartLabels::Below : ChartLabels::Above, true);
         m_labels.add(QPointF(start, double(i)), m_bars, formatMs(start), textColor(), ChartLabels::Right);
     }
     m_labels.reposition();

@@ -37,6 +37,7 @@ public:
              bool bold = false);
     void reposition();
     QStringList texts() const;
+    QList<QRectF> sceneRects() const;  // where each label is drawn, in the chart's scene
 
 private:
     struct Label {
@@ -56,6 +57,7 @@ public:
     // ChartThemeLight or ChartThemeDark, then our fonts and colours again (a theme resets them).
     void applyPalette(const QPalette& palette);
     QStringList labelTexts() const { return m_labels.texts(); }
+    QList<QRectF> labelRects() const { return m_labels.sceneRects(); }
     // A smaller line of text inside the plot's top-left corner (where the numbers come from).
     void setSubtitle(const QString& text);
     QString subtitle() const;

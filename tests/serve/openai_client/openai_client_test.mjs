@@ -90,10 +90,27 @@ await check('streaming: the client accumulates the same completion (content or t
   assert.equal(final.choices[0].finish_reason, first.choices[0].finish_reason);
 });
 
-await check('tool_choice "required" is refused with a BadRequestError naming the field', async () => {
+await check('tool_choice "required" and a named function answer with a call to an offered tool', async () => {
+  const names = tools.map((t) => t.function?.name ?? t.name);
+  const required = await client.chat.completions.create({ model, messages: [user], tools, tool_choice: 'required', max_tokens: 64 });
+  assert.equal(required.choices[0].finish_reason, 'tool_calls');
+  assert.ok(names.includes(required.choices[0].message.tool_calls[0].function.name));
+  const named = names[names.length - 1];
+  const stream = await client.chat.completions.create({
+    model, messages: [user], tools, max_tokens: 64, stream: true,
+    tool_choice: { type: 'function', function: { name: named } } });
+  let called = '', finish = null;
+  for await (const chunk of stream) {
+    const c = chunk.choices[0];
+    if (!c) continue;
+    for (const d of c.delta?.tool_calls ?? []) if (d.function?.name) called = d.function.name;
+    if (c.finish_reason) finish = c.finish_reason;
+  }
+  assert.equal(called, named);
+  assert.equal(finish, 'tool_calls');
   await assert.rejects(
-    client.chat.completions.create({ model, messages: [user], tools, tool_choice: 'required' }),
-    (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'tool_choice');
+    client.chat.completions.create({ model, messages: [user], tools, tool_choice: { type: 'function', function: { name: 'not_offered' } } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'tool_choice.function.name');
 });
 
 await check('a tool-call round trip: call -> tool result -> answer', async () => {
