@@ -14,7 +14,9 @@ namespace cc {
 struct ChatToolCall {
     std::string id;                          // e.g. "call_…"; mistral's template needs 9 alphanumerics
     std::string name;
-    ordered_json arguments = ordered_json::object();  // parsed; what templates that print tojson(arguments) use
+    // Parsed; what templates that print tojson(arguments) use. A string that is not a JSON object
+    // (a model's malformed arguments sent back) stays a JSON string value, as the templates get it.
+    ordered_json arguments = ordered_json::object();
     // The arguments exactly as the client sent them when they came as a JSON string (the OpenAI
     // form). Qwen3's template prints a string verbatim; the others print tojson(parsed).
     std::optional<std::string> arguments_text;
@@ -52,11 +54,12 @@ struct Conversation {
 
 // Parses the OpenAI chat-completions `messages` array: roles system|developer (developer = system),
 // user, assistant (content may be null when tool_calls are given; tool_calls[i].function.arguments a
-// JSON string or an object), tool (tool_call_id required) -- and the legacy role "function" is
+// JSON string -- kept as the string when it is not a JSON object, as the API and the official
+// templates take it -- or an object), tool (tool_call_id required) -- and the legacy role "function" is
 // refused by name. `content` may be a string or a list of {"type": "text", "text": ...} parts, which
 // are joined with "\n" (as vLLM does for text-only content); other part types are refused by name.
 // Unknown fields are ignored. Throws std::invalid_argument naming `source` and the path, e.g.
-// `messages[2].tool_calls[0].function.arguments: not valid JSON (...)`.
+// `messages[2].tool_calls[0].function.arguments: must be a JSON string or an object, not number`.
 Conversation parse_openai_messages(const ordered_json& messages, const std::string& source = "messages");
 
 // The assistant's reply as the chat format reads it: the text outside the tool-call markup, each

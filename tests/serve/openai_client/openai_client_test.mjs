@@ -113,10 +113,18 @@ await check('tool_choice "required" and a named function answer with a call to a
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'tool_choice.function.name');
 });
 
-await check('a tool-call round trip: call -> tool result -> answer', async () => {
-  const call = { id: 'call_abc123', type: 'function',
-                 function: { name: tools[0].function.name, arguments: JSON.stringify({ location: 'Austin, TX' }) } };
-  const messages = [system, user, { role: 'assistant', content: null, tool_calls: [call] },
+await check("a tool-call round trip: the model's own call -> tool result -> answer", async () => {
+  // The call is the model's own (tool_choice names the function, so it is a call whatever the
+  // bundled model's quality), sent back as the assistant turn with its id and arguments as written.
+  const forced = await client.chat.completions.create({
+    model, messages: [system, user], tools, max_tokens: 48,
+    tool_choice: { type: 'function', function: { name: tools[0].function.name } } });
+  const said = forced.choices[0].message;
+  assert.equal(said.tool_calls?.length, 1, JSON.stringify(said));
+  const call = said.tool_calls[0];
+  assert.equal(call.function.name, tools[0].function.name);
+  assert.match(call.id, /^call_/);
+  const messages = [system, user, said,
                     { role: 'tool', tool_call_id: call.id, content: JSON.stringify({ temperature_c: 31, sky: 'clear' }) }];
   const answer = await client.chat.completions.create({ model, messages, tools, max_tokens: 24 });
   assert.equal(answer.choices[0].message.role, 'assistant');
