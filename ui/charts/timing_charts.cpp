@@ -135,7 +135,10 @@ void ChartLabels::reposition() {
         for (const auto& before : m_labels) {
             if (&before == &l) break;
             const QRectF other = before.item->isVisible() ? before.item->mapRectToParent(before.item->boundingRect()) : QRectF();
-            if (!other.isValid() || !other.intersects(QRectF(at, r.size()))) continue;
+            // (text boxes carry a little padding: boxes that only touch, by a pixel or two, leave
+            // both texts legible and stay where they are)
+            if (!other.isValid() || !other.adjusted(2, 2, -2, -2).intersects(QRectF(at, r.size()).adjusted(2, 2, -2, -2)))
+                continue;
             const bool left = p.x() < other.center().x() && other.left() - r.width() - 6 >= plot.left();
             at.setX(left ? other.left() - r.width() - 6 : other.right() + 6);
         }
