@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <string>
 
 namespace cc {
@@ -18,5 +19,9 @@ std::string py_json_dumps(const ordered_json& value, int indent = -1);
 // Parses JSON text, refusing nesting deeper than `max_depth` before the parser sees it (so a
 // hostile file cannot exhaust the stack). Throws std::runtime_error "<source>: <problem>".
 ordered_json parse_json_text(std::string_view text, const std::string& source, int max_depth = 64);
+
+// A number as JSON, or null where JSON has no form for it (NaN, e.g. a cosine with an all-zero
+// vector, and the infinities).
+inline ordered_json json_number_or_null(double x) { return std::isfinite(x) ? ordered_json(x) : ordered_json(nullptr); }
 
 }  // namespace cc

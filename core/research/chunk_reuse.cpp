@@ -1,6 +1,7 @@
 #include "core/research/chunk_reuse.h"
 
 #include "core/backend/partial_forward.h"
+#include "core/base/json_text.h"
 #include "core/research/eval.h"
 #include "core/research/eval_runner.h"
 
@@ -199,7 +200,7 @@ ChunkReuseRun ChunkReuseExperiment::run(Engine& engine, const std::string& query
 
 namespace {
 
-nlohmann::ordered_json num(double x) { return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr); }
+const auto num = json_number_or_null;
 
 nlohmann::ordered_json setting_json(const ChunkRecompute& s) {
     return {{"seam_tokens", s.seam_tokens}, {"blend_fraction", s.blend_fraction}, {"check_layer", s.check_layer}};

@@ -182,8 +182,7 @@ std::string nope_report_text(const NopeReport& r) {
 
 nlohmann::ordered_json to_json(const ApproxComparison& c) {
     using nlohmann::ordered_json;
-    // NaN (a cosine with an all-zero logit vector) has no JSON form: null
-    auto num = [](double x) { return std::isfinite(x) ? ordered_json(x) : ordered_json(nullptr); };
+    const auto num = json_number_or_null;
     return ordered_json{{"logit_cosine_first", num(c.logit_cosine_first)},
                         {"logit_cosine_mean", num(c.logit_cosine_mean)},
                         {"kl_first", num(c.kl_first)},
@@ -198,7 +197,7 @@ nlohmann::ordered_json to_json(const ApproxComparison& c) {
 
 nlohmann::ordered_json to_json(const NopeReport& n) {
     using nlohmann::ordered_json;
-    auto num = [](double x) { return std::isfinite(x) ? ordered_json(x) : ordered_json(nullptr); };
+    const auto num = json_number_or_null;
     ordered_json j{{"n_tools", n.n_tools},
                         {"header_tokens", n.header_tokens},
                         {"tool_tokens", n.tool_tokens},
