@@ -20,6 +20,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -276,6 +277,70 @@ void BM_prefill(benchmark::State& state) {
 #endif
 }
 
+// One layer's attention alone, on Qwen3-0.6B's attention shape (16 heads, 8 kv heads, head_dim 128):
+// range(0) query rows after range(1) cached positions (a tiled block the backend wrote), KV F32
+// (range(2) 0), BF16 (1), or BF16 with BF16 dot products (2: AttentionArgs::bf16_dot, the bf16dot
+// weights' attention; skipped without AVX-512 BF16). {23, 2952}: the side-by-side cache hit's
+// suffix; {512, 0}: a prefill's causal block. FLOPs: 4 * head_dim * n_heads per (row, key it sees).
+void BM_attention(benchmark::State& state) {
+    const int rows = int(state.range(0)), prefix = int(state.range(1));
+    const bool bf16 = state.range(2) != 0, dot = state.range(2) == 2;
+    if (dot && !cpu::bf16dot::supported()) {
+        state.SkipWithError("skipped: this CPU has no AVX-512 BF16");
+        for (auto _ : state) {
+        }
+        return;
+    }
+    constexpr int n_heads = 16, n_kv = 8, hd = 128;
+    cpu::ThreadPool pool(cpu::ThreadPool::available_cores());
+    cpu::Workspace ws(pool.n_threads());
+    const cpu::Kernels& k = cpu::kernels_for(cpu::best_isa());
+    Rng rng{11};
+    const auto round_up = [](int n) { return (n + cpu::kKeyTile - 1) / cpu::kKeyTile * cpu::kKeyTile; };
+    const int cap[2] = {round_up(std::max(prefix, 1)), round_up(rows)};
+    std::vector<std::vector<float>> kv32(4);
+    std::vector<std::vector<uint16_t>> kv16(4);
+    cpu::AttentionArgs a;
+    a.kv_bf16 = bf16;
+    a.bf16_dot = dot;
+    a.n_heads = n_heads;
+    a.n_kv_heads = n_kv;
+    a.head_dim = hd;
+    a.scale = 1.0f / std::sqrt(float(hd));
+    for (int si = 0; si < 2; ++si) {
+        const size_t n = size_t(n_kv) * size_t(cap[si]) * hd;
+        for (int kvi = 0; kvi < 2; ++kvi) {  // the layout does not matter for the timing: random values
+            auto& f = kv32[size_t(2 * si + kvi)];
+            auto& h = kv16[size_t(2 * si + kvi)];
+            f.resize(n);
+            h.resize(n);
+            for (size_t i = 0; i < n; ++i) h[i] = km::f32_to_bf16(f[i] = rng.normal());
+        }
+        cpu::KvSegment& seg = a.seg[si];
+        seg.k = bf16 ? static_cast<const void*>(kv16[size_t(2 * si)].data()) : kv32[size_t(2 * si)].data();
+        seg.v = bf16 ? static_cast<const void*>(kv16[size_t(2 * si + 1)].data()) : kv32[size_t(2 * si + 1)].data();
+        seg.capacity = cap[si];
+        seg.first_pos = si == 0 ? 0 : prefix;
+        seg.n_tokens = si == 0 ? prefix : rows;
+    }
+    std::vector<float> q(size_t(rows) * n_heads * hd), out(q.size());
+    for (auto& v : q) v = rng.normal();
+    a.q = q.data();
+    a.n_rows = rows;
+    a.first_pos = prefix;
+    a.out = out.data();
+    k.attention(pool, ws, a);  // warm-up: grows the scratch
+    for (auto _ : state) {
+        k.attention(pool, ws, a);
+        benchmark::DoNotOptimize(out.data());
+    }
+    double pairs = 0;  // (row, key) pairs: row t sees prefix + t + 1 keys
+    for (int t = 0; t < rows; ++t) pairs += double(prefix + t + 1);
+    state.counters["gflops"] =
+        benchmark::Counter(4.0 * hd * n_heads * pairs * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.SetLabel(dot ? "kv bf16, bf16 dot products" : bf16 ? "kv bf16" : "kv f32");
+}
+
 // Generation: one token at a time after a 512-token prompt (memory-bound: every weight is read
 // once per token).
 void BM_decode(benchmark::State& state) {
@@ -479,6 +544,14 @@ void register_cpu() {
         ->Args({512, 1})
         ->Args({3000, 1})
         ->Args({3000, 0})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_attention", BM_attention)
+        ->Args({23, 2952, 1})
+        ->Args({23, 2952, 2})
+        ->Args({23, 2952, 0})
+        ->Args({512, 0, 1})
+        ->Args({512, 0, 2})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
     benchmark::RegisterBenchmark("BM_decode", BM_decode)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -744,6 +744,7 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
         // attention over [prefix | suffix], then o_proj and the residual
         cpu::AttentionArgs args;
         args.kv_bf16 = kv_dtype_ == KvDType::bf16;
+        args.bf16_dot = bf16_attention(options_);
         args.n_heads = c.n_heads;
         args.n_kv_heads = c.n_kv_heads;
         args.head_dim = hd;

@@ -20,14 +20,21 @@ struct CpuBackendOptions {
     // Kernel instruction set: "" or "auto" = the CC_CPU_ISA environment variable when set, else the
     // best this CPU has; or "scalar", "avx2", "avx512" (an unsupported one is an error). The paths
     // round differently, so the path is part of numerics_id(): "cpu/<isa>/<kv dtype>[/weights=<w>]", e.g.
-    // "cpu/avx512/f32" or "cpu/avx512/bf16/weights=q8" ("weights=bf16dot-<cpu vendor>" for bf16dot). Within one path, results do not depend on threads or batching; across
-    // machines they match when the path and the C library (exp, cos, sin) are the same.
+    // "cpu/avx512/f32" or "cpu/avx512/bf16/weights=q8" ("weights=bf16dot-<cpu vendor>" for bf16dot,
+    // plus "/attention=bf16dot" with BF16 KV: see bf16_attention). Within one path, results do not
+    // depend on threads or batching; across machines they match when the path and the C library
+    // (exp, cos, sin) are the same.
     std::string isa;
 };
 
 // numerics_id() of a CPU backend made with these options, without making one (for keys shown
 // before a model is loaded, e.g. `contextcache-cli key`).
 std::string cpu_numerics_id(const CpuBackendOptions& options);
+
+// Whether attention runs in BF16 dot products (cpu::AttentionArgs::bf16_dot): with bf16dot weights
+// and BF16 KV, q and the softmax weights are rounded to BF16 too, so QK and P·V use VDPBF16PS as
+// the GEMMs do. With F32 KV a bf16dot backend keeps F32 attention.
+bool bf16_attention(const CpuBackendOptions& options);
 
 // Keeps a reference to `weights` (which must outlive the backend) and converts what it needs
 // (e.g. F16 tensors) once, at construction.

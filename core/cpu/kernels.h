@@ -106,6 +106,9 @@ struct AttentionArgs {
     int n_rows = 0;
     int first_pos = 0;         // every position of the rows lies inside seg[1] (or seg[0] when seg[1] is empty)
     float* out = nullptr;      // [n_rows][n_heads * head_dim]
+    // QK and P·V with VDPBF16PS (bf16dot:: above): q and the softmax weights rounded to BF16. Needs
+    // kv_bf16 and bf16dot::supported().
+    bool bf16_dot = false;
 };
 
 // Scratch owned by the backend, grown once to the largest call (never shrunk).
@@ -161,6 +164,27 @@ bool supported();  // AVX-512 BF16 on this CPU (and OS)
 std::string cpu_vendor();
 int panel_width();
 void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& w, float* y);
+
+// Attention with VDPBF16PS (AttentionArgs::bf16_dot; the attention kernel drives these pieces).
+// Scores: q rounded to BF16 (as round_row), pairs along head_dim, acc = dpbf16(acc, k-pair, q-pair)
+// over the pairs in order from +0, then * scale. P·V: the softmax weights rounded to BF16, pairs of
+// key positions (2i, 2i+1) counted from position 0, one dpbf16 chain per output element over the
+// pairs in order. So both chains depend only on absolute positions, never on blocking or threads.
+inline constexpr int kQkRows = 8;  // vrows per qk call at most
+// n floats to BF16, nearest even, bit for bit km::f32_to_bf16; out[n] = 0 when n is odd.
+void round_row(const float* x, int n, uint16_t* out);
+// out[r][t * 16 + i] = score of vrow r against key i of tile t (tiles 1 or 2, consecutive at k):
+// q_pairs[p * q_stride + r] is pair p of vrow r; k tiles are [head_dim][16] BF16 (k_f32 false) or
+// [head_dim][16] F32 holding BF16 values (k_f32 true).
+void qk(int rows, int tiles, const uint32_t* q_pairs, int q_stride, const void* k, bool k_f32, int hd, float scale,
+        float* const* out);
+// Rows per pv call at most, for this head_dim.
+int pv_group_rows(int hd);
+// acc[r] += sum over pairs i in [i0, i1) of e_pairs[r][i] · (v row 2i, v row 2i+1): v points at row
+// 2 * i0, rows hd apart. acc rows hold round_up(hd, 32) floats in the pair order (unpermute fixes it).
+void pv(int rows, const uint32_t* const* e_pairs, int i0, int i1, const uint16_t* v, int hd, float* const* acc);
+// acc (round_up(hd, 32) floats) from pv's lane order back to column order.
+void unpermute(float* acc, int hd);
 }  // namespace bf16dot
 
 namespace scalar { const Kernels& table(); }

@@ -163,6 +163,115 @@ void gemv_panels(int np, const uint32_t* xq, int k2, const uint32_t* w0, size_t 
         }
 }
 
+// ---- attention (AttentionArgs::bf16_dot; kernels_impl.h's AttentionTask drives these) ----------
+
+// Scores of R vrows x TT key tiles: acc = dpbf16(acc, k-pair, q-pair) over the pairs of head_dim in
+// order from +0, then * scale. A key tile is [head_dim][16]: BF16 as the backend stores it (rows 2p
+// and 2p+1 are 64 contiguous bytes, interleaved by one permute) or F32 holding BF16 values (a
+// linked group's keys moved into scratch; the upper halves are the BF16 bits, taken exactly).
+template <int R, int TT, bool F32K>
+void qk_tiles(const uint32_t* qp, int q_stride, const void* k, int hd, float scale, float* const* out) {
+    static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                             8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i idx = _mm512_loadu_si512(kInterleave);
+    const __m512i high = _mm512_set1_epi32(int(0xffff0000u));
+    __m512 acc[R][TT];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+        for (int t = 0; t < TT; ++t) acc[r][t] = _mm512_setzero_ps();
+    const size_t tile_elems = size_t(hd) * kKeyTile;
+    for (int p = 0; p < hd / 2; ++p) {
+        __m512i kp[TT];
+#pragma GCC unroll 2
+        for (int t = 0; t < TT; ++t) {
+            if constexpr (F32K) {
+                const float* f = static_cast<const float*>(k) + t * tile_elems + size_t(2 * p) * kKeyTile;
+                const __m512i lo = _mm512_srli_epi32(_mm512_castps_si512(_mm512_loadu_ps(f)), 16);
+                kp[t] = _mm512_or_si512(lo, _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(f + kKeyTile)), high));
+            } else {
+                const uint16_t* h = static_cast<const uint16_t*>(k) + t * tile_elems + size_t(2 * p) * kKeyTile;
+                kp[t] = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(h));
+            }
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+            const __m512i b = _mm512_set1_epi32(int(qp[size_t(p) * size_t(q_stride) + r]));
+#pragma GCC unroll 2
+            for (int t = 0; t < TT; ++t) acc[r][t] = dp(acc[r][t], kp[t], b);
+        }
+    }
+    const __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+        for (int t = 0; t < TT; ++t) _mm512_storeu_ps(out[r] + t * kKeyTile, _mm512_mul_ps(acc[r][t], sc));
+}
+
+template <int R, bool F32K>
+void qk_rows(int rows, int tiles, const uint32_t* qp, int q_stride, const void* k, int hd, float scale, float* const* out) {
+    if constexpr (R > 1) {
+        if (rows < R) return qk_rows<R - 1, F32K>(rows, tiles, qp, q_stride, k, hd, scale, out);
+    }
+    if (tiles == 2)
+        qk_tiles<R, 2, F32K>(qp, q_stride, k, hd, scale, out);
+    else
+        qk_tiles<R, 1, F32K>(qp, q_stride, k, hd, scale, out);
+}
+
+// acc rows (R) += sum over pairs i in [i0, i1) of e-pair(i) · (v row 2i, v row 2i+1), for NG groups
+// of 32 columns from c0 (the last possibly partial). A group's two V vectors are interleaved by
+// unpacklo/hi: the accumulator lanes hold the columns in that order (unpermute restores them).
+template <int R, int NG>
+void pv_tile(const uint32_t* const* ep, int i0, int i1, const uint16_t* v, int hd, int c0, float* const* acc) {
+    __m512 a[R][2 * NG];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int q = 0; q < 2 * NG; ++q) a[r][q] = _mm512_loadu_ps(acc[r] + c0 + q * kW);
+    __mmask32 m[NG];
+#pragma GCC unroll 2
+    for (int g = 0; g < NG; ++g) {
+        const int n = std::min(32, hd - c0 - 32 * g);
+        m[g] = n >= 32 ? ~__mmask32(0) : __mmask32((1u << n) - 1u);
+    }
+    for (int i = i0; i < i1; ++i) {
+        const uint16_t* r0 = v + size_t(i - i0) * 2 * size_t(hd) + c0;
+        const uint16_t* r1 = r0 + hd;
+        __m512i lo[NG], hi[NG];
+#pragma GCC unroll 2
+        for (int g = 0; g < NG; ++g) {
+            const __m512i x = _mm512_maskz_loadu_epi16(m[g], r0 + 32 * g), y = _mm512_maskz_loadu_epi16(m[g], r1 + 32 * g);
+            lo[g] = _mm512_unpacklo_epi16(x, y);
+            hi[g] = _mm512_unpackhi_epi16(x, y);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const __m512i b = _mm512_set1_epi32(int(ep[r][i]));
+#pragma GCC unroll 2
+            for (int g = 0; g < NG; ++g) {
+                a[r][2 * g] = dp(a[r][2 * g], lo[g], b);
+                a[r][2 * g + 1] = dp(a[r][2 * g + 1], hi[g], b);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int q = 0; q < 2 * NG; ++q) _mm512_storeu_ps(acc[r] + c0 + q * kW, a[r][q]);
+}
+
+template <int R, int NG>
+void pv_rows(int rows, const uint32_t* const* ep, int i0, int i1, const uint16_t* v, int hd, int c0, float* const* acc) {
+    if constexpr (R > 1) {
+        if (rows < R) return pv_rows<R - 1, NG>(rows, ep, i0, i1, v, hd, c0, acc);
+    }
+    pv_tile<R, NG>(ep, i0, i1, v, hd, c0, acc);
+}
+
+constexpr int kPvRows2 = 6;  // rows per pass with 2 column groups: 24 accumulators, 4 V pairs, 1 broadcast
+constexpr int kPvRows1 = 8;
+
 }  // namespace
 
 void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& w, float* y) {
@@ -219,6 +328,41 @@ void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& 
             }
         }
     });
+}
+
+void round_row(const float* x, int n, uint16_t* out) { row_pairs(x, n, reinterpret_cast<uint32_t*>(out)); }
+
+void qk(int rows, int tiles, const uint32_t* q_pairs, int q_stride, const void* k, bool k_f32, int hd, float scale,
+        float* const* out) {
+    if (rows < 1 || rows > kQkRows || tiles < 1 || tiles > 2) throw std::logic_error("bf16dot::qk: rows or tiles out of range");
+    if (k_f32)
+        qk_rows<kQkRows, true>(rows, tiles, q_pairs, q_stride, k, hd, scale, out);
+    else
+        qk_rows<kQkRows, false>(rows, tiles, q_pairs, q_stride, k, hd, scale, out);
+}
+
+int pv_group_rows(int hd) { return hd > 32 ? kPvRows2 : kPvRows1; }
+
+void pv(int rows, const uint32_t* const* e_pairs, int i0, int i1, const uint16_t* v, int hd, float* const* acc) {
+    if (i0 >= i1) return;
+    if (rows < 1 || rows > pv_group_rows(hd)) throw std::logic_error("bf16dot::pv: too many rows");
+    for (int c0 = 0; c0 < hd; c0 += 64) {
+        if (hd - c0 > 32)
+            pv_rows<kPvRows2, 2>(rows, e_pairs, i0, i1, v, hd, c0, acc);
+        else
+            pv_rows<kPvRows1, 1>(rows, e_pairs, i0, i1, v, hd, c0, acc);
+    }
+}
+
+void unpermute(float* acc, int hd) {
+    static const int32_t kFirst[16] = {0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23};
+    static const int32_t kSecond[16] = {8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31};
+    const __m512i i0 = _mm512_loadu_si512(kFirst), i1 = _mm512_loadu_si512(kSecond);
+    for (int c0 = 0; c0 < hd; c0 += 32) {
+        const __m512 lo = _mm512_loadu_ps(acc + c0), hi = _mm512_loadu_ps(acc + c0 + kW);
+        _mm512_storeu_ps(acc + c0, _mm512_permutex2var_ps(lo, i0, hi));
+        _mm512_storeu_ps(acc + c0 + kW, _mm512_permutex2var_ps(lo, i1, hi));
+    }
 }
 
 }  // namespace cc::cpu::bf16dot

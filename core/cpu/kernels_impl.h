@@ -581,7 +581,52 @@ inline int pv_group_rows(int hd) {
 
 constexpr int kPvBlock = 64;  // keys per P·V block (a block of V rows stays in L1 across the groups)
 
-template <class KT>
+// The order of step 3 below, over units u (key positions, or pairs of them for bf16_dot): rows
+// [lo[r], hi[r]] each, in groups of `group` rows. Per group: the units before the group's common
+// range row by row, then the common range in blocks of `block` units with the groups innermost (a
+// block of V rows stays in L1 across groups; the running sums rest in acc between blocks), then the
+// units after it row by row. Each row sees its units in ascending order throughout.
+// pv(rows, first_row, u0, u1) accumulates rows [first_row, first_row + rows) over [u0, u1).
+template <class Pv>
+void pv_grouped(int nvr, const int* lo, const int* hi, int group, int block, const Pv& pv) {
+    constexpr int kMaxVrows = 64;
+    const int n_groups = (nvr + group - 1) / group;
+    int glo[kMaxVrows], ghi[kMaxVrows];
+    int common_lo = INT32_MAX, common_hi = -1;
+    for (int gi = 0; gi < n_groups; ++gi) {
+        const int c0 = gi * group, cn = std::min(group, nvr - c0);
+        glo[gi] = *std::max_element(lo + c0, lo + c0 + cn);
+        ghi[gi] = *std::min_element(hi + c0, hi + c0 + cn);
+        if (glo[gi] > ghi[gi]) {  // no common range: the group's rows run alone
+            glo[gi] = hi[c0] + 1;
+            ghi[gi] = hi[c0];
+            for (int r = c0; r < c0 + cn; ++r) pv(1, r, lo[r], hi[r] + 1);
+            continue;
+        }
+        for (int r = c0; r < c0 + cn; ++r) pv(1, r, lo[r], glo[gi]);
+        common_lo = std::min(common_lo, glo[gi]);
+        common_hi = std::max(common_hi, ghi[gi]);
+    }
+    for (int jb = common_lo; jb <= common_hi; jb += block) {
+        const int je = std::min(jb + block, common_hi + 1);
+        for (int gi = 0; gi < n_groups; ++gi) {
+            const int c0 = gi * group, cn = std::min(group, nvr - c0);
+            const int j0 = std::max(jb, glo[gi]), j1 = std::min(je, ghi[gi] + 1);
+            if (j0 < j1) pv(cn, c0, j0, j1);
+        }
+    }
+    for (int gi = 0; gi < n_groups; ++gi) {
+        const int c0 = gi * group, cn = std::min(group, nvr - c0);
+        if (glo[gi] > ghi[gi]) continue;
+        for (int r = c0; r < c0 + cn; ++r) pv(1, r, ghi[gi] + 1, hi[r] + 1);
+    }
+}
+
+static_assert(V::qk_r <= bf16dot::kQkRows, "bf16dot::qk takes at most kQkRows vrows");
+
+// Dot: the bf16_dot variant (KT = uint16_t): q and the softmax weights in BF16, VDPBF16PS chains
+// (bf16dot::qk / pv), pairs of key positions (2i, 2i+1) counted from position 0.
+template <class KT, bool Dot>
 struct AttentionTask {
     const AttentionArgs& a;
     int g, t0, nq, G, hd, hd_pad;
@@ -601,6 +646,32 @@ struct AttentionTask {
             const KvSegment& s = a.seg[si];
             const int lo = std::max(j0, s.first_pos), hi = std::min(j1, s.first_pos + s.n_tokens);
             if (lo < hi) pv_rows(rows, e, lo, hi, v_rows(s) + size_t(lo - s.first_pos) * size_t(hd), hd, acc);
+        }
+    }
+
+    // bf16_dot: e-pair · V over the pairs [i0, i1). A pair split between the segments, or whose
+    // second row lies past the keys, runs from pair_rows (its two rows, zeros past the keys).
+    void pv_dot(int rows, const uint32_t* const* ep, int i0, int i1, float* const* acc, uint16_t* pair_rows) const {
+        const auto rows_of = [&](const KvSegment& s, int pos) {
+            return reinterpret_cast<const uint16_t*>(v_rows(s)) + size_t(pos - s.first_pos) * size_t(hd);
+        };
+        for (int i = i0; i < i1;) {
+            const int j = 2 * i;
+            const KvSegment& s = a.seg[j < a.seg[0].first_pos + a.seg[0].n_tokens ? 0 : 1];
+            const int whole_end = std::min(i1, (s.first_pos + s.n_tokens) / 2);  // pairs with both rows in s
+            if (whole_end > i) {
+                bf16dot::pv(rows, ep, i, whole_end, rows_of(s, j), hd, acc);
+                i = whole_end;
+                continue;
+            }
+            std::memcpy(pair_rows, rows_of(s, j), size_t(hd) * sizeof(uint16_t));
+            const KvSegment& next = a.seg[1];
+            if (&s != &next && j + 1 >= next.first_pos && j + 1 < next.first_pos + next.n_tokens)
+                std::memcpy(pair_rows + hd, rows_of(next, j + 1), size_t(hd) * sizeof(uint16_t));
+            else
+                std::fill(pair_rows + hd, pair_rows + 2 * hd, uint16_t(0));
+            bf16dot::pv(rows, ep, i, i + 1, pair_rows, hd, acc);
+            ++i;
         }
     }
 
@@ -626,9 +697,21 @@ struct AttentionTask {
         // vrows' q transposed, element (r, d) at qt[d * nvr + r].
         float* const tile_scratch = buf + size_t(nvr) * s_stride + size_t(nvr) * size_t(hd_pad);  // (qk_tt, hd, 16)
         float* const qt = tile_scratch + size_t(V::qk_tt) * size_t(hd) * kKeyTile;                 // (hd, nvr)
+        // bf16_dot scratch after qt: each vrow's softmax weights in BF16 (s_stride per row, position
+        // j at ebf[r][j], so pair i is the 32-bit word i), a pair of V rows, and a q row in BF16.
+        [[maybe_unused]] uint16_t* const ebf = reinterpret_cast<uint16_t*>(qt + size_t(hd) * size_t(nvr));
+        [[maybe_unused]] uint16_t* const pair_rows = ebf + size_t(nvr) * s_stride;
+        [[maybe_unused]] uint32_t* const qp = reinterpret_cast<uint32_t*>(qt);  // bf16_dot: (hd / 2, nvr) q pairs
         for (int r = 0; r < nvr; ++r) {
             const float* qr = a.q + (size_t(t0 + r / G) * size_t(a.n_heads) + size_t(g * G + r % G)) * size_t(hd);
-            for (int d = 0; d < hd; ++d) qt[size_t(d) * size_t(nvr) + size_t(r)] = qr[d];
+            if constexpr (Dot) {
+                uint16_t* const qrow = pair_rows + 2 * size_t(hd);
+                bf16dot::round_row(qr, hd, qrow);
+                for (int p = 0; p < hd / 2; ++p)
+                    std::memcpy(qp + size_t(p) * size_t(nvr) + size_t(r), qrow + 2 * p, sizeof(uint32_t));
+            } else {
+                for (int d = 0; d < hd; ++d) qt[size_t(d) * size_t(nvr) + size_t(r)] = qr[d];
+            }
         }
 
         // 1. scores. Key tiles outermost, so each tile is loaded from memory once for all the
@@ -665,7 +748,12 @@ struct AttentionTask {
                                             tile_scratch);
                             moved = true;
                         }
-                        qk_rows<V::qk_r>(cn, tiles, qt + c0, nvr, static_cast<const float*>(tile_scratch), hd, a.scale, out);
+                        if constexpr (Dot)
+                            bf16dot::qk(cn, tiles, qp + c0, nvr, tile_scratch, true, hd, a.scale, out);
+                        else
+                            qk_rows<V::qk_r>(cn, tiles, qt + c0, nvr, static_cast<const float*>(tile_scratch), hd, a.scale, out);
+                    } else if constexpr (Dot) {
+                        bf16dot::qk(cn, tiles, qp + c0, nvr, kt + size_t(ti) * size_t(hd) * kKeyTile, false, hd, a.scale, out);
                     } else {
                         qk_rows<V::qk_r>(cn, tiles, qt + c0, nvr, kt + size_t(ti) * size_t(hd) * kKeyTile, hd, a.scale, out);
                     }
@@ -691,49 +779,37 @@ struct AttentionTask {
                 sum = V::add(sum, e);
             }
             l[r] = V::hsum(sum);
+            if constexpr (Dot) {  // the weights of pairs lo / 2 .. hi / 2, 0 for their positions outside [lo, hi]
+                const int j0 = lo[r] & ~1, j1 = hi[r] | 1;
+                s[j0] = j0 < lo[r] ? 0.0f : s[j0];
+                s[j1] = j1 > hi[r] ? 0.0f : s[j1];
+                bf16dot::round_row(s + j0, j1 + 1 - j0, ebf + size_t(r) * s_stride + size_t(j0));
+            }
         }
 
-        // 3. P·V. Per group of vrows: the keys before the group's common range run row by row, then
-        //    the common range in blocks of kPvBlock keys with the groups innermost (a block of V
-        //    rows stays in L1 across groups; the running sums rest in acc between blocks), then
-        //    the keys after it row by row. Each row sees its keys in ascending order throughout.
-        const int group = pv_group_rows(hd);
-        const int n_groups = (nvr + group - 1) / group;
-        int glo[kMaxVrows], ghi[kMaxVrows];
+        // 3. P·V in the order of pv_grouped: over key positions, or over pairs of them (bf16_dot).
         for (int r = 0; r < nvr; ++r) std::fill(acc[r], acc[r] + hd_pad, 0.0f);
-        int common_lo = INT32_MAX, common_hi = -1;
-        for (int gi = 0; gi < n_groups; ++gi) {
-            const int c0 = gi * group, cn = std::min(group, nvr - c0);
-            glo[gi] = *std::max_element(lo + c0, lo + c0 + cn);
-            ghi[gi] = *std::min_element(hi + c0, hi + c0 + cn);
-            if (glo[gi] > ghi[gi]) {  // no common range: the group's rows run alone
-                glo[gi] = hi[c0] + 1;
-                ghi[gi] = hi[c0];
-                for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, lo[r], hi[r] + 1, acc + r);
-                continue;
+        if constexpr (Dot) {
+            const uint32_t* ep[kMaxVrows];
+            int plo[kMaxVrows], phi[kMaxVrows];
+            for (int r = 0; r < nvr; ++r) {
+                ep[r] = reinterpret_cast<const uint32_t*>(ebf + size_t(r) * s_stride);
+                plo[r] = lo[r] / 2;
+                phi[r] = hi[r] / 2;
             }
-            for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, lo[r], glo[gi], acc + r);
-            common_lo = std::min(common_lo, glo[gi]);
-            common_hi = std::max(common_hi, ghi[gi]);
-        }
-        for (int jb = common_lo; jb <= common_hi; jb += kPvBlock) {
-            const int je = std::min(jb + kPvBlock, common_hi + 1);
-            for (int gi = 0; gi < n_groups; ++gi) {
-                const int c0 = gi * group, cn = std::min(group, nvr - c0);
-                const int j0 = std::max(jb, glo[gi]), j1 = std::min(je, ghi[gi] + 1);
-                if (j0 < j1) pv(cn, srow + c0, j0, j1, acc + c0);
-            }
-        }
-        for (int gi = 0; gi < n_groups; ++gi) {
-            const int c0 = gi * group, cn = std::min(group, nvr - c0);
-            if (glo[gi] > ghi[gi]) continue;
-            for (int r = c0; r < c0 + cn; ++r) pv(1, srow + r, ghi[gi] + 1, hi[r] + 1, acc + r);
+            pv_grouped(nvr, plo, phi, bf16dot::pv_group_rows(hd), kPvBlock / 2, [&](int rows, int r0, int i0, int i1) {
+                pv_dot(rows, ep + r0, i0, i1, acc + r0, pair_rows);
+            });
+        } else {
+            pv_grouped(nvr, lo, hi, pv_group_rows(hd), kPvBlock,
+                       [&](int rows, int r0, int j0, int j1) { pv(rows, srow + r0, j0, j1, acc + r0); });
         }
 
         // 4. normalise into the output rows
         for (int i = 0; i < nq; ++i) {
             for (int hh = 0; hh < G; ++hh) {
                 const int r = i * G + hh;
+                if constexpr (Dot) bf16dot::unpermute(acc[r], hd);
                 float* o = a.out + size_t(t0 + i) * size_t(a.n_heads) * size_t(hd) + size_t(g * G + hh) * size_t(hd);
                 const typename V::reg lv = V::set1(l[r]);
                 for (int d = 0; d < hd; d += V::W) {
@@ -751,18 +827,25 @@ struct AttentionTask {
 void attention(ThreadPool& pool, Workspace& ws, const AttentionArgs& a) {
     if (a.n_rows <= 0) return;
     const int G = a.n_heads / a.n_kv_heads;
-    const int qb = std::max(1, std::min(a.n_rows, 32 / std::max(G, 1)));  // query rows per task
+    // Query rows per task: all of them when their vrows fit one task (a short suffix over a long
+    // prefix: each kv head's K and V then stream from memory once), else 32 vrows' worth.
+    const int qb = a.n_rows * G <= 64 ? a.n_rows : std::max(1, std::min(a.n_rows, 32 / std::max(G, 1)));
     const int n_blocks = (a.n_rows + qb - 1) / qb;
     const int hd = a.head_dim;
-    const int hd_pad = (hd + V::W - 1) / V::W * V::W;
+    const int pad = a.bf16_dot ? 32 : V::W;  // bf16_dot: P·V's accumulators come in groups of 32 columns
+    const int hd_pad = (hd + pad - 1) / pad * pad;
     const int total_keys = a.seg[1].first_pos + a.seg[1].n_tokens;
     // One row of scores: kKeyTile floats of slack before position 0 (the first softmax vector may
     // start below lo) and room for the last tile and vector past the end.
     const size_t s_stride = size_t((total_keys + kKeyTile - 1) / kKeyTile * kKeyTile + 3 * kKeyTile);
     const int nvr = qb * G;
     if (nvr > 64) throw std::runtime_error("attention: more than 64 query heads per kv head");
+    if (a.bf16_dot && (!a.kv_bf16 || a.seg[0].first_pos % 2 != 0))
+        throw std::logic_error("attention: bf16_dot needs BF16 K/V and the keys starting at an even position");
+    // + bf16_dot: softmax weights in BF16 (s_stride uint16 per vrow), a pair of V rows and a q row
     const size_t per_thread = size_t(nvr) * s_stride + size_t(nvr) * size_t(hd_pad) + size_t(V::qk_tt) * size_t(hd) * kKeyTile +
-                              size_t(hd) * size_t(nvr);
+                              size_t(hd) * size_t(nvr) +
+                              (a.bf16_dot ? (size_t(nvr) * s_stride + 4 * size_t(hd) + 2) / 2 + 16 : 0);
     for (int t = 0; t < pool.n_threads(); ++t) ws.per_thread(t, per_thread);
     const int64_t n_tasks = int64_t(n_blocks) * a.n_kv_heads;
     pool.parallel_for(n_tasks, [&](int64_t task, int thread) {
@@ -771,10 +854,12 @@ void attention(ThreadPool& pool, Workspace& ws, const AttentionArgs& a) {
         const int t0 = b * qb;
         const int nq = std::min(qb, a.n_rows - t0);
         float* buf = ws.per_thread(thread, per_thread);
-        if (a.kv_bf16)
-            AttentionTask<uint16_t>{a, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
+        if (a.bf16_dot)
+            AttentionTask<uint16_t, true>{a, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
+        else if (a.kv_bf16)
+            AttentionTask<uint16_t, false>{a, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
         else
-            AttentionTask<float>{a, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
+            AttentionTask<float, false>{a, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
     });
 }
 

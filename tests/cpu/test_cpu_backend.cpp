@@ -356,6 +356,18 @@ TEST(cpu_backend, bf16dot_cached_prefix_plus_suffix_is_bit_identical_to_full_pre
 // A converting weight format is another model: its own numerics id (so a cache made with it never
 // links with another), logits close to the stored weights' (q8: per-block int8; bf16: rounding),
 // and F16 weights widened to F32 are the stored format itself.
+namespace {
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+    double dot = 0, na = 0, nb = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        dot += double(a[i]) * b[i];
+        na += double(a[i]) * a[i];
+        nb += double(b[i]) * b[i];
+    }
+    return dot / std::sqrt(na * nb);
+}
+}  // namespace
+
 TEST(cpu_backend, weight_formats_have_their_own_numerics_id_and_stay_close) {
     auto s = make_synth(ModelFamily::qwen3, DType::f32);
     const int n = 40, V = s->w.config.vocab_size;
@@ -379,14 +391,22 @@ TEST(cpu_backend, weight_formats_have_their_own_numerics_id_and_stay_close) {
             EXPECT_TRUE(same_bits(logits, stored.data(), stored.size()));
             continue;
         }
-        double dot = 0, na = 0, nb = 0;
-        for (size_t i = 0; i < logits.size(); ++i) {
-            dot += double(logits[i]) * stored[i];
-            na += double(logits[i]) * logits[i];
-            nb += double(stored[i]) * stored[i];
-        }
         EXPECT_FALSE(same_bits(logits, stored.data(), stored.size())) << weight_dtype_name(wd) << " changed nothing";
-        EXPECT_GT(dot / std::sqrt(na * nb), 0.999) << weight_dtype_name(wd);
+        EXPECT_GT(cosine(logits, stored), 0.999) << weight_dtype_name(wd);
+    }
+    if (cpu::bf16dot::supported()) {  // with BF16 KV, bf16dot's attention runs in BF16 dot products too
+        const auto logits_with = [&](WeightDType wd, std::string& id) {
+            auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), 2, KvDType::bf16, wd));
+            id = be->numerics_id();
+            auto block = be->allocate_kv(n);
+            return be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
+        };
+        std::string ref_id, dot_id;
+        const auto ref = logits_with(WeightDType::stored, ref_id), dot = logits_with(WeightDType::bf16dot, dot_id);
+        EXPECT_TRUE(bf16_attention(opts(cpu::best_isa(), 2, KvDType::bf16, WeightDType::bf16dot)));
+        EXPECT_FALSE(bf16_attention(opts(cpu::best_isa(), 2, KvDType::f32, WeightDType::bf16dot)));
+        EXPECT_EQ(dot_id, ref_id + "/weights=bf16dot-" + cpu::bf16dot::cpu_vendor() + "/attention=bf16dot");
+        EXPECT_GT(cosine(dot, ref), 0.999);
     }
     EXPECT_EQ(ids[0], std::string("cpu/") + cpu::isa_name(cpu::best_isa()) + "/f32");
     EXPECT_EQ(ids[3], ids[0] + "/weights=q8");

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <limits>
 #include <vector>
 
 using namespace cc::cpu;
@@ -290,12 +291,17 @@ namespace {
 // Keys and values of positions [first, first + n) of one layer in the kernel's layout.
 struct Seg {
     int cap = 0;
-    std::vector<float> k, v;
-    std::vector<uint16_t> kb, vb;
-    KvSegment view(bool bf16, int first, int n) const {
+    std::vector<float> k, v, krows;
+    std::vector<uint16_t> kb, vb, krowsb;
+    // rows: K in the canonical row layout (a group file linked in place) instead of tiles
+    KvSegment view(bool bf16, int first, int n, bool rows = false) const {
         KvSegment s;
-        s.k = bf16 ? static_cast<const void*>(kb.data()) : k.data();
+        if (rows)
+            s.k = bf16 ? static_cast<const void*>(krowsb.data()) : krows.data();
+        else
+            s.k = bf16 ? static_cast<const void*>(kb.data()) : k.data();
         s.v = bf16 ? static_cast<const void*>(vb.data()) : v.data();
+        s.k_rows = rows;
         s.capacity = cap;
         s.first_pos = first;
         s.n_tokens = n;
@@ -316,10 +322,23 @@ Seg make_seg(const std::vector<float>& kall, const std::vector<float>& vall, int
                 s.k[size_t(h) * s.cap * hd + (size_t(t / kKeyTile) * hd + size_t(d)) * kKeyTile + size_t(t % kKeyTile)] = kall[src];
                 s.v[(size_t(h) * s.cap + size_t(t)) * hd + size_t(d)] = vall[src];
             }
-    s.kb.resize(s.k.size());
-    s.vb.resize(s.v.size());
-    for (size_t i = 0; i < s.k.size(); ++i) s.kb[i] = cc::km::f32_to_bf16(s.k[i]);
-    for (size_t i = 0; i < s.v.size(); ++i) s.vb[i] = cc::km::f32_to_bf16(s.v[i]);
+    // rows past n hold noise, as a reused or mapped block may: the kernels must never read them
+    for (int h = 0; h < n_kv; ++h)
+        for (int t = n; t < s.cap; ++t)
+            for (int d = 0; d < hd; ++d) s.v[(size_t(h) * s.cap + size_t(t)) * hd + size_t(d)] = std::numeric_limits<float>::quiet_NaN();
+    s.krows = s.v;  // same shape: [n_kv][cap][hd]
+    for (int h = 0; h < n_kv; ++h)
+        for (int t = 0; t < n; ++t)
+            for (int d = 0; d < hd; ++d)
+                s.krows[(size_t(h) * s.cap + size_t(t)) * hd + size_t(d)] = kall[(size_t(h) * n_total + size_t(first + t)) * hd + size_t(d)];
+    const auto to_bf16 = [](const std::vector<float>& f) {
+        std::vector<uint16_t> b(f.size());
+        for (size_t i = 0; i < f.size(); ++i) b[i] = cc::km::f32_to_bf16(f[i]);
+        return b;
+    };
+    s.kb = to_bf16(s.k);
+    s.vb = to_bf16(s.v);
+    s.krowsb = to_bf16(s.krows);
     return s;
 }
 
@@ -330,8 +349,16 @@ TEST_P(CpuKernels, attention_matches_float64_and_is_split_invariant) {
     struct Case {
         int n_heads, n_kv, hd, window;
     };
-    for (const Case& c : {Case{8, 4, 8, 0}, Case{4, 2, 64, 0}, Case{6, 2, 20, 9}, Case{2, 2, 128, 0}, Case{4, 1, 16, 37}})
-        for (bool bf16 : {false, true}) {
+    // dot: QK and P·V in BF16 dot products (AttentionArgs::bf16_dot, BF16 K/V only, AVX-512 BF16 only)
+    struct Mode {
+        bool bf16, dot;
+    };
+    std::vector<Mode> modes{{false, false}, {true, false}};
+    if (bf16dot::supported()) modes.push_back({true, true});
+    for (const Case& c : {Case{8, 4, 8, 0}, Case{4, 2, 64, 0}, Case{6, 2, 20, 9}, Case{2, 2, 128, 0}, Case{4, 1, 16, 37},
+                          Case{4, 2, 80, 0}})
+        for (const Mode mode : modes) {
+            const bool bf16 = mode.bf16;
             const int n_total = 83;
             auto kall = random_vec(size_t(c.n_kv) * n_total * c.hd, 31, 1.0f);
             auto vall = random_vec(size_t(c.n_kv) * n_total * c.hd, 32, 1.0f);
@@ -347,6 +374,7 @@ TEST_P(CpuKernels, attention_matches_float64_and_is_split_invariant) {
             Seg all = make_seg(kall, vall, c.n_kv, n_total, c.hd, 0, n_total);
             AttentionArgs a;
             a.kv_bf16 = bf16;
+            a.bf16_dot = mode.dot;
             a.n_heads = c.n_heads;
             a.n_kv_heads = c.n_kv;
             a.head_dim = c.hd;
@@ -363,7 +391,10 @@ TEST_P(CpuKernels, attention_matches_float64_and_is_split_invariant) {
             Workspace ws1(1);
             k.attention(pool1, ws1, a);
 
-            // float64 reference
+            // float64 reference (dot: of q rounded to BF16; the softmax weights' rounding to BF16
+            // is what the looser bound allows for: 2^-9 relative per weight)
+            const auto q_at = [&](size_t i) { return mode.dot ? cc::km::bf16_to_f32(cc::km::f32_to_bf16(q[i])) : q[i]; };
+            const double tol = mode.dot ? 1.5e-2 : 2e-6;
             const int G = c.n_heads / c.n_kv;
             for (int t = 0; t < n_total; ++t)
                 for (int h = 0; h < c.n_heads; ++h) {
@@ -374,7 +405,7 @@ TEST_P(CpuKernels, attention_matches_float64_and_is_split_invariant) {
                     for (int j = lo; j <= t; ++j) {
                         double d = 0;
                         for (int i = 0; i < c.hd; ++i)
-                            d += double(q[(size_t(t) * c.n_heads + h) * c.hd + i]) * kall[(size_t(g) * n_total + j) * c.hd + i];
+                            d += double(q_at((size_t(t) * c.n_heads + h) * c.hd + i)) * kall[(size_t(g) * n_total + j) * c.hd + i];
                         s.push_back(d * scale);
                         m = std::max(m, s.back());
                     }
@@ -384,15 +415,18 @@ TEST_P(CpuKernels, attention_matches_float64_and_is_split_invariant) {
                         double o = 0;
                         for (int j = lo; j <= t; ++j) o += s[size_t(j - lo)] * vall[(size_t(g) * n_total + j) * c.hd + i];
                         o /= l;
-                        ASSERT_NEAR(full[size_t(t) * qd + size_t(h) * c.hd + i], o, 2e-6 * std::sqrt(double(c.hd + t + 1)))
-                            << "hd=" << c.hd << " window=" << c.window << " bf16=" << bf16 << " t=" << t << " h=" << h << " i=" << i;
+                        ASSERT_NEAR(full[size_t(t) * qd + size_t(h) * c.hd + i], o, tol * std::sqrt(double(c.hd + t + 1)))
+                            << "hd=" << c.hd << " window=" << c.window << " bf16=" << bf16 << " dot=" << mode.dot << " t=" << t
+                            << " h=" << h << " i=" << i;
                     }
                 }
 
-            // Split: keys [0, P) in a prefix segment, the rest in a suffix segment; rows
-            // [start, start+rows) only; 1-3 threads. Must be bit-equal to the full call.
-            for (int P : {1, 16, 30, 64})
-                for (int threads : {1, 3}) {
+            // Split: keys [0, P) in a prefix segment (tiled, or K in canonical rows as a linked
+            // group file), the rest in a suffix segment; rows [start, start+rows) only; 1-3
+            // threads. Must be bit-equal to the full call.
+            for (int P : {1, 16, 30, 37, 64})
+                for (int threads : {1, 3})
+                    for (bool prefix_rows : {false, true}) {
                     ThreadPool pool(threads);
                     Workspace ws(threads);
                     Seg pre = make_seg(kall, vall, c.n_kv, n_total, c.hd, 0, P);
@@ -401,7 +435,7 @@ TEST_P(CpuKernels, attention_matches_float64_and_is_split_invariant) {
                         for (int rows : {1, 5, n_total - P - 3}) {
                             if (start + rows > n_total || rows <= 0) continue;
                             AttentionArgs b = a;
-                            b.seg[0] = pre.view(bf16, 0, P);
+                            b.seg[0] = pre.view(bf16, 0, P, prefix_rows);
                             b.seg[1] = suf.view(bf16, P, start + rows - P);
                             b.q = q.data() + size_t(start) * qd;
                             b.n_rows = rows;
@@ -410,8 +444,8 @@ TEST_P(CpuKernels, attention_matches_float64_and_is_split_invariant) {
                             b.out = out.data();
                             k.attention(pool, ws, b);
                             ASSERT_TRUE(bits_equal(out.data(), full.data() + size_t(start) * qd, out.size()))
-                                << "hd=" << c.hd << " window=" << c.window << " bf16=" << bf16 << " P=" << P
-                                << " threads=" << threads << " start=" << start << " rows=" << rows;
+                                << "hd=" << c.hd << " window=" << c.window << " bf16=" << bf16 << " dot=" << mode.dot << " P=" << P
+                                << " threads=" << threads << " prefix rows=" << prefix_rows << " start=" << start << " rows=" << rows;
                         }
                 }
         }
