@@ -281,7 +281,7 @@ void BM_prefill(benchmark::State& state) {
 // range(0) query rows after range(1) cached positions (a tiled block the backend wrote), KV F32
 // (range(2) 0), BF16 (1), or BF16 with BF16 dot products (2: AttentionArgs::bf16_dot, the bf16dot
 // weights' attention; skipped without AVX-512 BF16). {23, 2952}: the side-by-side cache hit's
-// suffix; {512, 0}: a prefill's causal block. FLOPs: 4 * head_dim * n_heads per (row, key it sees).
+// suffix; {512, 0}: a prefill's causal block; {1, 3000}: a decode step at depth 3,000. FLOPs: 4 * head_dim * n_heads per (row, key it sees).
 // The prefix's K/V come in 8 copies visited in turn, as a model's layers are, so that a long
 // prefix streams from memory rather than from the last level cache.
 void BM_attention(benchmark::State& state) {
@@ -568,6 +568,8 @@ void register_cpu() {
         ->Args({23, 2952, 0})
         ->Args({512, 0, 1})
         ->Args({512, 0, 2})
+        ->Args({1, 3000, 1})
+        ->Args({1, 3000, 2})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
     benchmark::RegisterBenchmark("BM_decode", BM_decode)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -191,6 +191,9 @@ void qk_tiles(const uint32_t* qp, int q_stride, const void* k, int hd, float sca
                 kp[t] = _mm512_or_si512(lo, _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(f + kKeyTile)), high));
             } else {
                 const uint16_t* h = static_cast<const uint16_t*>(k) + t * tile_elems + size_t(2 * p) * kKeyTile;
+                // the next call's tiles (the keys stream from memory on a long prefix; a prefetch
+                // past the keys is harmless)
+                _mm_prefetch(reinterpret_cast<const char*>(h + TT * tile_elems), _MM_HINT_T0);
                 kp[t] = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(h));
             }
         }
@@ -227,10 +230,10 @@ void pv_tile(const uint32_t* const* ep, int i0, int i1, const uint16_t* v, int h
     __m512 a[R][2 * NG];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int q = 0; q < 2 * NG; ++q) a[r][q] = _mm512_loadu_ps(acc[r] + c0 + q * kW);
     __mmask32 m[NG];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int g = 0; g < NG; ++g) {
         const int n = std::min(32, hd - c0 - 32 * g);
         m[g] = n >= 32 ? ~__mmask32(0) : __mmask32((1u << n) - 1u);
@@ -239,8 +242,11 @@ void pv_tile(const uint32_t* const* ep, int i0, int i1, const uint16_t* v, int h
         const uint16_t* r0 = v + size_t(i - i0) * 2 * size_t(hd) + c0;
         const uint16_t* r1 = r0 + hd;
         __m512i lo[NG], hi[NG];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int g = 0; g < NG; ++g) {
+            // rows 4 pairs ahead (V streams from memory on a long prefix; past the keys is harmless)
+            _mm_prefetch(reinterpret_cast<const char*>(r0 + 8 * size_t(hd) + 32 * g), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(r1 + 8 * size_t(hd) + 32 * g), _MM_HINT_T0);
             const __m512i x = _mm512_maskz_loadu_epi16(m[g], r0 + 32 * g), y = _mm512_maskz_loadu_epi16(m[g], r1 + 32 * g);
             lo[g] = _mm512_unpacklo_epi16(x, y);
             hi[g] = _mm512_unpackhi_epi16(x, y);
@@ -248,7 +254,7 @@ void pv_tile(const uint32_t* const* ep, int i0, int i1, const uint16_t* v, int h
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const __m512i b = _mm512_set1_epi32(int(ep[r][i]));
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int g = 0; g < NG; ++g) {
                 a[r][2 * g] = dp(a[r][2 * g], lo[g], b);
                 a[r][2 * g + 1] = dp(a[r][2 * g + 1], hi[g], b);
@@ -257,7 +263,7 @@ void pv_tile(const uint32_t* const* ep, int i0, int i1, const uint16_t* v, int h
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int q = 0; q < 2 * NG; ++q) _mm512_storeu_ps(acc[r] + c0 + q * kW, a[r][q]);
 }
 
@@ -271,6 +277,7 @@ void pv_rows(int rows, const uint32_t* const* ep, int i0, int i1, const uint16_t
 
 constexpr int kPvRows2 = 6;  // rows per pass with 2 column groups: 24 accumulators, 4 V pairs, 1 broadcast
 constexpr int kPvRows1 = 8;
+constexpr int kPvRows4 = 2;  // with 4 column groups: 16 accumulators, 8 V pairs
 
 }  // namespace
 
@@ -346,11 +353,19 @@ int pv_group_rows(int hd) { return hd > 32 ? kPvRows2 : kPvRows1; }
 void pv(int rows, const uint32_t* const* e_pairs, int i0, int i1, const uint16_t* v, int hd, float* const* acc) {
     if (i0 >= i1) return;
     if (rows < 1 || rows > pv_group_rows(hd)) throw std::logic_error("bf16dot::pv: too many rows");
-    for (int c0 = 0; c0 < hd; c0 += 64) {
-        if (hd - c0 > 32)
-            pv_rows<kPvRows2, 2>(rows, e_pairs, i0, i1, v, hd, c0, acc);
-        else
-            pv_rows<kPvRows1, 1>(rows, e_pairs, i0, i1, v, hd, c0, acc);
+    // One or two rows (decode) take 128 columns per pass: each V row is then read in one sweep,
+    // which matters when the keys stream from memory. The chains are the same either way.
+    for (int c0 = 0; c0 < hd;) {
+        if (rows <= kPvRows4 && hd - c0 > 96) {
+            pv_rows<kPvRows4, 4>(rows, e_pairs, i0, i1, v, hd, c0, acc);
+            c0 += 128;
+        } else {
+            if (hd - c0 > 32)
+                pv_rows<kPvRows2, 2>(rows, e_pairs, i0, i1, v, hd, c0, acc);
+            else
+                pv_rows<kPvRows1, 1>(rows, e_pairs, i0, i1, v, hd, c0, acc);
+            c0 += 64;
+        }
     }
 }
 

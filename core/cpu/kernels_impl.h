@@ -419,9 +419,11 @@ void qk_tiles(const float* q, int q_stride, const KT* ktile, int hd, float scale
     for (int d = 0; d < hd; ++d) {
         typename V::reg kv[TT][kNT];
 #pragma GCC unroll 4
-        for (int t = 0; t < TT; ++t)
+        for (int t = 0; t < TT; ++t) {  // and the next call's tiles (as in pv_rows_t)
+            __builtin_prefetch(ktile + (t + TT) * tile_elems + size_t(d) * kKeyTile);
 #pragma GCC unroll 16
             for (int v = 0; v < kNT; ++v) kv[t][v] = V::load(ktile + t * tile_elems + size_t(d) * kKeyTile + v * V::W);
+        }
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
             const typename V::reg b = V::set1(q[size_t(d) * size_t(q_stride) + r]);
@@ -501,6 +503,10 @@ void pv_rows_t(const float* const* e, int j0, int j1, const KT* v, int stride, i
     const int tail = width - (ND - 1) * V::W;  // lanes of the last vector, 1..W
     for (int j = j0; j < j1; ++j, v += stride) {
         typename V::reg vv[ND];
+        // the row 4 keys ahead, a line per vector (V streams from memory on a long prefix; a
+        // prefetch past the keys is harmless)
+#pragma GCC unroll 8
+        for (int d = 0; d < ND; ++d) __builtin_prefetch(v + 4 * size_t(stride) + d * V::W);
 #pragma GCC unroll 8
         for (int d = 0; d < ND - 1; ++d) vv[d] = V::load(v + d * V::W);
         vv[ND - 1] = tail == V::W ? V::load(v + (ND - 1) * V::W) : V::load_n(v + (ND - 1) * V::W, tail);
