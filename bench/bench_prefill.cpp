@@ -277,6 +277,49 @@ void BM_prefill(benchmark::State& state) {
 #endif
 }
 
+// The bf16dot GEMMs alone (BF16 activations, VDPBF16PS; skipped without AVX-512 BF16) on
+// Qwen3-0.6B's layer shapes (q|k|v stacked 4096 x 1024, o 1024 x 2048, gate|up 6144 x 1024, down
+// 1024 x 3072): range(0) rows. The weights come in 6 copies visited in turn (190 MB), so that they
+// stream from memory as a model's 28 layers do: at 23 rows (a cache hit's suffix) that, not the
+// arithmetic, may bound it.
+void BM_bf16dot_gemm(benchmark::State& state) {
+    if (!cpu::bf16dot::supported()) {
+        state.SkipWithError("skipped: this CPU has no AVX-512 BF16");
+        for (auto _ : state) {
+        }
+        return;
+    }
+    const int m = int(state.range(0));
+    constexpr int kCopies = 6;
+    const GemmShape shapes[] = {{4096, 1024}, {1024, 2048}, {6144, 1024}, {1024, 3072}};
+    cpu::ThreadPool pool(cpu::ThreadPool::available_cores());
+    cpu::Workspace ws(pool.n_threads());
+    Rng rng{5};
+    std::vector<cpu::PackedMatrix> packed;
+    double flops = 0;
+    for (int c = 0; c < kCopies; ++c)
+        for (const GemmShape& sh : shapes) {
+            std::vector<uint16_t> w(size_t(sh.n * sh.k));
+            for (auto& x : w) x = km::f32_to_bf16(rng.normal() * 0.03f);
+            const cpu::Matrix src{w.data(), true, sh.n, sh.k};
+            packed.push_back(cpu::pack_matrix(pool, src, cpu::WFormat::bf16dot, cpu::bf16dot::panel_width()));
+            if (c == 0) flops += 2.0 * m * double(sh.n) * double(sh.k);
+        }
+    std::vector<float> x(size_t(m) * 3072), y(size_t(m) * 6144);
+    for (auto& v : x) v = rng.normal();
+    int copy = 0;
+    for (auto _ : state) {
+        copy = (copy + 1) % kCopies;
+        for (size_t i = 0; i < std::size(shapes); ++i)
+            cpu::bf16dot::gemm(pool, ws, x.data(), m, packed[size_t(copy) * std::size(shapes) + i].view, y.data());
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.counters["gflops"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    double bytes = 0;
+    for (const GemmShape& sh : shapes) bytes += 2.0 * double(sh.n) * double(sh.k);
+    state.counters["weight_gb_s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // One layer's attention alone, on Qwen3-0.6B's attention shape (16 heads, 8 kv heads, head_dim 128):
 // range(0) query rows after range(1) cached positions (a tiled block the backend wrote), KV F32
 // (range(2) 0), BF16 (1), or BF16 with BF16 dot products (2: AttentionArgs::bf16_dot, the bf16dot
@@ -562,6 +605,7 @@ void register_cpu() {
         ->Args({3000, 0})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_bf16dot_gemm", BM_bf16dot_gemm)->Arg(1)->Arg(23)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("BM_attention", BM_attention)
         ->Args({23, 2952, 1})
         ->Args({23, 2952, 2})

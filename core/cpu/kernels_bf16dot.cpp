@@ -87,7 +87,9 @@ void pack_x_panel(const float* x, int m, int k, int k2, int tp, uint32_t* pairs,
 }
 
 // R token rows x kNR features over kc pairs; y points at (row 0, feature 0) of the tile.
-template <int R>
+// Prefetch: the first row tile of a block, which reads the weights from memory (the others find
+// them in L2).
+template <int R, bool Prefetch>
 void micro(const uint32_t* xp, const uint32_t* wp, int kc, float* y, int64_t ldy, int n_valid, bool accumulate) {
     __m512 acc[R][kNV];
 #pragma GCC unroll 16
@@ -102,6 +104,11 @@ void micro(const uint32_t* xp, const uint32_t* wp, int kc, float* y, int64_t ldy
         }
     for (int kk = 0; kk < kc; ++kk) {
         __m512i wv[kNV];
+        // the panel 16 pairs ahead: with a few rows (a cache hit's suffix) the hardware prefetcher
+        // alone does not keep up with the arithmetic
+        if constexpr (Prefetch)
+#pragma GCC unroll 2
+            for (int v = 0; v < kNV; ++v) _mm_prefetch(reinterpret_cast<const char*>(wp + size_t(kk + 16) * kNR + v * kW), _MM_HINT_T0);
 #pragma GCC unroll 2
         for (int v = 0; v < kNV; ++v) wv[v] = _mm512_loadu_si512(wp + size_t(kk) * kNR + v * kW);
 #pragma GCC unroll 16
@@ -124,12 +131,21 @@ void micro(const uint32_t* xp, const uint32_t* wp, int kc, float* y, int64_t ldy
 }
 
 template <int R>
-void micro_rows(int rows, const uint32_t* xp, const uint32_t* wp, int kc, float* y, int64_t ldy, int n_valid, bool accumulate) {
+void micro_rows(int rows, const uint32_t* xp, const uint32_t* wp, int kc, float* y, int64_t ldy, int n_valid, bool accumulate,
+                bool prefetch) {
     if constexpr (R > 1) {
-        if (rows < R) return micro_rows<R - 1>(rows, xp, wp, kc, y, ldy, n_valid, accumulate);
+        if (rows < R) return micro_rows<R - 1>(rows, xp, wp, kc, y, ldy, n_valid, accumulate, prefetch);
     }
-    micro<R>(xp, wp, kc, y, ldy, n_valid, accumulate);
+    if (prefetch)
+        micro<R, true>(xp, wp, kc, y, ldy, n_valid, accumulate);
+    else
+        micro<R, false>(xp, wp, kc, y, ldy, n_valid, accumulate);
 }
+
+// 13..24 rows (a short suffix; R of them) against one vector of 16 features: each weight line read
+// from memory then feeds every row once (two 12-row tiles would read it twice, the first from
+// memory). xp0 / xp1: the two row tiles' x panels at this k block; w: the panel's vector at this k
+// block. Each element's chain is micro's, so the bits are the same.
 
 // y[f] for the features of np panels from w0 on, one token (its pairs at xq): every pair in one
 // chain per element, np * kNV chains in flight.
@@ -330,7 +346,7 @@ void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& 
                 for (int p = 0; p < np; ++p) {
                     float* ytile = y + size_t(tp) * kMR * size_t(n) + size_t(f0) + size_t(p) * kNR;
                     micro_rows<kMR>(rows, xpanel, block + size_t(p) * panel_stride + size_t(k0) * kNR, kc, ytile, n,
-                                    std::min(kNR, nb - p * kNR), k0 > 0);
+                                    std::min(kNR, nb - p * kNR), k0 > 0, tp == 0);
                 }
             }
         }
