@@ -86,7 +86,7 @@ commands:
                                               group / conversation / prefilled tokens and timings;
                                               --each-turn: a request at every assistant turn, in order;
                                               -i: type turns, paste tool results (JSON lines with --json)
-  generate (--prompt-ids 1,2,3 | --prompt T) [--max-new-tokens N] [--ignore-eos]
+  generate (--prompt-ids 1,2,3 | --prompt T) [--max-new-tokens N] [--ignore-eos] [--repeat N]
                                               raw LM greedy continuation, no chat format
   logits (--prompt-ids 1,2,3 | --prompt T)    all last-position logits
   cache ls | verify | rm KEY | clear | gc --max-bytes N
@@ -532,6 +532,7 @@ int cmd_generate(Args& args, cc::EngineOptions options, bool json) {
     cc::Engine engine(options);
     const int max_new = static_cast<int>(parse_int(args.get_or("max-new-tokens", "32"), "--max-new-tokens", 1, 1 << 20));
     const bool ignore_eos = args.flag("ignore-eos");
+    const int repeat = static_cast<int>(parse_int(args.get_or("repeat", "1"), "--repeat", 1, 100000));
     auto ids_arg = args.get("prompt-ids");
     auto prompt_arg = args.get("prompt");
     args.check_all_used();
@@ -539,9 +540,17 @@ int cmd_generate(Args& args, cc::EngineOptions options, bool json) {
     std::vector<cc::token_id> ids;
     if ((ids_arg ? 1 : 0) + (prompt_arg ? 1 : 0) != 1) throw UsageError("generate needs exactly one of --prompt-ids, --prompt");
     ids = prompt_arg ? engine.encode_prompt(*prompt_arg) : parse_ids(*ids_arg);
-    const auto r = engine.generate(ids, max_new, ignore_eos);
+    // --repeat: the same prompt again from an empty KV in this process (as llama-bench's -r), so a
+    // benchmark sees the first, cold run and the warm ones apart
+    std::vector<cc::GenerateResult> runs;
+    for (int i = 0; i < repeat; ++i) runs.push_back(engine.generate(ids, max_new, ignore_eos));
+    const auto& r = runs.front();
     if (json) {
         nlohmann::ordered_json out{{"prompt_ids", ids}, {"ids", r.ids}, {"text", r.text}, {"timings", cc::to_json(r.timings)}};
+        if (repeat > 1) {
+            out["runs"] = nlohmann::ordered_json::array();
+            for (const auto& run : runs) out["runs"].push_back({{"ids", run.ids}, {"timings", cc::to_json(run.timings)}});
+        }
         print_json(out);
     } else {
         std::cout << (r.text.empty() ? ids_text(r.ids) : r.text) << "\n";

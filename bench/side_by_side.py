@@ -309,11 +309,14 @@ class Bench:
         return res
 
     # ---- ContextCache
-    def cc_generate(self, ids: list[int], n_new: int) -> tuple[dict, float]:
+    def cc_generate(self, ids: list[int], n_new: int) -> tuple[list[dict], float]:
+        """The timings of R runs of `generate` in one process (--repeat R: the first cold, the rest
+        warm, as llama-bench's -r R), and the process's peak RSS."""
         out, rss = run([self.cli, "--model", str(self.hf), "--threads", self.T, "--kv-dtype", self.a.kv_dtype, "--weights", self.a.cc_weights,
                         "--json", "generate", "--prompt-ids", ",".join(map(str, ids)), "--max-new-tokens", str(n_new),
-                        "--ignore-eos"], rss=True)
-        return json.loads(out)["timings"], rss
+                        "--ignore-eos", "--repeat", str(self.R)], rss=True)
+        j = json.loads(out)
+        return [r["timings"] for r in j.get("runs", [j])], rss
 
     def cc_side(self) -> None:
         res: dict = {"kv_dtype": self.a.kv_dtype}
@@ -325,29 +328,29 @@ class Bench:
         # the long prefill and the decode at depth come from one `generate` (prefill N ids, then decode)
         # when --decode-depth equals --prefill-long (the default); otherwise two calls
         depth_ids = (self.full_ids * (self.a.decode_depth // len(self.full_ids) + 1))[: self.a.decode_depth]
-        p512, plong, d0, dd, rss = [], [], [], [], []
-        for i in range(self.R):
-            t, m = self.cc_generate(self.full_ids[:512], 1)
-            p512.append(512 / t["prefill_ms"] * 1000)
+        # each figure: R runs in one process, as llama-bench's -r R (runs[0] is the cold one)
+        rss = []
+        ts, m = self.cc_generate(self.full_ids[:512], 1)
+        p512 = [512 / t["prefill_ms"] * 1000 for t in ts]
+        rss.append(m)
+        ts, m = self.cc_generate(depth_ids, self.a.decode_tokens)
+        dd = [t["decode_tok_s"] for t in ts]
+        rss.append(m)
+        if depth_ids != long_ids:
+            ts, m = self.cc_generate(long_ids, 1)
             rss.append(m)
-            t, m = self.cc_generate(depth_ids, self.a.decode_tokens)
-            dd.append(t["decode_tok_s"])
-            rss.append(m)
-            if depth_ids != long_ids:
-                t, m = self.cc_generate(long_ids, 1)
-                rss.append(m)
-            plong.append(len(long_ids) / t["prefill_ms"] * 1000)
-            t, m = self.cc_generate(self.full_ids[:1], self.a.decode_tokens)
-            d0.append(t["decode_tok_s"])
-            rss.append(m)
-            log(f"  cc generate run {i + 1}: prefill 512 {p512[-1]:.1f}, {len(long_ids)} {plong[-1]:.1f} tok/s; "
-                f"decode d0 {d0[-1]:.2f}, d{len(depth_ids)} {dd[-1]:.2f} tok/s")
+        plong = [len(long_ids) / t["prefill_ms"] * 1000 for t in ts]
+        ts, m = self.cc_generate(self.full_ids[:1], self.a.decode_tokens)
+        d0 = [t["decode_tok_s"] for t in ts]
+        rss.append(m)
+        log(f"  cc generate: prefill 512 {p512}, {len(long_ids)} {plong} tok/s; decode d0 {d0}, d{len(depth_ids)} {dd} tok/s")
         res["generate"] = {
             "prefill_512_tok_s": figure(p512, "tok/s"),
             f"prefill_{len(long_ids)}_tok_s": figure(plong, "tok/s"),
             "decode_depth_0_tok_s": figure(d0, "tok/s", tokens=self.a.decode_tokens),
             f"decode_depth_{len(depth_ids)}_tok_s": figure(dd, "tok/s", tokens=self.a.decode_tokens),
             "peak_rss_mib_max": max(rss),
+            "runs_per_process": self.R,
         }
         res["server"] = self.cc_server()
         self.out["contextcache_results"] = res

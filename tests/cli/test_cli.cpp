@@ -432,6 +432,16 @@ TEST(Cli, WeightsOnlyDirectoryWorksWithTokenIds) {
                       "--max-new-tokens", "3"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out)["ids"], nlohmann::json::parse("[432, 383, 286]"));
+    // --repeat: each run from an empty KV, the same greedy ids, its own timings
+    r = run_cli({"--model", dir.path().string(), "--json", "generate", "--prompt-ids", "1,403,407,261,378",
+                 "--max-new-tokens", "3", "--repeat", "3"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto runs = nlohmann::json::parse(r.out)["runs"];
+    ASSERT_EQ(runs.size(), 3u);
+    for (const auto& run : runs) {
+        EXPECT_EQ(run["ids"], nlohmann::json::parse("[432, 383, 286]"));
+        EXPECT_GT(run["timings"]["prefill_ms"].get<double>(), 0.0);
+    }
     r = run_cli({"--model", dir.path().string(), "generate", "--prompt", "Once"});
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("no tokenizer"), std::string::npos) << r.err;
