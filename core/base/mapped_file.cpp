@@ -126,7 +126,7 @@ void unregister_mapping(void* registration) {
 
 }  // namespace
 
-MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
+MappedFile::MappedFile(const std::filesystem::path& path, bool populate) : path_(path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail(path, "cannot open", errno);
     FdGuard guard{fd};
@@ -135,7 +135,7 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
     if (!S_ISREG(st.st_mode)) throw std::runtime_error(path.string() + ": not a regular file");
     if (st.st_size == 0) return;  // mmap refuses length 0; an empty file is an empty span
     const auto n_bytes = static_cast<size_t>(st.st_size);
-    void* p = ::mmap(nullptr, n_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* p = ::mmap(nullptr, n_bytes, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
     if (p == MAP_FAILED) fail(path, "cannot mmap", errno);
     data_ = static_cast<const std::byte*>(p);
     size_ = n_bytes;

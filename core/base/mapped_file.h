@@ -28,8 +28,10 @@ namespace cc {
 class MappedFile {
 public:
     MappedFile() = default;
-    // Throws std::runtime_error naming the file when it cannot be opened or mapped.
-    explicit MappedFile(const std::filesystem::path& path);
+    // Throws std::runtime_error naming the file when it cannot be opened or mapped. populate: map
+    // every page now (MAP_POPULATE), for a file that is about to be read whole: one call into the
+    // kernel instead of a page fault per page or two.
+    explicit MappedFile(const std::filesystem::path& path, bool populate = false);
     ~MappedFile();
     MappedFile(MappedFile&& other) noexcept;
     MappedFile& operator=(MappedFile&& other) noexcept;

@@ -463,10 +463,17 @@ void Server::Impl::install_routes() {
                   }
                   auto out = std::make_shared<ordered_json>();
                   auto job = submit([tools, system, query, q, out, &call](Engine& engine, Job& job) {
-                      const auto compiled = engine.set_tools(*tools, system);
+                      // cached / compare: as the CLI's query, the group is linked (from memory or a
+                      // file) or compiled inside the query, so that its TTFT and timings include
+                      // it; full: compiled (or linked) first, as POST /tools would.
+                      if (q.mode == QueryMode::full)
+                          engine.set_tools(*tools, system);
+                      else
+                          engine.select_tools(*tools, system);
                       if (job.cancelled()) throw Cancelled();
                       const auto r = engine.query(query, q);
                       if (job.cancelled()) throw Cancelled();
+                      const CompileResult compiled = *engine.current_tools();
                       call.log.tier = compiled.tier;
                       call.log.group_key = compiled.group_key;
                       call.log.compile_ms = compiled.compile_ms;
@@ -480,7 +487,7 @@ void Server::Impl::install_routes() {
                       call.log.prefilled_tokens = call.log.prompt_tokens - call.log.cached_tokens;
                       call.log.generated_tokens = r.generated_tokens;
                       auto j = to_json(r);
-                      // The group was linked (or compiled) by set_tools above: its miss is this request's.
+                      // The group was linked (or compiled) in this request: its miss is this request's.
                       if (!r.miss_reason) j["miss_reason"] = miss_reason_json(compiled.miss_reason, compiled.prefix_tokens);
                       j["compile"] = to_json(compiled);
                       *out = std::move(j);

@@ -402,6 +402,23 @@ TEST(GroupFile, FlippedTrailerByteIsAChecksumMismatch) {
     EXPECT_EQ(error_of([&] { cc::map_group_file(p); }), e);
 }
 
+// The mapped check hashes the layers on several threads: with two damaged layers it still names
+// the first, as the sequential read does.
+TEST(GroupFile, TwoDamagedLayersNameTheFirst) {
+    cc::test::TempDir dir;
+    const auto h = make_header(6, 1, 8, 6, "f32");
+    const fs::path p = dir.path() / "g.kv";
+    cc::write_group_file(p, h, make_payload(h));
+    std::string f = read_bytes(p);
+    f[f.size() - 8 * (6 - 1)] ^= 0x01;  // layer 1's checksum
+    f[f.size() - 8 * (6 - 4)] ^= 0x01;  // layer 4's
+    write_bytes(p, f);
+    std::vector<std::byte> out;
+    const std::string e = error_of([&] { cc::read_group_file(p, out); });
+    EXPECT_TRUE(e.starts_with(p.string() + ": layer 1 checksum mismatch")) << e;
+    EXPECT_EQ(error_of([&] { cc::map_group_file(p); }), e);
+}
+
 TEST(GroupFile, MappedFileIsVerifiedInPlaceAndOutlivesTheName) {
     cc::test::TempDir dir;
     const auto h = make_header(3, 2, 8, 21, "bf16");
