@@ -51,7 +51,8 @@ const char* kUsage = R"(usage: contextcache-cli [global options] COMMAND [option
 global options:
   --model SPEC        builtin:NAME (default builtin:qwen3-demo) or an HF model directory
                       built-in: qwen3-demo, qwen3-test, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b
-                      (synthetic weights: timings and exactness are real, text is not)
+                      (synthetic weights: timings and exactness are real, text is not), and
+                      toolcaller (a small model trained here for tool selection, embedded)
   --backend B         auto | cpu | cuda (default auto)
   --threads N         CPU threads (default: all cores)
   --kv-dtype D        f32 | bf16 (default f32; bf16 for serve)
@@ -594,7 +595,7 @@ int cmd_export(Args& args, const std::string& model_spec, bool json) {
         if (!f) throw std::runtime_error((out / name).string() + ": write failed");
     }
     if (json) print_json(nlohmann::ordered_json{{"model", model_spec}, {"out", out.string()}});
-    else std::cout << "wrote " << model_spec << " (synthetic weights) to " << out.string() << "\n";
+    else std::cout << "wrote " << model_spec << (recipe->trained() ? " (trained weights)" : " (synthetic weights)") << " to " << out.string() << "\n";
     return 0;
 }
 

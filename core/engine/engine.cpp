@@ -163,7 +163,7 @@ std::unique_ptr<ModelWeights> Engine::load_weights_for(ModelInfo& info) {
         const auto recipe = find_builtin(source_.builtin_name);
         if (!recipe) throw std::runtime_error(options_.model_spec + ": unknown built-in model");
         weights = std::make_unique<ModelWeights>(generate_builtin_weights(*recipe, options_.n_threads, active_flag()));
-        info.synthetic_weights = true;
+        info.synthetic_weights = !recipe->trained();
         info.fingerprint = sha256_hex(builtin_recipe_text(*recipe));
     } else {
         const ModelConfig config = ModelConfig::from_json(source_.config, (source_.dir / "config.json").string());

@@ -1,9 +1,10 @@
 #include "core/model/builtin_model.h"
 
 #include "core/base/cancelled.h"
-
-
+#include "core/base/json_text.h"
 #include "core/base/kernel_math.h"
+#include "core/base/sha256.h"
+#include "core/model/bundled_models.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,14 @@
 #include <memory>
 #include <sstream>
 #include <thread>
+
+// Without cc_bundled_models in the program (only the app, the CLI and the tests that need it link
+// its 35 MB), these weak fallbacks say that no trained built-in model is there.
+namespace cc::embedded {
+__attribute__((weak)) std::string_view toolcaller_safetensors() { return {}; }
+__attribute__((weak)) std::string_view toolcaller_config_json() { return {}; }
+__attribute__((weak)) std::string_view toolcaller_generation_config_json() { return {}; }
+}  // namespace cc::embedded
 
 namespace cc {
 namespace {
@@ -79,25 +88,62 @@ void fill_chunk(const TensorSpec& spec, uint64_t seed, size_t tensor_index, size
     }
 }
 
+// The trained tool-calling model (resources/models/toolcaller), embedded: its config.json gives the
+// shape, its generation_config.json the stop ids.
+BuiltinRecipe toolcaller_recipe() {
+    static const BuiltinRecipe recipe = [] {
+        BuiltinRecipe r;
+        r.name = "toolcaller";
+        r.description = "a small Qwen3-architecture model trained here for tool selection, not a general assistant "
+                        "(resources/models/toolcaller, embedded)";
+        const std::string source = "builtin:toolcaller config.json";
+        r.config = ModelConfig::from_json(nlohmann::json(parse_json_text(embedded::toolcaller_config_json(), source, 16)), source);
+        r.weight_dtype = DType::bf16;
+        r.checkpoint = embedded::toolcaller_safetensors();
+        const std::string gen_source = "builtin:toolcaller generation_config.json";
+        r.generation_eos_ids =
+            generation_eos_token_ids(nlohmann::json(parse_json_text(embedded::toolcaller_generation_config_json(), gen_source, 16)),
+                                     gen_source);
+        return r;
+    }();
+    return recipe;
+}
+
+BuiltinRecipe synthetic(std::string name, std::string description, ModelConfig config, uint64_t seed, DType dtype) {
+    BuiltinRecipe r;
+    r.name = std::move(name);
+    r.description = std::move(description);
+    r.config = std::move(config);
+    r.seed = seed;
+    r.weight_dtype = dtype;
+    return r;
+}
+
+const std::string& checkpoint_sha256(std::string_view bytes) {
+    static const std::string hash = sha256_hex(bytes);   // one trained builtin today
+    return hash;
+}
+
 }  // namespace
 
 std::vector<BuiltinRecipe> builtin_recipes() {
     std::vector<BuiltinRecipe> r;
+    if (!embedded::toolcaller_safetensors().empty()) r.push_back(toolcaller_recipe());
     // The default: small enough that a 20-tool full prefill (~3,000 tokens) takes about a second
     // on two cores, large enough that the cache's effect is the real one (prefill dominates TTFT).
-    r.push_back({"qwen3-demo", "Qwen3 architecture, 8 layers, hidden 512, synthetic weights (the app's default)",
-                 qwen3_config(512, 8, 8, 4, 64, 1536, true), 20260101, DType::bf16});
-    r.push_back({"qwen3-test", "tiny Qwen3 for fast tests: 2 layers, hidden 64, head_dim 32 (!= 64/4)",
-                 qwen3_config(64, 2, 4, 2, 32, 128, true), 7, DType::bf16});
+    r.push_back(synthetic("qwen3-demo", "Qwen3 architecture, 8 layers, hidden 512, synthetic weights (the app's default)",
+                 qwen3_config(512, 8, 8, 4, 64, 1536, true), 20260101, DType::bf16));
+    r.push_back(synthetic("qwen3-test", "tiny Qwen3 for fast tests: 2 layers, hidden 64, head_dim 32 (!= 64/4)",
+                 qwen3_config(64, 2, 4, 2, 32, 128, true), 7, DType::bf16));
     // The exact Qwen3 architectures (config.json of the released checkpoints) with synthetic weights.
-    r.push_back({"qwen3-0.6b", "Qwen3-0.6B shape, synthetic weights", qwen3_config(1024, 28, 16, 8, 128, 3072, true), 6,
-                 DType::bf16});
-    r.push_back({"qwen3-1.7b", "Qwen3-1.7B shape, synthetic weights", qwen3_config(2048, 28, 16, 8, 128, 6144, true), 17,
-                 DType::bf16});
-    r.push_back({"qwen3-4b", "Qwen3-4B shape, synthetic weights", qwen3_config(2560, 36, 32, 8, 128, 9728, true), 4,
-                 DType::bf16});
-    r.push_back({"qwen3-8b", "Qwen3-8B shape, synthetic weights", qwen3_config(4096, 36, 32, 8, 128, 12288, false), 8,
-                 DType::bf16});
+    r.push_back(synthetic("qwen3-0.6b", "Qwen3-0.6B shape, synthetic weights", qwen3_config(1024, 28, 16, 8, 128, 3072, true), 6,
+                 DType::bf16));
+    r.push_back(synthetic("qwen3-1.7b", "Qwen3-1.7B shape, synthetic weights", qwen3_config(2048, 28, 16, 8, 128, 6144, true), 17,
+                 DType::bf16));
+    r.push_back(synthetic("qwen3-4b", "Qwen3-4B shape, synthetic weights", qwen3_config(2560, 36, 32, 8, 128, 9728, true), 4,
+                 DType::bf16));
+    r.push_back(synthetic("qwen3-8b", "Qwen3-8B shape, synthetic weights", qwen3_config(4096, 36, 32, 8, 128, 12288, false), 8,
+                 DType::bf16));
     return r;
 }
 
@@ -109,6 +155,11 @@ std::optional<BuiltinRecipe> find_builtin(const std::string& name) {
 
 std::string builtin_recipe_text(const BuiltinRecipe& recipe) {
     std::ostringstream s;
+    if (recipe.trained()) {
+        s << "contextcache trained builtin model\nname=" << recipe.name << "\ncheckpoint_sha256="
+          << checkpoint_sha256(recipe.checkpoint) << "\nconfig=" << recipe.config.to_json().dump() << "\n";
+        return s.str();
+    }
     s << "contextcache builtin model\nname=" << recipe.name << "\ngenerator_version=" << kBuiltinGeneratorVersion
       << "\nseed=" << recipe.seed << "\nweight_dtype=" << dtype_name(recipe.weight_dtype)
       << "\nconfig=" << recipe.config.to_json().dump() << "\n";
@@ -125,6 +176,9 @@ uint64_t builtin_parameter_count(const ModelConfig& c) {
 }
 
 ModelWeights generate_builtin_weights(const BuiltinRecipe& recipe, int n_threads, const std::atomic<bool>* cancel) {
+    if (recipe.trained())
+        return load_weights(std::as_bytes(std::span(recipe.checkpoint.data(), recipe.checkpoint.size())),
+                            "builtin:" + recipe.name + " model.safetensors", recipe.config);
     return generate_synthetic_weights(recipe.config, recipe.seed, recipe.weight_dtype, n_threads, cancel);
 }
 

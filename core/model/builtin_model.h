@@ -1,6 +1,11 @@
-// Built-in models (DESIGN §5): the Qwen3 architecture with deterministic, seeded, synthetic
-// weights generated in memory at load, and the bundled real Qwen3 tokenizer. Timings, cache
-// behaviour and exactness are real; the generated text is not meaningful.
+// Built-in models (DESIGN §5), all with the bundled real Qwen3 tokenizer and needing no file at run
+// time:
+// - synthetic ones: the Qwen3 architecture with deterministic, seeded weights generated in memory
+//   at load. Timings, cache behaviour and exactness are real; the generated text is not meaningful.
+// - trained ones: a checkpoint trained by this project, embedded in the program (today one:
+//   "toolcaller", resources/models/toolcaller, a small model trained for tool selection), listed
+//   when the program links cc_bundled_models (the app, the CLI, the tests that use it). Loaded
+//   through the same safetensors checks as a model directory.
 #pragma once
 
 #include "core/model/model_config.h"
@@ -11,6 +16,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cc {
@@ -23,19 +29,26 @@ struct BuiltinRecipe {
     ModelConfig config;
     uint64_t seed = 0;
     DType weight_dtype = DType::bf16;
+    // A trained model: the bytes of its model.safetensors embedded in the program (empty for
+    // synthetic weights), and its generation_config.json eos ids.
+    std::string_view checkpoint;
+    std::vector<int> generation_eos_ids;
+    bool trained() const { return !checkpoint.empty(); }
 };
 
 std::vector<BuiltinRecipe> builtin_recipes();
 std::optional<BuiltinRecipe> find_builtin(const std::string& name);
 
 // The text the built-in model's fingerprint is the hash of: architecture, shape, seed, dtype and
-// generator version — everything that determines the weights' bits.
+// generator version — everything that determines the weights' bits; for a trained model its
+// config and the SHA-256 of its checkpoint (hashed once per process).
 std::string builtin_recipe_text(const BuiltinRecipe& recipe);
 
 // Parameter count (embedding and lm_head included once when tied).
 uint64_t builtin_parameter_count(const ModelConfig& config);
 
-// Generates the weights. Deterministic: every tensor is split into fixed chunks, each with its own
+// The weights: a trained model's are its embedded checkpoint, used in place. Synthetic ones are
+// generated. Deterministic: every tensor is split into fixed chunks, each with its own
 // seed derived from (recipe seed, tensor index, chunk index), so the bits do not depend on
 // `n_threads` (0 = all cores). `cancel` (optional) is checked between chunks: when set, the call
 // throws Cancelled (backend.h) and nothing is kept.

@@ -25,6 +25,9 @@ constexpr const char* kBuiltinPrefix = "builtin:";
 
 BuiltinRecipe builtin_recipe(const std::string& name) {
     if (auto r = find_builtin(name)) return *r;
+    if (name == "toolcaller")
+        throw std::runtime_error("builtin:toolcaller: this program was built without the embedded trained model "
+                                 "(cc_bundled_models); load its directory instead: --model resources/models/toolcaller");
     std::string known;
     for (const auto& n : builtin_model_names()) known += (known.empty() ? "builtin:" : ", builtin:") + n;
     throw std::runtime_error("builtin:" + name + ": unknown built-in model (known: " + known + ")");
@@ -52,8 +55,10 @@ ModelSource resolve_model(const std::string& spec) {
     if (spec.starts_with(kBuiltinPrefix)) {
         m.builtin = true;
         m.builtin_name = spec.substr(std::char_traits<char>::length(kBuiltinPrefix));
-        m.config = builtin_recipe(m.builtin_name).config.to_json();
+        const BuiltinRecipe recipe = builtin_recipe(m.builtin_name);
+        m.config = recipe.config.to_json();
         m.config["architectures"] = {"Qwen3ForCausalLM"};
+        m.generation_eos_ids = recipe.generation_eos_ids;
         return m;
     }
     m.dir = spec;

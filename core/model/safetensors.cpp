@@ -223,8 +223,14 @@ std::vector<TensorInfo> parse_safetensors_header(std::span<const std::byte> byte
     return tensors;
 }
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path) {
-    tensors_ = parse_safetensors_header(file_.bytes(), file_.size(), path.string(), &data_start_);
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path), path_(path), bytes_(file_.bytes()) {
+    tensors_ = parse_safetensors_header(bytes_, bytes_.size(), path.string(), &data_start_);
+    for (size_t i = 0; i < tensors_.size(); ++i) by_name_.emplace(tensors_[i].name, i);
+}
+
+SafetensorsFile::SafetensorsFile(std::span<const std::byte> bytes, const std::string& source)
+    : path_(source), bytes_(bytes) {
+    tensors_ = parse_safetensors_header(bytes_, bytes_.size(), source, &data_start_);
     for (size_t i = 0; i < tensors_.size(); ++i) by_name_.emplace(tensors_[i].name, i);
 }
 
@@ -234,7 +240,7 @@ const TensorInfo* SafetensorsFile::find(const std::string& name) const {
 }
 
 std::span<const std::byte> SafetensorsFile::data(const TensorInfo& t) const {
-    return file_.bytes().subspan(data_start_ + t.offset, t.n_bytes);
+    return bytes_.subspan(data_start_ + t.offset, t.n_bytes);
 }
 
 }  // namespace cc

@@ -41,13 +41,19 @@ std::vector<TensorInfo> parse_safetensors_header(std::span<const std::byte> byte
 class SafetensorsFile {
 public:
     explicit SafetensorsFile(const std::filesystem::path& path);  // mmaps and parses
+    // A file's bytes that are already in memory (a checkpoint embedded in the program) and outlive
+    // this object; `source` names it in errors. Parsed as strictly as a file on disk.
+    SafetensorsFile(std::span<const std::byte> bytes, const std::string& source);
     const std::vector<TensorInfo>& tensors() const { return tensors_; }
     const TensorInfo* find(const std::string& name) const;
     std::span<const std::byte> data(const TensorInfo& t) const;
-    const std::filesystem::path& path() const { return file_.path(); }
+    const std::filesystem::path& path() const { return path_; }
+    bool mapped() const { return file_.data() != nullptr; }  // bytes lie in a file mapping of ours
 
 private:
     MappedFile file_;
+    std::filesystem::path path_;
+    std::span<const std::byte> bytes_;
     size_t data_start_ = 0;
     std::vector<TensorInfo> tensors_;
     std::map<std::string, size_t> by_name_;

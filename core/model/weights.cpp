@@ -157,7 +157,7 @@ public:
         t.shape = info->shape;
         t.n_bytes = info->n_bytes;
         t.data = file->data(*info).data();
-        t.file_mapped = true;
+        t.file_mapped = file->mapped();
         // Old files were written without padding the header to 8 bytes; kernels may assume each
         // tensor is aligned to its element size, so a misaligned one is copied (rare, small cost).
         if (reinterpret_cast<uintptr_t>(t.data) % dtype_bytes(t.dtype) != 0) {
@@ -200,10 +200,12 @@ private:
 
 }  // namespace
 
-ModelWeights load_weights(const fs::path& dir, const ModelConfig& config) {
+namespace {
+
+ModelWeights load_checkpoint(Checkpoint ck, const ModelConfig& config) {
     ModelWeights w;
     w.config = config;
-    Loader loader(open_checkpoint(dir), w);
+    Loader loader(std::move(ck), w);
     const auto& c = config;
     const int64_t dim = c.dim, ffn = c.ffn_dim, vocab = c.vocab_size, hd = c.head_dim;
     const int64_t q_rows = int64_t{c.n_heads} * hd, kv_rows = int64_t{c.n_kv_heads} * hd;
@@ -277,6 +279,21 @@ ModelWeights load_weights(const fs::path& dir, const ModelConfig& config) {
                           " tensors were not aligned to their element size in the file and were copied");
     for (const auto& f : loader.checkpoint().files) w.storage.push_back(f);
     return w;
+}
+
+}  // namespace
+
+ModelWeights load_weights(const fs::path& dir, const ModelConfig& config) {
+    return load_checkpoint(open_checkpoint(dir), config);
+}
+
+ModelWeights load_weights(std::span<const std::byte> safetensors, const std::string& source, const ModelConfig& config) {
+    Checkpoint ck;
+    ck.source = source;
+    auto file = std::make_shared<const SafetensorsFile>(safetensors, source);
+    for (const auto& t : file->tensors()) ck.tensors.emplace(t.name, Located{file, &t});
+    ck.files.push_back(std::move(file));
+    return load_checkpoint(std::move(ck), config);
 }
 
 }  // namespace cc

@@ -68,6 +68,10 @@ struct ModelWeights {
 // contents (differing ones are an error naming both); embed and lm_head then point at the same bytes.
 ModelWeights load_weights(const std::filesystem::path& dir, const ModelConfig& config);
 
+// The same checks and binding for one safetensors file already in memory (a checkpoint embedded in
+// the program); the bytes must outlive the weights. `source` names it in errors.
+ModelWeights load_weights(std::span<const std::byte> safetensors, const std::string& source, const ModelConfig& config);
+
 // Builds a backend's own view of decoder layer `layer` (a struct with LayerWeights' member names),
 // converting each tensor with the backend's `vec(tensor, name, n)` for the norm and bias vectors and
 // `mat(tensor, name, rows, cols)` for the matrices; `name` is the checkpoint's, for the errors.

@@ -3,6 +3,7 @@
 #include "core/engine/engine.h"
 #include "core/cpu/kernels.h"
 #include "core/model/builtin_model.h"
+#include "core/model/model_spec.h"
 #include "core/engine/result_json.h"
 #include "tests/test_support.h"
 
@@ -261,6 +262,18 @@ TEST(Engine, BuiltinWeightsDoNotDependOnThreadCount) {
     EXPECT_EQ(std::memcmp(a.embed.data, b.embed.data, a.embed.n_bytes), 0);
     EXPECT_EQ(std::memcmp(a.layers[1].w_down.data, b.layers[1].w_down.data, a.layers[1].w_down.n_bytes), 0);
     EXPECT_NE(cc::builtin_recipe_text(recipe), cc::builtin_recipe_text(*cc::find_builtin("qwen3-demo")));
+}
+
+TEST(Engine, TrainedBuiltinIsAbsentWithoutItsObjects) {
+    // This program does not link cc_bundled_models: the trained model is not listed, and asking
+    // for it says how to load it instead.
+    for (const auto& r : cc::builtin_recipes()) EXPECT_FALSE(r.trained()) << r.name;
+    try {
+        cc::resolve_model("builtin:toolcaller");
+        FAIL() << "expected an error";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("resources/models/toolcaller"), std::string::npos) << e.what();
+    }
 }
 
 TEST(Engine, ResultJsonHasTheDesignFields) {

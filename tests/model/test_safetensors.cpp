@@ -120,6 +120,26 @@ TEST(Safetensors, ParsesF32F16Bf16AndReadsTheirBytes) {
     EXPECT_EQ(f.path(), path);
 }
 
+TEST(Safetensors, BytesInMemoryParseAsAFileDoes) {
+    const std::string bytes = test::safetensors_bytes({{"a", "F32", {2, 3}}, {"b", "BF16", {5}}});
+    SafetensorsFile f(as_bytes(bytes), "builtin:x model.safetensors");
+    EXPECT_FALSE(f.mapped());
+    EXPECT_EQ(f.path(), std::filesystem::path("builtin:x model.safetensors"));
+    const TensorInfo* b = f.find("b");
+    ASSERT_NE(b, nullptr);
+    const auto d = f.data(*b);
+    ASSERT_EQ(d.size(), 10u);
+    EXPECT_EQ(d.data(), as_bytes(bytes).data() + (bytes.size() - 10));  // in place, no copy
+    // the same strict checks, naming the source
+    const std::string cut = bytes.substr(0, bytes.size() - 1);
+    try {
+        SafetensorsFile bad(as_bytes(cut), "builtin:x model.safetensors");
+        FAIL() << "a truncated checkpoint parsed";
+    } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("builtin:x model.safetensors: ", 0), 0u) << e.what();
+    }
+}
+
 TEST(Safetensors, EmptyHeaderAndZeroSizedTensors) {
     EXPECT_EQ(parse_error(raw("{}", 0)), "");
     EXPECT_EQ(parse_error(test::safetensors_bytes({{"z", "F32", {0, 4}}, {"a", "F16", {2}}})), "");

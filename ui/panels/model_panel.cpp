@@ -59,8 +59,8 @@ ModelPanel::ModelPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
     m_model = new QComboBox(this);
     m_model->setObjectName(QStringLiteral("modelCombo"));
-    m_model->setToolTip(tr("The model: a built-in model (Qwen3 architecture, real tokenizer, synthetic weights) "
-                           "or a Hugging Face model directory"));
+    m_model->setToolTip(tr("The model: a built-in model (Qwen3 architecture, real tokenizer; the small model "
+                           "trained here for tool selection, or synthetic weights) or a Hugging Face model directory"));
     m_model->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     m_model->setMinimumContentsLength(18);
     addBuiltinModels();
@@ -252,6 +252,7 @@ void ModelPanel::addBuiltinModels() {
         const double bytes = double(params) * 2.0;   // bf16
         QString label = spec;
         if (recipe.name == "qwen3-demo") label += tr("  (default)");
+        else if (recipe.trained()) label += tr("  (trained here: tool calls)");
         else if (recipe.name == "qwen3-test") label += tr("  (tiny, tests)");
         else label += tr("  (%1 params, %2 — slow on CPU)").arg(humanCount(params), QLocale().formattedDataSize(qint64(bytes)));
         m_model->addItem(icon(QStringLiteral("model")), label, spec);

@@ -1,5 +1,7 @@
 #include "ui/shell/main_window.h"
 
+#include "core/model/builtin_model.h"
+
 #include "ui/research/bench_panel.h"
 #include "ui/research/chunk_reuse_panel.h"
 #include "ui/panels/cache_panel.h"
@@ -108,7 +110,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
         if (task == QLatin1String("load")) {
             // The previous model (if any) is still the one in use.
             const auto* info = m_engine->modelInfo();
-            updateSyntheticBanner(info ? QString::fromStdString(info->spec) : QString(), info && info->synthetic_weights);
+            updateModelBanner(info);
         }
     });
     connect(m_engine, &EngineController::warning, this, &MainWindow::showWarning);
@@ -161,8 +163,14 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     });
 #endif
     if (m_options.autoLoad) {
-        updateSyntheticBanner(QString::fromStdString(m_modelPanel->request().spec),
-                              m_modelPanel->request().spec.rfind("builtin:", 0) == 0);
+        // what the model about to load is, before it has loaded
+        const std::string spec = m_modelPanel->request().spec;
+        cc::ModelInfo planned;
+        planned.spec = spec;
+        planned.builtin = spec.rfind("builtin:", 0) == 0;
+        const auto recipe = planned.builtin ? cc::find_builtin(spec.substr(8)) : std::nullopt;
+        planned.synthetic_weights = planned.builtin && !(recipe && recipe->trained());
+        updateModelBanner(&planned);
         m_modelPanel->load();
     }
 }
@@ -372,14 +380,20 @@ MessageBanner* MainWindow::addBanner(int kind, const QString& text, const QStrin
     return banner;
 }
 
-void MainWindow::updateSyntheticBanner(const QString& spec, bool synthetic) {
-    if (!synthetic) {
+void MainWindow::updateModelBanner(const cc::ModelInfo* info) {
+    if (!info || !info->builtin) {
         m_syntheticBanner->hide();
         return;
     }
-    m_syntheticBanner->setText(tr("<b>%1 has synthetic weights</b> — timings and exactness are real, text is not. "
-                                  "Load a Hugging Face model directory for meaningful answers.")
-                                   .arg(spec.toHtmlEscaped()));
+    const QString spec = QString::fromStdString(info->spec).toHtmlEscaped();
+    if (info->synthetic_weights)
+        m_syntheticBanner->setText(tr("<b>%1 has synthetic weights</b> — timings and exactness are real, text is not. "
+                                      "Load a Hugging Face model directory for meaningful answers.")
+                                       .arg(spec));
+    else
+        m_syntheticBanner->setText(tr("<b>%1: a small model trained here for tool selection, not a general "
+                                      "assistant</b> — it often picks the wrong tool. Timings and exactness are real.")
+                                       .arg(spec));
     m_syntheticBanner->show();
 }
 
@@ -464,7 +478,7 @@ void MainWindow::onModelLoaded(const cc::ModelInfo& info) {
                                                         QString::fromStdString(info.backend_reason)));
     m_threadsLabel->setText(tr("%n thread(s)", nullptr, info.n_threads));
     setWindowTitle(tr("ContextCache — %1").arg(m_modelLabel->text()));
-    updateSyntheticBanner(spec, info.synthetic_weights);
+    updateModelBanner(&info);
     statusBar()->showMessage(tr("Loaded %1 in %2 ms").arg(spec).arg(info.load_ms, 0, 'f', 0), kMessageMs);
     m_engine->listCache();
 }

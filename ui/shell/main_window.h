@@ -81,7 +81,8 @@ private:
     void buildStatusBar();
     QDockWidget* addPanelDock(QWidget* panel, const QString& title, const QString& objectName, const QString& tip);
     MessageBanner* addBanner(int kind, const QString& text, const QString& objectName);
-    void updateSyntheticBanner(const QString& spec, bool synthetic);
+    // What a built-in model is: synthetic weights, or the small model trained here.
+    void updateModelBanner(const cc::ModelInfo* info);
     void onBusyChanged(bool busy, const QString& task);
     void onProgress(const cc::ui::Progress& progress);
     void onModelLoaded(const cc::ModelInfo& info);
