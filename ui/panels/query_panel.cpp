@@ -212,6 +212,8 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_args->setFont(monospace());
     m_args->setToolTip(tr("The call's arguments, each value as compact JSON"));
     m_args->setMaximumHeight(m_args->fontMetrics().lineSpacing() * 6 + 12);
+    // at least the header and one row: the dock shares 1280x800 with the others
+    m_args->setMinimumHeight(m_args->fontMetrics().lineSpacing() * 2 + 12);
     auto* callRow = new QHBoxLayout;
     callRow->addWidget(callTitle);
     callRow->addWidget(m_callName, 1);
@@ -231,14 +233,16 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
                                 "conversation cache, and the new tokens prefilled now"));
     // Small minimums: the dock shares 1280x800 with the others; the splitter gives them the rest.
     const int line = m_transcript->fontMetrics().lineSpacing();
-    m_transcript->setMinimumHeight(line * 3 + 12);
+    m_transcript->setMinimumHeight(line * 2 + 12);
     m_output->setMinimumHeight(line * 2 + 12);
     m_fullOutput->setMinimumHeight(line * 2 + 12);
     m_transcript->setPlaceholderText(tr("The conversation appears here. Compile a tool set, type a message and press "
                                         "Ctrl+Enter; every turn after the first reuses the KV of the turns before."));
 
     // a result box per tool call of the last reply
-    auto* resultsGroup = new QGroupBox(tr("Tool results"), this);
+    // One band with its title at the left, no frame: the dock stays short enough for 1280x800.
+    auto* resultsGroup = new QWidget(this);
+    resultsGroup->setObjectName(QStringLiteral("toolResultsBox"));
     resultsGroup->setToolTip(tr("What each called tool returned (edit it), sent back as tool messages with the "
                                 "calls' ids; the model then answers again"));
     m_resultsBox = resultsGroup;
@@ -250,6 +254,8 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_sendResults->setToolTip(tr("Append a tool message per call and run the next turn"));
     connect(m_sendResults, &QPushButton::clicked, this, &QueryPanel::sendToolResults);
     auto* resultsLayout = new QHBoxLayout(resultsGroup);
+    resultsLayout->setContentsMargins(0, 0, 0, 0);
+    resultsLayout->addWidget(new QLabel(tr("<b>Tool results:</b>"), resultsGroup), 0, Qt::AlignTop);
     resultsLayout->addWidget(m_resultsRows, 1);
     resultsLayout->addWidget(m_sendResults, 0, Qt::AlignBottom);
     m_resultsBox->hide();
@@ -275,6 +281,7 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     views->setChildrenCollapsible(false);
 
     auto* layout = new QVBoxLayout(this);
+    layout->setSpacing(4);   // eight bands share the dock's height at 1280x800
     layout->addWidget(views, 1);
     layout->addWidget(m_callBox);
     layout->addWidget(m_resultsBox);
@@ -647,7 +654,7 @@ void QueryPanel::showToolResults(const std::vector<cc::ChatToolCall>& calls) {
         edit->setFont(monospace());
         edit->setTabChangesFocus(true);
         edit->setToolTip(tr("The result of %1, as the tool would return it (usually JSON)").arg(QString::fromStdString(calls[i].name)));
-        edit->setFixedHeight(edit->fontMetrics().lineSpacing() * 2 + 12);
+        edit->setFixedHeight(edit->fontMetrics().lineSpacing() + 14);   // one line shown; it scrolls
         rowLayout->addWidget(label);
         rowLayout->addWidget(edit, 1);
         rows->addWidget(row);

@@ -34,7 +34,7 @@ namespace {
 QChartView* makeView(QChart* chart, QWidget* parent) {
     auto* view = new QChartView(chart, parent);
     view->setRenderHint(QPainter::Antialiasing);
-    view->setMinimumHeight(150);
+    view->setMinimumHeight(130);
     return view;
 }
 
@@ -116,7 +116,7 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 1);
     split->setSizes({600, 140});   // the chart gets most of the height; the history scrolls
-    m_historyView->setMinimumHeight(70);
+    m_historyView->setMinimumHeight(56);
     m_tabs->addTab(split, tr("Requests"));
     m_tabs->setTabToolTip(0, tr("Per-request timing split and history"));
     connect(m_historyView->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
