@@ -45,15 +45,15 @@ def main():
     with torch.no_grad():
         # last suffix position's logits through the training forward
         P, S = len(prefix), len(suffix)
-        at = torch.tensor([[0, S - 1]])
-        xp = m.embed_tokens(torch.tensor(prefix))[None]
-        xs = m.embed_tokens(torch.tensor([suffix]))
-        rope_p, rope_s = m.rope(0, P), m.rope(P, S)
+        ids_p, ids_s = torch.tensor(prefix), torch.tensor([suffix])
+        xp = m.embed_tokens(ids_p)[None]
+        xs = [m.embed_tokens(ids_s)]
+        rope_p, rope_s = m.rope(0, P), [m.rope(P, S)]
         mask_p = torch.full((P, P), float("-inf")).triu(1)
-        mask_s = torch.cat((torch.zeros(S, P), torch.full((S, S), float("-inf")).triu(1)), dim=1)
+        mask_s = [torch.full((S, S), float("-inf")).triu(1)]
         for layer in m.layers:
             xp, xs = layer(xp, xs, rope_p, rope_s, mask_p, mask_s)
-        h = train.rms_norm(xs[at[:, 0], at[:, 1]], m.norm, c["rms_norm_eps"])
+        h = train.rms_norm(xs[0][0, S - 1][None], m.norm, c["rms_norm_eps"])
         ours = (h @ m.embed_tokens.weight.t())[0].numpy()
     ids = ",".join(str(i) for i in prefix + suffix)
     theirs = np.array(json.loads(subprocess.check_output([cli, "--model", model_dir, "--backend", "cpu", "--json",

@@ -12,8 +12,13 @@ The evaluation set resources/eval/tool_calls.jsonl is held out: any generated qu
 set is close to an evaluation query is dropped (and resources/toolsets/sample_queries.json, which
 paraphrases evaluation queries, is not used at all).
 
-Output: train.pkl, a pickle of {"examples": [(array('i') ids, n_prompt)], "stats": {...}}.
-Usage: make_data.py --out DIR [--n 40000] [--seed 1234] [--max-tokens 3600]
+Also: requests for a bundled tool that the context does not offer (answered "no tool"), so the
+model has to read its context; the evaluation's own tool sets never appear as a training context.
+
+Output: train.pkl, a pickle of {"groups": [{"prefix", "n_tools", "suffixes": [(array('i') ids,
+n_prompt)], "system"}], "stats": {...}}.
+Usage: make_data.py --out DIR [--groups 5000] [--seed 1234] [--max-prefix 3600] [--max-queries 40]
+       [--tools-asked 20] [--max-k 26] [--dump-tools]
 """
 import argparse
 import json
@@ -304,6 +309,55 @@ CHITCHAT = [
     "Explain what an API is to a beginner.", "How does a vaccine work?", "Tell me about the history of tea.",
     "What is the meaning of 'carpe diem'?", "Describe the water cycle.", "Why do leaves change colour in fall?",
 ]
+# General requests built from templates and topics, so the "no tool" answer is learned from the
+# shape of a request (explain, define, write, greet, thank) rather than from ~70 fixed strings.
+TOPICS = [
+    "black holes", "the French Revolution", "photosynthesis", "jazz music", "the immune system", "volcanoes",
+    "the stock market", "quantum computing", "the printing press", "coral reefs", "the Silk Road", "origami",
+    "electric cars", "the Renaissance", "sourdough bread", "chess openings", "the human heart", "glaciers",
+    "the Olympic Games", "bitcoin", "climate change", "the Great Wall of China", "honeybees", "the internet",
+    "democracy", "the moon landing", "dinosaurs", "rainbows", "the theory of evolution", "tea ceremonies",
+    "the pyramids of Giza", "neural networks", "compound interest", "opera", "the Amazon rainforest",
+    "penguins", "the water cycle", "public speaking", "meditation", "the Cold War", "tides", "earthquakes",
+    "solar panels", "the Roman Empire", "minimalism", "impressionist painting", "the periodic table",
+    "the violin", "supply chains", "the Big Bang", "vaccines", "recycling", "the Nile", "Shakespeare",
+    "haiku poetry", "sleep cycles", "inflation", "cryptography", "wolves", "jellyfish", "the Aurora Borealis",
+    "time management", "the Fibonacci sequence", "gardening", "marathon training", "the Beatles",
+    "the Eiffel Tower", "machine translation", "recursion", "object-oriented programming", "version control",
+    "the scientific method", "stoicism", "the Moon", "Mars", "octopuses", "the Industrial Revolution",
+    "bees and flowers", "friendship", "procrastination", "calligraphy", "volleyball", "the samurai",
+    "the Maya civilization", "DNA", "gravity", "magnets", "the speed of sound", "fermentation", "kites",
+]
+GENERAL_TEMPLATES = [
+    "Tell me about {t}.", "What do you know about {t}?", "Explain {t} in simple terms.", "Give me a fun fact about {t}.",
+    "Can you summarize the history of {t}?", "Why is {t} important?", "Write a short poem about {t}.",
+    "Write a haiku about {t}.", "What's the most surprising thing about {t}?", "Explain {t} like I'm five.",
+    "I'm curious about {t}, where should I start?", "Give me three interesting facts about {t}.",
+    "How would you describe {t} in one sentence?", "What are common misconceptions about {t}?",
+    "Tell me a joke about {t}.", "What is the basic idea behind {t}?", "Could you explain {t} briefly?",
+    "Do you have an opinion on {t}?", "Recommend a book about {t}.", "What should a beginner know about {t}?",
+    "{T} - what's the deal with that?", "quick question, what is {t}", "explain {t} pls",
+]
+SMALL_TALK = [
+    "hi", "hello", "hey there", "good morning", "good afternoon!", "good night", "how's it going?",
+    "thanks!", "thank you so much", "thanks, that helps", "great, thanks a lot", "ok", "okay cool", "got it",
+    "perfect", "you're awesome", "bye", "see you later", "that's all", "never mind", "nothing else for now",
+    "I'm tired today.", "I'm a bit nervous about tomorrow.", "I had a great day!", "Can you keep me company?",
+    "What can you do?", "Who are you?", "Are you a robot?", "Do you like music?", "Tell me something nice.",
+    "I'm bored.", "I feel happy today", "What's your name?", "lol", "hmm", "interesting", "Sounds good.",
+]
+
+
+def general_request(rng):
+    r = rng.random()
+    if r < 0.25:
+        return rng.choice(CHITCHAT)
+    if r < 0.45:
+        return rng.choice(SMALL_TALK)
+    t = rng.choice(TOPICS)
+    return rng.choice(GENERAL_TEMPLATES).format(t=t, T=t[:1].upper() + t[1:])
+
+
 NO_TOOL_ANSWERS = {
     "chat": "I can answer that directly; no tool is needed.",
     "irrelevant": "None of the available tools can help with that.",
@@ -442,33 +496,40 @@ def build_context(rng, must, pools, k):
     return chosen
 
 
-def sample_k(rng):
-    # Small contexts: on the shared 2-core machine attention over long prefixes is what limits
-    # how many examples fit in the time budget (see the model card).
+def sample_k(rng, max_k):
+    """How many tools a context holds. Contexts as long as the 20-tool evaluation prompts are in the
+    mix (train.py starts on the short ones and brings the long ones in later)."""
     r = rng.random()
-    if r < 0.35:
-        return rng.randint(2, 4)
-    if r < 0.85:
-        return rng.randint(5, 8)
-    return rng.randint(9, 12)
+    if r < 0.2:
+        k = rng.randint(2, 4)
+    elif r < 0.55:
+        k = rng.randint(5, 9)
+    elif r < 0.8:
+        k = rng.randint(10, 15)
+    else:
+        k = rng.randint(16, 26)
+    return min(k, max_k)
 
 
-def make_group(rng, rd, holdout, bundled, sets, bfcl_calls, bfcl_irrel, bfcl_pool, max_prefix, n_max):
+def name_words(name):
+    return {w for w in words_of(name).split() if w not in ("get", "create", "search", "list", "set", "run",
+                                                             "update", "find", "check", "send", "crm", "request")}
+
+
+def make_group(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfcl_pool, max_prefix, n_max, max_k,
+               args_max_tools_asked=12):
     """One tool context and the queries asked against it: [(query, call or None, kind)]."""
     r = rng.random()
     entries = []   # BFCL call entries whose functions are in the context
-    if r < 0.15:
-        tools = list(sets[5] if rng.random() < 0.7 else sets[10])   # an evaluation tool set as a whole
-        mode = "eval_set"
-    elif r < 0.85:
-        k = sample_k(rng)
+    if r < 0.85:
+        k = sample_k(rng, max_k)
         n_bfcl = rng.choice([0, 0, 0, 1, 1, 2])
         entries = rng.sample(bfcl_calls, n_bfcl)
         must = [f for e in entries for f in e["functions"] if rng.random() < 0.7 or f["name"] == e["call"]["name"]]
         tools = build_context(rng, must, [(0.85, bundled), (0.15, bfcl_pool)], max(k, len(must)))
         mode = "mixed"
     else:
-        k = sample_k(rng)
+        k = sample_k(rng, max_k)
         entries = rng.sample(bfcl_calls, rng.choice([1, 2]))
         irr = rng.sample(bfcl_irrel, 2)
         must = [f for e in entries for f in e["functions"]] + [f for e in irr for f in e["functions"]]
@@ -488,6 +549,9 @@ def make_group(rng, rd, holdout, bundled, sets, bfcl_calls, bfcl_irrel, bfcl_poo
         idx = [i for i, t in enumerate(tools) if tool_name(t) not in needed] or list(range(len(tools)))
         tools.pop(rng.choice(idx))
         prefix_len = len(rd.prompt_ids(tools, "")[0])
+    names = frozenset(tool_name(t) for t in tools)
+    if names in eval_sets:   # the evaluation's tool sets are never a training context
+        return tools, []
     by_name = {tool_name(t): normalise_tool(t) for t in tools}
     items = []
     for e in entries:
@@ -499,12 +563,21 @@ def make_group(rng, rd, holdout, bundled, sets, bfcl_calls, bfcl_irrel, bfcl_poo
     rng.shuffle(cands)
     # several queries per tool: the prefix is computed once per group, so more queries per
     # context is the cheapest way to more training examples
-    for fn in cands[:8]:
+    for fn in cands[:args_max_tools_asked]:
         for _ in range(rng.choice([1, 2, 2, 3])):
             q, call = query_for_tool(rng, fn)
             items.append((q, call, "bundled_call"))
-    for _ in range(rng.choice([1, 2, 3])):
-        items.append((rng.choice(CHITCHAT), None, "chat"))
+    for _ in range(rng.choice([2, 3, 4])):
+        items.append((general_request(rng), None, "chat"))
+    # Requests for a bundled tool that this context does not offer: the answer is "no tool", so the
+    # model has to read which tools are there instead of mapping requests to names it memorised.
+    # Tools whose names share a content word with an offered one ("weather") are not asked for.
+    offered_words = set().union(*(name_words(n) for n in by_name))
+    absent = [t["function"] for t in bundled
+              if t["function"]["name"] not in by_name and not (name_words(t["function"]["name"]) & offered_words)]
+    for fn in rng.sample(absent, min(len(absent), rng.choice([1, 2, 2, 3]))):
+        q, _ = query_for_tool(rng, fn)
+        items.append((q, None, "not_offered"))
     if mode == "bfcl":
         for e in irr:
             items.append((e["query"], None, "bfcl_irrelevant"))
@@ -517,8 +590,10 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--groups", type=int, default=6000)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--max-prefix", type=int, default=1100)
-    ap.add_argument("--max-queries", type=int, default=14)
+    ap.add_argument("--max-prefix", type=int, default=3600)
+    ap.add_argument("--max-queries", type=int, default=24)
+    ap.add_argument("--max-k", type=int, default=26, help="most tools in one context")
+    ap.add_argument("--tools-asked", type=int, default=12, help="most tools of a context that queries ask for")
     ap.add_argument("--dump-tools", action="store_true", help="write the first 20 contexts for check_render.py")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -535,7 +610,8 @@ def main():
 
     bundled = json.load(open(os.path.join(ROOT, "resources/toolsets/tools_100.json"), encoding="utf-8"))
     sets = {n: json.load(open(os.path.join(ROOT, f"resources/toolsets/tools_{n}.json"), encoding="utf-8"))
-            for n in (5, 10, 20)}
+            for n in (5, 10, 20, 50)}
+    eval_sets = {frozenset(tool_name(t) for t in s) for s in sets.values()}
     bfcl_calls, bfcl_irrel, bfcl_pool = load_bfcl()
     print(f"bfcl: {len(bfcl_calls)} calls, {len(bfcl_irrel)} irrelevance, {len(bfcl_pool)} distinct functions",
           file=sys.stderr)
@@ -550,8 +626,8 @@ def main():
     groups, kinds, n_prefix_tok, n_suffix_tok, n_answer_tok = [], {}, 0, 0, 0
     while len(groups) < args.groups:
         rd = renderers[0] if rng.random() < 0.5 else renderers[1]
-        tools, items = make_group(rng, rd, holdout, bundled, sets, bfcl_calls, bfcl_irrel, bfcl_pool,
-                                  args.max_prefix, args.max_queries)
+        tools, items = make_group(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfcl_pool,
+                                  args.max_prefix, args.max_queries, args.max_k, args.tools_asked)
         if not items:
             continue
         prefix = None
@@ -564,7 +640,7 @@ def main():
                 prefix = ids[:split]
             assert ids[:split] == prefix
             answer = rd.answer_ids(call) if call is not None else rd.plain_answer_ids(
-                NO_TOOL_ANSWERS["irrelevant" if kind == "bfcl_irrelevant" else "chat"])
+                NO_TOOL_ANSWERS["chat" if kind == "chat" else "irrelevant"])
             if len(answer) > 120 or len(ids) - split > 160:
                 continue
             suffixes.append((array.array("i", ids[split:] + answer), len(ids) - split))

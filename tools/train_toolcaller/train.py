@@ -4,14 +4,16 @@
 The forward is transformers' Qwen3 (the semantics tools/reference_forward.py documents): RMSNorm,
 per-head q_norm/k_norm before rotate_half RoPE, GQA, SwiGLU MLP, tied embeddings.
 
-Training step = one tool context (the cacheable prefix) and up to 16 queries asked against it,
-the way ContextCache serves them: the prefix is run once, every query's suffix attends to the
-prefix K/V and to itself (causally). Each query's computation is exactly a full-prompt forward of
-prefix + suffix; sharing the prefix makes a step ~10x cheaper than 16 separate prompts. The loss
-is cross-entropy on the assistant answer tokens only, and lm_head logits (the 151,936-wide matmul)
-are computed only at those positions.
+Training step = one tool context (the cacheable prefix) and up to --max-queries queries asked
+against it, the way ContextCache serves them: the prefix is run once, every query's suffix attends
+to the prefix K/V and to itself (causally). Each query's computation is exactly a full-prompt
+forward of prefix + suffix; sharing the prefix makes a step many times cheaper than separate
+prompts. The loss is cross-entropy on the assistant answer tokens (the first 10 optionally weighted
+more), plus an optional auxiliary next-token loss on sampled schema and query tokens; lm_head
+logits are computed only at those positions, over the ids that occur in the data.
 
-Usage: train.py --data DIR/train.pkl --out DIR --steps N [--seed 1234] [--threads 2] [--pilot]
+Usage: train.py --data DIR/train.pkl --out DIR --steps N [--time-limit-s S] [--seed 1234] [--threads 2]
+(run.sh has the settings of the shipped model)
 """
 import argparse
 import json
@@ -108,25 +110,35 @@ class Layer(nn.Module):
         h = rms_norm(x, self.post_attention_layernorm, self.eps)
         return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
 
-    def forward(self, xp, xs, rope_p, rope_s, mask_p, mask_s):
-        """xp: prefix (1, P, hidden); xs: suffixes (N, S, hidden), positions P.. for every suffix."""
-        P, S, N = xp.shape[1], xs.shape[1], xs.shape[0]
+    def forward(self, xp, xs_list, rope_p, rope_s_list, mask_p, mask_s_list):
+        """xp: prefix (1, P, hidden); xs_list: buckets of suffixes (N_b, S_b, hidden), positions P..
+        for every suffix. Each suffix row attends to the whole prefix and causally to itself: the
+        scores against the prefix are one product per head over every row of the bucket (the
+        prefix K/V are never copied per query), and the softmax runs over both parts at once."""
         scale = 1.0 / math.sqrt(self.hd)
+        H, hd = self.nh, self.hd
+        P = xp.shape[1]
         qp, kp, vp = self.qkv(xp, *rope_p)
-        qs, ks, vs = self.qkv(xs, *rope_s)
-        kp, vp, ks, vs = map(self.expand_kv, (kp, vp, ks, vs))
-        H = self.nh
+        kpe, vpe = self.expand_kv(kp)[0], self.expand_kv(vp)[0]                     # (H, P, hd)
         # prefix: causal self-attention
-        sp = torch.baddbmm(mask_p, qp[0] * scale, kp[0].transpose(-1, -2))          # (H, P, P)
-        ap = (torch.softmax(sp, dim=-1) @ vp[0])[None]
-        # suffixes: every query sees the whole prefix, then its own suffix causally
-        k_all = torch.cat((kp.expand(N, -1, -1, -1), ks), dim=2).reshape(N * H, P + S, self.hd)
-        v_all = torch.cat((vp.expand(N, -1, -1, -1), vs), dim=2).reshape(N * H, P + S, self.hd)
-        s = torch.baddbmm(mask_s, (qs * scale).reshape(N * H, S, self.hd), k_all.transpose(-1, -2))  # (N*H, S, P+S)
-        as_ = (torch.softmax(s, dim=-1) @ v_all).view(N, H, S, self.hd)
-        ap = ap.transpose(1, 2).reshape(1, P, -1)
-        as_ = as_.transpose(1, 2).reshape(N, S, -1)
-        return self.mlp_out(xp, ap), self.mlp_out(xs, as_)
+        sp = torch.baddbmm(mask_p, qp[0] * scale, kpe.transpose(-1, -2))             # (H, P, P)
+        ap = (torch.softmax(sp, dim=-1) @ vpe).transpose(0, 1).reshape(1, P, -1)
+        outs = []
+        for xs, rope_s, mask_s in zip(xs_list, rope_s_list, mask_s_list):
+            N, S = xs.shape[0], xs.shape[1]
+            qs, ks, vs = self.qkv(xs, *rope_s)
+            qs = qs * scale
+            kse, vse = self.expand_kv(ks), self.expand_kv(vs)                          # (N, H, S, hd)
+            s_pre = torch.bmm(qs.permute(1, 0, 2, 3).reshape(H, N * S, hd), kpe.transpose(-1, -2))   # (H, N*S, P)
+            s_self = torch.baddbmm(mask_s, qs.reshape(N * H, S, hd), kse.reshape(N * H, S, hd).transpose(-1, -2))
+            s_self = s_self.view(N, H, S, S).permute(1, 0, 2, 3).reshape(H, N * S, S)
+            m = torch.maximum(s_pre.amax(-1, keepdim=True), s_self.amax(-1, keepdim=True)).detach()
+            e_pre, e_self = torch.exp(s_pre - m), torch.exp(s_self - m)
+            z = e_pre.sum(-1, keepdim=True) + e_self.sum(-1, keepdim=True)
+            o_self = torch.bmm(e_self.view(H, N, S, S).permute(1, 0, 2, 3).reshape(N * H, S, S), vse.reshape(N * H, S, hd))
+            o = (torch.bmm(e_pre, vpe) + o_self.view(N, H, S, hd).permute(1, 0, 2, 3).reshape(H, N * S, hd)) / z
+            outs.append(self.mlp_out(xs, o.view(H, N, S, hd).permute(1, 2, 0, 3).reshape(N, S, H * hd)))
+        return self.mlp_out(xp, ap), outs
 
 
 class Model(nn.Module):
@@ -146,41 +158,86 @@ class Model(nn.Module):
         emb = torch.cat((f, f), dim=-1)
         return emb.cos().float(), emb.sin().float()
 
-    def forward(self, prefix, suffix, targets_at, targets):
-        """prefix (P,), suffix (N, S) padded; targets_at (M, 2) [row, col] positions whose next
-        token is targets (M,). Ids index self.embed_tokens, which during training holds only the
-        rows of the ids that occur in the data (see main). Returns the mean cross-entropy
-        and which argmaxes were right."""
-        P, S = prefix.shape[0], suffix.shape[1]
+    def forward(self, prefix, suffixes, targets_at, targets, weights=None, aux=None):
+        """prefix (P,); suffixes: buckets of padded suffixes (N_b, S_b); targets_at (M, 3)
+        [bucket, row, col] positions whose next token is targets (M,), weighted by `weights` (M,)
+        in the mean. Ids index self.embed_tokens, which during training holds only the rows of the
+        ids that occur in the data (see main). aux: optional (prefix positions (K,), their next ids
+        (K,), suffix positions (L, 3), their next ids (L,)): next-token prediction on sampled
+        tokens of the tool schemas and the user's queries, an auxiliary loss that costs one small
+        lm_head product (the forward and backward through the prefix happen anyway). Returns
+        (answer loss, auxiliary loss or None, which argmaxes of the answer were right)."""
+        P = prefix.shape[0]
         xp = self.embed_tokens(prefix)[None]
-        xs = self.embed_tokens(suffix)
-        rope_p, rope_s = self.rope(0, P), self.rope(P, S)
+        xs = [self.embed_tokens(s) for s in suffixes]
+        rope_p = self.rope(0, P)
+        rope_s = [self.rope(P, s.shape[1]) for s in suffixes]
         mask_p = torch.full((P, P), float("-inf")).triu(1)    # additive causal masks, built once per step
-        mask_s = torch.cat((torch.zeros(S, P), torch.full((S, S), float("-inf")).triu(1)), dim=1)
+        mask_s = [torch.full((s.shape[1], s.shape[1]), float("-inf")).triu(1) for s in suffixes]
         for layer in self.layers:
             xp, xs = layer(xp, xs, rope_p, rope_s, mask_p, mask_s)
-        h = rms_norm(xs[targets_at[:, 0], targets_at[:, 1]], self.norm, self.c["rms_norm_eps"])   # (M, hidden)
-        logits = h @ self.embed_tokens.weight.t()                                                # (M, vocab), tied
-        loss = F.cross_entropy(logits, targets)
-        return loss, (logits.argmax(-1) == targets)
+        eps = self.c["rms_norm_eps"]
+
+        def rows(at):   # hidden states at [bucket, row, col] positions, in order
+            return torch.stack([xs[b][r, c] for b, r, c in at.tolist()]) if len(at) else xp.new_zeros(0, xp.shape[2])
+
+        h = rms_norm(rows(targets_at), self.norm, eps)                      # (M, hidden)
+        logits = h @ self.embed_tokens.weight.t()                           # (M, vocab), tied
+        if weights is None:
+            loss = F.cross_entropy(logits, targets)
+        else:
+            loss = (F.cross_entropy(logits, targets, reduction="none") * weights).sum() / weights.sum()
+        aux_loss = None
+        if aux is not None:
+            p_at, p_next, s_at, s_next = aux
+            ha = torch.cat((xp[0, p_at], rows(s_at)))
+            la = rms_norm(ha, self.norm, eps) @ self.embed_tokens.weight.t()
+            aux_loss = F.cross_entropy(la, torch.cat((p_next, s_next)))
+        return loss, aux_loss, (logits.argmax(-1) == targets)
 
     def n_params(self):
         total = sum(p.numel() for p in self.parameters())
         return total, total - self.embed_tokens.weight.numel()
 
 
-def batch_of(group, max_queries):
+BUCKET_ROWS = 12   # suffixes per bucket: queries sorted by length, so little of a bucket is padding
+
+
+def batch_of(group, max_queries, lead_weight=1.0, lead_tokens=10):
+    """The step's tensors: the prefix, the queries in length-sorted buckets, the answer positions
+    [bucket, row, col] and their next ids; the first `lead_tokens` answer tokens (the call-or-not
+    decision and the tool's name) weigh `lead_weight` in the loss, the rest 1. Also returns, per
+    bucket, which query of the group each row is (for aux_targets)."""
     suf = group["suffixes"][:max_queries]
-    S = max(len(ids) for ids, _ in suf)
-    suffix = torch.zeros(len(suf), S, dtype=torch.long)
-    at, tg = [], []
-    for r, (ids, n_prompt) in enumerate(suf):
-        suffix[r, :len(ids)] = torch.tensor(list(ids), dtype=torch.long)
-        for t in range(n_prompt, len(ids)):
-            at.append((r, t - 1))
-            tg.append(ids[t])
-    return (torch.tensor(list(group["prefix"]), dtype=torch.long), suffix, torch.tensor(at, dtype=torch.long),
-            torch.tensor(tg, dtype=torch.long))
+    order = sorted(range(len(suf)), key=lambda i: len(suf[i][0]))
+    buckets, members = [], []
+    at, tg, w = [], [], []
+    for b0 in range(0, len(order), BUCKET_ROWS):
+        idx = order[b0:b0 + BUCKET_ROWS]
+        S = max(len(suf[i][0]) for i in idx)
+        t = torch.zeros(len(idx), S, dtype=torch.long)
+        for r, i in enumerate(idx):
+            ids, n_prompt = suf[i]
+            t[r, :len(ids)] = torch.tensor(list(ids), dtype=torch.long)
+            for c in range(n_prompt, len(ids)):
+                at.append((len(buckets), r, c - 1))
+                tg.append(ids[c])
+                w.append(lead_weight if c - n_prompt < lead_tokens else 1.0)
+        buckets.append(t)
+        members.append(idx)
+    return (torch.tensor(list(group["prefix"]), dtype=torch.long), buckets, torch.tensor(at, dtype=torch.long),
+            torch.tensor(tg, dtype=torch.long), torch.tensor(w), members)
+
+
+def aux_targets(group, prefix, buckets, members, rng, n_prefix, n_query):
+    """Sampled next-token targets inside the prefix (tool schemas) and the user's queries."""
+    P = prefix.shape[0]
+    p_at = torch.tensor(sorted(rng.sample(range(P - 1), min(n_prefix, P - 1))), dtype=torch.long)
+    cand = [(b, r, c) for b, idx in enumerate(members) for r, i in enumerate(idx)
+            for c in range(0, group["suffixes"][i][1] - 1)]
+    s_at = torch.tensor(sorted(rng.sample(cand, min(n_query, len(cand)))), dtype=torch.long).reshape(-1, 3)
+    s_next = torch.stack([buckets[b][r, c + 1] for b, r, c in s_at.tolist()]) if len(s_at) else prefix.new_zeros(0)
+    return p_at, prefix[p_at + 1], s_at, s_next
 
 
 def export(model, remap, out_dir):
@@ -232,6 +289,15 @@ def main():
     ap.add_argument("--data-seed-offset", type=int, default=0, help="shuffle the data differently when continuing")
     ap.add_argument("--replay-lrs", default="", help="train_log.json of a run to repeat step for step")
     ap.add_argument("--config", default="", help="JSON overrides of the model shape")
+    ap.add_argument("--short-first", type=float, default=0.0,
+                    help="fraction of the run (steps or time) that sees only contexts of <= --short-prefix tokens")
+    ap.add_argument("--short-prefix", type=int, default=1300)
+    ap.add_argument("--lead-weight", type=float, default=1.0,
+                    help="loss weight of the first 10 answer tokens (call or not, and the tool's name)")
+    ap.add_argument("--aux-weight", type=float, default=0.0,
+                    help="weight of next-token prediction on sampled schema and query tokens (0 = off)")
+    ap.add_argument("--aux-prefix-tokens", type=int, default=256)
+    ap.add_argument("--aux-query-tokens", type=int, default=64)
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -317,26 +383,31 @@ def main():
             t = max(t, elapsed / args.time_limit_s)
         return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t))))
 
-    def step_batch(g):
-        prefix, suffix, at, tg = batch_of(g, args.max_queries)
-        return remap[prefix], remap[suffix], at, remap[tg]
+    def step_batch(g, lead_weight=1.0):
+        prefix, buckets, at, tg, w, members = batch_of(g, args.max_queries, lead_weight)
+        return remap[prefix], [remap[b] for b in buckets], at, remap[tg], w, members
 
     def evaluate():
-        """Teacher-forced loss and accuracy on held-back generated groups (not the test set)."""
+        """Teacher-forced loss and accuracy on held-back generated groups (not the test set), and
+        the share of answers whose first 10 tokens (call or not, and the tool's name) are right."""
         model.eval()
-        tot, n, correct, n_ans, exact = 0.0, 0, 0, 0, 0
+        tot, n, correct, n_ans, exact, lead = 0.0, 0, 0, 0, 0, 0
         with torch.no_grad():
             for g in val:
-                prefix, suffix, at, tg = step_batch(g)
-                loss, ok = model(prefix, suffix, at, tg)
+                prefix, buckets, at, tg, w, members = step_batch(g, 2.0)
+                loss, _, ok = model(prefix, buckets, at, tg)
                 tot += loss.item() * ok.numel()
                 n += ok.numel()
                 correct += ok.sum().item()
-                for r in range(suffix.shape[0]):
-                    exact += int(ok[at[:, 0] == r].all())
-                    n_ans += 1
+                for b, idx in enumerate(members):
+                    for r in range(len(idx)):
+                        rows = (at[:, 0] == b) & (at[:, 1] == r)
+                        exact += int(ok[rows].all())
+                        lead += int(ok[rows & (w == 2.0)].all())
+                        n_ans += 1
         model.train()
-        return {"val_loss": tot / n, "val_token_acc": correct / n, "val_answer_exact": exact / n_ans}
+        return {"val_loss": tot / n, "val_token_acc": correct / n, "val_answer_exact": exact / n_ans,
+                "val_answer_lead": lead / n_ans}
 
     log = []
     t0 = time.time()
@@ -349,20 +420,29 @@ def main():
             pos = 0
         g = train[order[pos]]
         pos += 1
+        # Curriculum: short contexts first (the reading and copying is learned where a step is
+        # cheap), every context length after --short-first of the run.
+        progress = max(step / args.steps, (time.time() - t0) / args.time_limit_s if args.time_limit_s else 0.0)
+        if progress < args.short_first and len(g["prefix"]) > args.short_prefix:
+            continue
         lr = lr_at(step, time.time() - t0)
         lrs.append(lr)
         for pg in opt.param_groups:
             pg["lr"] = lr
-        loss, ok = model(*step_batch(g))
+        prefix, buckets, at, tg, w, members = step_batch(g, args.lead_weight)
+        aux = (aux_targets(g, prefix, buckets, members, rng, args.aux_prefix_tokens, args.aux_query_tokens)
+               if args.aux_weight else None)
+        loss, aux_loss, ok = model(prefix, buckets, at, tg, w if args.lead_weight != 1.0 else None, aux)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss + args.aux_weight * aux_loss if aux_loss is not None else loss).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
         ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         elapsed = time.time() - t0
         if step % 10 == 0:
-            print(f"step {step} loss {loss.item():.4f} ema {ema:.4f} acc {ok.float().mean().item():.3f} "
+            aux_text = f" aux {aux_loss.item():.3f}" if aux_loss is not None else ""
+            print(f"step {step} loss {loss.item():.4f} ema {ema:.4f}{aux_text} acc {ok.float().mean().item():.3f} "
                   f"lr {lr:.2e} prefix {len(g['prefix'])} s/step {elapsed / step:.3f} t {elapsed:.0f}s",
                   flush=True)
         done = step == args.steps or (replay is not None and step == len(replay)) or \
@@ -378,7 +458,7 @@ def main():
             break
     export(model, remap, args.out)
     with open(os.path.join(args.out, "train_log.json"), "w") as f:
-        json.dump({"steps": step, "train_seconds": round(time.time() - t0, 1), "params": total,
+        json.dump({"args": vars(args), "steps": step, "train_seconds": round(time.time() - t0, 1), "params": total,
                    "non_embedding_params": non_emb, "seed": args.seed, "lr": args.lr, "warmup": args.warmup,
                    "max_queries": args.max_queries, "softmax_vocab": len(vocab) + 1, "config": c, "data_stats": data["stats"], "evals": log,
                    "lrs": lrs}, f)
