@@ -5,6 +5,7 @@
 #include "core/backend/deferred_rope.h"
 #include "core/backend/partial_forward.h"
 
+#include "core/base/big_buffer.h"
 #include "core/cpu/kernels.h"
 #include "core/base/mapped_file.h"
 #include "core/cpu/thread_pool.h"
@@ -27,6 +28,9 @@ namespace cc {
 namespace {
 
 using cpu::kKeyTile;
+
+template <class T>
+using BigVector = std::vector<T, BigAllocator<T>>;   // huge-page backed when large (big_buffer.h)
 
 std::string shape_str(const std::vector<int64_t>& shape) {
     std::string s = "[";
@@ -72,6 +76,57 @@ float element_to_f32(const std::byte* data, DType t, size_t i) {
 // d as one vector with no shuffles, which the private blocks (every prefill and decode step) keep;
 // the transpose costs only where a linked group is read, and moves values without arithmetic, so
 // exactness holds by construction rather than by a second score kernel matching the first.
+// Freed KV storage, kept for the next allocation: its pages stay mapped, so a new block is zeroed
+// in place instead of being page-faulted in from the kernel again (on a 512-token prefill of the
+// 0.6B shape the faults and the zeroing of a fresh 59 MB block cost about as much as attention).
+// At most kKeep buffers of at most kKeepBytes together; a buffer serves a request of at least a
+// quarter of its size. Shared by a backend and its blocks, so a block may outlive its backend.
+class KvRecycler {
+public:
+    template <class T>
+    BigVector<T> take(size_t n) {
+        std::lock_guard lock(mutex_);
+        auto& list = buffers<T>();
+        for (auto it = list.begin(); it != list.end(); ++it) {
+            if (it->capacity() >= n && it->capacity() / 4 <= n) {
+                BigVector<T> v = std::move(*it);
+                bytes_ -= v.capacity() * sizeof(T);
+                list.erase(it);
+                v.assign(n, T{});
+                return v;
+            }
+        }
+        return BigVector<T>(n, T{});
+    }
+    template <class T>
+    void give(BigVector<T>&& v) {
+        const size_t b = v.capacity() * sizeof(T);
+        if (b == 0) return;
+        std::lock_guard lock(mutex_);
+        auto& list = buffers<T>();
+        if (b > kKeepBytes) return;
+        while (!list.empty() && (list.size() >= kKeep || bytes_ + b > kKeepBytes)) {
+            bytes_ -= list.front().capacity() * sizeof(T);
+            list.erase(list.begin());
+        }
+        bytes_ += b;
+        list.push_back(std::move(v));
+    }
+
+private:
+    static constexpr size_t kKeep = 2;
+    static constexpr size_t kKeepBytes = size_t(1) << 30;
+    template <class T>
+    std::vector<BigVector<T>>& buffers() {
+        if constexpr (std::is_same_v<T, float>) return f32_;
+        else return b16_;
+    }
+    std::mutex mutex_;
+    std::vector<BigVector<float>> f32_;
+    std::vector<BigVector<uint16_t>> b16_;
+    size_t bytes_ = 0;   // of both lists (they share the budget)
+};
+
 class CpuKvBlock final : public KvBlock {
 public:
     CpuKvBlock(const void* owner, const ModelConfig& c, bool bf16, const std::byte* image, int n_tokens,
@@ -87,21 +142,29 @@ public:
           image_(image),
           keep_alive_(std::move(keep_alive)) {}
 
-    CpuKvBlock(const void* owner, const ModelConfig& c, bool bf16, int capacity)
+    CpuKvBlock(const void* owner, const ModelConfig& c, bool bf16, int capacity, std::shared_ptr<KvRecycler> recycler)
         : owner_(owner),
           bf16_(bf16),
           n_layers_(c.n_layers),
           n_kv_(c.n_kv_heads),
           hd_(c.head_dim),
           capacity_(capacity),
-          cap_((capacity + kKeyTile - 1) / kKeyTile * kKeyTile) {
+          cap_((capacity + kKeyTile - 1) / kKeyTile * kKeyTile),
+          recycler_(std::move(recycler)) {
         if (capacity < 0) throw std::runtime_error("allocate_kv: negative capacity " + std::to_string(capacity));
         const size_t n = size_t(n_layers_) * layer_elems();
         if (bf16_)
-            b16_.assign(n, 0);
+            b16_ = recycler_->take<uint16_t>(n);
         else
-            f32_.assign(n, 0.0f);
+            f32_ = recycler_->take<float>(n);
     }
+    ~CpuKvBlock() override {
+        if (!recycler_) return;
+        recycler_->give(std::move(f32_));
+        recycler_->give(std::move(b16_));
+    }
+    CpuKvBlock(const CpuKvBlock&) = delete;
+    CpuKvBlock& operator=(const CpuKvBlock&) = delete;
 
     int capacity_tokens() const override { return capacity_; }
     int n_tokens() const override { return n_tokens_; }
@@ -224,10 +287,11 @@ private:
     int capacity_;   // as requested
     int cap_;        // rounded up to a key tile
     int n_tokens_ = 0;
-    std::vector<float> f32_;      // owned storage (empty when linked)
-    std::vector<uint16_t> b16_;
+    BigVector<float> f32_;        // owned storage (empty when linked)
+    BigVector<uint16_t> b16_;
     const std::byte* image_ = nullptr;        // linked: the canonical image, read in place
     std::shared_ptr<const void> keep_alive_;  // linked: owns the image (the file mapping)
+    std::shared_ptr<KvRecycler> recycler_;    // owned storage: where it goes when the block does
 };
 
 // ---- the backend ---------------------------------------------------------------------------------
@@ -275,20 +339,20 @@ struct Layer {
 
 // Activations of one forward call, grown once to the largest batch seen (never per token).
 struct Activations {
-    std::vector<float> x;      // (T, dim)       residual stream
-    std::vector<float> xn;     // (T, dim)       normalised input of a sublayer
-    std::vector<float> qkv;    // (T, n_heads * head_dim + 2 * n_kv_heads * head_dim)  q|k|v per row
-    std::vector<float> q;      // (T, n_heads * head_dim)
-    std::vector<float> k;      // (T, n_kv_heads * head_dim)
-    std::vector<float> v;      // (T, n_kv_heads * head_dim)
-    std::vector<float> att;    // (T, n_heads * head_dim)
-    std::vector<float> proj;   // (T, dim)       o_proj / down_proj output before the residual add
-    std::vector<float> gate_up;  // (T, 2 * ffn_dim) gate|up per row
-    std::vector<float> gate;   // (T, ffn_dim)   silu(gate) * up
-    std::vector<float> cos_t;  // (T, head_dim / 2)
-    std::vector<float> sin_t;  // (T, head_dim / 2)
+    BigVector<float> x;      // (T, dim)       residual stream
+    BigVector<float> xn;     // (T, dim)       normalised input of a sublayer
+    BigVector<float> qkv;    // (T, n_heads * head_dim + 2 * n_kv_heads * head_dim)  q|k|v per row
+    BigVector<float> q;      // (T, n_heads * head_dim)
+    BigVector<float> k;      // (T, n_kv_heads * head_dim)
+    BigVector<float> v;      // (T, n_kv_heads * head_dim)
+    BigVector<float> att;    // (T, n_heads * head_dim)
+    BigVector<float> proj;   // (T, dim)       o_proj / down_proj output before the residual add
+    BigVector<float> gate_up;  // (T, 2 * ffn_dim) gate|up per row
+    BigVector<float> gate;   // (T, ffn_dim)   silu(gate) * up
+    BigVector<float> cos_t;  // (T, head_dim / 2)
+    BigVector<float> sin_t;  // (T, head_dim / 2)
 
-    static void grow(std::vector<float>& b, size_t n) {
+    static void grow(BigVector<float>& b, size_t n) {
         if (b.size() < n) b.resize(n);
     }
 };
@@ -369,7 +433,7 @@ public:
     KvDType kv_dtype() const override { return kv_dtype_; }
 
     std::unique_ptr<KvBlock> allocate_kv(int capacity_tokens) override {
-        return std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, capacity_tokens);
+        return std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, capacity_tokens, recycler_);
     }
 
     std::vector<float> forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
@@ -481,7 +545,7 @@ public:
         if (data.size() != kv_bytes(n_tokens))
             throw std::runtime_error("import_kv: data is " + std::to_string(data.size()) + " bytes, expected " +
                                      std::to_string(kv_bytes(n_tokens)) + " for " + std::to_string(n_tokens) + " positions");
-        auto block = std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, capacity_tokens);
+        auto block = std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, capacity_tokens, recycler_);
         const size_t part = kv_bytes(n_tokens) / (2 * size_t(cfg_.n_layers));
         for (int l = 0; l < cfg_.n_layers; ++l)
             for (int which = 0; which < 2; ++which)
@@ -640,6 +704,7 @@ private:
     std::vector<double> inv_freq_;            // (head_dim / 2)
     std::mutex mutex_;                        // one forward at a time: activations and scratch are shared
     Activations act_;
+    std::shared_ptr<KvRecycler> recycler_ = std::make_shared<KvRecycler>();  // freed KV storage
 };
 
 std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,

@@ -1,5 +1,7 @@
 #include "core/cpu/kernels.h"
 
+#include "core/base/big_buffer.h"
+
 #include "core/base/kernel_math.h"
 
 #include <algorithm>
@@ -66,15 +68,14 @@ Isa resolve_isa(const std::string& requested) {
     return isa;
 }
 
-void Workspace::Free::operator()(float* p) const { std::free(p); }
+void BigFree::operator()(void* p) const { big_free(p, bytes); }
 
 float* Workspace::grow(Buffer& b, size_t n_floats) {
     if (n_floats > b.size) {
-        const size_t bytes = ((n_floats + 64 + 15) / 16 * 16) * sizeof(float);  // a multiple of 64, as aligned_alloc wants
-        auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
-        if (p == nullptr) throw std::bad_alloc();
+        const size_t bytes = ((n_floats + 64 + 15) / 16 * 16) * sizeof(float);  // + slack for padded reads
+        auto* p = static_cast<float*>(big_alloc(bytes));
         std::memset(p, 0, bytes);
-        b.data.reset(p);
+        b.data = std::unique_ptr<float[], BigFree>(p, BigFree{bytes});
         b.size = n_floats;
     }
     return b.data.get();
@@ -97,7 +98,6 @@ const char* wformat_name(WFormat f) {
     return "?";
 }
 
-void PackedMatrix::Free::operator()(std::byte* p) const { std::free(p); }
 
 namespace {
 
@@ -140,8 +140,7 @@ PackedMatrix pack_matrix(ThreadPool& pool, std::span<const Matrix> parts, WForma
     const size_t scale_elems = format == WFormat::q8 ? size_t(n_kb) * size_t(nr) : 0;  // per panel
     const size_t bytes = panels_bytes + round_up_64(size_t(n_panels) * scale_elems * 2) + 64;  // + slack for padded reads
     PackedMatrix out;
-    out.storage.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
-    if (!out.storage) throw std::bad_alloc();
+    out.storage = std::unique_ptr<std::byte[], BigFree>(static_cast<std::byte*>(big_alloc(bytes)), BigFree{bytes});
     std::memset(out.storage.get() + bytes - 64, 0, 64);
     out.bytes = bytes;
     std::byte* const base = out.storage.get();

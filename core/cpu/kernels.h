@@ -67,11 +67,14 @@ struct Matrix {
 };
 
 // Owns a prepacked matrix; `view` is what the GEMM takes.
+// unique_ptr's deleter for what big_alloc gave (core/base/big_buffer.h: huge pages when large).
+struct BigFree {
+    size_t bytes = 0;
+    void operator()(void* p) const;
+};
+
 struct PackedMatrix {
-    struct Free {
-        void operator()(std::byte* p) const;
-    };
-    std::unique_ptr<std::byte[], Free> storage;
+    std::unique_ptr<std::byte[], BigFree> storage;
     size_t bytes = 0;
     Matrix view;
 };
@@ -121,11 +124,8 @@ public:
     float* per_thread(int thread, size_t n_floats); // one buffer per thread (thread < n_threads)
     int n_threads() const { return int(per_thread_.size()); }
 private:
-    struct Free {
-        void operator()(float* p) const;
-    };
     struct Buffer {
-        std::unique_ptr<float[], Free> data;
+        std::unique_ptr<float[], BigFree> data;
         size_t size = 0;
     };
     static float* grow(Buffer& b, size_t n_floats);
