@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
             cc::Stopwatch suffix_clock;
             engine.last_logits(rendered.suffix_ids);
             const double suffix_ms = suffix_clock.elapsed_ms();
-            if (disk.tier != "disk" || cold_run.tier != "disk" || disk.tokens != full.tokens || cold_run.tokens != full.tokens) {
+            if (disk.tier != cc::Tier::disk || cold_run.tier != cc::Tier::disk || disk.tokens != full.tokens || cold_run.tokens != full.tokens) {
                 std::cerr << "bench_ttft: the disk-tier query did not link from disk or gave other tokens\n";
                 return 1;
             }

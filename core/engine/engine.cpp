@@ -366,7 +366,7 @@ std::shared_ptr<const Group> Engine::compile_prefix(std::shared_ptr<Group> group
     group->tool_token_boundaries = tool_token_boundaries(*tokenizer_, ids, rendered.prefix_text, tools);
     result.compile_ms = compile_clock.elapsed_ms();
     result.cache_hit = false;
-    result.tier = "miss";
+    result.tier = Tier::miss;
     result.reused_tokens = reused;
     result.kv_bytes = group->kv_bytes;
     return group;
@@ -516,7 +516,7 @@ ToolsPreview Engine::preview_tools(const ToolSet& tools, const std::string& syst
     out.prefix_tokens = prefix_ids.size();
     out.kv_bytes = backend_->kv_bytes(static_cast<int>(out.prefix_tokens));
     out.tier = cache_->tier_of(out.group_key);
-    if (explain && out.tier.empty())
+    if (explain && out.tier == Tier::miss)
         out.miss_reason = cc::explain_miss(*cache_, *expected_group(out.group_key, tools, system_prompt, prefix_ids));
     return out;
 }
@@ -644,7 +644,7 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
     const auto ids = rendered.full_ids();
     result.timings.tokenize_ms = tokenize_clock.elapsed_ms();
     result.cache_hit = false;
-    result.tier = "miss";
+    result.tier = Tier::miss;
     result.group_key = compile_->group_key;
     result.prefix_tokens = rendered.prefix_ids.size();
     result.suffix_tokens = rendered.suffix_ids.size();
@@ -868,7 +868,7 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
         backend_->export_kv(*match.state->block, n_copy, bytes);
         block = backend_->import_kv(bytes, n_copy, capacity);
         result.conversation_reused_tokens = static_cast<size_t>(n_copy);
-        result.conversation_tier = "memory";
+        result.conversation_tier = Tier::memory;
     } else {
         block = backend_->allocate_kv(capacity);
     }

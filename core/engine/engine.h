@@ -77,7 +77,7 @@ struct CompileResult {
     std::vector<std::string> tool_names;
     size_t prefix_tokens = 0;
     bool cache_hit = false;
-    std::string tier = "miss";        // "gpu" | "memory" | "disk" | "miss"
+    Tier tier = Tier::miss;           // where the link found the group (miss: compiled)
     size_t reused_tokens = 0;         // prefix tokens taken from another stored group (longest-prefix reuse)
     double compile_ms = 0;            // forward pass over the prefix (0 on a hit)
     double persist_ms = 0;            // writing the group file (in the background; see Engine::wait_for_persist)
@@ -85,7 +85,7 @@ struct CompileResult {
     std::string persist_error;        // a failed write is a warning: the answer is still given
     size_t kv_bytes = 0;
     std::string problem;              // a stored entry that was refused, if any
-    // On a miss (tier "miss"): the nearest stored groups and what differs; null on a hit and
+    // On a miss (Tier::miss): the nearest stored groups and what differs; null on a hit and
     // before any link (select_tools).
     std::optional<MissReason> miss_reason;
     // reused_tokens as a percentage of prefix_tokens (what a tool-set edit kept of a stored group).
@@ -133,7 +133,7 @@ struct QueryResult {
     std::vector<token_id> tokens;     // generated ids
     std::optional<ToolCall> tool_call;
     bool cache_hit = false;
-    std::string tier = "miss";
+    Tier tier = Tier::miss;
     std::string group_key;
     size_t prefix_tokens = 0;
     size_t suffix_tokens = 0;
@@ -150,7 +150,7 @@ struct QueryResult {
     size_t group_reused_tokens = 0;
     size_t conversation_reused_tokens = 0;
     size_t prefilled_tokens = 0;
-    std::string conversation_tier = "miss";  // "memory" when a stored conversation state was reused
+    Tier conversation_tier = Tier::miss;  // memory when a stored conversation state was reused
     // The prompt position at which the best stored conversation state stopped matching the
     // request's ids (a history edit, a template that re-renders an earlier turn, or generated ids
     // that re-tokenise differently at a seam); reuse ended there. Null when nothing diverged.
@@ -191,7 +191,7 @@ struct ToolsPreview {
     size_t n_tools = 0;
     size_t prefix_tokens = 0;
     size_t kv_bytes = 0;              // canonical KV bytes of the prefix
-    std::string tier;                 // "gpu" | "memory" | "disk" | "" (not cached)
+    Tier tier = Tier::miss;           // the tier holding the group (miss: not cached)
     std::optional<MissReason> miss_reason;  // when not cached and asked for (preview_tools(..., true))
 };
 

@@ -71,7 +71,7 @@ std::string miss_reason_text(const MissReason& reason, size_t prefix_tokens) {
     std::string out;
     for (const auto& n : reason.nearest) {
         if (!out.empty()) out += "\n";
-        out += "nearest " + n.group_key.substr(0, 8) + " (" + n.tier + ", " + std::to_string(n.n_tools) + " tools): ";
+        out += "nearest " + n.group_key.substr(0, 8) + " (" + tier_name(n.tier) + ", " + std::to_string(n.n_tools) + " tools): ";
         std::string what;
         auto add = [&](const std::string& s) { what += (what.empty() ? "" : "; ") + s; };
         if (!n.tools.empty()) add(tool_set_diff_text(n.tools));

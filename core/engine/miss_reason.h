@@ -17,7 +17,7 @@ namespace cc {
 
 struct NearestGroup {
     std::string group_key;
-    std::string tier;                  // "gpu" | "memory" | "disk"
+    Tier tier = Tier::disk;            // gpu, memory or disk
     size_t n_tools = 0;
     size_t prefix_tokens = 0;
     size_t reusable_tokens = 0;        // leading token ids shared with the new prefix

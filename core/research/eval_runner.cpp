@@ -157,7 +157,7 @@ ordered_json to_json(const EvalOutput& o) {
     j["score"] = to_json(o.score);
     j["stop_reason"] = o.stop_reason;
     j["cache_hit"] = o.cache_hit;
-    j["tier"] = o.tier;
+    j["tier"] = tier_name(o.tier);
     j["prefix_tokens"] = o.prefix_tokens;
     j["suffix_tokens"] = o.suffix_tokens;
     j["generated_tokens"] = o.tokens.size();
@@ -179,7 +179,7 @@ ordered_json to_json(const EvalRecord& r) {
     } else {
         j["expected"] = nullptr;
     }
-    j["compile"] = {{"cache_hit", r.compile_hit}, {"tier", r.compile_tier}, {"compile_ms", r.compile_ms}};
+    j["compile"] = {{"cache_hit", r.compile_hit}, {"tier", tier_name(r.compile_tier)}, {"compile_ms", r.compile_ms}};
     j["outputs"] = ordered_json::array();
     for (const auto& o : r.outputs) j["outputs"].push_back(to_json(o));
     j["identical_tokens"] = optional_json(r.identical_tokens);

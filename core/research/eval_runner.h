@@ -36,7 +36,7 @@ struct EvalOutput {
     ExampleScore score;
     std::string stop_reason;
     bool cache_hit = false;
-    std::string tier;
+    Tier tier = Tier::miss;
     size_t prefix_tokens = 0;
     size_t suffix_tokens = 0;
     Timings timings;
@@ -51,7 +51,7 @@ struct EvalRecord {
     size_t n_tools = 0;
     std::optional<ExpectedCall> expected;
     bool compile_hit = false;  // set_tools found the group in the cache
-    std::string compile_tier;
+    Tier compile_tier = Tier::miss;
     double compile_ms = 0;
     std::vector<EvalOutput> outputs;       // one per mode, the primary mode first
     std::optional<bool> identical_tokens;  // when two outputs were compared

@@ -164,7 +164,7 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
         result.upload_ms = upload_clock.elapsed_ms();
         result.upload_gb_s = result.upload_ms > 0 ? double(host_entry.bytes->size()) / (result.upload_ms * 1e6) : 0;
         result.group = group;
-        result.tier = "memory";
+        result.tier = Tier::memory;
         {
             std::lock_guard lock(mutex_);
             if (auto it = entries_.find(group_key); it != entries_.end()) {  // inserted meanwhile by another thread
@@ -246,7 +246,7 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
     if (!backend.links_in_place() && result.upload_ms > 0)
         result.upload_gb_s = double(mapped.payload.size()) / (result.upload_ms * 1e6);
     result.group = group;
-    result.tier = "disk";
+    result.tier = Tier::disk;
     insert(group);
     std::lock_guard lock(mutex_);
     try {
@@ -270,7 +270,7 @@ void GroupStore::insert(std::shared_ptr<const Group> group) {
 
 size_t GroupStore::first_budget() const { return on_device_ ? options_.gpu_budget_bytes : options_.host_budget_bytes; }
 
-const char* GroupStore::first_tier() const { return on_device_ ? "gpu" : "memory"; }
+Tier GroupStore::first_tier() const { return on_device_ ? Tier::gpu : Tier::memory; }
 
 void GroupStore::evict_memory_locked(const std::string& keep) {
     while (bytes_ > first_budget()) {
@@ -422,7 +422,7 @@ std::vector<GroupStore::StoredGroup> GroupStore::comparable(const Group& expecte
             }
         for (const auto& [key, h] : host_)
             if (same_kind(*h.meta) && !seen.count(key)) {
-                out.push_back({h.meta, "memory", h.last_used_unix_ms});
+                out.push_back({h.meta, Tier::memory, h.last_used_unix_ms});
                 seen[key] = true;
             }
         if (index_) {
@@ -455,7 +455,7 @@ std::vector<GroupStore::StoredGroup> GroupStore::comparable(const Group& expecte
             g->n_kv_heads = h.n_kv_heads;
             g->head_dim = h.head_dim;
             g->kv_dtype = h.kv_dtype;
-            if (same_kind(*g)) out.push_back({std::move(g), "disk", e.last_used_unix_ms});
+            if (same_kind(*g)) out.push_back({std::move(g), Tier::disk, e.last_used_unix_ms});
         } catch (const std::exception&) {
             // a damaged or vanished file: find() reports and quarantines it when it is used
         }
@@ -466,15 +466,15 @@ std::vector<GroupStore::StoredGroup> GroupStore::comparable(const Group& expecte
     return out;
 }
 
-std::string GroupStore::tier_of(const std::string& group_key) const {
+Tier GroupStore::tier_of(const std::string& group_key) const {
     {
         std::lock_guard lock(mutex_);
         if (entries_.count(group_key)) return first_tier();
-        if (host_.count(group_key)) return "memory";
+        if (host_.count(group_key)) return Tier::memory;
     }
-    if (!persistent() || !is_group_key(group_key)) return "";
+    if (!persistent() || !is_group_key(group_key)) return Tier::miss;
     std::error_code ec;
-    return fs::is_regular_file(group_path(group_key), ec) ? "disk" : "";
+    return fs::is_regular_file(group_path(group_key), ec) ? Tier::disk : Tier::miss;
 }
 
 std::vector<GroupInfo> GroupStore::list() const {
@@ -503,7 +503,7 @@ std::vector<GroupInfo> GroupStore::list() const {
         info.tool_names = h.meta->tool_names;
         info.n_tokens = h.meta->prefix_ids.size();
         info.kv_bytes = h.bytes->size();
-        info.tier = "memory";
+        info.tier = Tier::memory;
         info.created_unix_ms = h.meta->created_unix_ms;
         info.last_used_unix_ms = h.last_used_unix_ms;
         info.hits = h.hits;
@@ -526,7 +526,7 @@ std::vector<GroupInfo> GroupStore::list() const {
                 info.n_tokens = static_cast<size_t>(e.n_tokens);
                 info.kv_bytes = e.kv_bytes;
                 info.file_bytes = e.file_bytes;
-                info.tier = "disk";
+                info.tier = Tier::disk;
                 info.created_unix_ms = e.created_unix_ms;
                 info.last_used_unix_ms = e.last_used_unix_ms;
                 info.hits = e.hits;

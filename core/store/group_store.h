@@ -17,6 +17,7 @@
 #include "core/backend/backend.h"
 #include "core/base/sha256.h"
 #include "core/base/timings.h"
+#include "core/store/tier.h"
 #include "core/text/tokenizer.h"
 
 #include <cstdint>
@@ -62,7 +63,7 @@ struct GroupInfo {
     size_t n_tokens = 0;
     size_t kv_bytes = 0;
     size_t file_bytes = 0;         // 0 when not on disk
-    std::string tier;              // "gpu" or "memory" (also on disk when file_bytes > 0), or "disk"
+    Tier tier = Tier::disk;        // gpu or memory (also on disk when file_bytes > 0), or disk
     int64_t created_unix_ms = 0;
     int64_t last_used_unix_ms = 0;
     uint64_t hits = 0;
@@ -91,7 +92,7 @@ public:
 
     struct Lookup {
         std::shared_ptr<const Group> group;  // null on a miss
-        std::string tier = "miss";           // "gpu", "memory", "disk" or "miss"
+        Tier tier = Tier::miss;
         std::string problem;                 // why a stored entry was refused, if one was
         double lookup_ms = 0;
         double disk_load_ms = 0;             // map + checksum verification in place (the file's pages)
@@ -135,13 +136,14 @@ public:
     // verified: nothing of it reaches the model); a file that does not read is skipped.
     struct StoredGroup {
         std::shared_ptr<const Group> group;  // kv is null
-        std::string tier;                    // "gpu", "memory" or "disk"
+        Tier tier = Tier::disk;              // gpu, memory or disk
         int64_t last_used_unix_ms = 0;
     };
     std::vector<StoredGroup> comparable(const Group& expected) const;
 
-    // "gpu", "memory", "disk" (a file exists; not verified until used) or "" (not cached).
-    std::string tier_of(const std::string& group_key) const;
+    // The tier holding the group: gpu, memory, disk (a file exists; not verified until used), or
+    // miss (not cached).
+    Tier tier_of(const std::string& group_key) const;
     std::vector<GroupInfo> list() const;          // gpu, memory and disk, most recently used first
     // Reads every group file in full (header, size, checksums); bad ones are quarantined. Returns
     // one line per problem (empty when all are good).
@@ -185,7 +187,7 @@ private:
     void evict_host_locked();
     bool drop_from_memory_locked(const std::string& key);  // the gpu and memory tiers' entries of key
     size_t first_budget() const;
-    const char* first_tier() const;
+    Tier first_tier() const;
     std::vector<std::string> gc_locked(size_t max_bytes);
 
     GroupStoreOptions options_;

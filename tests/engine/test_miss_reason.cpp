@@ -108,7 +108,7 @@ protected:
         }
         const auto& n = reason->nearest.front();
         EXPECT_EQ(n.group_key, base_->group_key);
-        EXPECT_EQ(n.tier, "memory");
+        EXPECT_EQ(n.tier, cc::Tier::memory);
         EXPECT_TRUE(n.tools_compared);
         EXPECT_EQ(n.prefix_tokens, base_ids_->size());
         const auto ids = prefix_ids(*engine_, tools, system);
@@ -126,7 +126,7 @@ cc::CompileResult* MissReason::base_ = nullptr;
 std::vector<cc::token_id>* MissReason::base_ids_ = nullptr;
 
 TEST_F(MissReason, BaseWasAMissWithNothingStored) {
-    ASSERT_EQ(base_->tier, "miss");
+    ASSERT_EQ(base_->tier, cc::Tier::miss);
     ASSERT_TRUE(base_->miss_reason.has_value());
     EXPECT_EQ(base_->miss_reason->n_stored, 0u);
     EXPECT_TRUE(base_->miss_reason->nearest.empty());
@@ -236,7 +236,7 @@ TEST_F(MissReason, CompileAndQueryResultsCarryIt) {
     q.max_new_tokens = 2;
     q.ignore_eos = true;
     const auto r = engine_->query("What's the weather in Paris?", q);
-    EXPECT_EQ(r.tier, "miss");
+    EXPECT_EQ(r.tier, cc::Tier::miss);
     ASSERT_TRUE(r.miss_reason.has_value());
     ASSERT_FALSE(r.miss_reason->nearest.empty());
     EXPECT_EQ(r.miss_reason->nearest[0].group_key, base_->group_key);
@@ -271,7 +271,7 @@ TEST_F(MissReason, ExplainedFromTheGroupFileAfterARestart) {
     ASSERT_FALSE(reason->nearest.empty());
     const auto& n = reason->nearest[0];
     EXPECT_EQ(n.group_key, base_->group_key);
-    EXPECT_EQ(n.tier, "disk");
+    EXPECT_EQ(n.tier, cc::Tier::disk);
     EXPECT_TRUE(n.tools_compared);  // the file recorded the tool texts
     ASSERT_EQ(n.tools.changed.size(), 1u);
     EXPECT_EQ(n.tools.changed[0].field, "description");
@@ -288,7 +288,7 @@ TEST(MissReasonRanking, FewestDifferencesFirstThenMostReusableTokens) {
         if (texts) g->tool_texts = cc::canonical_texts(t);
         g->system_prompt_sha256 = "s";
         g->prefix_ids = std::move(ids);
-        return cc::GroupStore::StoredGroup{g, "disk", 0};
+        return cc::GroupStore::StoredGroup{g, cc::Tier::disk, 0};
     };
     const std::vector<cc::GroupStore::StoredGroup> stored = {
         group("far", set_of(pick({5, 6})), {1, 2, 3, 9}, true),            // 2 removed + 3 added

@@ -57,6 +57,7 @@ enum class QueryKind { cached, full, compare, per_tool_nope };
 QueryKind queryKindOf(cc::QueryMode mode);
 const char* queryKindName(QueryKind kind);              // "cached" | "full" | "compare" | "per_tool_nope"
 std::optional<QueryKind> parseQueryKind(const QString& name);
+QString tierName(cc::Tier tier);                        // cc::tier_name as a label
 
 struct QueryRequest {
     uint64_t id = 0;            // assigned by EngineController::runQuery / runChat
@@ -121,7 +122,7 @@ struct ToolsDescription {
     size_t nTools = 0;
     size_t prefixTokens = 0;
     size_t kvBytes = 0;         // canonical KV bytes of the prefix
-    std::string cacheState;     // "gpu" | "memory" | "disk" | "not cached"
+    cc::Tier tier = cc::Tier::miss;  // the tier holding the group (miss: not cached)
     // Not cached: why (miss_reason_text: one line per nearest stored group, best first; or that
     // there is none). "" when cached.
     std::string missReason;
