@@ -274,7 +274,7 @@ int cmd_why(Args& args, const cc::ModelSource& model, bool json, const cc::Engin
     const auto tokenizer = cc::load_model_tokenizer(model);
     const auto k = key_info(model, tokenizer, tools, system, options);
     const auto format = cc::make_chat_format(k.chat_format);
-    cc::Group probe;  // the group this set would make, without KV
+    cc::GroupMeta probe;  // the group this set would make
     probe.group_key = cc::group_key(k.inputs);
     probe.tools_hash = tools.tools_hash();
     probe.tool_names = tools.names();
@@ -332,7 +332,7 @@ int cmd_cache(Args& args, const cc::EngineOptions& options, bool json) {
         if (!json) {
             std::cout << "key           tools  tokens        bytes  tier    hits  last used (unix ms)\n";
             for (const auto& g : store.list())
-                std::cout << g.group_key.substr(0, 12) << "  " << g.tool_names.size() << "  " << g.n_tokens << "  "
+                std::cout << g.group_key.substr(0, 12) << "  " << g.tool_names.size() << "  " << g.n_tokens() << "  "
                           << g.file_bytes << "  " << g.tier << "  " << g.hits << "  " << g.last_used_unix_ms << "\n";
             std::cout << store.disk_bytes() << " bytes on disk in " << options.cache.dir.string() << "\n";
         }

@@ -276,33 +276,32 @@ std::vector<int> tool_token_boundaries(const Tokenizer& tokenizer, std::span<con
 
 }  // namespace
 
-std::shared_ptr<Group> Engine::expected_group(const std::string& group_key, const ToolSet& tools,
-                                              const std::string& system_prompt,
-                                              const std::vector<token_id>& prefix_ids) const {
-    auto g = std::make_shared<Group>();
-    g->group_key = group_key;
-    g->tools_hash = tools.tools_hash();
-    g->tool_names = tools.names();
-    g->prefix_ids = prefix_ids;
-    g->model_fingerprint = info_.fingerprint;
-    g->chat_format = info_.chat_format;
-    g->backend_numerics = info_.numerics;
-    g->system_prompt_sha256 = sha256_hex(system_prompt);
-    g->tool_texts = canonical_texts(tools);
-    g->n_layers = info_.config.n_layers;
-    g->n_kv_heads = info_.config.n_kv_heads;
-    g->head_dim = info_.config.head_dim;
-    g->kv_dtype = kv_dtype_name(backend_->kv_dtype());
+GroupMeta Engine::expected_group(const std::string& group_key, const ToolSet& tools, const std::string& system_prompt,
+                                 const std::vector<token_id>& prefix_ids) const {
+    GroupMeta g;
+    g.group_key = group_key;
+    g.tools_hash = tools.tools_hash();
+    g.tool_names = tools.names();
+    g.prefix_ids = prefix_ids;
+    g.model_fingerprint = info_.fingerprint;
+    g.chat_format = info_.chat_format;
+    g.backend_numerics = info_.numerics;
+    g.system_prompt_sha256 = sha256_hex(system_prompt);
+    g.tool_texts = canonical_texts(tools);
+    g.n_layers = info_.config.n_layers;
+    g.n_kv_heads = info_.config.n_kv_heads;
+    g.head_dim = info_.config.head_dim;
+    g.kv_dtype = kv_dtype_name(backend_->kv_dtype());
     return g;
 }
 
 std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const std::string& system_prompt,
                                                      const RenderedPrompt& rendered, CompileResult& result,
                                                      Timings* timings) {
-    auto expected = expected_group(result.group_key, tools, system_prompt, rendered.prefix_ids);
+    GroupMeta expected = expected_group(result.group_key, tools, system_prompt, rendered.prefix_ids);
 
     // link: the cache's tiers (GPU, memory, disk), checked against what the prefix must be
-    auto found = cache_->find(result.group_key, rendered.prefix_ids, *expected, *backend_);
+    auto found = cache_->find(result.group_key, rendered.prefix_ids, expected, *backend_);
     if (timings) {
         timings->lookup_ms = found.lookup_ms;
         timings->disk_load_ms = found.disk_load_ms;
@@ -320,7 +319,7 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
 
     // a miss: say why (before this group joins the store), compile, keep in memory, persist in
     // the background
-    result.miss_reason = cc::explain_miss(*cache_, *expected);
+    result.miss_reason = cc::explain_miss(*cache_, expected);
     std::shared_ptr<const Group> group = compile_prefix(std::move(expected), tools, rendered, result);
     if (timings) timings->compile_ms = result.compile_ms;
     cache_->insert(group);
@@ -328,8 +327,8 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
     return group;
 }
 
-std::shared_ptr<const Group> Engine::compile_prefix(std::shared_ptr<Group> group, const ToolSet& tools,
-                                                    const RenderedPrompt& rendered, CompileResult& result) {
+std::shared_ptr<const Group> Engine::compile_prefix(GroupMeta meta, const ToolSet& tools, const RenderedPrompt& rendered,
+                                                    CompileResult& result) {
     // The prefix's K/V, reusing the longest stored prefix it shares (the same system prompt and
     // first tools give the same leading tokens, hence the same K/V bits).
     Stopwatch compile_clock;
@@ -341,8 +340,8 @@ std::shared_ptr<const Group> Engine::compile_prefix(std::shared_ptr<Group> group
     // Below kMinReusedTokens the shared part is only the template's opening (e.g. "<|im_start|>system\n"):
     // copying it costs more than computing it.
     constexpr size_t kMinReusedTokens = 32;
-    if (auto match = cache_->longest_prefix(ids, *group); match && match->n_common >= kMinReusedTokens) {
-        auto donor = cache_->find(match->group_key, match->prefix_ids, *group, *backend_);
+    if (auto match = cache_->longest_prefix(ids, meta); match && match->n_common >= kMinReusedTokens) {
+        auto donor = cache_->find(match->group_key, match->prefix_ids, meta, *backend_);
         if (donor.group) {
             reused = std::min(match->n_common, ids.size());
             std::vector<std::byte> head(backend_->kv_bytes(static_cast<int>(reused)));
@@ -360,10 +359,11 @@ std::shared_ptr<const Group> Engine::compile_prefix(std::shared_ptr<Group> group
         done += count;
         if (progress_) progress_(EngineProgress{"compile", done, ids.size()});
     }
+    meta.created_unix_ms = unix_ms_now();
+    meta.tool_token_boundaries = tool_token_boundaries(*tokenizer_, ids, rendered.prefix_text, tools);
+    auto group = std::make_shared<Group>(std::move(meta));
     group->kv = std::move(block);
     group->kv_bytes = backend_->kv_bytes(n);
-    group->created_unix_ms = unix_ms_now();
-    group->tool_token_boundaries = tool_token_boundaries(*tokenizer_, ids, rendered.prefix_text, tools);
     result.compile_ms = compile_clock.elapsed_ms();
     result.cache_hit = false;
     result.tier = Tier::miss;
@@ -517,7 +517,7 @@ ToolsPreview Engine::preview_tools(const ToolSet& tools, const std::string& syst
     out.kv_bytes = backend_->kv_bytes(static_cast<int>(out.prefix_tokens));
     out.tier = cache_->tier_of(out.group_key);
     if (explain && out.tier == Tier::miss)
-        out.miss_reason = cc::explain_miss(*cache_, *expected_group(out.group_key, tools, system_prompt, prefix_ids));
+        out.miss_reason = cc::explain_miss(*cache_, expected_group(out.group_key, tools, system_prompt, prefix_ids));
     return out;
 }
 

@@ -333,12 +333,12 @@ private:
     std::shared_ptr<const Group> link_or_compile(const ToolSet& tools, const std::string& system_prompt,
                                                  const RenderedPrompt& rendered, CompileResult& result,
                                                  Timings* timings);
-    // What a stored group must be to serve this prefix (besides its key and token ids).
-    std::shared_ptr<Group> expected_group(const std::string& group_key, const ToolSet& tools,
-                                          const std::string& system_prompt, const std::vector<token_id>& prefix_ids) const;
-    // Computes the prefix's K/V into `group` (reusing the longest stored prefix it shares).
-    std::shared_ptr<const Group> compile_prefix(std::shared_ptr<Group> group, const ToolSet& tools,
-                                                const RenderedPrompt& rendered, CompileResult& result);
+    // The record of the group that serves this prefix: what a stored group must match.
+    GroupMeta expected_group(const std::string& group_key, const ToolSet& tools, const std::string& system_prompt,
+                             const std::vector<token_id>& prefix_ids) const;
+    // Computes the prefix's K/V (reusing the longest stored prefix it shares): the group `meta` describes.
+    std::shared_ptr<const Group> compile_prefix(GroupMeta meta, const ToolSet& tools, const RenderedPrompt& rendered,
+                                                CompileResult& result);
     // Writes the group file in the background (persistent caches only); see wait_for_persist.
     void persist_async(const std::shared_ptr<const Group>& group);
     // Renders the current tool set's prefix (set_tools, select_tools).

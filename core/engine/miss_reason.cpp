@@ -25,7 +25,7 @@ MissReason explain_miss(std::span<const GroupStore::StoredGroup> stored, const M
     MissReason reason;
     std::vector<NearestGroup> all;
     for (const auto& s : stored) {
-        const Group& g = *s.group;
+        const GroupMeta& g = s.meta;
         if (g.group_key == query.group_key) continue;
         ++reason.n_stored;
         NearestGroup n;
@@ -55,7 +55,7 @@ MissReason explain_miss(std::span<const GroupStore::StoredGroup> stored, const M
     return reason;
 }
 
-MissReason explain_miss(const GroupStore& store, const Group& expected, size_t max_nearest) {
+MissReason explain_miss(const GroupStore& store, const GroupMeta& expected, size_t max_nearest) {
     const auto stored = store.comparable(expected);
     MissQuery q;
     q.group_key = expected.group_key;

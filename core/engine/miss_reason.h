@@ -49,7 +49,7 @@ struct MissQuery {
 MissReason explain_miss(std::span<const GroupStore::StoredGroup> stored, const MissQuery& query,
                         size_t max_nearest = 3);
 // The same over the store's groups of `expected`'s model, format and numerics.
-MissReason explain_miss(const GroupStore& store, const Group& expected, size_t max_nearest = 3);
+MissReason explain_miss(const GroupStore& store, const GroupMeta& expected, size_t max_nearest = 3);
 
 // Human text, one line per nearest group, e.g.
 // "nearest 3f2a9c01 (disk, 20 tools): +get_time, ~get_weather (parameters.properties.unit.enum);

@@ -146,7 +146,7 @@ ordered_json to_json(const ModelInfo& m) {
 
 ordered_json to_json(const GroupInfo& g) {
     return ordered_json{{"group_key", g.group_key},       {"tools_hash", g.tools_hash},
-                        {"tool_names", g.tool_names},     {"n_tokens", g.n_tokens},
+                        {"tool_names", g.tool_names},     {"n_tokens", g.n_tokens()},
                         {"kv_bytes", g.kv_bytes},         {"file_bytes", g.file_bytes},
                         {"tier", tier_name(g.tier)},
                         {"created_unix_ms", g.created_unix_ms}, {"last_used_unix_ms", g.last_used_unix_ms},

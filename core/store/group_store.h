@@ -17,6 +17,7 @@
 #include "core/backend/backend.h"
 #include "core/base/sha256.h"
 #include "core/base/timings.h"
+#include "core/store/group_meta.h"
 #include "core/store/tier.h"
 #include "core/text/tokenizer.h"
 
@@ -34,37 +35,21 @@ namespace cc {
 
 class GroupIndex;
 
-// One compiled prefix. Immutable once inserted; shared read-only by every query that links it.
-struct Group {
-    std::string group_key;
-    std::string tools_hash;
-    std::vector<std::string> tool_names;
-    std::vector<token_id> prefix_ids;
-    std::unique_ptr<KvBlock> kv;   // n_tokens() == prefix_ids.size()
+// One compiled prefix: its record (what the file header holds) and its K/V. Immutable once
+// inserted; shared read-only by every query that links it.
+struct Group : GroupMeta {
+    Group() = default;
+    explicit Group(GroupMeta meta) : GroupMeta(std::move(meta)) {}
+
+    std::unique_ptr<KvBlock> kv;   // kv->n_tokens() == n_tokens()
     size_t kv_bytes = 0;           // canonical bytes (Backend::kv_bytes)
-    int64_t created_unix_ms = 0;
-    // What the file header records besides the above.
-    std::string model_fingerprint;
-    std::string chat_format;
-    std::string backend_numerics;
-    std::string system_prompt_sha256;
-    std::vector<int> tool_token_boundaries;
-    std::vector<std::string> tool_texts;  // canonical text per tool (canonical order); empty = not recorded
-    int n_layers = 0;              // the KV's shape, for the file header
-    int n_kv_heads = 0;
-    int head_dim = 0;
-    std::string kv_dtype;          // "f32" | "bf16"
 };
 
-struct GroupInfo {
-    std::string group_key;
-    std::string tools_hash;
-    std::vector<std::string> tool_names;
-    size_t n_tokens = 0;
+// A row of the cache listing.
+struct GroupInfo : GroupSummary {
     size_t kv_bytes = 0;
     size_t file_bytes = 0;         // 0 when not on disk
     Tier tier = Tier::disk;        // gpu or memory (also on disk when file_bytes > 0), or disk
-    int64_t created_unix_ms = 0;
     int64_t last_used_unix_ms = 0;
     uint64_t hits = 0;
     bool in_use = false;
@@ -105,7 +90,7 @@ public:
     // match `expected`'s model fingerprint, chat format and numerics (fail closed). A disk hit
     // is linked into `backend` (Backend::link_kv) and promoted to memory (the GPU tier with a device
     // backend, which must be the one given to set_backend).
-    Lookup find(const std::string& group_key, std::span<const token_id> prefix_ids, const Group& expected,
+    Lookup find(const std::string& group_key, std::span<const token_id> prefix_ids, const GroupMeta& expected,
                 Backend& backend);
     // Memory (or GPU) tier insert, then LRU eviction (never of an entry a query holds).
     void insert(std::shared_ptr<const Group> group);
@@ -128,18 +113,18 @@ public:
         std::vector<token_id> prefix_ids;
         size_t n_common = 0;
     };
-    std::optional<PrefixMatch> longest_prefix(std::span<const token_id> prefix_ids, const Group& expected) const;
+    std::optional<PrefixMatch> longest_prefix(std::span<const token_id> prefix_ids, const GroupMeta& expected) const;
 
     // Every stored group of `expected`'s model, chat format and numerics (gpu, memory and disk
     // tiers, each key once, most recently used first), described without its KV: what `why`
     // compares a missing tool set with. A disk group's description is its file header (read, not
     // verified: nothing of it reaches the model); a file that does not read is skipped.
     struct StoredGroup {
-        std::shared_ptr<const Group> group;  // kv is null
+        GroupMeta meta;
         Tier tier = Tier::disk;              // gpu, memory or disk
         int64_t last_used_unix_ms = 0;
     };
-    std::vector<StoredGroup> comparable(const Group& expected) const;
+    std::vector<StoredGroup> comparable(const GroupMeta& expected) const;
 
     // The tier holding the group: gpu, memory, disk (a file exists; not verified until used), or
     // miss (not cached).
@@ -174,9 +159,9 @@ private:
         uint64_t hits = 0;
         uint64_t use_tick = 0;
     };
-    // A group demoted from the GPU tier: its metadata (kv null) and canonical KV bytes.
+    // A group demoted from the GPU tier: its record and canonical KV bytes.
     struct HostEntry {
-        std::shared_ptr<const Group> meta;
+        GroupMeta meta;
         std::shared_ptr<const std::vector<std::byte>> bytes;
         int64_t last_used_unix_ms = 0;
         uint64_t hits = 0;

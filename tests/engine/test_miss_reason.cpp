@@ -80,17 +80,17 @@ protected:
 
     // The stored base group's token index where its k-th tool (canonical order) starts.
     static int boundary_of(const std::string& tool_name) {
-        cc::Group probe;
+        cc::GroupMeta probe;
         probe.model_fingerprint = engine_->model_info().fingerprint;
         probe.chat_format = engine_->model_info().chat_format;
         probe.backend_numerics = engine_->model_info().numerics;
         for (const auto& s : engine_->cache().comparable(probe)) {
-            if (s.group->group_key != base_->group_key) continue;
-            const auto& names = s.group->tool_names;
+            if (s.meta.group_key != base_->group_key) continue;
+            const auto& names = s.meta.tool_names;
             const auto it = std::find(names.begin(), names.end(), tool_name);
             EXPECT_NE(it, names.end()) << tool_name;
-            if (it == names.end() || s.group->tool_token_boundaries.empty()) return -1;
-            return s.group->tool_token_boundaries[static_cast<size_t>(it - names.begin())];
+            if (it == names.end() || s.meta.tool_token_boundaries.empty()) return -1;
+            return s.meta.tool_token_boundaries[static_cast<size_t>(it - names.begin())];
         }
         ADD_FAILURE() << "the base group is not stored";
         return -1;
@@ -282,13 +282,13 @@ TEST_F(MissReason, ExplainedFromTheGroupFileAfterARestart) {
 TEST(MissReasonRanking, FewestDifferencesFirstThenMostReusableTokens) {
     const auto base = set_of(pick({0, 1, 2}));
     auto group = [](const std::string& key, const cc::ToolSet& t, std::vector<cc::token_id> ids, bool texts) {
-        auto g = std::make_shared<cc::Group>();
-        g->group_key = key;
-        g->tool_names = t.names();
-        if (texts) g->tool_texts = cc::canonical_texts(t);
-        g->system_prompt_sha256 = "s";
-        g->prefix_ids = std::move(ids);
-        return cc::GroupStore::StoredGroup{g, cc::Tier::disk, 0};
+        cc::GroupMeta g;
+        g.group_key = key;
+        g.tool_names = t.names();
+        if (texts) g.tool_texts = cc::canonical_texts(t);
+        g.system_prompt_sha256 = "s";
+        g.prefix_ids = std::move(ids);
+        return cc::GroupStore::StoredGroup{std::move(g), cc::Tier::disk, 0};
     };
     const std::vector<cc::GroupStore::StoredGroup> stored = {
         group("far", set_of(pick({5, 6})), {1, 2, 3, 9}, true),            // 2 removed + 3 added

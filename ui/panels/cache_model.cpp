@@ -102,7 +102,7 @@ QVariant CacheTableModel::data(const QModelIndex& index, int role) const {
             case Tools:
                 return qulonglong(g->tool_names.size());
             case Tokens:
-                return qulonglong(g->n_tokens);
+                return qulonglong(g->n_tokens());
             case Size:
                 return qulonglong(size);
             case Tier:
@@ -122,7 +122,7 @@ QVariant CacheTableModel::data(const QModelIndex& index, int role) const {
         case Tools:
             return qulonglong(g->tool_names.size());
         case Tokens:
-            return qulonglong(g->n_tokens);
+            return qulonglong(g->n_tokens());
         case Size:
             return humanBytes(size);
         case Tier:
