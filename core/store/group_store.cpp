@@ -66,125 +66,132 @@ fs::path GroupStore::quarantine(const std::string& group_key, const std::string&
     return to;
 }
 
+namespace {
+
+bool same_ids(std::span<const token_id> a, std::span<const token_id> b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+double gb_per_s(size_t bytes, double ms) { return ms > 0 ? double(bytes) / (ms * 1e6) : 0; }
+
+}  // namespace
+
 GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<const token_id> prefix_ids,
                                     const GroupMeta& expected, Backend& backend) {
     Stopwatch clock;
     Lookup result;
-    std::optional<HostEntry> host_entry;  // a host-tier hit (device backends)
+    std::optional<HostEntry> from_host;
     {
         std::lock_guard lock(mutex_);
         if (backend.kv_on_device() && &backend != backend_)
             throw std::logic_error("GroupStore::find: a device backend must be given to set_backend() first");
-        auto it = entries_.find(group_key);
-        if (it != entries_.end()) {
-            const Group& g = *it->second.group;
-            if (std::equal(g.prefix_ids.begin(), g.prefix_ids.end(), prefix_ids.begin(), prefix_ids.end())) {
-                it->second.last_used_unix_ms = unix_ms_now();
-                it->second.use_tick = ++tick_;
-                it->second.hits += 1;
-                result.group = it->second.group;
-                result.tier = first_tier();  // the GPU tier: the block is already on the device, nothing is copied
-                if (index_) {
-                    try {
-                        index_->touch(group_key);
-                    } catch (const std::exception&) {
-                    }
-                }
-                result.lookup_ms = clock.elapsed_ms();
-                return result;
-            }
-            result.problem = "group " + group_key.substr(0, 12) + ": stored prefix token ids differ from the rendered prefix (" +
-                             std::to_string(g.prefix_ids.size()) + " vs " + std::to_string(prefix_ids.size()) +
-                             " tokens); entry dropped and recompiled";
-            bytes_ -= g.kv_bytes;
-            entries_.erase(it);
+        if (find_in_first_tier_locked(group_key, prefix_ids, result)) {
+            result.lookup_ms = clock.elapsed_ms();
+            return result;
         }
-        if (auto h = host_.find(group_key); h != host_.end()) {
-            const GroupMeta& g = h->second.meta;
-            if (std::equal(g.prefix_ids.begin(), g.prefix_ids.end(), prefix_ids.begin(), prefix_ids.end())) {
-                host_entry = h->second;  // taken out while it is uploaded: it moves to the GPU tier
-            } else if (result.problem.empty()) {
-                result.problem = "group " + group_key.substr(0, 12) +
-                                 ": stored prefix token ids differ from the rendered prefix; entry dropped and recompiled";
-            }
-            host_bytes_ -= h->second.bytes->size();
-            host_.erase(h);
-        }
+        from_host = take_from_host_tier_locked(group_key, prefix_ids, result);
     }
     result.lookup_ms = clock.elapsed_ms();
-    if (host_entry) {
-        // Host tier -> GPU: one upload of the canonical bytes, then the group lives on the device.
-        Stopwatch upload_clock;
-        std::unique_ptr<KvBlock> kv;
-        try {
-            const int n = static_cast<int>(host_entry->meta.n_tokens());
-            kv = backend.import_kv(*host_entry->bytes, n, n);
-        } catch (...) {
-            std::lock_guard lock(mutex_);  // e.g. out of device memory: the bytes stay in the host tier
-            host_bytes_ += host_entry->bytes->size();
-            host_.emplace(group_key, *host_entry);
-            throw;
-        }
-        auto group = std::make_shared<Group>(host_entry->meta);
-        group->kv = std::move(kv);
-        group->kv_bytes = host_entry->bytes->size();
-        result.upload_ms = upload_clock.elapsed_ms();
-        result.upload_gb_s = result.upload_ms > 0 ? double(host_entry->bytes->size()) / (result.upload_ms * 1e6) : 0;
-        result.group = group;
-        result.tier = Tier::memory;
-        {
-            std::lock_guard lock(mutex_);
-            if (auto it = entries_.find(group_key); it != entries_.end()) {  // inserted meanwhile by another thread
-                bytes_ -= it->second.group->kv_bytes;
-                entries_.erase(it);
-            }
-            bytes_ += group->kv_bytes;
-            entries_[group_key] = Entry{group, unix_ms_now(), host_entry->hits + 1, ++tick_};
-            evict_memory_locked(group_key);
-            if (index_) {
-                try {
-                    index_->touch(group_key);
-                } catch (const std::exception&) {
-                }
-            }
-        }
-        return result;
+    if (from_host)
+        upload_from_host_tier(group_key, std::move(*from_host), backend, result);
+    else
+        link_from_disk(group_key, prefix_ids, expected, backend, result);
+    return result;
+}
+
+// The first tier (gpu, or memory with a CPU backend): the block is where the backend reads it, so
+// a hit copies nothing. An entry whose ids differ is dropped (the group is recompiled).
+bool GroupStore::find_in_first_tier_locked(const std::string& group_key, std::span<const token_id> prefix_ids,
+                                           Lookup& result) {
+    auto it = entries_.find(group_key);
+    if (it == entries_.end()) return false;
+    const Group& g = *it->second.group;
+    if (!same_ids(g.prefix_ids, prefix_ids)) {
+        result.problem = "group " + group_key.substr(0, 12) + ": stored prefix token ids differ from the rendered prefix (" +
+                         std::to_string(g.prefix_ids.size()) + " vs " + std::to_string(prefix_ids.size()) +
+                         " tokens); entry dropped and recompiled";
+        bytes_ -= g.kv_bytes;
+        entries_.erase(it);
+        return false;
     }
-    if (!index_) return result;
+    it->second.last_used_unix_ms = unix_ms_now();
+    it->second.use_tick = ++tick_;
+    it->second.hits += 1;
+    result.group = it->second.group;
+    result.tier = first_tier();
+    touch_index_locked(group_key);
+    return true;
+}
+
+// The host tier behind "gpu" (device backends only): the entry is taken out, matching or not; a
+// matching one is uploaded and moves to the GPU tier.
+std::optional<GroupStore::HostEntry> GroupStore::take_from_host_tier_locked(const std::string& group_key,
+                                                                          std::span<const token_id> prefix_ids,
+                                                                          Lookup& result) {
+    auto it = host_.find(group_key);
+    if (it == host_.end()) return std::nullopt;
+    HostEntry entry = std::move(it->second);
+    host_bytes_ -= entry.bytes->size();
+    host_.erase(it);
+    if (same_ids(entry.meta.prefix_ids, prefix_ids)) return entry;
+    if (result.problem.empty())
+        result.problem = "group " + group_key.substr(0, 12) +
+                         ": stored prefix token ids differ from the rendered prefix; entry dropped and recompiled";
+    return std::nullopt;
+}
+
+// Host tier -> GPU: one upload of the canonical bytes, then the group lives on the device.
+void GroupStore::upload_from_host_tier(const std::string& group_key, HostEntry entry, Backend& backend,
+                                       Lookup& result) {
+    Stopwatch upload_clock;
+    const size_t n_bytes = entry.bytes->size();
+    std::unique_ptr<KvBlock> kv;
+    try {
+        const int n = static_cast<int>(entry.meta.n_tokens());
+        kv = backend.import_kv(*entry.bytes, n, n);
+    } catch (...) {
+        std::lock_guard lock(mutex_);  // e.g. out of device memory: the bytes stay in the host tier
+        host_bytes_ += n_bytes;
+        host_.emplace(group_key, std::move(entry));
+        throw;
+    }
+    auto group = std::make_shared<Group>(std::move(entry.meta));
+    group->kv = std::move(kv);
+    group->kv_bytes = n_bytes;
+    result.upload_ms = upload_clock.elapsed_ms();
+    result.upload_gb_s = gb_per_s(n_bytes, result.upload_ms);
+    result.group = group;
+    result.tier = Tier::memory;
+    std::lock_guard lock(mutex_);
+    insert_locked(std::move(group), entry.hits + 1);
+    touch_index_locked(group_key);
+}
+
+// Disk: map the file and verify its checksums in place, then check that it is the group we
+// rendered. Nothing is copied: a backend that links in place (CPU) attends to the mapping
+// itself, and the Group's KV block keeps the mapping alive for as long as any query holds it.
+// (Replacing the file by rename or removing it leaves this mapping valid; see mapped_file.h
+// for an outside program truncating it in place.) A file that does not verify is quarantined.
+void GroupStore::link_from_disk(const std::string& group_key, std::span<const token_id> prefix_ids,
+                                const GroupMeta& expected, Backend& backend, Lookup& result) {
+    if (!index_) return;
     const fs::path path = group_path(group_key);
     std::error_code ec;
-    if (!fs::exists(path, ec)) return result;
+    if (!fs::exists(path, ec)) return;
 
-    // Disk: map the file and verify its checksums in place, then check that it is the group we
-    // rendered. Nothing is copied: a backend that links in place (CPU) attends to the mapping
-    // itself, and the Group's KV block keeps the mapping alive for as long as any query holds it.
-    // (Replacing the file by rename or removing it leaves this mapping valid; see mapped_file.h
-    // for an outside program truncating it in place.)
     Stopwatch load_clock;
     MappedGroupFile mapped;
     try {
         mapped = map_group_file(path);
-        const GroupMeta& h = mapped.header;
-        const auto& c = backend.config();
-        std::string mismatch;
-        if (h.group_key != group_key) mismatch = "header group_key " + h.group_key.substr(0, 12) + " differs from the file name";
-        else if (h.model_fingerprint != expected.model_fingerprint) mismatch = "written for another model fingerprint";
-        else if (h.backend_numerics != backend.numerics_id()) mismatch = "written by backend " + h.backend_numerics;
-        else if (h.chat_format != expected.chat_format) mismatch = "written for chat format " + h.chat_format;
-        else if (h.n_layers != c.n_layers || h.n_kv_heads != c.n_kv_heads || h.head_dim != c.head_dim ||
-                 h.kv_dtype != kv_dtype_name(backend.kv_dtype()))
-            mismatch = "KV shape or dtype differs from this model's";
-        else if (!std::equal(h.prefix_ids.begin(), h.prefix_ids.end(), prefix_ids.begin(), prefix_ids.end()))
-            mismatch = "stored prefix token ids differ from the rendered prefix";
+        const std::string mismatch = disk_mismatch(mapped.header, group_key, prefix_ids, expected, backend);
         if (!mismatch.empty()) throw std::runtime_error(path.string() + ": " + mismatch);
     } catch (const std::exception& e) {
         const auto moved = quarantine(group_key, e.what());
         result.problem = std::string(e.what()) + "; moved to " + moved.string() + " and recompiled";
-        return result;
+        return;
     }
     result.disk_load_ms = load_clock.elapsed_ms();
-    const size_t file_bytes = mapped.file->size();
-    result.disk_load_gb_s = result.disk_load_ms > 0 ? double(file_bytes) / (result.disk_load_ms * 1e6) : 0;
+    result.disk_load_gb_s = gb_per_s(mapped.file->size(), result.disk_load_ms);
 
     Stopwatch upload_clock;
     auto group = std::make_shared<Group>(std::move(mapped.header));
@@ -194,28 +201,52 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
     // file's pages, resident while the group is used.
     group->kv_bytes = mapped.payload.size();
     result.upload_ms = upload_clock.elapsed_ms();
-    if (!backend.links_in_place() && result.upload_ms > 0)
-        result.upload_gb_s = double(mapped.payload.size()) / (result.upload_ms * 1e6);
+    if (!backend.links_in_place()) result.upload_gb_s = gb_per_s(mapped.payload.size(), result.upload_ms);
     result.group = group;
     result.tier = Tier::disk;
-    insert(group);
     std::lock_guard lock(mutex_);
+    insert_locked(std::move(group), 0);
+    touch_index_locked(group_key);
+}
+
+// Why a verified group file is not the group looked up ("" when it is).
+std::string GroupStore::disk_mismatch(const GroupMeta& h, const std::string& group_key,
+                                      std::span<const token_id> prefix_ids, const GroupMeta& expected,
+                                      const Backend& backend) {
+    const auto& c = backend.config();
+    if (h.group_key != group_key) return "header group_key " + h.group_key.substr(0, 12) + " differs from the file name";
+    if (h.model_fingerprint != expected.model_fingerprint) return "written for another model fingerprint";
+    if (h.backend_numerics != backend.numerics_id()) return "written by backend " + h.backend_numerics;
+    if (h.chat_format != expected.chat_format) return "written for chat format " + h.chat_format;
+    if (h.n_layers != c.n_layers || h.n_kv_heads != c.n_kv_heads || h.head_dim != c.head_dim ||
+        h.kv_dtype != kv_dtype_name(backend.kv_dtype()))
+        return "KV shape or dtype differs from this model's";
+    if (!same_ids(h.prefix_ids, prefix_ids)) return "stored prefix token ids differ from the rendered prefix";
+    return "";
+}
+
+void GroupStore::touch_index_locked(const std::string& group_key) {
+    if (!index_) return;
     try {
         index_->touch(group_key);
     } catch (const std::exception&) {
+        // usage counters only: a busy or read-only index does not fail a lookup
     }
-    return result;
 }
 
 void GroupStore::insert(std::shared_ptr<const Group> group) {
     std::lock_guard lock(mutex_);
+    insert_locked(std::move(group), 0);
+}
+
+void GroupStore::insert_locked(std::shared_ptr<const Group> group, uint64_t hits) {
     const std::string key = group->group_key;
-    if (auto it = entries_.find(key); it != entries_.end()) {
+    if (auto it = entries_.find(key); it != entries_.end()) {  // e.g. inserted meanwhile by another thread
         bytes_ -= it->second.group->kv_bytes;
         entries_.erase(it);
     }
     bytes_ += group->kv_bytes;
-    entries_[key] = Entry{std::move(group), unix_ms_now(), 0, ++tick_};
+    entries_[key] = Entry{std::move(group), unix_ms_now(), hits, ++tick_};
     evict_memory_locked(key);
 }
 

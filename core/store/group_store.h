@@ -167,6 +167,19 @@ private:
         uint64_t hits = 0;
         uint64_t use_tick = 0;
     };
+    // find's steps, one per tier, in the order they are tried; each fills `result` (group, tier,
+    // problem, timings). The _locked ones run under mutex_.
+    bool find_in_first_tier_locked(const std::string& group_key, std::span<const token_id> prefix_ids, Lookup& result);
+    std::optional<HostEntry> take_from_host_tier_locked(const std::string& group_key, std::span<const token_id> prefix_ids,
+                                                        Lookup& result);
+    void upload_from_host_tier(const std::string& group_key, HostEntry entry, Backend& backend, Lookup& result);
+    void link_from_disk(const std::string& group_key, std::span<const token_id> prefix_ids, const GroupMeta& expected,
+                        Backend& backend, Lookup& result);
+    static std::string disk_mismatch(const GroupMeta& header, const std::string& group_key,
+                                     std::span<const token_id> prefix_ids, const GroupMeta& expected,
+                                     const Backend& backend);
+    void touch_index_locked(const std::string& group_key);  // usage counters; errors are ignored
+    void insert_locked(std::shared_ptr<const Group> group, uint64_t hits);
     void evict_memory_locked(const std::string& keep);
     void demote_locked(const std::string& key, const Entry& entry);
     void evict_host_locked();
