@@ -279,7 +279,7 @@ int cmd_why(Args& args, const cc::ModelSource& model, bool json, const cc::Engin
     probe.tools_hash = tools.tools_hash();
     probe.tool_names = tools.names();
     probe.tool_texts = cc::canonical_texts(tools);
-    probe.prefix_ids = cc::tokenize_pieces(tokenizer, format->prefix_pieces(tools, system));
+    probe.prefix_ids = cc::render_prefix(*format, tokenizer, tools, system).ids;
     probe.model_fingerprint = k.inputs.model_fingerprint;
     probe.chat_format = k.chat_format;
     probe.backend_numerics = k.inputs.backend_numerics;

@@ -331,17 +331,19 @@ private:
     // in memory and persist it in the background. Fills result (hit, tier, compile_ms, ...) and,
     // for a query, the link timings.
     std::shared_ptr<const Group> link_or_compile(const ToolSet& tools, const std::string& system_prompt,
-                                                 const RenderedPrompt& rendered, CompileResult& result,
-                                                 Timings* timings);
+                                                 const RenderedPrefix& prefix, CompileResult& result, Timings* timings);
     // The record of the group that serves this prefix: what a stored group must match.
     GroupMeta expected_group(const std::string& group_key, const ToolSet& tools, const std::string& system_prompt,
                              const std::vector<token_id>& prefix_ids) const;
     // Computes the prefix's K/V (reusing the longest stored prefix it shares): the group `meta` describes.
-    std::shared_ptr<const Group> compile_prefix(GroupMeta meta, const ToolSet& tools, const RenderedPrompt& rendered,
+    std::shared_ptr<const Group> compile_prefix(GroupMeta meta, const ToolSet& tools, const RenderedPrefix& prefix,
                                                 CompileResult& result);
     // Writes the group file in the background (persistent caches only); see wait_for_persist.
     void persist_async(const std::shared_ptr<const Group>& group);
-    // Renders the current tool set's prefix (set_tools, select_tools).
+    // The one place the engine renders a tool set's prefix (the current set's, a conversation's
+    // group, a preview).
+    RenderedPrefix render_prefix(const ToolSet& tools, const std::string& system_prompt) const;
+    // Makes `tools` + `system_prompt` the current tool set, its prefix rendered (set_tools, select_tools).
     void render_current(const ToolSet& tools, const std::string& system_prompt);
     // The current tool set's keys, names and prefix length, before any link.
     CompileResult describe_current() const;
@@ -394,9 +396,7 @@ private:
     // the current tool set
     std::optional<ToolSet> tools_;
     std::string system_prompt_;
-    std::vector<token_id> prefix_ids_;
-    std::vector<Piece> prefix_pieces_;
-    std::string prefix_text_;
+    RenderedPrefix prefix_;
     std::optional<CompileResult> compile_;
     bool linked_ = false;  // compile_ describes a link (set_tools, or a query after select_tools)
     std::vector<token_id> stop_ids_;
