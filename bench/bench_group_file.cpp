@@ -21,7 +21,7 @@
 #include <benchmark/benchmark.h>
 #include <xxhash.h>
 #if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
-#include <xxh_x86dispatch.h>  // the same dispatched XXH3 as core/group_file.cpp
+#include <xxh_x86dispatch.h>  // the same dispatched XXH3 as core/store/group_file.cpp
 #endif
 
 #include <unistd.h>

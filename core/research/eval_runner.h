@@ -1,4 +1,4 @@
-// Runs an evaluation dataset (core/eval.h) through an Engine: for each example set_tools (the group
+// Runs an evaluation dataset (core/research/eval.h) through an Engine: for each example set_tools (the group
 // cache makes a repeated tool set a hit) and query, then scores the parsed tool call.
 //
 // Modes: "cached", "full", "both" (the engine's compare mode: the full prefill and the cached path

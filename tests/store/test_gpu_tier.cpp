@@ -1,7 +1,7 @@
 // The group store's GPU tier (DESIGN §7) without a GPU: a fake "device" backend wraps the CPU
 // backend (kv_on_device() = true, every import/export counted), so the tier transitions, budgets,
 // LRU order, promotion, upload timing and exactness after demote/promote cycles are checked here.
-// A real CUDA backend goes through the same store code (core/group_store.cpp).
+// A real CUDA backend goes through the same store code (core/store/group_store.cpp).
 #include "core/model/builtin_model.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/store/group_store.h"

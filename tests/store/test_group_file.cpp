@@ -1,4 +1,4 @@
-// Group files (core/group_file): round trips, the documented byte layout checked with an
+// Group files (core/store/group_file): round trips, the documented byte layout checked with an
 // independent XXH3, and real faults: truncation, flipped bytes, wrong magic/version/size, invalid
 // fields under a valid checksum, a writer killed with SIGKILL, a read-only directory and a full disk.
 #include "core/store/group_file.h"

@@ -1,4 +1,4 @@
-// The SQLite cache index (core/group_index.h): round trips, usage counters, ordering, damage
+// The SQLite cache index (core/store/group_index.h): round trips, usage counters, ordering, damage
 // handling (garbage, corrupt pages, other schema version), rebuild/reconcile from real group files
 // and several processes on one directory.
 #include "core/store/group_index.h"
@@ -472,7 +472,7 @@ TEST(GroupIndex, ConcurrentOpensOfADamagedIndexReplaceItOnce) {
     EXPECT_EQ(index.list().size(), 4u);  // every child wrote into the same, live index
 }
 
-// ---- rebuilding from group files (core/group_file) ------------------------------------------------
+// ---- rebuilding from group files (core/store/group_file) ------------------------------------------------
 
 namespace {
 

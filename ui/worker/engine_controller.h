@@ -84,7 +84,7 @@ struct SweepRequest {
     int maxNewTokens = 8;
 };
 
-// The paper's Tables 2 and 3 (core/paper_bench) on an engine of its own: the same model, a
+// The paper's Tables 2 and 3 (core/research/paper_bench) on an engine of its own: the same model, a
 // memory-only store, so every compile is a forced miss and the user's cache is neither read nor changed.
 struct BenchRequest {
     std::vector<int> toolCounts{5, 10, 20, 50, 100};  // bundled tool sets (first N tools of tools_100.json)
