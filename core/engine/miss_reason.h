@@ -1,4 +1,4 @@
-// Why a tool set missed the group cache (issue 18): the nearest stored groups of the same model,
+// Why a tool set missed the group cache: the nearest stored groups of the same model,
 // chat format and numerics, what differs from each (tools added / removed / renamed / changed
 // with the first differing field, the system prompt), and how many prefix tokens each could give
 // (the longest common token prefix: what compile reuses exactly).

@@ -1,4 +1,4 @@
-// Tool-calling quality (issue 7, "Evaluation"): the dataset format and the paper's metrics.
+// Tool-calling quality: the dataset format and the paper's metrics.
 //
 // Dataset: JSONL, one example per line (blank lines are skipped):
 //   {"id"?: "...", "tools": [...] | "tools_file": "...", "system"?: "...", "query": "...",

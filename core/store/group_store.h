@@ -1,5 +1,5 @@
 // The group cache (DESIGN §7): compiled prefixes (K/V of the system prompt + tool schemas) keyed by
-// group_key, in two tiers: host memory (shared KvBlocks, LRU within a byte budget) and disk (one
+// group_key, in tiers: host memory (shared KvBlocks, LRU within a byte budget) and disk (one
 // immutable file per group, groups/<group_key>.kv, with an SQLite index of usage; LRU within a
 // byte budget). A group found on disk is mapped and verified in place (header, size, checksums,
 // stored prefix token ids) before any byte reaches the model, then promoted to memory, where the
@@ -11,7 +11,7 @@
 // evicted from it is demoted to the host tier ("memory") as canonical bytes (export_kv) when the
 // host budget allows; a host hit uploads them (import_kv, timed as upload_ms / upload_gb_s) and
 // promotes the group to the GPU again; a disk hit uploads (link_kv) and promotes too. With a CPU
-// backend the tiers are "memory" (KvBlocks) and "disk", as before.
+// backend there is no GPU tier: "memory" holds the KvBlocks, then "disk".
 #pragma once
 
 #include "core/backend/backend.h"

@@ -244,7 +244,7 @@ INSTANTIATE_TEST_SUITE_P(Faults, CacheDamage,
                          ::testing::Values(Damage::truncate, Damage::flip_payload, Damage::flip_header, Damage::bad_magic,
                                            Damage::bad_version, Damage::foreign_key, Damage::token_ids));
 
-// Exact tool-set edits (issue 18 item 2): a stored group of ten tools, then one edit. The edited
+// Exact tool-set edits: a stored group of ten tools, then one edit. The edited
 // compile reuses exactly the token prefix it shares with the stored group (computed here from the
 // two renders, independently of the store), and its KV image and a query's logits are the bits of
 // a from-scratch compile of the edited set.

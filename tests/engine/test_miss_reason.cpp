@@ -1,4 +1,4 @@
-// Why a tool set missed (issue 18): for edits of every kind to a stored set, the nearest stored
+// Why a tool set missed: for edits of every kind to a stored set, the nearest stored
 // group, what differs, and the reusable prefix tokens checked against the actual token ids; in
 // compile and query results, after a restart (from the group file) and for files without tool texts.
 #include "core/engine/engine.h"
