@@ -27,7 +27,7 @@ EvalOutput make_output(const std::string& label, const QueryResult& r, const std
     o.tokens = r.tokens;
     o.tool_call = r.tool_call;
     o.score = score_example(expected, r.tool_call);
-    o.stop_reason = stop_reason_name(r.stop_reason);
+    o.stop_reason = r.stop_reason;
     o.cache_hit = r.cache_hit;
     o.tier = r.tier;
     o.prefix_tokens = r.prefix_tokens;
@@ -155,7 +155,7 @@ ordered_json to_json(const EvalOutput& o) {
     j["tokens"] = o.tokens;
     j["tool_call"] = tool_call_json(o.tool_call);
     j["score"] = to_json(o.score);
-    j["stop_reason"] = o.stop_reason;
+    j["stop_reason"] = stop_reason_name(o.stop_reason);
     j["cache_hit"] = o.cache_hit;
     j["tier"] = tier_name(o.tier);
     j["prefix_tokens"] = o.prefix_tokens;

@@ -34,7 +34,7 @@ struct EvalOutput {
     std::vector<token_id> tokens;
     std::optional<ToolCall> tool_call;
     ExampleScore score;
-    std::string stop_reason;
+    StopReason stop_reason = StopReason::max_new_tokens;
     bool cache_hit = false;
     Tier tier = Tier::miss;
     size_t prefix_tokens = 0;
