@@ -1,5 +1,5 @@
 // contextcache-cli bench: the paper's Table 2 (deployment economics) and Table 3 (TTFT scaling) for
-// the model given with --model, measured by core/paper_bench. JSON (--json), CSV (--csv) or a table
+// the model given with --model, measured by core/research/paper_bench. JSON (--json), CSV (--csv) or a table
 // on stdout; --out DIR writes results.json, table2.csv and table3.csv. The charts of a results.json
 // come from the app: `contextcache --plot-bench DIR` (the CLI links no Qt).
 #include "app/cli_common.h"

@@ -1,4 +1,4 @@
-// contextcache-cli eval: tool-calling quality on a dataset (core/eval.h, core/eval_runner.h).
+// contextcache-cli eval: tool-calling quality on a dataset (core/research/eval.h, core/research/eval_runner.h).
 // stdout: the summary (one JSON object with --json, a table otherwise); --out DIR also writes
 // examples.jsonl (one record per example), summary.json and summary.csv. Every result carries the
 // run's metadata (cc::run_info_json). Exit 3 when two outputs were compared and some differ.

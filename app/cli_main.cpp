@@ -275,20 +275,20 @@ int cmd_why(Args& args, const cc::ModelSource& model, bool json, const cc::Engin
     const auto tokenizer = cc::load_model_tokenizer(model);
     const auto k = key_info(model, tokenizer, tools, system, options);
     const auto format = cc::make_chat_format(k.chat_format);
-    cc::Group probe;  // the group this set would make, without KV
+    cc::GroupMeta probe;  // the group this set would make
     probe.group_key = cc::group_key(k.inputs);
     probe.tools_hash = tools.tools_hash();
     probe.tool_names = tools.names();
     probe.tool_texts = cc::canonical_texts(tools);
-    probe.prefix_ids = cc::tokenize_pieces(tokenizer, format->prefix_pieces(tools, system));
+    probe.prefix_ids = cc::render_prefix(*format, tokenizer, tools, system).ids;
     probe.model_fingerprint = k.inputs.model_fingerprint;
     probe.chat_format = k.chat_format;
     probe.backend_numerics = k.inputs.backend_numerics;
     probe.system_prompt_sha256 = cc::sha256_hex(system);
     cc::GroupStore store(options.cache);
-    const std::string tier = store.tier_of(probe.group_key);
+    const cc::Tier tier = store.tier_of(probe.group_key);
     std::optional<cc::MissReason> reason;
-    if (tier.empty()) reason = cc::explain_miss(store, probe, max_nearest);
+    if (tier == cc::Tier::miss) reason = cc::explain_miss(store, probe, max_nearest);
     for (const auto& w : store.take_warnings()) std::cerr << "contextcache-cli: warning: " << w << "\n";
 
     ordered_json out;
@@ -298,8 +298,8 @@ int cmd_why(Args& args, const cc::ModelSource& model, bool json, const cc::Engin
     out["prefix_tokens"] = probe.prefix_ids.size();
     out["chat_format"] = k.chat_format;
     out["backend_numerics"] = k.inputs.backend_numerics;
-    out["cached"] = !tier.empty();
-    out["tier"] = tier.empty() ? std::string("miss") : tier;
+    out["cached"] = tier != cc::Tier::miss;
+    out["tier"] = cc::tier_name(tier);
     out["miss_reason"] = cc::miss_reason_json(reason, probe.prefix_ids.size());
     if (json) {
         print_json(out);
@@ -333,7 +333,7 @@ int cmd_cache(Args& args, const cc::EngineOptions& options, bool json) {
         if (!json) {
             std::cout << "key           tools  tokens        bytes  tier    hits  last used (unix ms)\n";
             for (const auto& g : store.list())
-                std::cout << g.group_key.substr(0, 12) << "  " << g.tool_names.size() << "  " << g.n_tokens << "  "
+                std::cout << g.group_key.substr(0, 12) << "  " << g.tool_names.size() << "  " << g.n_tokens() << "  "
                           << g.file_bytes << "  " << g.tier << "  " << g.hits << "  " << g.last_used_unix_ms << "\n";
             std::cout << store.disk_bytes() << " bytes on disk in " << options.cache.dir.string() << "\n";
         }
@@ -440,7 +440,7 @@ void print_query_human(const cc::QueryResult& r) {
     const auto& t = r.timings;
     std::cout << r.text << "\n";
     if (r.tool_call) std::cout << "tool call: " << r.tool_call->name << " " << r.tool_call->arguments.dump() << "\n";
-    std::cout << "[" << r.mode << "] " << (r.cache_hit ? "hit (" + r.tier + ")" : std::string("miss")) << ", prefix "
+    std::cout << "[" << r.mode << "] " << (r.cache_hit ? "hit (" + std::string(cc::tier_name(r.tier)) + ")" : std::string("miss")) << ", prefix "
               << r.prefix_tokens << " + suffix " << r.suffix_tokens << " tokens, " << r.generated_tokens
               << " generated (" << cc::stop_reason_name(r.stop_reason) << ")\n"
               << "ttft " << t.ttft_ms << " ms = link " << t.link_ms << " + compile " << t.compile_ms << " + prefill "
@@ -516,7 +516,7 @@ int cmd_query(Args& args, cc::EngineOptions options, bool json) {
             std::cout << "(" << engine.model_info().spec
                       << ": synthetic weights - timings and exactness are real, the text is not meaningful)\n";
         std::cout << "compiled " << compiled.n_tools << " tools (" << compiled.prefix_tokens << " prefix tokens): "
-                  << compiled.tier << (compiled.tier == "miss" ? ", computed in " + std::to_string(compiled.compile_ms) + " ms" : "")
+                  << compiled.tier << (compiled.tier == cc::Tier::miss ? ", computed in " + std::to_string(compiled.compile_ms) + " ms" : "")
                   << (compiled.reused_tokens ? ", " + reuse_note(compiled) : "") << "\n";
         if (compiled.miss_reason) std::cout << cc::miss_reason_text(*compiled.miss_reason, compiled.prefix_tokens) << "\n";
         for (size_t i = 0; i < runs.size(); ++i) {

@@ -4,7 +4,7 @@
 //   cuda: the registered CUDA backend's self-test — every op against the CPU reference and the
 //         whole model on the device. Without a device, or in a build without CUDA, it prints
 //         "skipped: <reason>" and exits 77 (the automake/ctest skip code) — never "pass".
-//   cpu:  the shared per-element math (core/kernel_math.h) against float64, every CPU instruction
+//   cpu:  the shared per-element math (core/base/kernel_math.h) against float64, every CPU instruction
 //         set path this CPU has (cached == full bit for bit, and close to the scalar path), and the
 //         engine's cached == full on the model (builtin:qwen3-test unless --model).
 //   auto: cuda when a device is usable, else cpu (saying why).

@@ -1,5 +1,5 @@
 // Shared by the benchmarks: machine and commit description for the JSON they print (medians and
-// percentiles: core/sample_stats.h).
+// percentiles: core/research/sample_stats.h).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -42,7 +42,7 @@ inline std::string take_backend_arg(int& argc, char** argv, const std::string& f
 struct CudaDevice {
     std::string name;
     int compute_major = 0, compute_minor = 0, sm_count = 0;
-    double peak_bf16_tflops = 0;  // 0 = not in the table (core/device_peaks.h)
+    double peak_bf16_tflops = 0;  // 0 = not in the table (core/backend/device_peaks.h)
     double peak_dram_gb_s = 0;
 };
 

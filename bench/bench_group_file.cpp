@@ -21,7 +21,7 @@
 #include <benchmark/benchmark.h>
 #include <xxhash.h>
 #if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
-#include <xxh_x86dispatch.h>  // the same dispatched XXH3 as core/group_file.cpp
+#include <xxh_x86dispatch.h>  // the same dispatched XXH3 as core/store/group_file.cpp
 #endif
 
 #include <unistd.h>
@@ -34,8 +34,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-cc::GroupFileHeader demo_header() {
-    cc::GroupFileHeader h;
+cc::GroupMeta demo_header() {
+    cc::GroupMeta h;
     h.group_key = std::string(64, 'a');
     h.model_fingerprint = std::string(64, 'b');
     h.chat_format = "qwen3";
@@ -46,9 +46,8 @@ cc::GroupFileHeader demo_header() {
     h.n_kv_heads = 4;
     h.head_dim = 64;
     h.kv_dtype = "f32";
-    h.n_tokens = 2952;
     std::mt19937 rng(1);
-    for (int i = 0; i < h.n_tokens; ++i) h.prefix_ids.push_back(static_cast<cc::token_id>(rng() % 151643));
+    for (int i = 0; i < 2952; ++i) h.prefix_ids.push_back(static_cast<cc::token_id>(rng() % 151643));
     for (int t = 0; t < 20; ++t) {
         h.tool_names.push_back("demo_tool_" + std::to_string(t));
         h.tool_token_boundaries.push_back(40 + t * 145);
@@ -59,7 +58,7 @@ cc::GroupFileHeader demo_header() {
 
 // The shared fixture: one header, one payload (KV-like f32 values), one temp dir.
 struct Demo {
-    cc::GroupFileHeader header = demo_header();
+    cc::GroupMeta header = demo_header();
     std::vector<std::byte> payload;
     fs::path dir;
     fs::path file;

@@ -9,7 +9,7 @@
 //
 // --backend cuda: the same prefill and decode on the GPU, for this shape and the Qwen3-8B shape
 // (builtin:qwen3-8b, synthetic weights), with achieved TFLOP/s and GB/s, their fractions of the
-// device's peaks (core/device_peaks.h) and of cuBLAS's own BF16 GEMM throughput on the same shapes.
+// device's peaks (core/backend/device_peaks.h) and of cuBLAS's own BF16 GEMM throughput on the same shapes.
 // Target (issue 6): a 3,000-token prefill of the Qwen3-8B shape at >= 50% of the BF16 peak
 // (counter target_met). Without a device: "skipped: <reason>", exit 77. Never run on a GPU here.
 #include "bench/bench_cuda.h"

@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
     out["latency_ms"] = pcts(tally.latency_ms);
     out["server"] = {{"requests", snap.requests}, {"cancelled_by_disconnect", snap.cancelled},
                      {"rejected_queue_full", snap.rejected_queue_full}, {"hit_rate", snap.hit_rate},
-                     {"by_tier", snap.by_tier}, {"queue_depth_after", snap.queue_depth}};
+                     {"by_tier", cc::serve::by_tier_names(snap.by_tier)}, {"queue_depth_after", snap.queue_depth}};
     out["rss_mib"] = {{"before_model", rss_before_mib}, {"server_started", rss_start_mib}, {"peak", rss_peak.load()},
                       {"end", rss_end_mib}};
     const std::string text = out.dump(2);

@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
                 reuse.engine->wait_for_persist();
                 scratch.engine->cache().clear();
                 b = scratch.engine->set_tools(edited, system);
-                if (a.tier != "miss" || b.tier != "miss" || b.reused_tokens != 0) {
+                if (a.tier != cc::Tier::miss || b.tier != cc::Tier::miss || b.reused_tokens != 0) {
                     std::cerr << "bench_tool_edits: expected two misses, the second from scratch\n";
                     return 1;
                 }

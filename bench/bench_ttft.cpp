@@ -6,7 +6,7 @@
 // query links it from its file (lookup + map with checksums verified in place + link), page cache warm
 // and with the file's pages dropped first (posix_fadvise DONTNEED; the disk may still cache).
 // The paper's Tables 2 and 3 (one compile, then many queries, p50/p95) are `contextcache-cli bench`
-// (core/paper_bench); this benchmark shares its tool sets, system prompt and statistics.
+// (core/research/paper_bench); this benchmark shares its tool sets, system prompt and statistics.
 //
 // --backend cpu|cuda|auto (default auto). With cuda (default model then builtin:qwen3-8b, the
 // issue's target shape) it adds the device, the full prefill's TFLOP/s and fraction of the BF16
@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
             cc::Stopwatch suffix_clock;
             engine.last_logits(rendered.suffix_ids);
             const double suffix_ms = suffix_clock.elapsed_ms();
-            if (disk.tier != "disk" || cold_run.tier != "disk" || disk.tokens != full.tokens || cold_run.tokens != full.tokens) {
+            if (disk.tier != cc::Tier::disk || cold_run.tier != cc::Tier::disk || disk.tokens != full.tokens || cold_run.tokens != full.tokens) {
                 std::cerr << "bench_ttft: the disk-tier query did not link from disk or gave other tokens\n";
                 return 1;
             }

@@ -82,7 +82,7 @@ private:
 };
 
 // What we record of device `index`: name, compute capability, memory, SMs and the peaks for the
-// benchmarks' fraction-of-peak figures (core/device_peaks.h; 0 where unknown). Never throws.
+// benchmarks' fraction-of-peak figures (core/backend/device_peaks.h; 0 where unknown). Never throws.
 DeviceInfo describe_device(int index, const cudaDeviceProp& prop);
 
 class Context {

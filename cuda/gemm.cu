@@ -1,4 +1,4 @@
-// Batch-invariant BF16 GEMMs (the exactness argument, DESIGN §6 / core/backend.h).
+// Batch-invariant BF16 GEMMs (the exactness argument, DESIGN §6 / core/backend/backend.h).
 //
 // A cached query computes the suffix rows in a batch of a different size, and at different row
 // indices, than the full prefill that computed the same rows. cuBLAS's heuristics pick a kernel by

@@ -1,6 +1,6 @@
 // Our CUDA kernels (everything but the GEMMs, which are cuBLASLt: cuda/gemm.cu).
 //
-// Exactness (core/backend.h): a row's result depends only on that row's inputs and the K/V it
+// Exactness (core/backend/backend.h): a row's result depends only on that row's inputs and the K/V it
 // attends to. Row kernels (RMSNorm, q/k-norm, RoPE, SwiGLU, ...) compute each row with a fixed
 // block shape and a fixed reduction tree, whatever the number of rows. Attention walks the keys in
 // tiles and chunks aligned to absolute positions (launch_geometry.h); see attend_chunk.

@@ -1,7 +1,7 @@
 // Launchers of our CUDA kernels (internal to cuda/; CUDA types appear here). Each launcher takes
 // its grid/block/shared-memory sizes from cuda/launch_geometry.h and checks the launch.
 //
-// Per-element arithmetic goes through core/kernel_math.h (km::), shared with the CPU backend, and
+// Per-element arithmetic goes through core/base/kernel_math.h (km::), shared with the CPU backend, and
 // cuda/ is compiled with --fmad=false: an `a * b + c` is never fused behind our back, so the same
 // formula gives the same bits in every kernel that uses it (FMAs we want are written as fmaf).
 #pragma once

@@ -1,5 +1,5 @@
 // Launch geometry of every CUDA kernel, as plain C++ (no CUDA types), so it is unit-tested on the
-// CPU (tests/test_launch_geometry.cpp) and every launcher in cuda/kernels.cu uses it.
+// CPU (tests/cuda/test_launch_geometry.cpp) and every launcher in cuda/kernels.cu uses it.
 //
 // The attention constants here are part of the numerics (DESIGN §6, README "CUDA backend"):
 // keys are visited in tiles of kAttnKeyTile positions and grouped in chunks of kAttnChunk

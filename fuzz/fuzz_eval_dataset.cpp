@@ -1,4 +1,4 @@
-// Fuzz entry point: evaluation datasets (outside input, core/eval). Any input must give a dataset
+// Fuzz entry point: evaluation datasets (outside input, core/research/eval). Any input must give a dataset
 // or a std::runtime_error, never a crash, a hang or another exception type. Every tools_file
 // resolves to one fixed tool set, so no file is read.
 #include "core/research/eval.h"

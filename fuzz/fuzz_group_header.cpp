@@ -21,16 +21,15 @@ namespace {
 void parse_and_check(std::span<const std::byte> bytes) {
     try {
         size_t payload_offset = 0;
-        const cc::GroupFileHeader h = cc::parse_group_header(bytes, bytes.size(), "fuzz.kv", &payload_offset);
+        const cc::GroupMeta h = cc::parse_group_header(bytes, bytes.size(), "fuzz.kv", &payload_offset);
         const size_t payload = cc::group_payload_bytes(h);
         if (payload_offset % cc::kGroupFilePayloadAlign != 0) __builtin_trap();
         if (payload_offset + payload + 8 * static_cast<size_t>(h.n_layers) != bytes.size()) __builtin_trap();
-        if (h.prefix_ids.size() != static_cast<size_t>(h.n_tokens)) __builtin_trap();
         // empty boundaries mean "not known" (file-formats.md); otherwise one per tool
         if (!h.tool_token_boundaries.empty() && h.tool_token_boundaries.size() != h.tool_names.size()) __builtin_trap();
         if (!h.tool_texts.empty() && h.tool_texts.size() != h.tool_names.size()) __builtin_trap();
         for (const int b : h.tool_token_boundaries)
-            if (b < 0 || b > h.n_tokens) __builtin_trap();
+            if (b < 0 || static_cast<size_t>(b) > h.n_tokens()) __builtin_trap();
     } catch (const std::runtime_error&) {
     }
 }

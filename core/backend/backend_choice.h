@@ -1,7 +1,7 @@
 // Which backend a model runs on (DESIGN §5): a pure decision from what was asked for, what the
 // CUDA probe found and what the model needs, with the reason the app and the CLI show. Pure, so
-// every branch is unit-tested on a machine without a GPU (tests/test_backend_choice.cpp) with fake
-// probes; core/backend_select.cpp gathers the real inputs.
+// every branch is unit-tested on a machine without a GPU (tests/backend/test_backend_choice.cpp) with fake
+// probes; core/engine/backend_select.cpp gathers the real inputs.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // Peak figures of a GPU for the benchmarks' "fraction of peak" (bench_prefill/bench_ttft --backend
-// cuda). Pure functions, so they are unit-tested on any machine (tests/test_device_peaks.cpp);
+// cuda). Pure functions, so they are unit-tested on any machine (tests/backend/test_device_peaks.cpp);
 // cuda/cuda_backend.cu's probe() fills cc::cuda::DeviceInfo with them.
 #pragma once
 

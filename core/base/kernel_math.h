@@ -3,7 +3,7 @@
 // Everything here is a small inline function over scalars, usable from host code and from CUDA
 // kernels (CC_HD). The CPU backend's vector kernels implement the same formulas lane by lane; the
 // scalar versions here are their reference and the scalar path's implementation. Tests compare
-// them with float64 formulas (tests/test_kernel_math.cpp).
+// them with float64 formulas (tests/base/test_kernel_math.cpp).
 //
 // Floating-point contraction matters for exactness: a compiler that fuses `a * b + c` into an FMA
 // in one caller and not in another makes the same formula give different bits. The CPU sources

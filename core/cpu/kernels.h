@@ -1,6 +1,6 @@
 // The CPU backend's compute kernels, one table per instruction set (scalar, AVX2+FMA, AVX-512).
 //
-// The exactness contract (core/backend.h) is kept by construction here:
+// The exactness contract (core/backend/backend.h) is kept by construction here:
 // - GEMM: every output element y[m][n] is the chain acc = fma(x[m][k], w[n][k], acc) over
 //   k = 0, 1, ..., K-1 starting from +0, whatever the block, tile, thread or batch size. Blocking
 //   over K stores the running float and reloads it, which is exact. (The AVX-512 kernel keeps 16

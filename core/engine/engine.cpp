@@ -276,33 +276,32 @@ std::vector<int> tool_token_boundaries(const Tokenizer& tokenizer, std::span<con
 
 }  // namespace
 
-std::shared_ptr<Group> Engine::expected_group(const std::string& group_key, const ToolSet& tools,
-                                              const std::string& system_prompt,
-                                              const std::vector<token_id>& prefix_ids) const {
-    auto g = std::make_shared<Group>();
-    g->group_key = group_key;
-    g->tools_hash = tools.tools_hash();
-    g->tool_names = tools.names();
-    g->prefix_ids = prefix_ids;
-    g->model_fingerprint = info_.fingerprint;
-    g->chat_format = info_.chat_format;
-    g->backend_numerics = info_.numerics;
-    g->system_prompt_sha256 = sha256_hex(system_prompt);
-    g->tool_texts = canonical_texts(tools);
-    g->n_layers = info_.config.n_layers;
-    g->n_kv_heads = info_.config.n_kv_heads;
-    g->head_dim = info_.config.head_dim;
-    g->kv_dtype = kv_dtype_name(backend_->kv_dtype());
+GroupMeta Engine::expected_group(const std::string& group_key, const ToolSet& tools, const std::string& system_prompt,
+                                 const std::vector<token_id>& prefix_ids) const {
+    GroupMeta g;
+    g.group_key = group_key;
+    g.tools_hash = tools.tools_hash();
+    g.tool_names = tools.names();
+    g.prefix_ids = prefix_ids;
+    g.model_fingerprint = info_.fingerprint;
+    g.chat_format = info_.chat_format;
+    g.backend_numerics = info_.numerics;
+    g.system_prompt_sha256 = sha256_hex(system_prompt);
+    g.tool_texts = canonical_texts(tools);
+    g.n_layers = info_.config.n_layers;
+    g.n_kv_heads = info_.config.n_kv_heads;
+    g.head_dim = info_.config.head_dim;
+    g.kv_dtype = kv_dtype_name(backend_->kv_dtype());
     return g;
 }
 
 std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const std::string& system_prompt,
-                                                     const RenderedPrompt& rendered, CompileResult& result,
+                                                     const RenderedPrefix& prefix, CompileResult& result,
                                                      Timings* timings) {
-    auto expected = expected_group(result.group_key, tools, system_prompt, rendered.prefix_ids);
+    GroupMeta expected = expected_group(result.group_key, tools, system_prompt, prefix.ids);
 
     // link: the cache's tiers (GPU, memory, disk), checked against what the prefix must be
-    auto found = cache_->find(result.group_key, rendered.prefix_ids, *expected, *backend_);
+    auto found = cache_->find(result.group_key, prefix.ids, expected, *backend_);
     if (timings) {
         timings->lookup_ms = found.lookup_ms;
         timings->disk_load_ms = found.disk_load_ms;
@@ -320,29 +319,29 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
 
     // a miss: say why (before this group joins the store), compile, keep in memory, persist in
     // the background
-    result.miss_reason = cc::explain_miss(*cache_, *expected);
-    std::shared_ptr<const Group> group = compile_prefix(std::move(expected), tools, rendered, result);
+    result.miss_reason = cc::explain_miss(*cache_, expected);
+    std::shared_ptr<const Group> group = compile_prefix(std::move(expected), tools, prefix, result);
     if (timings) timings->compile_ms = result.compile_ms;
     cache_->insert(group);
     persist_async(group);
     return group;
 }
 
-std::shared_ptr<const Group> Engine::compile_prefix(std::shared_ptr<Group> group, const ToolSet& tools,
-                                                    const RenderedPrompt& rendered, CompileResult& result) {
+std::shared_ptr<const Group> Engine::compile_prefix(GroupMeta meta, const ToolSet& tools, const RenderedPrefix& prefix,
+                                                    CompileResult& result) {
     // The prefix's K/V, reusing the longest stored prefix it shares (the same system prompt and
     // first tools give the same leading tokens, hence the same K/V bits).
     Stopwatch compile_clock;
     start_call();
-    const std::vector<token_id>& ids = rendered.prefix_ids;
+    const std::vector<token_id>& ids = prefix.ids;
     const int n = static_cast<int>(ids.size());
     std::unique_ptr<KvBlock> block;
     size_t reused = 0;
     // Below kMinReusedTokens the shared part is only the template's opening (e.g. "<|im_start|>system\n"):
     // copying it costs more than computing it.
     constexpr size_t kMinReusedTokens = 32;
-    if (auto match = cache_->longest_prefix(ids, *group); match && match->n_common >= kMinReusedTokens) {
-        auto donor = cache_->find(match->group_key, match->prefix_ids, *group, *backend_);
+    if (auto match = cache_->longest_prefix(ids, meta); match && match->n_common >= kMinReusedTokens) {
+        auto donor = cache_->find(match->group_key, match->prefix_ids, meta, *backend_);
         if (donor.group) {
             reused = std::min(match->n_common, ids.size());
             std::vector<std::byte> head(backend_->kv_bytes(static_cast<int>(reused)));
@@ -360,13 +359,14 @@ std::shared_ptr<const Group> Engine::compile_prefix(std::shared_ptr<Group> group
         done += count;
         if (progress_) progress_(EngineProgress{"compile", done, ids.size()});
     }
+    meta.created_unix_ms = unix_ms_now();
+    meta.tool_token_boundaries = tool_token_boundaries(*tokenizer_, ids, prefix.text, tools);
+    auto group = std::make_shared<Group>(std::move(meta));
     group->kv = std::move(block);
     group->kv_bytes = backend_->kv_bytes(n);
-    group->created_unix_ms = unix_ms_now();
-    group->tool_token_boundaries = tool_token_boundaries(*tokenizer_, ids, rendered.prefix_text, tools);
     result.compile_ms = compile_clock.elapsed_ms();
     result.cache_hit = false;
-    result.tier = "miss";
+    result.tier = Tier::miss;
     result.reused_tokens = reused;
     result.kv_bytes = group->kv_bytes;
     return group;
@@ -456,11 +456,12 @@ void Engine::require_chat_model() {
     if (!format_) tokenizer();  // throws: no tokenizer, no chat format
 }
 
+RenderedPrefix Engine::render_prefix(const ToolSet& tools, const std::string& system_prompt) const {
+    return cc::render_prefix(*format_, *tokenizer_, tools, system_prompt);
+}
+
 void Engine::render_current(const ToolSet& tools, const std::string& system_prompt) {
-    const auto pieces = format_->prefix_pieces(tools, system_prompt);
-    prefix_ids_ = tokenize_pieces(*tokenizer_, pieces);
-    prefix_text_ = pieces_text(pieces, &*tokenizer_);
-    prefix_pieces_ = pieces;
+    prefix_ = render_prefix(tools, system_prompt);
     tools_ = tools;
     system_prompt_ = system_prompt;
 }
@@ -471,7 +472,7 @@ CompileResult Engine::describe_current() const {
     result.n_tools = tools_->size();
     result.tool_names = tools_->names();
     result.group_key = group_key_for(*tools_, system_prompt_);
-    result.prefix_tokens = prefix_ids_.size();
+    result.prefix_tokens = prefix_.ids.size();
     return result;
 }
 
@@ -479,10 +480,7 @@ CompileResult Engine::set_tools(const ToolSet& tools, const std::string& system_
     require_chat_model();
     render_current(tools, system_prompt);
     CompileResult result = describe_current();
-    RenderedPrompt rendered;
-    rendered.prefix_ids = prefix_ids_;
-    rendered.prefix_text = prefix_text_;
-    link_or_compile(tools, system_prompt, rendered, result, nullptr);
+    link_or_compile(tools, system_prompt, prefix_, result, nullptr);
     compile_ = result;
     linked_ = true;
     return result;
@@ -492,7 +490,7 @@ ToolsPreview Engine::select_tools(const ToolSet& tools, const std::string& syste
     require_chat_model();
     render_current(tools, system_prompt);
     CompileResult result = describe_current();
-    result.kv_bytes = backend_->kv_bytes(static_cast<int>(prefix_ids_.size()));
+    result.kv_bytes = backend_->kv_bytes(static_cast<int>(prefix_.ids.size()));
     result.tier = cache_->tier_of(result.group_key);
     compile_ = result;
     linked_ = false;
@@ -512,12 +510,12 @@ ToolsPreview Engine::preview_tools(const ToolSet& tools, const std::string& syst
     out.tools_hash = tools.tools_hash();
     out.group_key = group_key_for(tools, system_prompt);
     out.n_tools = tools.size();
-    const auto prefix_ids = tokenize_pieces(*tokenizer_, format_->prefix_pieces(tools, system_prompt));
+    const std::vector<token_id> prefix_ids = render_prefix(tools, system_prompt).ids;
     out.prefix_tokens = prefix_ids.size();
     out.kv_bytes = backend_->kv_bytes(static_cast<int>(out.prefix_tokens));
     out.tier = cache_->tier_of(out.group_key);
-    if (explain && out.tier.empty())
-        out.miss_reason = cc::explain_miss(*cache_, *expected_group(out.group_key, tools, system_prompt, prefix_ids));
+    if (explain && out.tier == Tier::miss)
+        out.miss_reason = cc::explain_miss(*cache_, expected_group(out.group_key, tools, system_prompt, prefix_ids));
     return out;
 }
 
@@ -547,16 +545,15 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     result.mode = query_mode_name(options.mode);
     start_call();
 
+    // The prefix was rendered by set_tools / select_tools (prefix_); its ids are checked against
+    // the stored group's.
     Stopwatch tokenize_clock;
-    RenderedPrompt rendered;
-    rendered.suffix_ids = query_suffix_ids(text);
-    rendered.prefix_ids = prefix_ids_;  // rendered by set_tools; checked against the stored group's ids
-    rendered.prefix_text = prefix_text_;
+    const std::vector<token_id> suffix_ids = query_suffix_ids(text);
     result.timings.tokenize_ms = tokenize_clock.elapsed_ms();
 
     CompileResult link;
     link.group_key = compile_->group_key;
-    const auto group = link_or_compile(*tools_, system_prompt_, rendered, link, &result.timings);
+    const auto group = link_or_compile(*tools_, system_prompt_, prefix_, link, &result.timings);
     result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.upload_ms;
     result.cache_hit = link.cache_hit;
     result.tier = link.tier;
@@ -565,7 +562,7 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     result.reused_tokens = link.reused_tokens;
     result.group_key = link.group_key;
     result.prefix_tokens = group->prefix_ids.size();
-    result.suffix_tokens = rendered.suffix_ids.size();
+    result.suffix_tokens = suffix_ids.size();
     result.prompt_tokens = result.prefix_tokens + result.suffix_tokens;
     result.group_reused_tokens = link.cache_hit ? result.prefix_tokens : link.reused_tokens;
     result.prefilled_tokens = result.prompt_tokens - result.group_reused_tokens;
@@ -584,8 +581,8 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     }
 
     const int n_prefix = static_cast<int>(group->prefix_ids.size());
-    auto suffix_block = backend_->allocate_kv(static_cast<int>(rendered.suffix_ids.size()) + options.max_new_tokens);
-    prefill_and_decode(rendered.suffix_ids, KvView{group->kv.get(), n_prefix, suffix_block.get()}, options, on_token,
+    auto suffix_block = backend_->allocate_kv(static_cast<int>(suffix_ids.size()) + options.max_new_tokens);
+    prefill_and_decode(suffix_ids, KvView{group->kv.get(), n_prefix, suffix_block.get()}, options, on_token,
                        result, submit, call_constraint(*tools_, options.tool_choice).get());
     return result;
 }
@@ -608,13 +605,13 @@ void Engine::prefill_and_decode(std::span<const token_id> ids, const KvView& vie
 
 Engine::PrefixRef Engine::current_prefix() const {
     if (!compile_ || !tools_) throw std::logic_error("Engine: set_tools() has not been called");
-    return PrefixRef{*tools_, system_prompt_, prefix_ids_, prefix_text_, *compile_};
+    return PrefixRef{*tools_, system_prompt_, prefix_.ids, prefix_.text, *compile_};
 }
 
 std::vector<token_id> Engine::query_suffix_ids(const std::string& text) {
     if (!compile_) throw std::logic_error("Engine: set_tools() must be called before query_suffix_ids()");
     const auto suffix_pieces = format_->suffix_pieces(text, system_prompt_);
-    auto ids = tokenize_suffix(*format_, *tokenizer_, prefix_pieces_, prefix_ids_, suffix_pieces);
+    auto ids = tokenize_suffix(*format_, *tokenizer_, prefix_.pieces, prefix_.ids, suffix_pieces);
     if (ids.empty()) throw std::runtime_error("the rendered query suffix is empty");
     return ids;
 }
@@ -644,7 +641,7 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
     const auto ids = rendered.full_ids();
     result.timings.tokenize_ms = tokenize_clock.elapsed_ms();
     result.cache_hit = false;
-    result.tier = "miss";
+    result.tier = Tier::miss;
     result.group_key = compile_->group_key;
     result.prefix_tokens = rendered.prefix_ids.size();
     result.suffix_tokens = rendered.suffix_ids.size();
@@ -815,18 +812,15 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
     // Render the whole conversation, and the group prefix on its own: the group serves this
     // request when its ids begin the prompt (always, except mistral with several user turns).
     Stopwatch tokenize_clock;
-    const auto prefix_pieces = format_->prefix_pieces(request.tools, request.system_prompt);
-    RenderedPrompt rendered;
-    rendered.prefix_ids = tokenize_pieces(*tokenizer_, prefix_pieces);
-    rendered.prefix_text = pieces_text(prefix_pieces, &*tokenizer_);
+    const RenderedPrefix prefix = render_prefix(request.tools, request.system_prompt);
     const std::vector<token_id> ids = conversation_ids(request);
     result.timings.tokenize_ms = tokenize_clock.elapsed_ms();
     if (ids.empty()) throw std::runtime_error("the rendered conversation has no tokens");
-    const bool group_in_front = rendered.prefix_ids.size() < ids.size() &&
-                                std::equal(rendered.prefix_ids.begin(), rendered.prefix_ids.end(), ids.begin());
+    const bool group_in_front = prefix.ids.size() < ids.size() &&
+                                std::equal(prefix.ids.begin(), prefix.ids.end(), ids.begin());
     result.group_key = group_key_for(request.tools, request.system_prompt);
     result.prompt_tokens = ids.size();
-    result.prefix_tokens = group_in_front ? rendered.prefix_ids.size() : 0;
+    result.prefix_tokens = group_in_front ? prefix.ids.size() : 0;
     result.suffix_tokens = ids.size() - result.prefix_tokens;
     const int capacity_after = options.max_new_tokens;
 
@@ -845,13 +839,13 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
     if (group_in_front) {
         CompileResult link;
         link.group_key = result.group_key;
-        group = link_or_compile(request.tools, request.system_prompt, rendered, link, &result.timings);
+        group = link_or_compile(request.tools, request.system_prompt, prefix, link, &result.timings);
         result.cache_hit = link.cache_hit;
         result.tier = link.tier;
         result.problem = link.problem;
         result.miss_reason = link.miss_reason;
         result.reused_tokens = link.reused_tokens;
-        group_tokens = rendered.prefix_ids.size();
+        group_tokens = prefix.ids.size();
         result.group_reused_tokens = link.cache_hit ? group_tokens : link.reused_tokens;
     }
 
@@ -868,7 +862,7 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
         backend_->export_kv(*match.state->block, n_copy, bytes);
         block = backend_->import_kv(bytes, n_copy, capacity);
         result.conversation_reused_tokens = static_cast<size_t>(n_copy);
-        result.conversation_tier = "memory";
+        result.conversation_tier = Tier::memory;
     } else {
         block = backend_->allocate_kv(capacity);
     }

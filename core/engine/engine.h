@@ -77,7 +77,7 @@ struct CompileResult {
     std::vector<std::string> tool_names;
     size_t prefix_tokens = 0;
     bool cache_hit = false;
-    std::string tier = "miss";        // "gpu" | "memory" | "disk" | "miss"
+    Tier tier = Tier::miss;           // where the link found the group (miss: compiled)
     size_t reused_tokens = 0;         // prefix tokens taken from another stored group (longest-prefix reuse)
     double compile_ms = 0;            // forward pass over the prefix (0 on a hit)
     double persist_ms = 0;            // writing the group file (in the background; see Engine::wait_for_persist)
@@ -85,7 +85,7 @@ struct CompileResult {
     std::string persist_error;        // a failed write is a warning: the answer is still given
     size_t kv_bytes = 0;
     std::string problem;              // a stored entry that was refused, if any
-    // On a miss (tier "miss"): the nearest stored groups and what differs; null on a hit and
+    // On a miss (Tier::miss): the nearest stored groups and what differs; null on a hit and
     // before any link (select_tools).
     std::optional<MissReason> miss_reason;
     // reused_tokens as a percentage of prefix_tokens (what a tool-set edit kept of a stored group).
@@ -133,7 +133,7 @@ struct QueryResult {
     std::vector<token_id> tokens;     // generated ids
     std::optional<ToolCall> tool_call;
     bool cache_hit = false;
-    std::string tier = "miss";
+    Tier tier = Tier::miss;
     std::string group_key;
     size_t prefix_tokens = 0;
     size_t suffix_tokens = 0;
@@ -150,7 +150,7 @@ struct QueryResult {
     size_t group_reused_tokens = 0;
     size_t conversation_reused_tokens = 0;
     size_t prefilled_tokens = 0;
-    std::string conversation_tier = "miss";  // "memory" when a stored conversation state was reused
+    Tier conversation_tier = Tier::miss;  // memory when a stored conversation state was reused
     // The prompt position at which the best stored conversation state stopped matching the
     // request's ids (a history edit, a template that re-renders an earlier turn, or generated ids
     // that re-tokenise differently at a seam); reuse ended there. Null when nothing diverged.
@@ -191,7 +191,7 @@ struct ToolsPreview {
     size_t n_tools = 0;
     size_t prefix_tokens = 0;
     size_t kv_bytes = 0;              // canonical KV bytes of the prefix
-    std::string tier;                 // "gpu" | "memory" | "disk" | "" (not cached)
+    Tier tier = Tier::miss;           // the tier holding the group (miss: not cached)
     std::optional<MissReason> miss_reason;  // when not cached and asked for (preview_tools(..., true))
 };
 
@@ -331,17 +331,19 @@ private:
     // in memory and persist it in the background. Fills result (hit, tier, compile_ms, ...) and,
     // for a query, the link timings.
     std::shared_ptr<const Group> link_or_compile(const ToolSet& tools, const std::string& system_prompt,
-                                                 const RenderedPrompt& rendered, CompileResult& result,
-                                                 Timings* timings);
-    // What a stored group must be to serve this prefix (besides its key and token ids).
-    std::shared_ptr<Group> expected_group(const std::string& group_key, const ToolSet& tools,
-                                          const std::string& system_prompt, const std::vector<token_id>& prefix_ids) const;
-    // Computes the prefix's K/V into `group` (reusing the longest stored prefix it shares).
-    std::shared_ptr<const Group> compile_prefix(std::shared_ptr<Group> group, const ToolSet& tools,
-                                                const RenderedPrompt& rendered, CompileResult& result);
+                                                 const RenderedPrefix& prefix, CompileResult& result, Timings* timings);
+    // The record of the group that serves this prefix: what a stored group must match.
+    GroupMeta expected_group(const std::string& group_key, const ToolSet& tools, const std::string& system_prompt,
+                             const std::vector<token_id>& prefix_ids) const;
+    // Computes the prefix's K/V (reusing the longest stored prefix it shares): the group `meta` describes.
+    std::shared_ptr<const Group> compile_prefix(GroupMeta meta, const ToolSet& tools, const RenderedPrefix& prefix,
+                                                CompileResult& result);
     // Writes the group file in the background (persistent caches only); see wait_for_persist.
     void persist_async(const std::shared_ptr<const Group>& group);
-    // Renders the current tool set's prefix (set_tools, select_tools).
+    // The one place the engine renders a tool set's prefix (the current set's, a conversation's
+    // group, a preview).
+    RenderedPrefix render_prefix(const ToolSet& tools, const std::string& system_prompt) const;
+    // Makes `tools` + `system_prompt` the current tool set, its prefix rendered (set_tools, select_tools).
     void render_current(const ToolSet& tools, const std::string& system_prompt);
     // The current tool set's keys, names and prefix length, before any link.
     CompileResult describe_current() const;
@@ -394,9 +396,7 @@ private:
     // the current tool set
     std::optional<ToolSet> tools_;
     std::string system_prompt_;
-    std::vector<token_id> prefix_ids_;
-    std::vector<Piece> prefix_pieces_;
-    std::string prefix_text_;
+    RenderedPrefix prefix_;
     std::optional<CompileResult> compile_;
     bool linked_ = false;  // compile_ describes a link (set_tools, or a query after select_tools)
     std::vector<token_id> stop_ids_;

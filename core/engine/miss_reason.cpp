@@ -25,7 +25,7 @@ MissReason explain_miss(std::span<const GroupStore::StoredGroup> stored, const M
     MissReason reason;
     std::vector<NearestGroup> all;
     for (const auto& s : stored) {
-        const Group& g = *s.group;
+        const GroupMeta& g = s.meta;
         if (g.group_key == query.group_key) continue;
         ++reason.n_stored;
         NearestGroup n;
@@ -55,7 +55,7 @@ MissReason explain_miss(std::span<const GroupStore::StoredGroup> stored, const M
     return reason;
 }
 
-MissReason explain_miss(const GroupStore& store, const Group& expected, size_t max_nearest) {
+MissReason explain_miss(const GroupStore& store, const GroupMeta& expected, size_t max_nearest) {
     const auto stored = store.comparable(expected);
     MissQuery q;
     q.group_key = expected.group_key;
@@ -71,7 +71,7 @@ std::string miss_reason_text(const MissReason& reason, size_t prefix_tokens) {
     std::string out;
     for (const auto& n : reason.nearest) {
         if (!out.empty()) out += "\n";
-        out += "nearest " + n.group_key.substr(0, 8) + " (" + n.tier + ", " + std::to_string(n.n_tools) + " tools): ";
+        out += "nearest " + n.group_key.substr(0, 8) + " (" + tier_name(n.tier) + ", " + std::to_string(n.n_tools) + " tools): ";
         std::string what;
         auto add = [&](const std::string& s) { what += (what.empty() ? "" : "; ") + s; };
         if (!n.tools.empty()) add(tool_set_diff_text(n.tools));

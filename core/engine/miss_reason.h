@@ -1,4 +1,4 @@
-// Why a tool set missed the group cache (issue 18): the nearest stored groups of the same model,
+// Why a tool set missed the group cache: the nearest stored groups of the same model,
 // chat format and numerics, what differs from each (tools added / removed / renamed / changed
 // with the first differing field, the system prompt), and how many prefix tokens each could give
 // (the longest common token prefix: what compile reuses exactly).
@@ -17,7 +17,7 @@ namespace cc {
 
 struct NearestGroup {
     std::string group_key;
-    std::string tier;                  // "gpu" | "memory" | "disk"
+    Tier tier = Tier::disk;            // gpu, memory or disk
     size_t n_tools = 0;
     size_t prefix_tokens = 0;
     size_t reusable_tokens = 0;        // leading token ids shared with the new prefix
@@ -49,7 +49,7 @@ struct MissQuery {
 MissReason explain_miss(std::span<const GroupStore::StoredGroup> stored, const MissQuery& query,
                         size_t max_nearest = 3);
 // The same over the store's groups of `expected`'s model, format and numerics.
-MissReason explain_miss(const GroupStore& store, const Group& expected, size_t max_nearest = 3);
+MissReason explain_miss(const GroupStore& store, const GroupMeta& expected, size_t max_nearest = 3);
 
 // Human text, one line per nearest group, e.g.
 // "nearest 3f2a9c01 (disk, 20 tools): +get_time, ~get_weather (parameters.properties.unit.enum);

@@ -34,7 +34,7 @@ ordered_json to_json(const MissReason& m, size_t prefix_tokens) {
     for (const auto& n : m.nearest) {
         const ordered_json tools = to_json(n.tools);
         nearest.push_back(ordered_json{{"group_key", n.group_key},
-                                       {"tier", n.tier},
+                                       {"tier", tier_name(n.tier)},
                                        {"n_tools", n.n_tools},
                                        {"prefix_tokens", n.prefix_tokens},
                                        {"reusable_tokens", n.reusable_tokens},
@@ -56,7 +56,7 @@ ordered_json to_json(const CompileResult& r) {
     ordered_json j{{"group_key", r.group_key},         {"tools_hash", r.tools_hash},
                    {"n_tools", r.n_tools},             {"tool_names", r.tool_names},
                    {"prefix_tokens", r.prefix_tokens}, {"cache_hit", r.cache_hit},
-                   {"tier", r.tier},                   {"reused_tokens", r.reused_tokens},
+                   {"tier", tier_name(r.tier)},                   {"reused_tokens", r.reused_tokens},
                    {"compile_ms", r.compile_ms},       {"persist_ms", r.persist_ms},
                    {"persisted", r.persisted},         {"kv_bytes", r.kv_bytes}};
     j["miss_reason"] = miss_reason_json(r.miss_reason, r.prefix_tokens);
@@ -92,7 +92,7 @@ ordered_json to_json(const QueryResult& r) {
     j["tokens"] = r.tokens;
     j["tool_call"] = tool_call_json(r.tool_call);
     j["cache_hit"] = r.cache_hit;
-    j["tier"] = r.tier;
+    j["tier"] = tier_name(r.tier);
     j["group_key"] = r.group_key;
     j["prefix_tokens"] = r.prefix_tokens;
     j["suffix_tokens"] = r.suffix_tokens;
@@ -103,7 +103,7 @@ ordered_json to_json(const QueryResult& r) {
     j["group_reused_tokens"] = r.group_reused_tokens;
     j["conversation_reused_tokens"] = r.conversation_reused_tokens;
     j["prefilled_tokens"] = r.prefilled_tokens;
-    j["conversation_tier"] = r.conversation_tier;
+    j["conversation_tier"] = tier_name(r.conversation_tier);
     j["diverged_at"] = r.diverged_at ? ordered_json(*r.diverged_at) : ordered_json(nullptr);
     j["miss_reason"] = miss_reason_json(r.miss_reason, r.prefix_tokens);
     if (r.reply) j["reply"] = to_json(*r.reply);
@@ -146,9 +146,9 @@ ordered_json to_json(const ModelInfo& m) {
 
 ordered_json to_json(const GroupInfo& g) {
     return ordered_json{{"group_key", g.group_key},       {"tools_hash", g.tools_hash},
-                        {"tool_names", g.tool_names},     {"n_tokens", g.n_tokens},
+                        {"tool_names", g.tool_names},     {"n_tokens", g.n_tokens()},
                         {"kv_bytes", g.kv_bytes},         {"file_bytes", g.file_bytes},
-                        {"tier", g.tier},
+                        {"tier", tier_name(g.tier)},
                         {"created_unix_ms", g.created_unix_ms}, {"last_used_unix_ms", g.last_used_unix_ms},
                         {"hits", g.hits},                 {"in_use", g.in_use}};
 }

@@ -1,5 +1,5 @@
 // Resolving a --model SPEC (builtin:NAME or an HF directory) to its files, tokenizer, chat format
-// and fingerprint. The weights themselves are loaded by core/weights (the engine issue).
+// and fingerprint. The weights themselves are loaded by core/model/weights.h.
 #pragma once
 
 #include "core/text/tokenizer.h"

@@ -1,6 +1,6 @@
 // The amortisation arithmetic of a cached prefix (paper Table 2, the app's amortisation chart):
 // one compile paid once, a saving of (full TTFT - cached TTFT) on every request after it.
-// One definition, used by the benchmark (core/paper_bench) and the Timings panel (ui/timing_data).
+// One definition, used by the benchmark (core/research/paper_bench) and the Timings panel (ui/charts/timing_data).
 #pragma once
 
 #include <algorithm>

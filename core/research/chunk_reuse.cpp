@@ -242,7 +242,7 @@ nlohmann::ordered_json to_json(const ChunkReuseRun& r) {
             {"full", {{"ttft_ms", r.full.timings.ttft_ms}, {"text", r.full.text}, {"tool_call", tool_name(r.full.tool_call)}}},
             {"exact_cache",
              {{"ttft_ms", r.exact.timings.ttft_ms},
-              {"tier", r.exact.tier},
+              {"tier", tier_name(r.exact.tier)},
               {"identical_tokens", r.exact.tokens == r.full.tokens},
               {"identical_logits", r.exact.step_logits == r.full.step_logits}}},
             {"points", points}};

@@ -1,4 +1,4 @@
-// Tool-calling quality (issue 7, "Evaluation"): the dataset format and the paper's metrics.
+// Tool-calling quality: the dataset format and the paper's metrics.
 //
 // Dataset: JSONL, one example per line (blank lines are skipped):
 //   {"id"?: "...", "tools": [...] | "tools_file": "...", "system"?: "...", "query": "...",
@@ -10,7 +10,7 @@
 // `file:line` and the problem.
 //
 // Metrics, as the paper defines them (its scripts/eval/eval_context_cache.py computes the same
-// counts; tests/test_eval_metrics.cpp recomputes its published summaries from its per-example files):
+// counts; tests/research/test_eval_metrics.cpp recomputes its published summaries from its per-example files):
 //   TSA = correct tool / tool-call examples
 //   PF1 = mean parameter F1 over the examples where the tool is correct
 //   EM  = (correct tool and F1 == 1) / tool-call examples

@@ -27,7 +27,7 @@ EvalOutput make_output(const std::string& label, const QueryResult& r, const std
     o.tokens = r.tokens;
     o.tool_call = r.tool_call;
     o.score = score_example(expected, r.tool_call);
-    o.stop_reason = stop_reason_name(r.stop_reason);
+    o.stop_reason = r.stop_reason;
     o.cache_hit = r.cache_hit;
     o.tier = r.tier;
     o.prefix_tokens = r.prefix_tokens;
@@ -155,9 +155,9 @@ ordered_json to_json(const EvalOutput& o) {
     j["tokens"] = o.tokens;
     j["tool_call"] = tool_call_json(o.tool_call);
     j["score"] = to_json(o.score);
-    j["stop_reason"] = o.stop_reason;
+    j["stop_reason"] = stop_reason_name(o.stop_reason);
     j["cache_hit"] = o.cache_hit;
-    j["tier"] = o.tier;
+    j["tier"] = tier_name(o.tier);
     j["prefix_tokens"] = o.prefix_tokens;
     j["suffix_tokens"] = o.suffix_tokens;
     j["generated_tokens"] = o.tokens.size();
@@ -179,7 +179,7 @@ ordered_json to_json(const EvalRecord& r) {
     } else {
         j["expected"] = nullptr;
     }
-    j["compile"] = {{"cache_hit", r.compile_hit}, {"tier", r.compile_tier}, {"compile_ms", r.compile_ms}};
+    j["compile"] = {{"cache_hit", r.compile_hit}, {"tier", tier_name(r.compile_tier)}, {"compile_ms", r.compile_ms}};
     j["outputs"] = ordered_json::array();
     for (const auto& o : r.outputs) j["outputs"].push_back(to_json(o));
     j["identical_tokens"] = optional_json(r.identical_tokens);

@@ -1,4 +1,4 @@
-// Runs an evaluation dataset (core/eval.h) through an Engine: for each example set_tools (the group
+// Runs an evaluation dataset (core/research/eval.h) through an Engine: for each example set_tools (the group
 // cache makes a repeated tool set a hit) and query, then scores the parsed tool call.
 //
 // Modes: "cached", "full", "both" (the engine's compare mode: the full prefill and the cached path
@@ -34,9 +34,9 @@ struct EvalOutput {
     std::vector<token_id> tokens;
     std::optional<ToolCall> tool_call;
     ExampleScore score;
-    std::string stop_reason;
+    StopReason stop_reason = StopReason::max_new_tokens;
     bool cache_hit = false;
-    std::string tier;
+    Tier tier = Tier::miss;
     size_t prefix_tokens = 0;
     size_t suffix_tokens = 0;
     Timings timings;
@@ -51,7 +51,7 @@ struct EvalRecord {
     size_t n_tools = 0;
     std::optional<ExpectedCall> expected;
     bool compile_hit = false;  // set_tools found the group in the cache
-    std::string compile_tier;
+    Tier compile_tier = Tier::miss;
     double compile_ms = 0;
     std::vector<EvalOutput> outputs;       // one per mode, the primary mode first
     std::optional<bool> identical_tokens;  // when two outputs were compared

@@ -132,7 +132,7 @@ std::vector<PaperBenchRow> run_paper_bench(Engine& engine, const PaperBenchOptio
             check_not_cancelled(cached);
             step(s, label + " (cached)");
             if (!cached.cache_hit)
-                throw std::runtime_error(set.name + ": the cached query missed the cache (tier " + cached.tier + ")");
+                throw std::runtime_error(set.name + ": the cached query missed the cache (tier " + std::string(tier_name(cached.tier)) + ")");
             if (!measured) continue;
             row.full_ttft_ms.push_back(full.timings.ttft_ms);
             row.full_prefill_ms.push_back(full.timings.prefill_ms);

@@ -1,4 +1,4 @@
-// Exact tool-set edits (issue 18 item 2): how much of a stored group's prefix a single-tool edit
+// Exact tool-set edits: how much of a stored group's prefix a single-tool edit
 // (remove one, add one, change one's description) can reuse, and how that depends on the order the
 // tools are rendered in. Token level only: the reusable part of an edited prefix is the common
 // leading run of the two rendered token-id lists (what GroupStore::longest_prefix finds and

@@ -93,12 +93,12 @@ ChatOutcome make_outcome(const QueryResult& r, const ChatCompletionRequest& req,
     ordered_json cc;
     cc["group_key"] = r.group_key;
     cc["tools_hash"] = tools.tools_hash();
-    cc["tier"] = r.tier;
+    cc["tier"] = tier_name(r.tier);
     cc["cache_hit"] = r.cache_hit;
     cc["prompt_tokens"] = r.prompt_tokens;
     cc["group_reused_tokens"] = r.group_reused_tokens;
     cc["conversation_reused_tokens"] = r.conversation_reused_tokens;
-    cc["conversation_tier"] = r.conversation_tier;
+    cc["conversation_tier"] = tier_name(r.conversation_tier);
     cc["prefilled_tokens"] = r.prefilled_tokens;
     cc["tool_choice"] = req.tool_choice.text();
     cc["forced_tokens"] = r.forced_tokens;  // the call's opening fed by the tool_choice constraint

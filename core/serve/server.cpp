@@ -383,7 +383,7 @@ void Server::Impl::install_routes() {
                  out["lookups"] = s.lookups;
                  out["hits"] = s.hits;
                  out["hit_rate"] = s.hit_rate;
-                 out["by_tier"] = s.by_tier;
+                 out["by_tier"] = by_tier_names(s.by_tier);
                  out["queue_depth"] = worker.queue_depth();
                  out["max_queue"] = worker.max_queue();
                  out["busy"] = worker.busy();

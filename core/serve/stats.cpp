@@ -4,6 +4,12 @@
 
 namespace cc::serve {
 
+std::map<std::string, uint64_t> by_tier_names(const std::map<Tier, uint64_t>& by_tier) {
+    std::map<std::string, uint64_t> out;
+    for (const auto& [tier, n] : by_tier) out[tier_name(tier)] = n;
+    return out;
+}
+
 const std::vector<double>& ServerStats::ttft_buckets_s() {
     static const std::vector<double> b{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
     return b;
@@ -17,8 +23,8 @@ void ServerStats::record(const RequestLogEntry& e) {
         ++requests_[{e.endpoint, e.status}];
         if (e.status == 429) ++rejected_;
         if (e.status == 499) ++cancelled_;
-        if (!e.tier.empty() && e.status == 200) {
-            ++by_tier_[e.tier];
+        if (e.tier && e.status == 200) {
+            ++by_tier_[*e.tier];
             reused_tokens_ += e.cached_tokens;
             prefilled_tokens_ += e.prefilled_tokens;
             generated_tokens_ += e.generated_tokens;
@@ -56,7 +62,7 @@ StatsSnapshot ServerStats::snapshot() const {
     s.by_tier = by_tier_;
     for (const auto& [tier, n] : by_tier_) {
         s.lookups += n;
-        if (tier != "miss") s.hits += n;
+        if (tier != Tier::miss) s.hits += n;
     }
     s.hit_rate = s.lookups ? static_cast<double>(s.hits) / static_cast<double>(s.lookups) : 0.0;
     s.reused_tokens = reused_tokens_;
@@ -97,7 +103,7 @@ std::string ServerStats::prometheus(size_t queue_depth, size_t max_queue, bool b
           << "\n";
     o << "# HELP contextcache_group_lookups_total Requests that linked a tool-set group, by the tier it came from.\n"
       << "# TYPE contextcache_group_lookups_total counter\n";
-    for (const char* tier : {"gpu", "memory", "disk", "miss"}) {
+    for (const Tier tier : {Tier::gpu, Tier::memory, Tier::disk, Tier::miss}) {
         const auto it = by_tier_.find(tier);
         o << "contextcache_group_lookups_total{tier=\"" << tier << "\"} " << (it == by_tier_.end() ? 0 : it->second)
           << "\n";

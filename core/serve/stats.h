@@ -3,12 +3,15 @@
 // engine thread reports after each job. Thread-safe; read through snapshot() or a callback.
 #pragma once
 
+#include "core/store/tier.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +24,7 @@ struct RequestLogEntry {
     std::string endpoint;       // the route ("/v1/chat/completions", "/tools/{key}", ...)
     int status = 0;             // 499: the client went away before the answer
     bool stream = false;
-    std::string tier;           // "gpu" | "memory" | "disk" | "miss" | "" (no engine work)
+    std::optional<Tier> tier;   // where the group came from; none: no engine work
     std::string group_key;
     double queue_ms = 0;        // waiting for the engine thread
     double link_ms = 0;         // lookup + disk load + upload of the group prefix
@@ -50,7 +53,7 @@ struct StatsSnapshot {
     uint64_t lookups = 0;                    // requests that linked a group (chat, query, compile)
     uint64_t hits = 0;                       // ... found it in a tier
     double hit_rate = 0;                     // hits / lookups (0 when none)
-    std::map<std::string, uint64_t> by_tier; // "gpu" | "memory" | "disk" | "miss" -> count
+    std::map<Tier, uint64_t> by_tier;        // lookups by the tier they found the group in
     uint64_t reused_tokens = 0;
     uint64_t prefilled_tokens = 0;
     uint64_t generated_tokens = 0;
@@ -62,6 +65,9 @@ struct StatsSnapshot {
     CacheUsage cache;
     std::vector<RequestLogEntry> recent;     // oldest first
 };
+
+// by_tier by tier name, in the names' order: GET /status's "by_tier" and the app's summary.
+std::map<std::string, uint64_t> by_tier_names(const std::map<Tier, uint64_t>& by_tier);
 
 class ServerStats {
 public:
@@ -82,7 +88,7 @@ private:
     size_t log_size_;
     std::deque<RequestLogEntry> recent_;
     std::map<std::pair<std::string, int>, uint64_t> requests_;  // (endpoint, status) -> count
-    std::map<std::string, uint64_t> by_tier_;
+    std::map<Tier, uint64_t> by_tier_;
     std::vector<uint64_t> ttft_counts_;  // per bucket, not cumulative; last = +Inf
     double ttft_sum_s_ = 0;
     uint64_t ttft_count_ = 0;

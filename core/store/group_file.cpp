@@ -103,7 +103,7 @@ constexpr const char* kFieldNames[] = {"group_key",
 // Fields a header may leave out (older files): written after the others, only when known.
 constexpr const char* kOptionalFieldNames[] = {"tool_texts"};
 
-ordered_json header_to_json(const GroupFileHeader& h) {
+ordered_json header_to_json(const GroupMeta& h) {
     ordered_json j;
     j["group_key"] = h.group_key;
     j["model_fingerprint"] = h.model_fingerprint;
@@ -116,7 +116,7 @@ ordered_json header_to_json(const GroupFileHeader& h) {
     j["n_kv_heads"] = h.n_kv_heads;
     j["head_dim"] = h.head_dim;
     j["kv_dtype"] = h.kv_dtype;
-    j["n_tokens"] = h.n_tokens;
+    j["n_tokens"] = h.n_tokens();
     j["prefix_ids"] = h.prefix_ids;
     j["tool_token_boundaries"] = h.tool_token_boundaries;
     j["created_unix_ms"] = h.created_unix_ms;
@@ -202,8 +202,9 @@ size_t count_top_level_keys(std::string_view text) {
 }
 
 // The checks shared by the writer (before a byte is written) and the reader. Types are checked
-// by the JSON decoding; this is every rule between fields.
-void validate_header(const GroupFileHeader& h, const std::string& source) {
+// by the JSON decoding; this is every rule between fields. `n_tokens` is the header's own count
+// of the prefix ids (the reader's field; the writer's is h.n_tokens()).
+void validate_header(const GroupMeta& h, size_t n_tokens, const std::string& source) {
     const std::pair<const char*, const std::string*> hex_fields[] = {{"group_key", &h.group_key},
                                                                      {"model_fingerprint", &h.model_fingerprint},
                                                                      {"tools_hash", &h.tools_hash},
@@ -218,10 +219,9 @@ void validate_header(const GroupFileHeader& h, const std::string& source) {
     if (h.n_layers <= 0) fail(source, "n_layers " + std::to_string(h.n_layers) + " must be > 0");
     if (h.n_kv_heads <= 0) fail(source, "n_kv_heads " + std::to_string(h.n_kv_heads) + " must be > 0");
     if (h.head_dim <= 0) fail(source, "head_dim " + std::to_string(h.head_dim) + " must be > 0");
-    if (h.n_tokens < 0) fail(source, "n_tokens " + std::to_string(h.n_tokens) + " must be >= 0");
-    if (h.prefix_ids.size() != static_cast<size_t>(h.n_tokens))
+    if (h.prefix_ids.size() != n_tokens)
         fail(source, "prefix_ids has " + std::to_string(h.prefix_ids.size()) + " ids, n_tokens is " +
-                         std::to_string(h.n_tokens));
+                         std::to_string(n_tokens));
     for (size_t i = 0; i < h.prefix_ids.size(); ++i)
         if (h.prefix_ids[i] < 0) fail(source, "prefix_ids[" + std::to_string(i) + "] is negative");
     // Empty means "not known" (the tokenizer's pieces did not map to bytes one to one).
@@ -230,9 +230,9 @@ void validate_header(const GroupFileHeader& h, const std::string& source) {
                          std::to_string(h.tool_names.size()) + " tool names");
     for (size_t i = 0; i < h.tool_token_boundaries.size(); ++i) {
         const int b = h.tool_token_boundaries[i];
-        if (b < 0 || b > h.n_tokens)
+        if (b < 0 || static_cast<size_t>(b) > n_tokens)
             fail(source, "tool_token_boundaries[" + std::to_string(i) + "] = " + std::to_string(b) +
-                             " is outside [0, n_tokens = " + std::to_string(h.n_tokens) + "]");
+                             " is outside [0, n_tokens = " + std::to_string(n_tokens) + "]");
         if (i > 0 && b < h.tool_token_boundaries[i - 1])
             fail(source, "tool_token_boundaries[" + std::to_string(i) + "] = " + std::to_string(b) +
                              " is below the one before it");
@@ -249,7 +249,7 @@ void validate_header(const GroupFileHeader& h, const std::string& source) {
     }
 }
 
-GroupFileHeader header_from_json(std::string_view text, const std::string& source) {
+GroupMeta header_from_json(std::string_view text, const std::string& source) {
     // Two levels: the object and its arrays.
     const ordered_json j = parse_json_text(text, source + ": header", 2);
     if (!j.is_object()) fail(source, "header is not a JSON object");
@@ -264,7 +264,7 @@ GroupFileHeader header_from_json(std::string_view text, const std::string& sourc
     }
     if (count_top_level_keys(text) != j.size()) fail(source, "header names a field twice");
 
-    GroupFileHeader h;
+    GroupMeta h;
     h.group_key = get_string(j, "group_key", source);
     h.model_fingerprint = get_string(j, "model_fingerprint", source);
     h.chat_format = get_string(j, "chat_format", source);
@@ -281,7 +281,7 @@ GroupFileHeader header_from_json(std::string_view text, const std::string& sourc
     h.n_kv_heads = get_int_field(j, "n_kv_heads", 1, source);
     h.head_dim = get_int_field(j, "head_dim", 1, source);
     h.kv_dtype = get_string(j, "kv_dtype", source);
-    h.n_tokens = get_int_field(j, "n_tokens", 0, source);
+    const auto n_tokens = static_cast<size_t>(get_int_field(j, "n_tokens", 0, source));
     h.prefix_ids = get_int_array<token_id>(j, "prefix_ids", source);
     h.tool_token_boundaries = get_int_array<int>(j, "tool_token_boundaries", source);
     h.created_unix_ms = get_int(j, "created_unix_ms", 0, std::numeric_limits<int64_t>::max(), source);
@@ -292,7 +292,7 @@ GroupFileHeader header_from_json(std::string_view text, const std::string& sourc
             h.tool_texts.push_back(t.get<std::string>());
         }
     }
-    validate_header(h, source);
+    validate_header(h, n_tokens, source);
     return h;
 }
 
@@ -353,7 +353,7 @@ bool pread_all(int fd, std::byte* p, size_t n, uint64_t offset, const std::strin
 }
 
 struct OpenedHeader {
-    GroupFileHeader header;
+    GroupMeta header;
     size_t payload_offset = 0;
     size_t file_size = 0;
 };
@@ -404,7 +404,7 @@ std::string temp_name_for(const std::filesystem::path& path) {
 
 // Writes the whole file to an open temp file: preamble + header + padding as one chunk, then each
 // layer in chunks (hashed just before each write, so the payload is read once), then the trailer.
-void write_contents(int fd, const GroupFileHeader& header, const std::string& json, std::span<const std::byte> payload,
+void write_contents(int fd, const GroupMeta& header, const std::string& json, std::span<const std::byte> payload,
                     const GroupFileWriteOptions& options) {
     const size_t payload_offset = round_up(kGroupFilePreambleBytes + json.size(), kGroupFilePayloadAlign);
     std::vector<std::byte> head(payload_offset);  // zero padding included
@@ -451,21 +451,21 @@ size_t kv_dtype_bytes(const std::string& kv_dtype) {
     throw std::runtime_error("kv_dtype \"" + kv_dtype + "\" is not supported (f32, bf16)");
 }
 
-size_t group_layer_bytes(const GroupFileHeader& h) {
-    if (h.n_kv_heads < 0 || h.n_tokens < 0 || h.head_dim < 0) throw std::runtime_error("negative KV dimension");
+size_t group_layer_bytes(const GroupMeta& h) {
+    if (h.n_kv_heads < 0 || h.head_dim < 0) throw std::runtime_error("negative KV dimension");
     size_t n = kv_dtype_bytes(h.kv_dtype);
     n = mul_checked(n, 2, "KV size");
     n = mul_checked(n, static_cast<size_t>(h.n_kv_heads), "KV size");
-    n = mul_checked(n, static_cast<size_t>(h.n_tokens), "KV size");
+    n = mul_checked(n, h.n_tokens(), "KV size");
     return mul_checked(n, static_cast<size_t>(h.head_dim), "KV size");
 }
 
-size_t group_payload_bytes(const GroupFileHeader& h) {
+size_t group_payload_bytes(const GroupMeta& h) {
     if (h.n_layers < 0) throw std::runtime_error("negative n_layers");
     return mul_checked(group_layer_bytes(h), static_cast<size_t>(h.n_layers), "KV size");
 }
 
-GroupFileHeader parse_group_header(std::span<const std::byte> bytes, size_t file_size, const std::string& source,
+GroupMeta parse_group_header(std::span<const std::byte> bytes, size_t file_size, const std::string& source,
                                    size_t* payload_offset) {
     if (bytes.size() > file_size) fail(source, "more bytes given than the file size");
     if (file_size < kGroupFilePreambleBytes)
@@ -498,7 +498,7 @@ GroupFileHeader parse_group_header(std::span<const std::byte> bytes, size_t file
         fail(source, "payload offset " + std::to_string(offset) + ", expected " + std::to_string(expected_offset));
     const uint64_t payload_bytes = load_u64(p + 40);
 
-    GroupFileHeader h = header_from_json(
+    GroupMeta h = header_from_json(
         std::string_view(reinterpret_cast<const char*>(json), static_cast<size_t>(header_bytes)), source);
     const size_t expected_payload = group_payload_bytes(h);  // validated: does not overflow
     if (payload_bytes != expected_payload)
@@ -518,16 +518,16 @@ GroupFileHeader parse_group_header(std::span<const std::byte> bytes, size_t file
     return h;
 }
 
-GroupFileHeader read_group_header(const std::filesystem::path& path) {
+GroupMeta read_group_header(const std::filesystem::path& path) {
     const Fd fd = open_for_read(path);
     return read_header_fd(fd.get(), path.string()).header;
 }
 
-GroupFileHeader read_group_file(const std::filesystem::path& path, std::vector<std::byte>& payload_out) {
+GroupMeta read_group_file(const std::filesystem::path& path, std::vector<std::byte>& payload_out) {
     const std::string source = path.string();
     const Fd fd = open_for_read(path);
     OpenedHeader opened = read_header_fd(fd.get(), source);
-    const GroupFileHeader& h = opened.header;
+    const GroupMeta& h = opened.header;
     const size_t layer_bytes = group_layer_bytes(h);
     const size_t payload_bytes = layer_bytes * static_cast<size_t>(h.n_layers);
     payload_out.resize(payload_bytes);
@@ -560,10 +560,10 @@ GroupFileHeader read_group_file(const std::filesystem::path& path, std::vector<s
     return std::move(opened.header);
 }
 
-void write_group_file(const std::filesystem::path& path, const GroupFileHeader& header,
+void write_group_file(const std::filesystem::path& path, const GroupMeta& header,
                       std::span<const std::byte> payload, const GroupFileWriteOptions& options) {
     const std::string source = path.string();
-    validate_header(header, source);
+    validate_header(header, header.n_tokens(), source);
     const size_t expected = group_payload_bytes(header);
     if (payload.size() != expected)
         fail(source, "payload is " + std::to_string(payload.size()) + " bytes, the header's shape needs " +
@@ -633,7 +633,7 @@ MappedGroupFile map_group_file(const std::filesystem::path& path) {
     size_t payload_offset = 0;
     MappedGroupFile out;
     out.header = parse_group_header(head, bytes.size(), source, &payload_offset);
-    const GroupFileHeader& h = out.header;
+    const GroupMeta& h = out.header;
     const size_t layer_bytes = group_layer_bytes(h);
     const size_t payload_bytes = layer_bytes * static_cast<size_t>(h.n_layers);
     out.payload = bytes.subspan(payload_offset, payload_bytes);

@@ -14,20 +14,22 @@
 //   trailer    n_layers * u64: XXH3_64bits of each layer's K and V bytes (in that order)
 // The file size must be exactly payload_offset + payload_bytes + 8 * n_layers.
 //
-// The JSON header is one object with exactly the fields of GroupFileHeader, under the same names
-// (written in declaration order): group_key, model_fingerprint, tools_hash and
-// system_prompt_sha256 are 64 lowercase hex digits; kv_dtype is "f32" or "bf16"; n_layers,
-// n_kv_heads, head_dim > 0; n_tokens >= 0 and equal to prefix_ids' length; tool_token_boundaries is empty (not
-// known) or has one entry per tool name, non-decreasing, each in [0, n_tokens].
+// The JSON header is one object with the fields of GroupMeta (group_meta.h), under the same
+// names, in this order: group_key, model_fingerprint, chat_format, backend_numerics, tools_hash,
+// tool_names, system_prompt_sha256, n_layers, n_kv_heads, head_dim, kv_dtype, n_tokens (the
+// length of prefix_ids), prefix_ids, tool_token_boundaries, created_unix_ms. group_key,
+// model_fingerprint, tools_hash and system_prompt_sha256 are 64 lowercase hex digits; kv_dtype is
+// "f32" or "bf16"; n_layers, n_kv_heads, head_dim > 0; n_tokens >= 0 and equal to prefix_ids'
+// length; tool_token_boundaries is empty (not known) or has one entry per tool name,
+// non-decreasing, each in [0, n_tokens].
 // One optional field follows them: tool_texts, the canonical text of each tool (canonical order,
-// one per tool name), so that `why` can tell which field of which tool a new set changed. Files
-// written before it existed have none (read as empty: "not recorded"); it is written only when
-// known. A reader without it refuses a file that has it (unknown field), as it would any newer
-// header.
+// one per tool name), so that `why` can tell which field of which tool a new set changed. A file
+// without it reads as empty ("not recorded"); it is written only when known. A reader that does
+// not know the field refuses a file that has it (unknown field), as it would any newer header.
 #pragma once
 
 #include "core/base/mapped_file.h"
-#include "core/text/tokenizer.h"
+#include "core/store/group_meta.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -47,31 +49,12 @@ inline constexpr size_t kGroupFilePayloadAlign = 4096;
 // The header of a 1M-token prefix is ~7 MB of JSON (the ids); anything larger is not a group file.
 inline constexpr uint64_t kMaxGroupHeaderBytes = 64ull << 20;
 
-struct GroupFileHeader {
-    std::string group_key;
-    std::string model_fingerprint;
-    std::string chat_format;
-    std::string backend_numerics;
-    std::string tools_hash;
-    std::vector<std::string> tool_names;
-    std::string system_prompt_sha256;
-    int n_layers = 0;
-    int n_kv_heads = 0;
-    int head_dim = 0;
-    std::string kv_dtype;                     // "f32" | "bf16"
-    int n_tokens = 0;
-    std::vector<token_id> prefix_ids;         // n_tokens ids
-    std::vector<int> tool_token_boundaries;   // token index where each tool's text starts (canonical order)
-    int64_t created_unix_ms = 0;
-    std::vector<std::string> tool_texts;      // optional: Tool::canonical_text of each tool (canonical order)
-};
-
 size_t kv_dtype_bytes(const std::string& kv_dtype);          // throws on an unknown name
 // Canonical KV bytes. Throws std::runtime_error for an unknown dtype, a negative dimension or a
 // size that overflows.
-size_t group_payload_bytes(const GroupFileHeader& header);
+size_t group_payload_bytes(const GroupMeta& header);
 // Bytes of one layer (K and V); group_payload_bytes == n_layers * group_layer_bytes.
-size_t group_layer_bytes(const GroupFileHeader& header);
+size_t group_layer_bytes(const GroupMeta& header);
 
 struct GroupFileWriteOptions {
     // Called after each chunk reaches the file, with the bytes written so far (preamble included).
@@ -87,24 +70,24 @@ struct GroupFileWriteOptions {
 // std::runtime_error "<path>: <problem>" (e.g. disk full, read-only directory) after removing the
 // temp file; never leaves a partial file at `path`. An exception thrown by options.on_progress
 // that is not a std::system_error propagates unchanged (after the same clean-up).
-void write_group_file(const std::filesystem::path& path, const GroupFileHeader& header,
+void write_group_file(const std::filesystem::path& path, const GroupMeta& header,
                       std::span<const std::byte> payload, const GroupFileWriteOptions& options = {});
 
 // Reads and checks the preamble and header only (cheap; used to rebuild the index). Throws
 // std::runtime_error "<file>: <problem>" for a bad magic, version, header checksum, JSON, field or
 // file size.
-GroupFileHeader read_group_header(const std::filesystem::path& path);
+GroupMeta read_group_header(const std::filesystem::path& path);
 
 // Parses the preamble + header from bytes (the fuzz entry point's target). `bytes` holds at least
 // the preamble and the JSON header (it may be the whole file); `file_size` is the whole file's
 // size. Returns the header and the payload offset.
-GroupFileHeader parse_group_header(std::span<const std::byte> bytes, size_t file_size, const std::string& source,
+GroupMeta parse_group_header(std::span<const std::byte> bytes, size_t file_size, const std::string& source,
                                    size_t* payload_offset = nullptr);
 
 // Reads the whole file, verifying the header and every layer's checksum in the same pass as the
 // copy into `payload_out` (resized to the payload size; reuse it across calls to skip zeroing and
 // page faults). Throws naming the file and the layer; `payload_out` is then unspecified.
-GroupFileHeader read_group_file(const std::filesystem::path& path, std::vector<std::byte>& payload_out);
+GroupMeta read_group_file(const std::filesystem::path& path, std::vector<std::byte>& payload_out);
 
 // A group file mapped read-only and checked in place: the same checks as read_group_file
 // (preamble, header, file size, every layer's XXH3), hashing the mapping itself; nothing is copied.
@@ -113,7 +96,7 @@ GroupFileHeader read_group_file(const std::filesystem::path& path, std::vector<s
 // error like any other damage, never a crash.
 struct MappedGroupFile {
     std::shared_ptr<const MappedFile> file;
-    GroupFileHeader header;
+    GroupMeta header;
     std::span<const std::byte> payload;   // group_payload_bytes(header) bytes of canonical KV
 };
 // Throws std::runtime_error "<file>: <problem>", as read_group_file.

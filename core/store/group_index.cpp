@@ -239,8 +239,9 @@ private:
     bool committed_ = false;
 };
 
+// Every column but n_tokens (the length of prefix_ids, kept for ORDER BY).
 constexpr const char* kColumns =
-    "group_key, tools_hash, tool_names, model_fingerprint, chat_format, backend_numerics, n_tokens, prefix_ids, "
+    "group_key, tools_hash, tool_names, model_fingerprint, chat_format, backend_numerics, prefix_ids, "
     "kv_bytes, file_bytes, created_unix_ms, last_used_unix_ms, hits";
 
 IndexEntry read_entry(const Query& q) {
@@ -255,13 +256,12 @@ IndexEntry read_entry(const Query& q) {
     e.model_fingerprint = q.text(3);
     e.chat_format = q.text(4);
     e.backend_numerics = q.text(5);
-    e.n_tokens = static_cast<int>(q.int64(6));
-    e.prefix_ids = q.ids(7);
-    e.kv_bytes = static_cast<uint64_t>(q.int64(8));
-    e.file_bytes = static_cast<uint64_t>(q.int64(9));
-    e.created_unix_ms = q.int64(10);
-    e.last_used_unix_ms = q.int64(11);
-    e.hits = static_cast<uint64_t>(q.int64(12));
+    e.prefix_ids = q.ids(6);
+    e.kv_bytes = static_cast<uint64_t>(q.int64(7));
+    e.file_bytes = static_cast<uint64_t>(q.int64(8));
+    e.created_unix_ms = q.int64(9);
+    e.last_used_unix_ms = q.int64(10);
+    e.hits = static_cast<uint64_t>(q.int64(11));
     return e;
 }
 
@@ -305,19 +305,11 @@ bool has_group_files(const fs::path& cache_dir) {
 
 }  // namespace
 
-IndexEntry index_entry_from_header(const GroupFileHeader& h, uint64_t file_bytes) {
+IndexEntry index_entry_from_header(const GroupMeta& h, uint64_t file_bytes) {
     IndexEntry e;
-    e.group_key = h.group_key;
-    e.tools_hash = h.tools_hash;
-    e.tool_names = h.tool_names;
-    e.model_fingerprint = h.model_fingerprint;
-    e.chat_format = h.chat_format;
-    e.backend_numerics = h.backend_numerics;
-    e.n_tokens = h.n_tokens;
-    e.prefix_ids = h.prefix_ids;
+    static_cast<GroupSummary&>(e) = h;
     e.kv_bytes = group_payload_bytes(h);
     e.file_bytes = file_bytes;
-    e.created_unix_ms = h.created_unix_ms;
     // Usage history lives only in the index; a re-read group starts as if just created.
     e.last_used_unix_ms = h.created_unix_ms;
     e.hits = 0;
@@ -330,7 +322,7 @@ namespace {
 std::optional<IndexEntry> entry_from_file(const std::string& key, const fs::path& path,
                                           std::vector<std::string>& problems) {
     try {
-        const GroupFileHeader h = read_group_header(path);
+        const GroupMeta h = read_group_header(path);
         if (h.group_key != key) {
             problems.push_back(path.string() + ": header group_key " + h.group_key + " does not match the file name");
             return std::nullopt;
@@ -517,7 +509,7 @@ void GroupIndex::Impl::write(const std::vector<std::string>& remove_keys, const 
             .bind(4, e.model_fingerprint)
             .bind(5, e.chat_format)
             .bind(6, e.backend_numerics)
-            .bind(7, static_cast<int64_t>(e.n_tokens))
+            .bind(7, static_cast<int64_t>(e.n_tokens()))
             .bind_blob(8, encode_ids(e.prefix_ids))
             .bind(9, static_cast<int64_t>(e.kv_bytes))
             .bind(10, static_cast<int64_t>(e.file_bytes))

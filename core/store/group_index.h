@@ -4,7 +4,7 @@
 // rebuilt from groups/*.kv.
 #pragma once
 
-#include "core/text/tokenizer.h"
+#include "core/store/group_meta.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -15,26 +15,16 @@
 
 namespace cc {
 
-struct IndexEntry {
-    std::string group_key;
-    std::string tools_hash;
-    std::vector<std::string> tool_names;
-    std::string model_fingerprint;
-    std::string chat_format;
-    std::string backend_numerics;
-    int n_tokens = 0;
-    std::vector<token_id> prefix_ids;  // for longest-prefix reuse
+// One row: the group's summary (prefix_ids for longest-prefix reuse) and the file's usage.
+struct IndexEntry : GroupSummary {
     uint64_t kv_bytes = 0;             // canonical payload bytes
     uint64_t file_bytes = 0;           // size of groups/<key>.kv
-    int64_t created_unix_ms = 0;
     int64_t last_used_unix_ms = 0;
     uint64_t hits = 0;
 };
 
-struct GroupFileHeader;
-
 // The index entry a group file's header describes (hits 0; last_used = created).
-IndexEntry index_entry_from_header(const GroupFileHeader& header, uint64_t file_bytes);
+IndexEntry index_entry_from_header(const GroupMeta& header, uint64_t file_bytes);
 
 class GroupIndex {
 public:

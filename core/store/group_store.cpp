@@ -15,47 +15,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-GroupFileHeader header_of(const Group& g) {
-    GroupFileHeader h;
-    h.group_key = g.group_key;
-    h.model_fingerprint = g.model_fingerprint;
-    h.chat_format = g.chat_format;
-    h.backend_numerics = g.backend_numerics;
-    h.tools_hash = g.tools_hash;
-    h.tool_names = g.tool_names;
-    h.system_prompt_sha256 = g.system_prompt_sha256;
-    h.n_layers = g.n_layers;
-    h.n_kv_heads = g.n_kv_heads;
-    h.head_dim = g.head_dim;
-    h.kv_dtype = g.kv_dtype;
-    h.n_tokens = static_cast<int>(g.prefix_ids.size());
-    h.prefix_ids = g.prefix_ids;
-    h.tool_token_boundaries = g.tool_token_boundaries;
-    h.created_unix_ms = g.created_unix_ms;
-    h.tool_texts = g.tool_texts;
-    return h;
-}
-
-// The group's description without its KV block (the host tier keeps bytes instead).
-std::shared_ptr<Group> copy_without_kv(const Group& g) {
-    auto m = std::make_shared<Group>();
-    m->group_key = g.group_key;
-    m->tools_hash = g.tools_hash;
-    m->tool_names = g.tool_names;
-    m->prefix_ids = g.prefix_ids;
-    m->kv_bytes = g.kv_bytes;
-    m->created_unix_ms = g.created_unix_ms;
-    m->model_fingerprint = g.model_fingerprint;
-    m->chat_format = g.chat_format;
-    m->backend_numerics = g.backend_numerics;
-    m->system_prompt_sha256 = g.system_prompt_sha256;
-    m->tool_token_boundaries = g.tool_token_boundaries;
-    m->tool_texts = g.tool_texts;
-    m->n_layers = g.n_layers;
-    m->n_kv_heads = g.n_kv_heads;
-    m->head_dim = g.head_dim;
-    m->kv_dtype = g.kv_dtype;
-    return m;
+// A row of the listing: the group's summary and where it is.
+GroupInfo listing_row(const GroupSummary& summary, size_t kv_bytes, Tier tier, int64_t last_used_unix_ms,
+                      uint64_t hits) {
+    GroupInfo info;
+    static_cast<GroupSummary&>(info) = summary;
+    info.kv_bytes = kv_bytes;
+    info.tier = tier;
+    info.last_used_unix_ms = last_used_unix_ms;
+    info.hits = hits;
+    return info;
 }
 
 }  // namespace
@@ -97,180 +66,193 @@ fs::path GroupStore::quarantine(const std::string& group_key, const std::string&
     return to;
 }
 
+namespace {
+
+bool same_ids(std::span<const token_id> a, std::span<const token_id> b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+double gb_per_s(size_t bytes, double ms) { return ms > 0 ? double(bytes) / (ms * 1e6) : 0; }
+
+}  // namespace
+
 GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<const token_id> prefix_ids,
-                                    const Group& expected, Backend& backend) {
+                                    const GroupMeta& expected, Backend& backend) {
     Stopwatch clock;
     Lookup result;
-    std::shared_ptr<const Group> host_meta;                   // a host-tier hit (device backends)
-    std::shared_ptr<const std::vector<std::byte>> host_bytes;
-    HostEntry host_entry;
+    std::optional<HostEntry> from_host;
     {
         std::lock_guard lock(mutex_);
         if (backend.kv_on_device() && &backend != backend_)
             throw std::logic_error("GroupStore::find: a device backend must be given to set_backend() first");
-        auto it = entries_.find(group_key);
-        if (it != entries_.end()) {
-            const Group& g = *it->second.group;
-            if (std::equal(g.prefix_ids.begin(), g.prefix_ids.end(), prefix_ids.begin(), prefix_ids.end())) {
-                it->second.last_used_unix_ms = unix_ms_now();
-                it->second.use_tick = ++tick_;
-                it->second.hits += 1;
-                result.group = it->second.group;
-                result.tier = first_tier();  // the GPU tier: the block is already on the device, nothing is copied
-                if (index_) {
-                    try {
-                        index_->touch(group_key);
-                    } catch (const std::exception&) {
-                    }
-                }
-                result.lookup_ms = clock.elapsed_ms();
-                return result;
-            }
-            result.problem = "group " + group_key.substr(0, 12) + ": stored prefix token ids differ from the rendered prefix (" +
-                             std::to_string(g.prefix_ids.size()) + " vs " + std::to_string(prefix_ids.size()) +
-                             " tokens); entry dropped and recompiled";
-            bytes_ -= g.kv_bytes;
-            entries_.erase(it);
+        if (find_in_first_tier_locked(group_key, prefix_ids, result)) {
+            result.lookup_ms = clock.elapsed_ms();
+            return result;
         }
-        if (auto h = host_.find(group_key); h != host_.end()) {
-            const Group& g = *h->second.meta;
-            if (std::equal(g.prefix_ids.begin(), g.prefix_ids.end(), prefix_ids.begin(), prefix_ids.end())) {
-                host_entry = h->second;  // taken out while it is uploaded: it moves to the GPU tier
-            } else if (result.problem.empty()) {
-                result.problem = "group " + group_key.substr(0, 12) +
-                                 ": stored prefix token ids differ from the rendered prefix; entry dropped and recompiled";
-            }
-            host_bytes_ -= h->second.bytes->size();
-            host_.erase(h);
-        }
+        from_host = take_from_host_tier_locked(group_key, prefix_ids, result);
     }
     result.lookup_ms = clock.elapsed_ms();
-    if (host_entry.meta) {
-        // Host tier -> GPU: one upload of the canonical bytes, then the group lives on the device.
-        Stopwatch upload_clock;
-        const Group& meta = *host_entry.meta;
-        std::unique_ptr<KvBlock> kv;
-        try {
-            const int n = static_cast<int>(meta.prefix_ids.size());
-            kv = backend.import_kv(*host_entry.bytes, n, n);
-        } catch (...) {
-            std::lock_guard lock(mutex_);  // e.g. out of device memory: the bytes stay in the host tier
-            host_bytes_ += host_entry.bytes->size();
-            host_.emplace(group_key, host_entry);
-            throw;
-        }
-        auto group = copy_without_kv(meta);
-        group->kv = std::move(kv);
-        result.upload_ms = upload_clock.elapsed_ms();
-        result.upload_gb_s = result.upload_ms > 0 ? double(host_entry.bytes->size()) / (result.upload_ms * 1e6) : 0;
-        result.group = group;
-        result.tier = "memory";
-        {
-            std::lock_guard lock(mutex_);
-            if (auto it = entries_.find(group_key); it != entries_.end()) {  // inserted meanwhile by another thread
-                bytes_ -= it->second.group->kv_bytes;
-                entries_.erase(it);
-            }
-            bytes_ += group->kv_bytes;
-            entries_[group_key] = Entry{group, unix_ms_now(), host_entry.hits + 1, ++tick_};
-            evict_memory_locked(group_key);
-            if (index_) {
-                try {
-                    index_->touch(group_key);
-                } catch (const std::exception&) {
-                }
-            }
-        }
-        return result;
+    if (from_host)
+        upload_from_host_tier(group_key, std::move(*from_host), backend, result);
+    else
+        link_from_disk(group_key, prefix_ids, expected, backend, result);
+    return result;
+}
+
+// The first tier (gpu, or memory with a CPU backend): the block is where the backend reads it, so
+// a hit copies nothing. An entry whose ids differ is dropped (the group is recompiled).
+bool GroupStore::find_in_first_tier_locked(const std::string& group_key, std::span<const token_id> prefix_ids,
+                                           Lookup& result) {
+    auto it = entries_.find(group_key);
+    if (it == entries_.end()) return false;
+    const Group& g = *it->second.group;
+    if (!same_ids(g.prefix_ids, prefix_ids)) {
+        result.problem = "group " + group_key.substr(0, 12) + ": stored prefix token ids differ from the rendered prefix (" +
+                         std::to_string(g.prefix_ids.size()) + " vs " + std::to_string(prefix_ids.size()) +
+                         " tokens); entry dropped and recompiled";
+        bytes_ -= g.kv_bytes;
+        entries_.erase(it);
+        return false;
     }
-    if (!index_) return result;
+    it->second.last_used_unix_ms = unix_ms_now();
+    it->second.use_tick = ++tick_;
+    it->second.hits += 1;
+    result.group = it->second.group;
+    result.tier = first_tier();
+    touch_index_locked(group_key);
+    return true;
+}
+
+// The host tier behind "gpu" (device backends only): the entry is taken out, matching or not; a
+// matching one is uploaded and moves to the GPU tier.
+std::optional<GroupStore::HostEntry> GroupStore::take_from_host_tier_locked(const std::string& group_key,
+                                                                          std::span<const token_id> prefix_ids,
+                                                                          Lookup& result) {
+    auto it = host_.find(group_key);
+    if (it == host_.end()) return std::nullopt;
+    HostEntry entry = std::move(it->second);
+    host_bytes_ -= entry.bytes->size();
+    host_.erase(it);
+    if (same_ids(entry.meta.prefix_ids, prefix_ids)) return entry;
+    if (result.problem.empty())
+        result.problem = "group " + group_key.substr(0, 12) +
+                         ": stored prefix token ids differ from the rendered prefix; entry dropped and recompiled";
+    return std::nullopt;
+}
+
+// Host tier -> GPU: one upload of the canonical bytes, then the group lives on the device.
+void GroupStore::upload_from_host_tier(const std::string& group_key, HostEntry entry, Backend& backend,
+                                       Lookup& result) {
+    Stopwatch upload_clock;
+    const size_t n_bytes = entry.bytes->size();
+    std::unique_ptr<KvBlock> kv;
+    try {
+        const int n = static_cast<int>(entry.meta.n_tokens());
+        kv = backend.import_kv(*entry.bytes, n, n);
+    } catch (...) {
+        std::lock_guard lock(mutex_);  // e.g. out of device memory: the bytes stay in the host tier
+        host_bytes_ += n_bytes;
+        host_.emplace(group_key, std::move(entry));
+        throw;
+    }
+    auto group = std::make_shared<Group>(std::move(entry.meta));
+    group->kv = std::move(kv);
+    group->kv_bytes = n_bytes;
+    result.upload_ms = upload_clock.elapsed_ms();
+    result.upload_gb_s = gb_per_s(n_bytes, result.upload_ms);
+    result.group = group;
+    result.tier = Tier::memory;
+    std::lock_guard lock(mutex_);
+    insert_locked(std::move(group), entry.hits + 1);
+    touch_index_locked(group_key);
+}
+
+// Disk: map the file and verify its checksums in place, then check that it is the group we
+// rendered. Nothing is copied: a backend that links in place (CPU) attends to the mapping
+// itself, and the Group's KV block keeps the mapping alive for as long as any query holds it.
+// (Replacing the file by rename or removing it leaves this mapping valid; see mapped_file.h
+// for an outside program truncating it in place.) A file that does not verify is quarantined.
+void GroupStore::link_from_disk(const std::string& group_key, std::span<const token_id> prefix_ids,
+                                const GroupMeta& expected, Backend& backend, Lookup& result) {
+    if (!index_) return;
     const fs::path path = group_path(group_key);
     std::error_code ec;
-    if (!fs::exists(path, ec)) return result;
+    if (!fs::exists(path, ec)) return;
 
-    // Disk: map the file and verify its checksums in place, then check that it is the group we
-    // rendered. Nothing is copied: a backend that links in place (CPU) attends to the mapping
-    // itself, and the Group's KV block keeps the mapping alive for as long as any query holds it.
-    // (Replacing the file by rename or removing it leaves this mapping valid; see mapped_file.h
-    // for an outside program truncating it in place.)
     Stopwatch load_clock;
     MappedGroupFile mapped;
     try {
         mapped = map_group_file(path);
-        const GroupFileHeader& h = mapped.header;
-        const auto& c = backend.config();
-        std::string mismatch;
-        if (h.group_key != group_key) mismatch = "header group_key " + h.group_key.substr(0, 12) + " differs from the file name";
-        else if (h.model_fingerprint != expected.model_fingerprint) mismatch = "written for another model fingerprint";
-        else if (h.backend_numerics != backend.numerics_id()) mismatch = "written by backend " + h.backend_numerics;
-        else if (h.chat_format != expected.chat_format) mismatch = "written for chat format " + h.chat_format;
-        else if (h.n_layers != c.n_layers || h.n_kv_heads != c.n_kv_heads || h.head_dim != c.head_dim ||
-                 h.kv_dtype != kv_dtype_name(backend.kv_dtype()))
-            mismatch = "KV shape or dtype differs from this model's";
-        else if (!std::equal(h.prefix_ids.begin(), h.prefix_ids.end(), prefix_ids.begin(), prefix_ids.end()))
-            mismatch = "stored prefix token ids differ from the rendered prefix";
+        const std::string mismatch = disk_mismatch(mapped.header, group_key, prefix_ids, expected, backend);
         if (!mismatch.empty()) throw std::runtime_error(path.string() + ": " + mismatch);
     } catch (const std::exception& e) {
         const auto moved = quarantine(group_key, e.what());
         result.problem = std::string(e.what()) + "; moved to " + moved.string() + " and recompiled";
-        return result;
+        return;
     }
     result.disk_load_ms = load_clock.elapsed_ms();
-    const size_t file_bytes = mapped.file->size();
-    result.disk_load_gb_s = result.disk_load_ms > 0 ? double(file_bytes) / (result.disk_load_ms * 1e6) : 0;
+    result.disk_load_gb_s = gb_per_s(mapped.file->size(), result.disk_load_ms);
 
     Stopwatch upload_clock;
-    const GroupFileHeader& h = mapped.header;
-    auto group = std::make_shared<Group>();
-    group->group_key = h.group_key;
-    group->tools_hash = h.tools_hash;
-    group->tool_names = h.tool_names;
-    group->prefix_ids = h.prefix_ids;
+    auto group = std::make_shared<Group>(std::move(mapped.header));
     // In place (CPU: ~0 ms) or a copy into the backend's memory (the default import_kv).
-    group->kv = backend.link_kv(mapped.payload, h.n_tokens, mapped.file);
+    group->kv = backend.link_kv(mapped.payload, static_cast<int>(group->n_tokens()), mapped.file);
     // The memory tier counts a linked group's bytes like an imported one's: they are the mapped
     // file's pages, resident while the group is used.
     group->kv_bytes = mapped.payload.size();
-    group->created_unix_ms = h.created_unix_ms;
-    group->model_fingerprint = h.model_fingerprint;
-    group->chat_format = h.chat_format;
-    group->backend_numerics = h.backend_numerics;
-    group->system_prompt_sha256 = h.system_prompt_sha256;
-    group->tool_token_boundaries = h.tool_token_boundaries;
-    group->tool_texts = h.tool_texts;
-    group->n_layers = h.n_layers;
-    group->n_kv_heads = h.n_kv_heads;
-    group->head_dim = h.head_dim;
-    group->kv_dtype = h.kv_dtype;
     result.upload_ms = upload_clock.elapsed_ms();
-    if (!backend.links_in_place() && result.upload_ms > 0)
-        result.upload_gb_s = double(mapped.payload.size()) / (result.upload_ms * 1e6);
+    if (!backend.links_in_place()) result.upload_gb_s = gb_per_s(mapped.payload.size(), result.upload_ms);
     result.group = group;
-    result.tier = "disk";
-    insert(group);
+    result.tier = Tier::disk;
     std::lock_guard lock(mutex_);
+    insert_locked(std::move(group), 0);
+    touch_index_locked(group_key);
+}
+
+// Why a verified group file is not the group looked up ("" when it is).
+std::string GroupStore::disk_mismatch(const GroupMeta& h, const std::string& group_key,
+                                      std::span<const token_id> prefix_ids, const GroupMeta& expected,
+                                      const Backend& backend) {
+    const auto& c = backend.config();
+    if (h.group_key != group_key) return "header group_key " + h.group_key.substr(0, 12) + " differs from the file name";
+    if (h.model_fingerprint != expected.model_fingerprint) return "written for another model fingerprint";
+    if (h.backend_numerics != backend.numerics_id()) return "written by backend " + h.backend_numerics;
+    if (h.chat_format != expected.chat_format) return "written for chat format " + h.chat_format;
+    if (h.n_layers != c.n_layers || h.n_kv_heads != c.n_kv_heads || h.head_dim != c.head_dim ||
+        h.kv_dtype != kv_dtype_name(backend.kv_dtype()))
+        return "KV shape or dtype differs from this model's";
+    if (!same_ids(h.prefix_ids, prefix_ids)) return "stored prefix token ids differ from the rendered prefix";
+    return "";
+}
+
+void GroupStore::touch_index_locked(const std::string& group_key) {
+    if (!index_) return;
     try {
         index_->touch(group_key);
     } catch (const std::exception&) {
+        // usage counters only: a busy or read-only index does not fail a lookup
     }
-    return result;
 }
 
 void GroupStore::insert(std::shared_ptr<const Group> group) {
     std::lock_guard lock(mutex_);
+    insert_locked(std::move(group), 0);
+}
+
+void GroupStore::insert_locked(std::shared_ptr<const Group> group, uint64_t hits) {
     const std::string key = group->group_key;
-    if (auto it = entries_.find(key); it != entries_.end()) {
+    if (auto it = entries_.find(key); it != entries_.end()) {  // e.g. inserted meanwhile by another thread
         bytes_ -= it->second.group->kv_bytes;
         entries_.erase(it);
     }
     bytes_ += group->kv_bytes;
-    entries_[key] = Entry{std::move(group), unix_ms_now(), 0, ++tick_};
+    entries_[key] = Entry{std::move(group), unix_ms_now(), hits, ++tick_};
     evict_memory_locked(key);
 }
 
 size_t GroupStore::first_budget() const { return on_device_ ? options_.gpu_budget_bytes : options_.host_budget_bytes; }
 
-const char* GroupStore::first_tier() const { return on_device_ ? "gpu" : "memory"; }
+Tier GroupStore::first_tier() const { return on_device_ ? Tier::gpu : Tier::memory; }
 
 void GroupStore::evict_memory_locked(const std::string& keep) {
     while (bytes_ > first_budget()) {
@@ -302,7 +284,7 @@ void GroupStore::demote_locked(const std::string& key, const Entry& entry) {
         return;
     }
     host_bytes_ += bytes->size();
-    host_[key] = HostEntry{copy_without_kv(g), std::move(bytes), entry.last_used_unix_ms, entry.hits, entry.use_tick};
+    host_[key] = HostEntry{GroupMeta(g), std::move(bytes), entry.last_used_unix_ms, entry.hits, entry.use_tick};
     evict_host_locked();
 }
 
@@ -355,9 +337,8 @@ PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, std
     Stopwatch clock;
     try {
         const fs::path path = group_path(group->group_key);
-        const GroupFileHeader h = header_of(*group);
-        write_group_file(path, h, canonical_kv);
-        auto entry = index_entry_from_header(h, fs::file_size(path));
+        write_group_file(path, *group, canonical_kv);
+        auto entry = index_entry_from_header(*group, fs::file_size(path));
         entry.last_used_unix_ms = unix_ms_now();
         std::lock_guard lock(mutex_);
         index_->upsert(entry);
@@ -375,7 +356,7 @@ PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, std
 namespace cc {
 
 std::optional<GroupStore::PrefixMatch> GroupStore::longest_prefix(std::span<const token_id> prefix_ids,
-                                                                  const Group& expected) const {
+                                                                  const GroupMeta& expected) const {
     std::optional<PrefixMatch> best;
     auto consider = [&](const std::string& key, const std::vector<token_id>& ids) {
         const size_t common = common_prefix_tokens(ids, prefix_ids);
@@ -390,7 +371,7 @@ std::optional<GroupStore::PrefixMatch> GroupStore::longest_prefix(std::span<cons
             consider(key, g.prefix_ids);
     }
     for (const auto& [key, h] : host_) {
-        const Group& g = *h.meta;
+        const GroupMeta& g = h.meta;
         if (g.model_fingerprint == expected.model_fingerprint && g.chat_format == expected.chat_format &&
             g.backend_numerics == expected.backend_numerics)
             consider(key, g.prefix_ids);
@@ -405,8 +386,8 @@ std::optional<GroupStore::PrefixMatch> GroupStore::longest_prefix(std::span<cons
     return best;
 }
 
-std::vector<GroupStore::StoredGroup> GroupStore::comparable(const Group& expected) const {
-    auto same_kind = [&](const Group& g) {
+std::vector<GroupStore::StoredGroup> GroupStore::comparable(const GroupMeta& expected) const {
+    auto same_kind = [&](const GroupMeta& g) {
         return g.model_fingerprint == expected.model_fingerprint && g.chat_format == expected.chat_format &&
                g.backend_numerics == expected.backend_numerics;
     };
@@ -417,12 +398,12 @@ std::vector<GroupStore::StoredGroup> GroupStore::comparable(const Group& expecte
         std::lock_guard lock(mutex_);
         for (const auto& [key, e] : entries_)
             if (same_kind(*e.group)) {
-                out.push_back({copy_without_kv(*e.group), first_tier(), e.last_used_unix_ms});
+                out.push_back({GroupMeta(*e.group), first_tier(), e.last_used_unix_ms});
                 seen[key] = true;
             }
         for (const auto& [key, h] : host_)
-            if (same_kind(*h.meta) && !seen.count(key)) {
-                out.push_back({h.meta, "memory", h.last_used_unix_ms});
+            if (same_kind(h.meta) && !seen.count(key)) {
+                out.push_back({h.meta, Tier::memory, h.last_used_unix_ms});
                 seen[key] = true;
             }
         if (index_) {
@@ -436,26 +417,9 @@ std::vector<GroupStore::StoredGroup> GroupStore::comparable(const Group& expecte
     for (const auto& e : on_disk) {
         if (seen.count(e.group_key)) continue;
         try {
-            const GroupFileHeader h = read_group_header(group_path(e.group_key));
+            GroupMeta h = read_group_header(group_path(e.group_key));
             if (h.group_key != e.group_key) continue;
-            auto g = std::make_shared<Group>();
-            g->group_key = h.group_key;
-            g->tools_hash = h.tools_hash;
-            g->tool_names = h.tool_names;
-            g->prefix_ids = h.prefix_ids;
-            g->kv_bytes = group_payload_bytes(h);
-            g->created_unix_ms = h.created_unix_ms;
-            g->model_fingerprint = h.model_fingerprint;
-            g->chat_format = h.chat_format;
-            g->backend_numerics = h.backend_numerics;
-            g->system_prompt_sha256 = h.system_prompt_sha256;
-            g->tool_token_boundaries = h.tool_token_boundaries;
-            g->tool_texts = h.tool_texts;
-            g->n_layers = h.n_layers;
-            g->n_kv_heads = h.n_kv_heads;
-            g->head_dim = h.head_dim;
-            g->kv_dtype = h.kv_dtype;
-            if (same_kind(*g)) out.push_back({std::move(g), "disk", e.last_used_unix_ms});
+            if (same_kind(h)) out.push_back({std::move(h), Tier::disk, e.last_used_unix_ms});
         } catch (const std::exception&) {
             // a damaged or vanished file: find() reports and quarantines it when it is used
         }
@@ -466,15 +430,15 @@ std::vector<GroupStore::StoredGroup> GroupStore::comparable(const Group& expecte
     return out;
 }
 
-std::string GroupStore::tier_of(const std::string& group_key) const {
+Tier GroupStore::tier_of(const std::string& group_key) const {
     {
         std::lock_guard lock(mutex_);
         if (entries_.count(group_key)) return first_tier();
-        if (host_.count(group_key)) return "memory";
+        if (host_.count(group_key)) return Tier::memory;
     }
-    if (!persistent() || !is_group_key(group_key)) return "";
+    if (!persistent() || !is_group_key(group_key)) return Tier::miss;
     std::error_code ec;
-    return fs::is_regular_file(group_path(group_key), ec) ? "disk" : "";
+    return fs::is_regular_file(group_path(group_key), ec) ? Tier::disk : Tier::miss;
 }
 
 std::vector<GroupInfo> GroupStore::list() const {
@@ -482,33 +446,14 @@ std::vector<GroupInfo> GroupStore::list() const {
     std::vector<std::pair<int64_t, GroupInfo>> rows;
     std::unordered_map<std::string, size_t> position;
     for (const auto& [key, e] : entries_) {
-        GroupInfo info;
-        info.group_key = key;
-        info.tools_hash = e.group->tools_hash;
-        info.tool_names = e.group->tool_names;
-        info.n_tokens = e.group->prefix_ids.size();
-        info.kv_bytes = e.group->kv_bytes;
-        info.tier = first_tier();
-        info.created_unix_ms = e.group->created_unix_ms;
-        info.last_used_unix_ms = e.last_used_unix_ms;
-        info.hits = e.hits;
+        GroupInfo info = listing_row(*e.group, e.group->kv_bytes, first_tier(), e.last_used_unix_ms, e.hits);
         info.in_use = e.group.use_count() > 1;
         position[key] = rows.size();
         rows.emplace_back(e.last_used_unix_ms, std::move(info));
     }
     for (const auto& [key, h] : host_) {
-        GroupInfo info;
-        info.group_key = key;
-        info.tools_hash = h.meta->tools_hash;
-        info.tool_names = h.meta->tool_names;
-        info.n_tokens = h.meta->prefix_ids.size();
-        info.kv_bytes = h.bytes->size();
-        info.tier = "memory";
-        info.created_unix_ms = h.meta->created_unix_ms;
-        info.last_used_unix_ms = h.last_used_unix_ms;
-        info.hits = h.hits;
         position[key] = rows.size();
-        rows.emplace_back(h.last_used_unix_ms, std::move(info));
+        rows.emplace_back(h.last_used_unix_ms, listing_row(h.meta, h.bytes->size(), Tier::memory, h.last_used_unix_ms, h.hits));
     }
     if (index_) {
         try {
@@ -519,17 +464,8 @@ std::vector<GroupInfo> GroupStore::list() const {
                     info.hits = std::max<uint64_t>(info.hits, e.hits);
                     continue;
                 }
-                GroupInfo info;
-                info.group_key = e.group_key;
-                info.tools_hash = e.tools_hash;
-                info.tool_names = e.tool_names;
-                info.n_tokens = static_cast<size_t>(e.n_tokens);
-                info.kv_bytes = e.kv_bytes;
+                GroupInfo info = listing_row(e, e.kv_bytes, Tier::disk, e.last_used_unix_ms, e.hits);
                 info.file_bytes = e.file_bytes;
-                info.tier = "disk";
-                info.created_unix_ms = e.created_unix_ms;
-                info.last_used_unix_ms = e.last_used_unix_ms;
-                info.hits = e.hits;
                 rows.emplace_back(e.last_used_unix_ms, std::move(info));
             }
         } catch (const std::exception&) {

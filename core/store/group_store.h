@@ -1,5 +1,5 @@
 // The group cache (DESIGN §7): compiled prefixes (K/V of the system prompt + tool schemas) keyed by
-// group_key, in two tiers: host memory (shared KvBlocks, LRU within a byte budget) and disk (one
+// group_key, in tiers: host memory (shared KvBlocks, LRU within a byte budget) and disk (one
 // immutable file per group, groups/<group_key>.kv, with an SQLite index of usage; LRU within a
 // byte budget). A group found on disk is mapped and verified in place (header, size, checksums,
 // stored prefix token ids) before any byte reaches the model, then promoted to memory, where the
@@ -11,12 +11,14 @@
 // evicted from it is demoted to the host tier ("memory") as canonical bytes (export_kv) when the
 // host budget allows; a host hit uploads them (import_kv, timed as upload_ms / upload_gb_s) and
 // promotes the group to the GPU again; a disk hit uploads (link_kv) and promotes too. With a CPU
-// backend the tiers are "memory" (KvBlocks) and "disk", as before.
+// backend there is no GPU tier: "memory" holds the KvBlocks, then "disk".
 #pragma once
 
 #include "core/backend/backend.h"
 #include "core/base/sha256.h"
 #include "core/base/timings.h"
+#include "core/store/group_meta.h"
+#include "core/store/tier.h"
 #include "core/text/tokenizer.h"
 
 #include <cstdint>
@@ -33,37 +35,21 @@ namespace cc {
 
 class GroupIndex;
 
-// One compiled prefix. Immutable once inserted; shared read-only by every query that links it.
-struct Group {
-    std::string group_key;
-    std::string tools_hash;
-    std::vector<std::string> tool_names;
-    std::vector<token_id> prefix_ids;
-    std::unique_ptr<KvBlock> kv;   // n_tokens() == prefix_ids.size()
+// One compiled prefix: its record (what the file header holds) and its K/V. Immutable once
+// inserted; shared read-only by every query that links it.
+struct Group : GroupMeta {
+    Group() = default;
+    explicit Group(GroupMeta meta) : GroupMeta(std::move(meta)) {}
+
+    std::unique_ptr<KvBlock> kv;   // kv->n_tokens() == n_tokens()
     size_t kv_bytes = 0;           // canonical bytes (Backend::kv_bytes)
-    int64_t created_unix_ms = 0;
-    // What the file header records besides the above.
-    std::string model_fingerprint;
-    std::string chat_format;
-    std::string backend_numerics;
-    std::string system_prompt_sha256;
-    std::vector<int> tool_token_boundaries;
-    std::vector<std::string> tool_texts;  // canonical text per tool (canonical order); empty = not recorded
-    int n_layers = 0;              // the KV's shape, for the file header
-    int n_kv_heads = 0;
-    int head_dim = 0;
-    std::string kv_dtype;          // "f32" | "bf16"
 };
 
-struct GroupInfo {
-    std::string group_key;
-    std::string tools_hash;
-    std::vector<std::string> tool_names;
-    size_t n_tokens = 0;
+// A row of the cache listing.
+struct GroupInfo : GroupSummary {
     size_t kv_bytes = 0;
     size_t file_bytes = 0;         // 0 when not on disk
-    std::string tier;              // "gpu" or "memory" (also on disk when file_bytes > 0), or "disk"
-    int64_t created_unix_ms = 0;
+    Tier tier = Tier::disk;        // gpu or memory (also on disk when file_bytes > 0), or disk
     int64_t last_used_unix_ms = 0;
     uint64_t hits = 0;
     bool in_use = false;
@@ -91,7 +77,7 @@ public:
 
     struct Lookup {
         std::shared_ptr<const Group> group;  // null on a miss
-        std::string tier = "miss";           // "gpu", "memory", "disk" or "miss"
+        Tier tier = Tier::miss;
         std::string problem;                 // why a stored entry was refused, if one was
         double lookup_ms = 0;
         double disk_load_ms = 0;             // map + checksum verification in place (the file's pages)
@@ -104,7 +90,7 @@ public:
     // match `expected`'s model fingerprint, chat format and numerics (fail closed). A disk hit
     // is linked into `backend` (Backend::link_kv) and promoted to memory (the GPU tier with a device
     // backend, which must be the one given to set_backend).
-    Lookup find(const std::string& group_key, std::span<const token_id> prefix_ids, const Group& expected,
+    Lookup find(const std::string& group_key, std::span<const token_id> prefix_ids, const GroupMeta& expected,
                 Backend& backend);
     // Memory (or GPU) tier insert, then LRU eviction (never of an entry a query holds).
     void insert(std::shared_ptr<const Group> group);
@@ -127,21 +113,22 @@ public:
         std::vector<token_id> prefix_ids;
         size_t n_common = 0;
     };
-    std::optional<PrefixMatch> longest_prefix(std::span<const token_id> prefix_ids, const Group& expected) const;
+    std::optional<PrefixMatch> longest_prefix(std::span<const token_id> prefix_ids, const GroupMeta& expected) const;
 
     // Every stored group of `expected`'s model, chat format and numerics (gpu, memory and disk
     // tiers, each key once, most recently used first), described without its KV: what `why`
     // compares a missing tool set with. A disk group's description is its file header (read, not
     // verified: nothing of it reaches the model); a file that does not read is skipped.
     struct StoredGroup {
-        std::shared_ptr<const Group> group;  // kv is null
-        std::string tier;                    // "gpu", "memory" or "disk"
+        GroupMeta meta;
+        Tier tier = Tier::disk;              // gpu, memory or disk
         int64_t last_used_unix_ms = 0;
     };
-    std::vector<StoredGroup> comparable(const Group& expected) const;
+    std::vector<StoredGroup> comparable(const GroupMeta& expected) const;
 
-    // "gpu", "memory", "disk" (a file exists; not verified until used) or "" (not cached).
-    std::string tier_of(const std::string& group_key) const;
+    // The tier holding the group: gpu, memory, disk (a file exists; not verified until used), or
+    // miss (not cached).
+    Tier tier_of(const std::string& group_key) const;
     std::vector<GroupInfo> list() const;          // gpu, memory and disk, most recently used first
     // Reads every group file in full (header, size, checksums); bad ones are quarantined. Returns
     // one line per problem (empty when all are good).
@@ -172,20 +159,33 @@ private:
         uint64_t hits = 0;
         uint64_t use_tick = 0;
     };
-    // A group demoted from the GPU tier: its metadata (kv null) and canonical KV bytes.
+    // A group demoted from the GPU tier: its record and canonical KV bytes.
     struct HostEntry {
-        std::shared_ptr<const Group> meta;
+        GroupMeta meta;
         std::shared_ptr<const std::vector<std::byte>> bytes;
         int64_t last_used_unix_ms = 0;
         uint64_t hits = 0;
         uint64_t use_tick = 0;
     };
+    // find's steps, one per tier, in the order they are tried; each fills `result` (group, tier,
+    // problem, timings). The _locked ones run under mutex_.
+    bool find_in_first_tier_locked(const std::string& group_key, std::span<const token_id> prefix_ids, Lookup& result);
+    std::optional<HostEntry> take_from_host_tier_locked(const std::string& group_key, std::span<const token_id> prefix_ids,
+                                                        Lookup& result);
+    void upload_from_host_tier(const std::string& group_key, HostEntry entry, Backend& backend, Lookup& result);
+    void link_from_disk(const std::string& group_key, std::span<const token_id> prefix_ids, const GroupMeta& expected,
+                        Backend& backend, Lookup& result);
+    static std::string disk_mismatch(const GroupMeta& header, const std::string& group_key,
+                                     std::span<const token_id> prefix_ids, const GroupMeta& expected,
+                                     const Backend& backend);
+    void touch_index_locked(const std::string& group_key);  // usage counters; errors are ignored
+    void insert_locked(std::shared_ptr<const Group> group, uint64_t hits);
     void evict_memory_locked(const std::string& keep);
     void demote_locked(const std::string& key, const Entry& entry);
     void evict_host_locked();
     bool drop_from_memory_locked(const std::string& key);  // the gpu and memory tiers' entries of key
     size_t first_budget() const;
-    const char* first_tier() const;
+    Tier first_tier() const;
     std::vector<std::string> gc_locked(size_t max_bytes);
 
     GroupStoreOptions options_;

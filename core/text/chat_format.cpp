@@ -179,15 +179,24 @@ std::vector<token_id> tokenize_suffix(const ChatFormat& format, const Tokenizer&
     return {full.begin() + static_cast<std::ptrdiff_t>(prefix_ids.size()), full.end()};
 }
 
+RenderedPrefix render_prefix(const ChatFormat& format, const Tokenizer& tokenizer, const ToolSet& tools,
+                             std::string_view system_prompt) {
+    RenderedPrefix out;
+    out.pieces = format.prefix_pieces(tools, system_prompt);
+    out.ids = tokenize_pieces(tokenizer, out.pieces);
+    out.text = pieces_text(out.pieces, &tokenizer);
+    return out;
+}
+
 RenderedPrompt render_prompt(const ChatFormat& format, const Tokenizer& tokenizer, const ToolSet& tools,
                              std::string_view system_prompt, std::string_view query) {
-    const auto prefix = format.prefix_pieces(tools, system_prompt);
+    RenderedPrefix prefix = render_prefix(format, tokenizer, tools, system_prompt);
     const auto suffix = format.suffix_pieces(query, system_prompt);
     RenderedPrompt out;
-    out.prefix_text = pieces_text(prefix, &tokenizer);
     out.suffix_text = pieces_text(suffix, &tokenizer);
-    out.prefix_ids = tokenize_pieces(tokenizer, prefix);
-    out.suffix_ids = tokenize_suffix(format, tokenizer, prefix, out.prefix_ids, suffix);
+    out.suffix_ids = tokenize_suffix(format, tokenizer, prefix.pieces, prefix.ids, suffix);
+    out.prefix_text = std::move(prefix.text);
+    out.prefix_ids = std::move(prefix.ids);
     return out;
 }
 

@@ -58,6 +58,14 @@ struct ToolCallMarkup {
     std::string close;
 };
 
+// The cacheable prefix of a tool set's prompt, rendered once: its pieces (a suffix is tokenized
+// against them: tokenize_suffix), its ids and its text.
+struct RenderedPrefix {
+    std::vector<Piece> pieces;
+    std::vector<token_id> ids;
+    std::string text;  // pieces_text with the tokenizer's BOS
+};
+
 struct RenderedPrompt {
     std::string prefix_text;
     std::string suffix_text;
@@ -126,6 +134,10 @@ std::vector<token_id> tokenize_suffix(const ChatFormat& format, const Tokenizer&
                                       std::span<const Piece> prefix, std::span<const token_id> prefix_ids,
                                       std::span<const Piece> suffix);
 
+// The prefix of `tools` + `system_prompt`: prefix_pieces, tokenize_pieces, pieces_text.
+RenderedPrefix render_prefix(const ChatFormat& format, const Tokenizer& tokenizer, const ToolSet& tools,
+                             std::string_view system_prompt);
+// render_prefix and the query's suffix after it.
 RenderedPrompt render_prompt(const ChatFormat& format, const Tokenizer& tokenizer, const ToolSet& tools,
                              std::string_view system_prompt, std::string_view query);
 

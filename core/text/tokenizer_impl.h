@@ -1,4 +1,4 @@
-// Internals of cc::Tokenizer, shared by core/tokenizer*.cpp. Not part of the public API.
+// Internals of cc::Tokenizer, shared by core/text/tokenizer*.cpp. Not part of the public API.
 //
 // The pipeline mirrors Hugging Face `tokenizers` step by step, because ids must match it exactly:
 //   text -> [added-token split (template mode)] -> normalizer (per segment)

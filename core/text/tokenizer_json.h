@@ -1,7 +1,7 @@
 // Reading tokenizer.json fast: a SAX pass that streams model.vocab and model.merges (about 300k
 // entries for Qwen3/Llama 3) into flat vectors and builds an ordinary DOM for everything else.
 // A full DOM of an 11 MB tokenizer.json costs ~4x the parse itself; this keeps loading near the
-// cost of lexing. Internal to core/tokenizer*.cpp.
+// cost of lexing. Internal to core/text/tokenizer*.cpp.
 #pragma once
 
 #include <nlohmann/json.hpp>

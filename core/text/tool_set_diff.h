@@ -1,4 +1,4 @@
-// What differs between two tool sets (the `why` of a cache miss, issue 18): tools added, removed,
+// What differs between two tool sets (the `why` of a cache miss): tools added, removed,
 // renamed or changed, and for each changed tool the first field that differs. Pure: it compares
 // canonical tool texts (Tool::canonical_text, what the prompt renders and the tools_hash covers),
 // so a stored group that recorded its texts can be compared with a tool set being edited.

@@ -1,4 +1,4 @@
-// The backend choice (core/backend_choice.h) with fake probes: every branch of auto / cpu / cuda
+// The backend choice (core/backend/backend_choice.h) with fake probes: every branch of auto / cpu / cuda
 // on a machine without a GPU, and the engine's use of it (the reason and the planned numerics).
 #include "app/backends.h"
 #include "core/backend/backend_choice.h"

@@ -1,4 +1,4 @@
-// core/kernel_math.h against float64 formulas (and exact bit patterns where the result is exact).
+// core/base/kernel_math.h against float64 formulas (and exact bit patterns where the result is exact).
 #include "core/base/kernel_math.h"
 
 #include <gtest/gtest.h>

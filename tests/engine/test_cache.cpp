@@ -79,7 +79,7 @@ TEST(Cache, CompiledGroupIsADiskHitAfterARestart) {
     {
         auto e = make_engine(dir.path());
         const auto c = e->set_tools(tools, "sys");
-        EXPECT_EQ(c.tier, "miss");
+        EXPECT_EQ(c.tier, cc::Tier::miss);
         key = c.group_key;
         first_answer = ask(*e).tokens;
         e->wait_for_persist();
@@ -93,12 +93,12 @@ TEST(Cache, CompiledGroupIsADiskHitAfterARestart) {
     auto e = make_engine(dir.path());
     const auto c = e->set_tools(tools, "sys");
     EXPECT_TRUE(c.cache_hit);
-    EXPECT_EQ(c.tier, "disk");
+    EXPECT_EQ(c.tier, cc::Tier::disk);
     EXPECT_EQ(c.compile_ms, 0.0);
     const auto r = ask(*e);
     EXPECT_TRUE(*r.identical);
     EXPECT_EQ(r.tokens, first_answer);
-    EXPECT_EQ(r.tier, "memory");  // promoted on use
+    EXPECT_EQ(r.tier, cc::Tier::memory);  // promoted on use
 }
 
 TEST(Cache, QueryLinkingFromDiskReportsLoadAndUpload) {
@@ -110,11 +110,11 @@ TEST(Cache, QueryLinkingFromDiskReportsLoadAndUpload) {
     }
     auto e = make_engine(dir.path());
     const auto c = e->set_tools(tools, "");
-    EXPECT_EQ(c.tier, "disk");
+    EXPECT_EQ(c.tier, cc::Tier::disk);
     ASSERT_TRUE(e->cache().drop_from_memory(c.group_key));  // the query must now link from disk
     const auto r = ask(*e);
     EXPECT_TRUE(r.cache_hit);
-    EXPECT_EQ(r.tier, "disk");
+    EXPECT_EQ(r.tier, cc::Tier::disk);
     EXPECT_TRUE(*r.identical);
     EXPECT_GT(r.timings.disk_load_ms, 0.0);
     EXPECT_GT(r.timings.disk_load_gb_s, 0.0);
@@ -143,18 +143,18 @@ TEST(Cache, DiskHitIsServedZeroCopyWithTheBitsOfAFullPrefillAndAMemoryHit) {
     {
         auto e = make_engine(dir.path());  // a fresh compile would be a miss: build the memory hit from it
         e->cache().clear();
-        EXPECT_EQ(e->set_tools(tools, "sys").tier, "miss");
+        EXPECT_EQ(e->set_tools(tools, "sys").tier, cc::Tier::miss);
         memory_hit = ask(*e);
-        EXPECT_EQ(memory_hit.tier, "memory");
+        EXPECT_EQ(memory_hit.tier, cc::Tier::memory);
         e->wait_for_persist();
     }
     auto e = make_engine(dir.path());
     const auto c = e->set_tools(tools, "sys");
-    EXPECT_EQ(c.tier, "disk");
+    EXPECT_EQ(c.tier, cc::Tier::disk);
     ASSERT_TRUE(e->cache().drop_from_memory(c.group_key));
     EXPECT_FALSE(is_mapped(file));
     const auto disk_hit = ask(*e);
-    EXPECT_EQ(disk_hit.tier, "disk");
+    EXPECT_EQ(disk_hit.tier, cc::Tier::disk);
     ASSERT_TRUE(disk_hit.identical.has_value());
     EXPECT_TRUE(*disk_hit.identical) << "max |d logit| " << disk_hit.max_abs_logit_diff;
     EXPECT_EQ(disk_hit.max_abs_logit_diff, 0.0);
@@ -173,7 +173,7 @@ TEST(Cache, DiskHitIsServedZeroCopyWithTheBitsOfAFullPrefillAndAMemoryHit) {
     // Removed from disk while linked: the mapping stays valid, the answer stays exact.
     ASSERT_TRUE(fs::remove(file));
     const auto after_unlink = ask(*e);
-    EXPECT_EQ(after_unlink.tier, "memory");
+    EXPECT_EQ(after_unlink.tier, cc::Tier::memory);
     EXPECT_TRUE(*after_unlink.identical);
     EXPECT_EQ(after_unlink.tokens, memory_hit.tokens);
     // Evicted and no longer held: unmapped.
@@ -227,7 +227,7 @@ TEST_P(CacheDamage, IsDetectedQuarantinedAndRecompiledWithTheExactAnswer) {
     auto e = make_engine(dir.path());
     const auto c = e->set_tools(tools, "sys");
     EXPECT_FALSE(c.cache_hit);
-    EXPECT_EQ(c.tier, "miss");
+    EXPECT_EQ(c.tier, cc::Tier::miss);
     EXPECT_FALSE(c.problem.empty());
     EXPECT_NE(c.problem.find(file.filename().string()), std::string::npos) << c.problem;
     EXPECT_EQ(count_files(dir.path() / "groups" / "quarantine"), 1u);
@@ -244,7 +244,7 @@ INSTANTIATE_TEST_SUITE_P(Faults, CacheDamage,
                          ::testing::Values(Damage::truncate, Damage::flip_payload, Damage::flip_header, Damage::bad_magic,
                                            Damage::bad_version, Damage::foreign_key, Damage::token_ids));
 
-// Exact tool-set edits (issue 18 item 2): a stored group of ten tools, then one edit. The edited
+// Exact tool-set edits: a stored group of ten tools, then one edit. The edited
 // compile reuses exactly the token prefix it shares with the stored group (computed here from the
 // two renders, independently of the store), and its KV image and a query's logits are the bits of
 // a from-scratch compile of the edited set.
@@ -283,12 +283,12 @@ TEST_P(CacheToolEdit, ReusesTheCommonPrefixAndEqualsAFromScratchCompile) {
     cc::test::TempDir dir;
     auto e = make_engine(dir.path());
     const auto stored = e->set_tools(base, "sys");
-    ASSERT_EQ(stored.tier, "miss");
+    ASSERT_EQ(stored.tier, cc::Tier::miss);
     const size_t common = cc::common_prefix_tokens(prefix_ids(*e, base), prefix_ids(*e, edited));
     ASSERT_GE(common, 32u) << "the system turn and the tools intro are shared";
 
     const auto b = e->set_tools(edited, "sys");
-    EXPECT_EQ(b.tier, "miss");
+    EXPECT_EQ(b.tier, cc::Tier::miss);
     EXPECT_EQ(b.reused_tokens, common);
     EXPECT_LT(b.reused_tokens, b.prefix_tokens);
     EXPECT_TRUE(*ask(*e).identical);  // cached == full prefill in the same engine
@@ -430,7 +430,7 @@ TEST(Cache, PlainFormatGroupsPersistToo) {
     cc::Engine e(o);
     e.load_model();
     const auto c = e.set_tools(tools_from({0}), "Once upon a time");
-    EXPECT_EQ(c.tier, "disk");
+    EXPECT_EQ(c.tier, cc::Tier::disk);
     EXPECT_EQ(c.group_key, key);
 }
 

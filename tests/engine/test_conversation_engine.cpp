@@ -109,7 +109,7 @@ void expect_growing_reuse(const std::vector<QueryResult>& turns, const std::stri
     ASSERT_EQ(turns.size(), 6u);
     EXPECT_EQ(turns[0].conversation_reused_tokens, 0u) << label;
     for (size_t i = 1; i < turns.size(); ++i) {
-        EXPECT_EQ(turns[i].conversation_tier, "memory") << label << " turn " << i + 1;
+        EXPECT_EQ(turns[i].conversation_tier, cc::Tier::memory) << label << " turn " << i + 1;
         EXPECT_GT(reused(turns[i]), reused(turns[i - 1])) << label << " turn " << i + 1;
         // Everything up to the previous request's generation prompt was stored and is reused.
         EXPECT_GE(reused(turns[i]), turns[i - 1].prompt_tokens - 8) << label << " turn " << i + 1;
@@ -133,7 +133,7 @@ TEST(ConversationEngine, Qwen3SixTurnsExactWithGrowingReuse) {
     engine.clear_conversations();
     const auto turns = six_turns(engine, sample_tools(5), "You are a weather assistant.", {}, false, "qwen3");
     expect_growing_reuse(turns, "qwen3");
-    EXPECT_TRUE(turns[0].group_reused_tokens > 0 || turns[0].tier == "miss");
+    EXPECT_TRUE(turns[0].group_reused_tokens > 0 || turns[0].tier == cc::Tier::miss);
     for (const auto& t : turns) EXPECT_EQ(t.prefix_tokens, turns[0].prefix_tokens);
     // Qwen3's template re-renders the earlier assistant turns without the empty <think> block the
     // model saw when it generated them: the stored state diverges right after that turn's header.
@@ -319,7 +319,7 @@ TEST(QueryTier, AQueryInAFreshProcessReportsTheDiskLoadInsideItsTtft) {
     {
         cc::Engine first(o);
         first.load_model();
-        EXPECT_EQ(first.set_tools(tools, "").tier, "miss");
+        EXPECT_EQ(first.set_tools(tools, "").tier, cc::Tier::miss);
         first.wait_for_persist();
     }
     cc::Engine second(o);  // a new process: the group is on disk only
@@ -328,14 +328,14 @@ TEST(QueryTier, AQueryInAFreshProcessReportsTheDiskLoadInsideItsTtft) {
     cc::QueryOptions q;
     q.max_new_tokens = 2;
     const auto r = second.query("hello", q);
-    EXPECT_EQ(r.tier, "disk");
+    EXPECT_EQ(r.tier, cc::Tier::disk);
     EXPECT_TRUE(r.cache_hit);
     EXPECT_GT(r.timings.disk_load_ms, 0.0);
     EXPECT_GE(r.timings.ttft_ms, r.timings.disk_load_ms);
     EXPECT_EQ(r.group_reused_tokens, r.prefix_tokens);
-    EXPECT_EQ(second.current_tools()->tier, "disk");
+    EXPECT_EQ(second.current_tools()->tier, cc::Tier::disk);
     // the next query of this process finds it in memory
-    EXPECT_EQ(second.query("hello again", q).tier, "memory");
+    EXPECT_EQ(second.query("hello again", q).tier, cc::Tier::memory);
 }
 
 TEST(QueryTier, AQueryAfterSelectToolsOnAMissCompilesInsideItsTtft) {
@@ -348,7 +348,7 @@ TEST(QueryTier, AQueryAfterSelectToolsOnAMissCompilesInsideItsTtft) {
     cc::QueryOptions q;
     q.max_new_tokens = 2;
     const auto r = engine.query("hello", q);
-    EXPECT_EQ(r.tier, "miss");
+    EXPECT_EQ(r.tier, cc::Tier::miss);
     EXPECT_GT(r.timings.compile_ms, 0.0);
     EXPECT_GE(r.timings.ttft_ms, r.timings.compile_ms);
     EXPECT_EQ(r.prefilled_tokens, r.prompt_tokens);

@@ -150,7 +150,7 @@ TEST(Engine, RepeatedQueriesHitTheMemoryTierAndGiveTheSameAnswer) {
     auto first = engine.set_tools(tools, "sys");
     auto again = engine.set_tools(tools, "sys");
     EXPECT_TRUE(again.cache_hit);
-    EXPECT_EQ(again.tier, "memory");
+    EXPECT_EQ(again.tier, cc::Tier::memory);
     EXPECT_EQ(again.group_key, first.group_key);
     EXPECT_EQ(again.compile_ms, 0.0);
     QueryOptions q;
@@ -178,7 +178,7 @@ TEST(Engine, EvictedGroupIsRecompiledInsideTheQuery) {
     q.ignore_eos = true;
     const auto r = engine.query("hello", q);
     EXPECT_FALSE(r.cache_hit);
-    EXPECT_EQ(r.tier, "miss");
+    EXPECT_EQ(r.tier, cc::Tier::miss);
     EXPECT_GT(r.timings.compile_ms, 0.0);
     const auto r2 = engine.query("hello", q);
     EXPECT_TRUE(r2.cache_hit);

@@ -29,7 +29,7 @@ TEST(EnginePreview, AgreesWithSetToolsAndFollowsTheTiers) {
     const std::string system = "You are a helpful assistant.";
 
     const auto before = engine->preview_tools(tools, system);
-    EXPECT_EQ(before.tier, "");
+    EXPECT_EQ(before.tier, cc::Tier::miss);
     const auto compiled = engine->set_tools(tools, system);
     engine->wait_for_persist();
     EXPECT_EQ(before.group_key, compiled.group_key);
@@ -38,11 +38,11 @@ TEST(EnginePreview, AgreesWithSetToolsAndFollowsTheTiers) {
     EXPECT_EQ(before.n_tools, compiled.n_tools);
     EXPECT_EQ(before.kv_bytes, compiled.kv_bytes);
 
-    EXPECT_EQ(engine->preview_tools(tools, system).tier, "memory");
+    EXPECT_EQ(engine->preview_tools(tools, system).tier, cc::Tier::memory);
     ASSERT_TRUE(engine->cache().drop_from_memory(compiled.group_key));
-    EXPECT_EQ(engine->preview_tools(tools, system).tier, "disk");
+    EXPECT_EQ(engine->preview_tools(tools, system).tier, cc::Tier::disk);
     ASSERT_TRUE(engine->cache().remove(compiled.group_key));
-    EXPECT_EQ(engine->preview_tools(tools, system).tier, "");
+    EXPECT_EQ(engine->preview_tools(tools, system).tier, cc::Tier::miss);
 
     // Another system prompt is another group.
     EXPECT_NE(engine->preview_tools(tools, system + " ").group_key, compiled.group_key);
@@ -90,7 +90,7 @@ TEST(EnginePreview, CancelFromTheProgressHandlerStopsTheCompileAndKeepsThePrevio
     EXPECT_EQ(engine->current_tools()->group_key, first.group_key);
     // Nothing half-computed was stored under the cancelled set's key.
     engine->set_progress_handler({});
-    EXPECT_EQ(engine->preview_tools(sample("tools_50"), "").tier, "");
+    EXPECT_EQ(engine->preview_tools(sample("tools_50"), "").tier, cc::Tier::miss);
 }
 
 }  // namespace

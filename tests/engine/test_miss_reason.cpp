@@ -1,4 +1,4 @@
-// Why a tool set missed (issue 18): for edits of every kind to a stored set, the nearest stored
+// Why a tool set missed: for edits of every kind to a stored set, the nearest stored
 // group, what differs, and the reusable prefix tokens checked against the actual token ids; in
 // compile and query results, after a restart (from the group file) and for files without tool texts.
 #include "core/engine/engine.h"
@@ -80,17 +80,17 @@ protected:
 
     // The stored base group's token index where its k-th tool (canonical order) starts.
     static int boundary_of(const std::string& tool_name) {
-        cc::Group probe;
+        cc::GroupMeta probe;
         probe.model_fingerprint = engine_->model_info().fingerprint;
         probe.chat_format = engine_->model_info().chat_format;
         probe.backend_numerics = engine_->model_info().numerics;
         for (const auto& s : engine_->cache().comparable(probe)) {
-            if (s.group->group_key != base_->group_key) continue;
-            const auto& names = s.group->tool_names;
+            if (s.meta.group_key != base_->group_key) continue;
+            const auto& names = s.meta.tool_names;
             const auto it = std::find(names.begin(), names.end(), tool_name);
             EXPECT_NE(it, names.end()) << tool_name;
-            if (it == names.end() || s.group->tool_token_boundaries.empty()) return -1;
-            return s.group->tool_token_boundaries[static_cast<size_t>(it - names.begin())];
+            if (it == names.end() || s.meta.tool_token_boundaries.empty()) return -1;
+            return s.meta.tool_token_boundaries[static_cast<size_t>(it - names.begin())];
         }
         ADD_FAILURE() << "the base group is not stored";
         return -1;
@@ -108,7 +108,7 @@ protected:
         }
         const auto& n = reason->nearest.front();
         EXPECT_EQ(n.group_key, base_->group_key);
-        EXPECT_EQ(n.tier, "memory");
+        EXPECT_EQ(n.tier, cc::Tier::memory);
         EXPECT_TRUE(n.tools_compared);
         EXPECT_EQ(n.prefix_tokens, base_ids_->size());
         const auto ids = prefix_ids(*engine_, tools, system);
@@ -126,7 +126,7 @@ cc::CompileResult* MissReason::base_ = nullptr;
 std::vector<cc::token_id>* MissReason::base_ids_ = nullptr;
 
 TEST_F(MissReason, BaseWasAMissWithNothingStored) {
-    ASSERT_EQ(base_->tier, "miss");
+    ASSERT_EQ(base_->tier, cc::Tier::miss);
     ASSERT_TRUE(base_->miss_reason.has_value());
     EXPECT_EQ(base_->miss_reason->n_stored, 0u);
     EXPECT_TRUE(base_->miss_reason->nearest.empty());
@@ -236,7 +236,7 @@ TEST_F(MissReason, CompileAndQueryResultsCarryIt) {
     q.max_new_tokens = 2;
     q.ignore_eos = true;
     const auto r = engine_->query("What's the weather in Paris?", q);
-    EXPECT_EQ(r.tier, "miss");
+    EXPECT_EQ(r.tier, cc::Tier::miss);
     ASSERT_TRUE(r.miss_reason.has_value());
     ASSERT_FALSE(r.miss_reason->nearest.empty());
     EXPECT_EQ(r.miss_reason->nearest[0].group_key, base_->group_key);
@@ -271,7 +271,7 @@ TEST_F(MissReason, ExplainedFromTheGroupFileAfterARestart) {
     ASSERT_FALSE(reason->nearest.empty());
     const auto& n = reason->nearest[0];
     EXPECT_EQ(n.group_key, base_->group_key);
-    EXPECT_EQ(n.tier, "disk");
+    EXPECT_EQ(n.tier, cc::Tier::disk);
     EXPECT_TRUE(n.tools_compared);  // the file recorded the tool texts
     ASSERT_EQ(n.tools.changed.size(), 1u);
     EXPECT_EQ(n.tools.changed[0].field, "description");
@@ -282,13 +282,13 @@ TEST_F(MissReason, ExplainedFromTheGroupFileAfterARestart) {
 TEST(MissReasonRanking, FewestDifferencesFirstThenMostReusableTokens) {
     const auto base = set_of(pick({0, 1, 2}));
     auto group = [](const std::string& key, const cc::ToolSet& t, std::vector<cc::token_id> ids, bool texts) {
-        auto g = std::make_shared<cc::Group>();
-        g->group_key = key;
-        g->tool_names = t.names();
-        if (texts) g->tool_texts = cc::canonical_texts(t);
-        g->system_prompt_sha256 = "s";
-        g->prefix_ids = std::move(ids);
-        return cc::GroupStore::StoredGroup{g, "disk", 0};
+        cc::GroupMeta g;
+        g.group_key = key;
+        g.tool_names = t.names();
+        if (texts) g.tool_texts = cc::canonical_texts(t);
+        g.system_prompt_sha256 = "s";
+        g.prefix_ids = std::move(ids);
+        return cc::GroupStore::StoredGroup{std::move(g), cc::Tier::disk, 0};
     };
     const std::vector<cc::GroupStore::StoredGroup> stored = {
         group("far", set_of(pick({5, 6})), {1, 2, 3, 9}, true),            // 2 removed + 3 added

@@ -1,4 +1,4 @@
-// core/model_config: config.json of each supported family, validated; anything unknown refused
+// core/model/model_config: config.json of each supported family, validated; anything unknown refused
 // by name.
 #include "core/model/model_config.h"
 

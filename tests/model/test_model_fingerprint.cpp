@@ -1,4 +1,4 @@
-// core/model_spec: the model fingerprint and its memo (DESIGN §3): each file's SHA-256 is reused
+// core/model/model_spec: the model fingerprint and its memo (DESIGN §3): each file's SHA-256 is reused
 // while its path, size and mtime are unchanged.
 #include "core/model/model_spec.h"
 

@@ -1,4 +1,4 @@
-// core/mapped_file and core/safetensors: the mapping, and the strict header parse (every error
+// core/base/mapped_file and core/model/safetensors: the mapping, and the strict header parse (every error
 // names the file, the tensor and the problem).
 #include "core/base/mapped_file.h"
 #include "core/model/safetensors.h"

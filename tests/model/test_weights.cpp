@@ -1,4 +1,4 @@
-// core/weights: loading an HF directory (single file, sharded with an index, several files),
+// core/model/weights: loading an HF directory (single file, sharded with an index, several files),
 // validated against the config; every error names the file, the tensor and expected vs actual.
 #include "core/model/weights.h"
 

@@ -1,4 +1,4 @@
-// core/eval: the paper's metrics on hand-made cases, the dataset parser's errors, and a
+// core/research/eval: the paper's metrics on hand-made cases, the dataset parser's errors, and a
 // recomputation of the paper's published summaries from its per-example result files.
 #include "core/text/chat_format.h"
 #include "core/research/eval.h"

@@ -1,5 +1,5 @@
-// core/eval_runner on the built-in test model: modes, the group cache across examples, identical
-// outputs in both mode, progress and cancellation, and records scored with core/eval's metrics.
+// core/research/eval_runner on the built-in test model: modes, the group cache across examples, identical
+// outputs in both mode, progress and cancellation, and records scored with core/research/eval's metrics.
 #include "core/engine/engine.h"
 #include "core/research/eval.h"
 #include "core/research/eval_runner.h"
@@ -63,7 +63,7 @@ TEST(EvalRunner, BothModeScoresCachedAndFullAndCountsIdenticalOutputs) {
         EXPECT_EQ(rec.outputs[1].mode, "full");
         EXPECT_EQ(rec.outputs[0].tokens, rec.outputs[1].tokens);
         EXPECT_EQ(rec.identical_tokens, true);
-        // each output is scored against its example as core/eval defines it
+        // each output is scored against its example as core/research/eval defines it
         for (const auto& o : rec.outputs) {
             const auto expect = cc::score_example(rec.expected, o.tool_call);
             EXPECT_EQ(o.score.false_negative, expect.false_negative);

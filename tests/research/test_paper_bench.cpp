@@ -1,4 +1,4 @@
-// core/paper_bench (the paper's Tables 2 and 3) and `contextcache-cli bench`: the statistics on
+// core/research/paper_bench (the paper's Tables 2 and 3) and `contextcache-cli bench`: the statistics on
 // hand-made samples, the amortisation formula against the paper's published figures, and a tiny
 // run on builtin:qwen3-test whose JSON and CSV must agree with its own per-query samples.
 // Timings are never asserted, only the bookkeeping between them.

@@ -1,4 +1,4 @@
-// Result files record where they came from (core/run_info): the commit, the machine, the model.
+// Result files record where they came from (core/research/run_info): the commit, the machine, the model.
 #include "core/research/run_info.h"
 
 #include <gtest/gtest.h>

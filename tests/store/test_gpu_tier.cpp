@@ -1,7 +1,7 @@
 // The group store's GPU tier (DESIGN §7) without a GPU: a fake "device" backend wraps the CPU
 // backend (kv_on_device() = true, every import/export counted), so the tier transitions, budgets,
 // LRU order, promotion, upload timing and exactness after demote/promote cycles are checked here.
-// A real CUDA backend goes through the same store code (core/group_store.cpp).
+// A real CUDA backend goes through the same store code (core/store/group_store.cpp).
 #include "core/model/builtin_model.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/store/group_store.h"
@@ -139,13 +139,13 @@ TEST_F(GpuTier, AGpuHitCopiesNothing) {
     store.set_backend(device_.get());
     EXPECT_TRUE(store.on_device());
     store.insert(compile('a'));
-    EXPECT_EQ(store.tier_of(key_of('a')), "gpu");
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::gpu);
     EXPECT_EQ(store.gpu_bytes(), group_bytes());
     EXPECT_EQ(store.gpu_size(), 1u);
     EXPECT_EQ(store.memory_bytes(), 0u);
     const auto hit = find(store, 'a');
     ASSERT_TRUE(hit.group);
-    EXPECT_EQ(hit.tier, "gpu");
+    EXPECT_EQ(hit.tier, cc::Tier::gpu);
     EXPECT_EQ(hit.upload_ms, 0.0);
     EXPECT_EQ(hit.upload_gb_s, 0.0);
     EXPECT_EQ(device_->imports, 0);
@@ -153,7 +153,7 @@ TEST_F(GpuTier, AGpuHitCopiesNothing) {
     EXPECT_TRUE(same_bits(cached_logits(*hit.group), full_logits('a')));
     const auto list = store.list();
     ASSERT_EQ(list.size(), 1u);
-    EXPECT_EQ(list[0].tier, "gpu");
+    EXPECT_EQ(list[0].tier, cc::Tier::gpu);
     EXPECT_TRUE(list[0].in_use);  // `hit` holds it
 }
 
@@ -163,24 +163,24 @@ TEST_F(GpuTier, EvictionDemotesToHostAndAHostHitUploadsAndPromotes) {
     store.insert(compile('a'));
     store.insert(compile('b'));  // 'a' is least recently used: demoted
     EXPECT_EQ(device_->exports, 1);
-    EXPECT_EQ(store.tier_of(key_of('a')), "memory");
-    EXPECT_EQ(store.tier_of(key_of('b')), "gpu");
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::memory);
+    EXPECT_EQ(store.tier_of(key_of('b')), cc::Tier::gpu);
     EXPECT_EQ(store.memory_bytes(), group_bytes());
     EXPECT_EQ(store.gpu_bytes(), group_bytes());
 
     const auto hit = find(store, 'a');
     ASSERT_TRUE(hit.group);
-    EXPECT_EQ(hit.tier, "memory");
+    EXPECT_EQ(hit.tier, cc::Tier::memory);
     EXPECT_EQ(device_->imports, 1);
     EXPECT_GT(hit.upload_ms, 0.0);
     EXPECT_GT(hit.upload_gb_s, 0.0);
-    EXPECT_EQ(store.tier_of(key_of('a')), "gpu");     // promoted
-    EXPECT_EQ(store.tier_of(key_of('b')), "memory");  // and 'b' made room
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::gpu);     // promoted
+    EXPECT_EQ(store.tier_of(key_of('b')), cc::Tier::memory);  // and 'b' made room
     EXPECT_EQ(device_->exports, 2);
     EXPECT_TRUE(same_bits(cached_logits(*hit.group), full_logits('a')));
 
     // Listed with the same tier names.
-    for (const auto& g : store.list()) EXPECT_EQ(g.tier, g.group_key == key_of('a') ? "gpu" : "memory");
+    for (const auto& g : store.list()) EXPECT_EQ(g.tier, g.group_key == key_of('a') ? cc::Tier::gpu : cc::Tier::memory);
 }
 
 TEST_F(GpuTier, LogitsStayExactOverDemotePromoteCycles) {
@@ -194,7 +194,7 @@ TEST_F(GpuTier, LogitsStayExactOverDemotePromoteCycles) {
         for (char name : {'a', 'b'}) {
             const auto hit = find(store, name);
             ASSERT_TRUE(hit.group) << "cycle " << cycle;
-            EXPECT_EQ(hit.tier, "memory") << "cycle " << cycle << " " << name;  // the other one pushed it out
+            EXPECT_EQ(hit.tier, cc::Tier::memory) << "cycle " << cycle << " " << name;  // the other one pushed it out
             EXPECT_TRUE(same_bits(cached_logits(*hit.group), name == 'a' ? ref_a : ref_b)) << "cycle " << cycle;
         }
     }
@@ -209,9 +209,9 @@ TEST_F(GpuTier, LeastRecentlyUsedIsDemotedFirst) {
     store.insert(compile('b'));
     ASSERT_TRUE(find(store, 'a').group);  // 'a' used after 'b'
     store.insert(compile('c'));
-    EXPECT_EQ(store.tier_of(key_of('a')), "gpu");
-    EXPECT_EQ(store.tier_of(key_of('b')), "memory");
-    EXPECT_EQ(store.tier_of(key_of('c')), "gpu");
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::gpu);
+    EXPECT_EQ(store.tier_of(key_of('b')), cc::Tier::memory);
+    EXPECT_EQ(store.tier_of(key_of('c')), cc::Tier::gpu);
 }
 
 TEST_F(GpuTier, AGroupInUseIsNeverEvicted) {
@@ -220,20 +220,20 @@ TEST_F(GpuTier, AGroupInUseIsNeverEvicted) {
     store.insert(compile('a'));
     auto held = find(store, 'a').group;  // a query holds 'a'
     store.insert(compile('b'));          // over budget: 'a' is held and 'b' was just inserted
-    EXPECT_EQ(store.tier_of(key_of('a')), "gpu");
-    EXPECT_EQ(store.tier_of(key_of('b')), "gpu");
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::gpu);
+    EXPECT_EQ(store.tier_of(key_of('b')), cc::Tier::gpu);
     EXPECT_EQ(store.gpu_bytes(), 2 * group_bytes());
     EXPECT_EQ(device_->exports, 0);
     store.insert(compile('c'));  // 'b' is the only one free to go
-    EXPECT_EQ(store.tier_of(key_of('a')), "gpu");
-    EXPECT_EQ(store.tier_of(key_of('b')), "memory");
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::gpu);
+    EXPECT_EQ(store.tier_of(key_of('b')), cc::Tier::memory);
     EXPECT_TRUE(same_bits(cached_logits(*held), full_logits('a')));
     held.reset();
     store.insert(compile('d'));  // now 'a' (least recently used, no longer held) and 'c' go; the host keeps one
-    EXPECT_EQ(store.tier_of(key_of('a')), "");
-    EXPECT_EQ(store.tier_of(key_of('b')), "");
-    EXPECT_EQ(store.tier_of(key_of('c')), "memory");
-    EXPECT_EQ(store.tier_of(key_of('d')), "gpu");
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::miss);
+    EXPECT_EQ(store.tier_of(key_of('b')), cc::Tier::miss);
+    EXPECT_EQ(store.tier_of(key_of('c')), cc::Tier::memory);
+    EXPECT_EQ(store.tier_of(key_of('d')), cc::Tier::gpu);
     EXPECT_LE(store.memory_bytes(), group_bytes());
 }
 
@@ -243,7 +243,7 @@ TEST_F(GpuTier, WithoutHostRoomAnEvictedGroupIsDroppedNotCopied) {
     store.insert(compile('a'));
     store.insert(compile('b'));
     EXPECT_EQ(device_->exports, 0);
-    EXPECT_EQ(store.tier_of(key_of('a')), "");
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::miss);
     EXPECT_FALSE(find(store, 'a').group);
 }
 
@@ -259,21 +259,21 @@ TEST_F(GpuTier, ADiskHitUploadsThenPromotes) {
     std::shared_ptr<const cc::Group> shared = a;
     const auto written = store.persist(shared, std::move(canonical));
     ASSERT_TRUE(written.ok) << written.error;
-    EXPECT_EQ(store.tier_of(key_of('a')), "disk");
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::disk);
     const int imports_before = device_->imports;
     const auto hit = find(store, 'a');
     ASSERT_TRUE(hit.group) << hit.problem;
-    EXPECT_EQ(hit.tier, "disk");
+    EXPECT_EQ(hit.tier, cc::Tier::disk);
     EXPECT_EQ(device_->imports, imports_before + 1);  // link_kv uploads (a device backend cannot read the mapping)
     EXPECT_GT(hit.upload_gb_s, 0.0);
-    EXPECT_EQ(store.tier_of(key_of('a')), "gpu");
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::gpu);
     EXPECT_TRUE(same_bits(cached_logits(*hit.group), full_logits('a')));
     const auto again = find(store, 'a');
-    EXPECT_EQ(again.tier, "gpu");
+    EXPECT_EQ(again.tier, cc::Tier::gpu);
     EXPECT_EQ(device_->imports, imports_before + 1);
     const auto list = store.list();
     ASSERT_EQ(list.size(), 1u);
-    EXPECT_EQ(list[0].tier, "gpu");
+    EXPECT_EQ(list[0].tier, cc::Tier::gpu);
     EXPECT_GT(list[0].file_bytes, 0u);
 }
 
@@ -284,14 +284,14 @@ TEST_F(GpuTier, LeavingTheDeviceBackendDemotesEveryBlock) {
     store.insert(compile('b'));
     store.set_backend(nullptr);
     EXPECT_EQ(device_->exports, 2);
-    EXPECT_EQ(store.tier_of(key_of('a')), "memory");
-    EXPECT_EQ(store.tier_of(key_of('b')), "memory");
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::memory);
+    EXPECT_EQ(store.tier_of(key_of('b')), cc::Tier::memory);
     EXPECT_EQ(store.gpu_size(), 0u);
     // Back on a device backend: the bytes are uploaded on use, exactly.
     store.set_backend(device_.get());
     const auto hit = find(store, 'a');
     ASSERT_TRUE(hit.group);
-    EXPECT_EQ(hit.tier, "memory");
+    EXPECT_EQ(hit.tier, cc::Tier::memory);
     EXPECT_TRUE(same_bits(cached_logits(*hit.group), full_logits('a')));
 }
 
@@ -307,8 +307,8 @@ TEST_F(GpuTier, RemoveAndDropReachEveryTier) {
     store.insert(compile('b'));
     EXPECT_TRUE(store.drop_from_memory(key_of('a')));  // from the host tier
     EXPECT_TRUE(store.remove(key_of('b')));            // from the GPU tier
-    EXPECT_EQ(store.tier_of(key_of('a')), "");
-    EXPECT_EQ(store.tier_of(key_of('b')), "");
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::miss);
+    EXPECT_EQ(store.tier_of(key_of('b')), cc::Tier::miss);
     EXPECT_EQ(store.memory_bytes(), 0u);
     EXPECT_EQ(store.gpu_bytes(), 0u);
 }
@@ -320,11 +320,20 @@ TEST_F(GpuTier, ACpuBackendKeepsTheMemoryTier) {
     store.set_backend(cpu.get());
     EXPECT_FALSE(store.on_device());
     store.insert(compile('a'));
-    EXPECT_EQ(store.tier_of(key_of('a')), "memory");
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::memory);
     const auto hit = store.find(key_of('a'), prefix_of('a'), expected(), *cpu);
-    EXPECT_EQ(hit.tier, "memory");
+    EXPECT_EQ(hit.tier, cc::Tier::memory);
     EXPECT_EQ(store.gpu_bytes(), 0u);
     EXPECT_EQ(store.memory_bytes(), group_bytes());
+}
+
+// The names results and the CLI write, and back.
+TEST(TierNames, RoundTrip) {
+    for (const cc::Tier t : {cc::Tier::gpu, cc::Tier::memory, cc::Tier::disk, cc::Tier::miss})
+        EXPECT_EQ(cc::parse_tier(cc::tier_name(t)), t);
+    EXPECT_STREQ(cc::tier_name(cc::Tier::memory), "memory");
+    EXPECT_THROW(cc::parse_tier(""), std::invalid_argument);
+    EXPECT_THROW(cc::parse_tier("host"), std::invalid_argument);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Group files (core/group_file): round trips, the documented byte layout checked with an
+// Group files (core/store/group_file): round trips, the documented byte layout checked with an
 // independent XXH3, and real faults: truncation, flipped bytes, wrong magic/version/size, invalid
 // fields under a valid checksum, a writer killed with SIGKILL, a read-only directory and a full disk.
 #include "core/store/group_file.h"
@@ -26,7 +26,7 @@
 #include <vector>
 
 namespace fs = std::filesystem;
-using cc::GroupFileHeader;
+using cc::GroupMeta;
 
 namespace {
 
@@ -34,9 +34,9 @@ std::string hex_key(char c) {
     return std::string(64, c);
 }
 
-GroupFileHeader make_header(int n_layers, int n_kv_heads, int head_dim, int n_tokens, const std::string& dtype,
+GroupMeta make_header(int n_layers, int n_kv_heads, int head_dim, int n_tokens, const std::string& dtype,
                             int n_tools = 2) {
-    GroupFileHeader h;
+    GroupMeta h;
     h.group_key = hex_key('a');
     h.model_fingerprint = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     h.chat_format = "qwen3";
@@ -47,7 +47,6 @@ GroupFileHeader make_header(int n_layers, int n_kv_heads, int head_dim, int n_to
     h.n_kv_heads = n_kv_heads;
     h.head_dim = head_dim;
     h.kv_dtype = dtype;
-    h.n_tokens = n_tokens;
     for (int i = 0; i < n_tokens; ++i) h.prefix_ids.push_back(151644 - i * 7);
     for (int t = 0; t < n_tools; ++t) {
         h.tool_names.push_back("tool_" + std::to_string(t) + "_\xc3\xa9");  // non-ASCII survives
@@ -57,14 +56,14 @@ GroupFileHeader make_header(int n_layers, int n_kv_heads, int head_dim, int n_to
     return h;
 }
 
-std::vector<std::byte> make_payload(const GroupFileHeader& h, uint64_t seed = 42) {
+std::vector<std::byte> make_payload(const GroupMeta& h, uint64_t seed = 42) {
     std::vector<std::byte> p(cc::group_payload_bytes(h));
     std::mt19937_64 rng(seed);
     for (auto& b : p) b = static_cast<std::byte>(rng());
     return p;
 }
 
-void expect_same_header(const GroupFileHeader& a, const GroupFileHeader& b) {
+void expect_same_header(const GroupMeta& a, const GroupMeta& b) {
     EXPECT_EQ(a.group_key, b.group_key);
     EXPECT_EQ(a.model_fingerprint, b.model_fingerprint);
     EXPECT_EQ(a.chat_format, b.chat_format);
@@ -76,7 +75,7 @@ void expect_same_header(const GroupFileHeader& a, const GroupFileHeader& b) {
     EXPECT_EQ(a.n_kv_heads, b.n_kv_heads);
     EXPECT_EQ(a.head_dim, b.head_dim);
     EXPECT_EQ(a.kv_dtype, b.kv_dtype);
-    EXPECT_EQ(a.n_tokens, b.n_tokens);
+    EXPECT_EQ(a.n_tokens(), b.n_tokens());
     EXPECT_EQ(a.prefix_ids, b.prefix_ids);
     EXPECT_EQ(a.tool_token_boundaries, b.tool_token_boundaries);
     EXPECT_EQ(a.created_unix_ms, b.created_unix_ms);
@@ -128,7 +127,7 @@ std::string build_file(const std::string& json, const std::vector<std::byte>& pa
 }
 
 // The JSON the writer produces for `h`, as a mutable object for hand-built headers.
-nlohmann::ordered_json header_json(const GroupFileHeader& h) {
+nlohmann::ordered_json header_json(const GroupMeta& h) {
     return {{"group_key", h.group_key},
             {"model_fingerprint", h.model_fingerprint},
             {"chat_format", h.chat_format},
@@ -140,7 +139,7 @@ nlohmann::ordered_json header_json(const GroupFileHeader& h) {
             {"n_kv_heads", h.n_kv_heads},
             {"head_dim", h.head_dim},
             {"kv_dtype", h.kv_dtype},
-            {"n_tokens", h.n_tokens},
+            {"n_tokens", h.n_tokens()},
             {"prefix_ids", h.prefix_ids},
             {"tool_token_boundaries", h.tool_token_boundaries},
             {"created_unix_ms", h.created_unix_ms}};
@@ -247,7 +246,7 @@ TEST(GroupFile, ToolTextsAreOptionalAndRoundTrip) {
 TEST_P(GroupFileRoundTrip, HeaderAndPayloadComeBackEqual) {
     const Shape s = GetParam();
     cc::test::TempDir dir;
-    const GroupFileHeader h = make_header(s.n_layers, s.n_kv_heads, s.head_dim, s.n_tokens, s.dtype);
+    const GroupMeta h = make_header(s.n_layers, s.n_kv_heads, s.head_dim, s.n_tokens, s.dtype);
     const auto payload = make_payload(h);
     const fs::path path = dir.path() / (h.group_key + ".kv");
     // A small chunk size, so layers span several write calls.
@@ -303,7 +302,7 @@ TEST(GroupFile, BytesFollowTheDocumentedLayout) {
     EXPECT_EQ(f.find_first_not_of('\0', 48 + header_bytes), payload_offset) << "padding is not all zero";
     EXPECT_EQ(0, std::memcmp(f.data() + payload_offset, payload.data(), payload.size()));
 
-    // The header is the fields of GroupFileHeader, in declaration order.
+    // The header is the fields of GroupMeta, in the order group_file.h gives.
     const auto j = nlohmann::ordered_json::parse(json);
     EXPECT_EQ(j, header_json(h));
     std::vector<std::string> keys;
@@ -579,10 +578,10 @@ TEST(GroupFile, WriterRefusesAnInvalidHeaderOrPayloadAndWritesNothing) {
     auto payload = make_payload(h);
     payload.pop_back();
     EXPECT_NE(error_of([&] { cc::write_group_file(p, h, payload); }).find("payload is"), std::string::npos);
-    h.prefix_ids.pop_back();
+    h.prefix_ids.pop_back();  // 5 tokens: a 6-token payload no longer fits the header
     EXPECT_NE(error_of([&] {
                   cc::write_group_file(p, h, make_payload(make_header(2, 2, 4, 6, "f32")));
-              }).find("prefix_ids has 5 ids"),
+              }).find("the header's shape needs"),
               std::string::npos);
     EXPECT_TRUE(dir_names(dir.path()).empty());
 }
@@ -595,7 +594,7 @@ TEST(GroupFile, RewriteReplacesTheFileWhole) {
     cc::write_group_file(p, h1, make_payload(h1, 1));
     cc::write_group_file(p, h2, make_payload(h2, 2));
     std::vector<std::byte> out;
-    EXPECT_EQ(cc::read_group_file(p, out).n_tokens, 9);
+    EXPECT_EQ(cc::read_group_file(p, out).n_tokens(), 9u);
     EXPECT_TRUE(out == make_payload(h2, 2));
     EXPECT_EQ(dir_names(dir.path()).size(), 1u);
 }
@@ -751,7 +750,7 @@ TEST(GroupFile, PayloadSizeArithmetic) {
     EXPECT_EQ(cc::group_payload_bytes(h), size_t(8) * 2 * 4 * 2952 * 64 * 4);
     EXPECT_EQ(cc::kv_dtype_bytes("bf16"), 2u);
     EXPECT_THROW(cc::kv_dtype_bytes("f16"), std::runtime_error);
-    h.n_layers = h.n_kv_heads = h.head_dim = h.n_tokens = 2147483647;
+    h.n_layers = h.n_kv_heads = h.head_dim = 2147483647;
     EXPECT_THROW(cc::group_payload_bytes(h), std::runtime_error);
 }
 
@@ -762,7 +761,7 @@ TEST(GroupFile, DISABLED_WriteFuzzSeeds) {
     fs::create_directories(out);
     const struct {
         const char* name;
-        GroupFileHeader h;
+        GroupMeta h;
     } seeds[] = {{"f32_1layer_0tokens.kv", make_header(1, 1, 2, 0, "f32", 0)},
                  {"bf16_1layer_3tokens.kv", make_header(1, 1, 2, 3, "bf16", 1)},
                  {"f32_2layers_5tokens.kv", make_header(2, 1, 2, 5, "f32", 2)},

@@ -1,4 +1,4 @@
-// The SQLite cache index (core/group_index.h): round trips, usage counters, ordering, damage
+// The SQLite cache index (core/store/group_index.h): round trips, usage counters, ordering, damage
 // handling (garbage, corrupt pages, other schema version), rebuild/reconcile from real group files
 // and several processes on one directory.
 #include "core/store/group_index.h"
@@ -35,7 +35,6 @@ cc::IndexEntry make_entry(int n, const std::string& model = "model-a", int n_tok
     e.model_fingerprint = model;
     e.chat_format = "qwen3";
     e.backend_numerics = "cpu-f32";
-    e.n_tokens = n_tokens;
     for (int i = 0; i < n_tokens; ++i) e.prefix_ids.push_back(i % 3 == 0 ? -i : 151000 + i * 7);
     e.kv_bytes = 1000u * static_cast<uint64_t>(n_tokens);
     e.file_bytes = e.kv_bytes + 4096;
@@ -51,7 +50,7 @@ void expect_same_metadata(const cc::IndexEntry& a, const cc::IndexEntry& b) {
     EXPECT_EQ(a.model_fingerprint, b.model_fingerprint);
     EXPECT_EQ(a.chat_format, b.chat_format);
     EXPECT_EQ(a.backend_numerics, b.backend_numerics);
-    EXPECT_EQ(a.n_tokens, b.n_tokens);
+    EXPECT_EQ(a.n_tokens(), b.n_tokens());
     EXPECT_EQ(a.prefix_ids, b.prefix_ids);
     EXPECT_EQ(a.kv_bytes, b.kv_bytes);
     EXPECT_EQ(a.file_bytes, b.file_bytes);
@@ -473,7 +472,7 @@ TEST(GroupIndex, ConcurrentOpensOfADamagedIndexReplaceItOnce) {
     EXPECT_EQ(index.list().size(), 4u);  // every child wrote into the same, live index
 }
 
-// ---- rebuilding from group files (core/group_file) ------------------------------------------------
+// ---- rebuilding from group files (core/store/group_file) ------------------------------------------------
 
 namespace {
 
@@ -482,8 +481,8 @@ std::string hex64(char c) {
 }
 
 // A valid header for group key_of(n) with `n_tokens` tokens.
-cc::GroupFileHeader make_header(int n, int n_tokens = 6) {
-    cc::GroupFileHeader h;
+cc::GroupMeta make_header(int n, int n_tokens = 6) {
+    cc::GroupMeta h;
     h.group_key = key_of(n);
     h.model_fingerprint = hex64('f');
     h.chat_format = "qwen3";
@@ -494,7 +493,6 @@ cc::GroupFileHeader make_header(int n, int n_tokens = 6) {
     h.n_kv_heads = 2;
     h.head_dim = 4;
     h.kv_dtype = "f32";
-    h.n_tokens = n_tokens;
     for (int i = 0; i < n_tokens; ++i) h.prefix_ids.push_back(151644 - i * 7 - n);
     h.tool_names = {"get_weather", "tool_" + std::to_string(n)};
     h.tool_token_boundaries = {0, n_tokens / 2};
@@ -507,22 +505,22 @@ fs::path group_path(const fs::path& cache, const std::string& key) {
 }
 
 // Writes groups/<key_of(n)>.kv (or `as_key`.kv) through the real writer.
-cc::GroupFileHeader write_group(const fs::path& cache, int n, int n_tokens = 6, const std::string& as_key = "") {
-    const cc::GroupFileHeader h = make_header(n, n_tokens);
+cc::GroupMeta write_group(const fs::path& cache, int n, int n_tokens = 6, const std::string& as_key = "") {
+    const cc::GroupMeta h = make_header(n, n_tokens);
     fs::create_directories(cache / "groups");
     const std::vector<std::byte> payload(cc::group_payload_bytes(h), std::byte{0x3c});
     cc::write_group_file(group_path(cache, as_key.empty() ? h.group_key : as_key), h, payload);
     return h;
 }
 
-void expect_entry_from_header(const cc::IndexEntry& e, const cc::GroupFileHeader& h, const fs::path& file) {
+void expect_entry_from_header(const cc::IndexEntry& e, const cc::GroupMeta& h, const fs::path& file) {
     EXPECT_EQ(e.group_key, h.group_key);
     EXPECT_EQ(e.tools_hash, h.tools_hash);
     EXPECT_EQ(e.tool_names, h.tool_names);
     EXPECT_EQ(e.model_fingerprint, h.model_fingerprint);
     EXPECT_EQ(e.chat_format, h.chat_format);
     EXPECT_EQ(e.backend_numerics, h.backend_numerics);
-    EXPECT_EQ(e.n_tokens, h.n_tokens);
+    EXPECT_EQ(e.n_tokens(), h.n_tokens());
     EXPECT_EQ(e.prefix_ids, h.prefix_ids);
     EXPECT_EQ(e.kv_bytes, cc::group_payload_bytes(h));
     EXPECT_EQ(e.file_bytes, fs::file_size(file));
@@ -539,7 +537,7 @@ bool mentions(const std::vector<std::string>& problems, const fs::path& file) {
 
 TEST(GroupIndexRebuild, MissingIndexBesideGroupFilesIsRebuiltOnOpen) {
     cc::test::TempDir dir;
-    std::vector<cc::GroupFileHeader> headers;
+    std::vector<cc::GroupMeta> headers;
     for (int n = 1; n <= 3; ++n) headers.push_back(write_group(dir.path(), n, 4 + n));
     cc::GroupIndex index(dir.path());
     EXPECT_TRUE(index.was_rebuilt());

@@ -1,4 +1,4 @@
-// The Benchmarks tab runs core/paper_bench on the worker (an engine of its own: the user's cache is
+// The Benchmarks tab runs core/research/paper_bench on the worker (an engine of its own: the user's cache is
 // untouched), shows Tables 2 and 3 exactly as the CSV files hold them, draws the three charts and
 // exports JSON, CSV and PNG; Cancel stops it. `contextcache-cli bench --out DIR` + `contextcache --plot-bench DIR` render the same
 // charts offscreen. A tiny configuration on builtin:qwen3-test; timings are never asserted.

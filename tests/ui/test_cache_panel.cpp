@@ -152,7 +152,7 @@ private slots:
         for (size_t tokens : {900u, 10000u, 95u}) {
             cc::GroupInfo g;
             g.group_key = std::string(64, char('a' + s.groups.size()));
-            g.n_tokens = tokens;
+            g.prefix_ids.resize(tokens);
             s.groups.push_back(g);
         }
         model.setSnapshot(s);

@@ -91,7 +91,7 @@ private slots:
             QVERIFY(r.identical && *r.identical);
             QCOMPARE(r.prompt_tokens, r.group_reused_tokens + r.conversation_reused_tokens + r.prefilled_tokens);
             QVERIFY(r.group_reused_tokens > 0);   // the compiled tool set
-            QCOMPARE(r.tier, std::string("memory"));
+            QCOMPARE(r.tier, cc::Tier::memory);
             QCOMPARE(panel.messages()[2 * i].content, turns[int(i)].toStdString());
         }
         QCOMPARE(outcomes[0].result.conversation_reused_tokens, size_t(0));
@@ -165,7 +165,7 @@ private slots:
         fake.turn = 1;
         fake.result.mode = "cached";
         fake.result.text = "<tool_call>…</tool_call>";
-        fake.result.tier = "memory";
+        fake.result.tier = cc::Tier::memory;
         fake.result.stop_reason = cc::StopReason::stop_token;
         cc::ParsedReply reply;
         cc::ChatToolCall convert;

@@ -222,7 +222,7 @@ private slots:
         fake.result.text = "<tool_call>...</tool_call>";
         fake.result.tokens = {1, 2, 3, 4};
         fake.result.generated_tokens = 4;
-        fake.result.tier = "disk";
+        fake.result.tier = cc::Tier::disk;
         fake.result.stop_reason = cc::StopReason::stop_token;
         fake.result.problem = "group abc: damaged file quarantined, recompiled";
         fake.result.timings.ttft_ms = 42.5;

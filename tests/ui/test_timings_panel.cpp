@@ -122,7 +122,7 @@ private slots:
         RequestRecord r;
         r.index = 3;
         r.mode = QStringLiteral("compare");
-        r.tier = QStringLiteral("memory");
+        r.tier = cc::Tier::memory;
         r.nTools = 20;
         r.prefixTokens = 2400;
         r.suffixTokens = 20;
@@ -186,7 +186,7 @@ private slots:
         COMPARE_TIMINGS(r.timings, cached->result.timings);
         QCOMPARE(r.requestId, cached->requestId);
         QCOMPARE(r.mode, QStringLiteral("cached"));
-        QCOMPARE(r.tier, QString::fromStdString(cached->result.tier));
+        QCOMPARE(r.tier, cached->result.tier);
         QCOMPARE(r.prefixTokens, cached->result.prefix_tokens);
         QCOMPARE(r.suffixTokens, cached->result.suffix_tokens);
         QCOMPARE(r.nTools, 5);

@@ -63,7 +63,7 @@ QVariant HistoryModel::data(const QModelIndex& index, int role) const {
                           "#%1 %2\n%3 · tier %4\nlookup %5 · disk load %6 · upload %7 · link %8\n"
                           "compile %9 · prefill %10 · TTFT %11 · decode %12 · total %13 ms")
                           .arg(r.index)
-                          .arg(r.query, r.mode, r.tier)
+                          .arg(r.query, r.mode, tierName(r.tier))
                           .arg(t.lookup_ms)
                           .arg(t.disk_load_ms)
                           .arg(t.upload_ms)
@@ -92,7 +92,7 @@ QVariant HistoryModel::data(const QModelIndex& index, int role) const {
         case Mode:
             return r.mode;
         case Tier:
-            return r.tier;
+            return tierName(r.tier);
         case Tools:
             return r.nTools;
         case PrefixTokens:

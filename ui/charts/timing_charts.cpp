@@ -259,11 +259,11 @@ void RequestChart::setRecord(const RequestRecord* record) {
         m_shown = {*record->fullTimings, record->timings};
         const bool nope = record->mode == QLatin1String("per_tool_nope");
         categories = {QStringLiteral("full prefill"),
-                      nope ? QStringLiteral("per-tool NoPE") : QStringLiteral("cached (%1)").arg(record->tier)};
+                      nope ? QStringLiteral("per-tool NoPE") : QStringLiteral("cached (%1)").arg(tierName(record->tier))};
     } else if (record) {
         m_shown = {record->timings};
         categories = {record->mode == QLatin1String("full") ? QStringLiteral("full prefill")
-                                                            : QStringLiteral("cached (%1)").arg(record->tier)};
+                                                            : QStringLiteral("cached (%1)").arg(tierName(record->tier))};
     }
     if (record && record->turn > 0)
         for (QString& c : categories) c = QStringLiteral("turn %1 · %2").arg(record->turn).arg(c);

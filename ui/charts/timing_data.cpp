@@ -47,7 +47,7 @@ const RequestRecord& TimingsData::addOutcome(const QueryOutcome& outcome) {
     rec.requestId = outcome.requestId;
     rec.query = QString::fromStdString(outcome.query);
     rec.mode = QString::fromStdString(r.mode);
-    rec.tier = QString::fromStdString(r.tier);
+    rec.tier = r.tier;
     rec.nTools = outcome.nTools;
     rec.turn = outcome.turn;
     rec.groupReusedTokens = r.group_reused_tokens;
@@ -210,7 +210,7 @@ bool TimingsData::writeRequestsCsv(const QString& path, QString* error) const {
                         QString::number(r.requestId),
                         csvField(r.query),
                         r.mode,
-                        r.tier,
+                        tierName(r.tier),
                         QString::number(r.nTools),
                         QString::number(r.prefixTokens),
                         QString::number(r.suffixTokens),

@@ -23,7 +23,7 @@ struct RequestRecord {
     uint64_t requestId = 0;
     QString query;
     QString mode;  // cached | full | compare
-    QString tier;  // memory | disk | miss (full runs are always "miss")
+    cc::Tier tier = cc::Tier::miss;  // where the prefix came from (full runs: always miss)
     int nTools = 0;
     int turn = 0;   // the conversation turn (1-based); 0 for a single query
     size_t prefixTokens = 0;

@@ -25,9 +25,9 @@ QString when(int64_t unixMs) {
 }
 
 QString tierText(const cc::GroupInfo& g) {
-    if (g.tier == "memory" && g.file_bytes > 0) return QStringLiteral("memory + disk");
-    if (g.tier == "gpu" && g.file_bytes > 0) return QStringLiteral("gpu + disk");
-    return QString::fromStdString(g.tier);
+    if (g.tier == cc::Tier::memory && g.file_bytes > 0) return QStringLiteral("memory + disk");
+    if (g.tier == cc::Tier::gpu && g.file_bytes > 0) return QStringLiteral("gpu + disk");
+    return tierName(g.tier);
 }
 
 }  // namespace
@@ -102,7 +102,7 @@ QVariant CacheTableModel::data(const QModelIndex& index, int role) const {
             case Tools:
                 return qulonglong(g->tool_names.size());
             case Tokens:
-                return qulonglong(g->n_tokens);
+                return qulonglong(g->n_tokens());
             case Size:
                 return qulonglong(size);
             case Tier:
@@ -122,7 +122,7 @@ QVariant CacheTableModel::data(const QModelIndex& index, int role) const {
         case Tools:
             return qulonglong(g->tool_names.size());
         case Tokens:
-            return qulonglong(g->n_tokens);
+            return qulonglong(g->n_tokens());
         case Size:
             return humanBytes(size);
         case Tier:

@@ -214,7 +214,7 @@ void CachePanel::refreshEnabled() {
         ++nSelected;
         const cc::GroupInfo* g = m_model->group(m_proxy->mapToSource(index).row());
         // a group only in memory would be lost, not evicted
-        if (g && (g->tier == "memory" || g->tier == "gpu") && g->file_bytes > 0) evictable = true;
+        if (g && (g->tier == cc::Tier::memory || g->tier == cc::Tier::gpu) && g->file_bytes > 0) evictable = true;
     }
     m_refreshButton->setEnabled(loaded);
     m_verifyButton->setEnabled(loaded && persistent && any);
@@ -249,7 +249,7 @@ void CachePanel::evictSelected() {
     int n = 0;
     for (const QModelIndex& index : m_view->selectionModel()->selectedRows()) {
         const cc::GroupInfo* g = m_model->group(m_proxy->mapToSource(index).row());
-        if (!g || (g->tier != "memory" && g->tier != "gpu") || g->file_bytes == 0) continue;
+        if (!g || (g->tier != cc::Tier::memory && g->tier != cc::Tier::gpu) || g->file_bytes == 0) continue;
         m_engine->evictGroup(QString::fromStdString(g->group_key));
         ++n;
     }

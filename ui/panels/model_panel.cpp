@@ -357,7 +357,7 @@ void ModelPanel::probeCuda() {
 
 void ModelPanel::applyCudaStatus(bool deviceFound, const QString& message) {
     // CUDA can be chosen when the probe finds a device; whether a model fits is the engine's call
-    // at load (core/backend_choice.h), and its reason is shown next to "Backend" once loaded.
+    // at load (core/backend/backend_choice.h), and its reason is shown next to "Backend" once loaded.
     m_cudaStatus = deviceFound ? tr("CUDA device found: %1. \"auto\" uses it when the model fits in its free memory.").arg(message)
                                : tr("%1. Models run on the CPU.").arg(message);
     if (auto* model = qobject_cast<QStandardItemModel*>(m_backend->model())) {

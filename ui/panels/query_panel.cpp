@@ -498,7 +498,7 @@ void QueryPanel::onTokens(const TokenBatch& batch) {
 QString QueryPanel::reuseLine(const cc::QueryResult& r) const {
     QString line = tr("group %1 (%2) + conversation %3 + new %4 tokens, TTFT %5 ms")
                        .arg(r.group_reused_tokens)
-                       .arg(QString::fromStdString(r.tier))
+                       .arg(tierName(r.tier))
                        .arg(r.conversation_reused_tokens)
                        .arg(r.prefilled_tokens)
                        .arg(r.timings.ttft_ms, 0, 'f', 1);
@@ -521,7 +521,7 @@ void QueryPanel::onFinished(const QueryOutcome& outcome) {
     if (outcome.turn > 0) parts << tr("turn %1").arg(outcome.turn);
     parts << tr("TTFT %1 ms").arg(r.timings.ttft_ms, 0, 'f', 1);
     if (r.full) parts << tr("full TTFT %1 ms").arg(r.full->timings.ttft_ms, 0, 'f', 1);
-    parts << tr("tier %1").arg(QString::fromStdString(r.tier));
+    parts << tr("tier %1").arg(tierName(r.tier));
     if (outcome.nTools > 0) parts << tr("%1 tools").arg(outcome.nTools);
     if (outcome.turn > 0)
         parts << tr("%1 prompt tokens = group %2 + conversation %3 + new %4")

@@ -213,7 +213,7 @@ void ServerPanel::addEntry(const cc::serve::RequestLogEntry& e) {
     if (!e.error.empty()) status->setToolTip(QString::fromStdString(e.error));
     if (e.status >= 400) status->setForeground(QColor(0xc6, 0x28, 0x28));
     m_log->setItem(0, Status, status);
-    m_log->setItem(0, Tier, item(QString::fromStdString(e.tier.empty() ? "—" : e.tier)));
+    m_log->setItem(0, Tier, item(e.tier ? tierName(*e.tier) : QStringLiteral("—")));
     m_log->setItem(0, Tokens, item(e.prompt_tokens ? QStringLiteral("%1 / %2").arg(e.cached_tokens).arg(e.prompt_tokens)
                                                    : QStringLiteral("—")));
     m_log->setItem(0, Ttft, item(e.ttft_ms > 0 ? ms(e.ttft_ms) : QStringLiteral("—")));
@@ -236,7 +236,7 @@ void ServerPanel::refreshStats() {
     }
     const auto s = m_server->snapshot();
     QStringList tiers;
-    for (const auto& [tier, n] : s.by_tier) tiers << QStringLiteral("%1 %2").arg(QString::fromStdString(tier)).arg(n);
+    for (const auto& [tier, n] : cc::serve::by_tier_names(s.by_tier)) tiers << QStringLiteral("%1 %2").arg(QString::fromStdString(tier)).arg(n);
     m_stats->setText(tr("%1 requests · hit rate %2% (%3) · queue %4 / %5%6 · %7 tokens reused, %8 prefilled · "
                         "%9 rejected (429), %10 cancelled")
                          .arg(s.requests)

@@ -652,16 +652,16 @@ void ToolSetPanel::showDescription(const ToolsDescription& d) {
     // Someone else's description (another panel, a stale one) is not ours to show.
     if (QString::fromStdString(d.toolsHash) != toolsHash()) return;
     m_groupKey = QString::fromStdString(d.groupKey);
-    m_cacheState = QString::fromStdString(d.cacheState);
+    m_cacheState = d.tier == cc::Tier::miss ? QStringLiteral("not cached") : tierName(d.tier);
     static_cast<ElidedLabel*>(m_keyLabel)->setFullText(m_groupKey, tr("group_key: %1").arg(m_groupKey));
     m_copyKeyButton->setEnabled(true);
     m_prefixLabel->setText(tr("%1 tokens").arg(QLocale().toString(qulonglong(d.prefixTokens))));
     m_kvLabel->setText(humanBytes(d.kvBytes));
     m_stateLabel->setText(m_cacheState);
-    const QString color = m_cacheState == QLatin1String("gpu")      ? QStringLiteral("#6a1b9a")
-                          : m_cacheState == QLatin1String("memory") ? QStringLiteral("#2e7d32")
-                          : m_cacheState == QLatin1String("disk") ? QStringLiteral("#1565c0")
-                                                                  : QStringLiteral("#757575");
+    const QString color = d.tier == cc::Tier::gpu      ? QStringLiteral("#6a1b9a")
+                          : d.tier == cc::Tier::memory ? QStringLiteral("#2e7d32")
+                          : d.tier == cc::Tier::disk   ? QStringLiteral("#1565c0")
+                                                       : QStringLiteral("#757575");
     m_stateLabel->setStyleSheet(QStringLiteral("color: %1; font-weight: bold;").arg(color));
     m_missReason = QString::fromStdString(d.missReason);
     // The nearest group on the label; every one of them in the tooltip.
@@ -714,7 +714,7 @@ void ToolSetPanel::onModelLoaded(const cc::ModelInfo&) {
 }
 
 void ToolSetPanel::onCompiled(const cc::CompileResult& r) {
-    const QString how = r.cache_hit ? tr("linked from %1").arg(QString::fromStdString(r.tier))
+    const QString how = r.cache_hit ? tr("linked from %1").arg(tierName(r.tier))
                                     : tr("computed in %1 ms").arg(r.compile_ms, 0, 'f', 1);
     QString text = tr("Compiled %1: %2 prefix tokens, %3")
                        .arg(toolsCount(r.n_tools), QLocale().toString(qulonglong(r.prefix_tokens)), how);

@@ -37,7 +37,7 @@ RequestRecord benchSplitRecord(const cc::PaperBenchRow& row) {
     RequestRecord rec;
     rec.index = 1;
     rec.mode = QStringLiteral("compare");
-    rec.tier = QStringLiteral("memory");
+    rec.tier = cc::Tier::memory;
     rec.nTools = int(row.n_tools);
     rec.prefixTokens = row.prefix_tokens;
     rec.suffixTokens = size_t(cc::median(row.full_prompt_tokens)) - row.prefix_tokens;

@@ -1,5 +1,5 @@
 // The benchmark's three charts (paper Tables 2 and 3 as pictures), drawn by the Timings panel's
-// chart classes from a core/paper_bench result: TTFT vs tools (SweepChart), the timing split of one
+// chart classes from a core/research/paper_bench result: TTFT vs tools (SweepChart), the timing split of one
 // tool set's median request (RequestChart: full prefill and cached bars), and the amortisation curve
 // (AmortisationChart). Shared by the Benchmarks tab and `contextcache --plot-bench DIR`.
 #pragma once

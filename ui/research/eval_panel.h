@@ -1,4 +1,4 @@
-// Evaluation: tool-calling quality on a dataset (core/eval, issue 7). Pick a dataset (the bundled
+// Evaluation: tool-calling quality on a dataset (core/research/eval). Pick a dataset (the bundled
 // set by default), a mode and a limit; Run sends EngineController::runEval, Cancel stops it. Shows
 // progress, the per-mode summary (TSA, PF1, EM, FPR, FNR), the identical-output count in both mode,
 // one row per finished example, and a warning when the model's weights are synthetic.

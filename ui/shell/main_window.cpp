@@ -121,7 +121,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
         statusBar()->showMessage(tr("Compiled %1 tools, %2 prefix tokens (%3)")
                                      .arg(r.n_tools)
                                      .arg(r.prefix_tokens)
-                                     .arg(r.cache_hit ? tr("cache hit: %1").arg(QString::fromStdString(r.tier))
+                                     .arg(r.cache_hit ? tr("cache hit: %1").arg(tierName(r.tier))
                                                       : tr("%1 ms").arg(r.compile_ms, 0, 'f', 0)),
                                  kMessageMs);
     });

@@ -136,6 +136,8 @@ const char* queryKindName(QueryKind kind) {
     return "?";
 }
 
+QString tierName(cc::Tier tier) { return QString::fromLatin1(cc::tier_name(tier)); }
+
 std::optional<QueryKind> parseQueryKind(const QString& name) {
     for (const QueryKind k : {QueryKind::cached, QueryKind::full, QueryKind::compare, QueryKind::per_tool_nope})
         if (name == QLatin1String(queryKindName(k))) return k;
@@ -206,7 +208,7 @@ void EngineWorker::describeTools(const ToolsRequest& request) {
         d.nTools = preview.n_tools;
         d.prefixTokens = preview.prefix_tokens;
         d.kvBytes = preview.kv_bytes;
-        d.cacheState = preview.tier.empty() ? "not cached" : preview.tier;
+        d.tier = preview.tier;
         if (preview.miss_reason) d.missReason = cc::miss_reason_text(*preview.miss_reason, preview.prefix_tokens);
         emit toolsDescribed(d);
     });
@@ -288,8 +290,8 @@ void EngineWorker::runQuery(const QueryRequest& request) {
         for (const auto& p : engine.wait_for_persist())
             if (!p.ok) emit warning(QStringLiteral("group not saved: %1").arg(QString::fromStdString(p.error)));
         // A hit in the first tier changes nothing listed; any other tier promotes (or compiles).
-        const std::string first_tier = engine.cache().on_device() ? "gpu" : "memory";
-        if (outcome.result.tier != first_tier) emit cacheChanged();
+        const cc::Tier firstTier = engine.cache().on_device() ? cc::Tier::gpu : cc::Tier::memory;
+        if (outcome.result.tier != firstTier) emit cacheChanged();
     });
 }
 

@@ -57,6 +57,7 @@ enum class QueryKind { cached, full, compare, per_tool_nope };
 QueryKind queryKindOf(cc::QueryMode mode);
 const char* queryKindName(QueryKind kind);              // "cached" | "full" | "compare" | "per_tool_nope"
 std::optional<QueryKind> parseQueryKind(const QString& name);
+QString tierName(cc::Tier tier);                        // cc::tier_name as a label
 
 struct QueryRequest {
     uint64_t id = 0;            // assigned by EngineController::runQuery / runChat
@@ -83,7 +84,7 @@ struct SweepRequest {
     int maxNewTokens = 8;
 };
 
-// The paper's Tables 2 and 3 (core/paper_bench) on an engine of its own: the same model, a
+// The paper's Tables 2 and 3 (core/research/paper_bench) on an engine of its own: the same model, a
 // memory-only store, so every compile is a forced miss and the user's cache is neither read nor changed.
 struct BenchRequest {
     std::vector<int> toolCounts{5, 10, 20, 50, 100};  // bundled tool sets (first N tools of tools_100.json)
@@ -121,7 +122,7 @@ struct ToolsDescription {
     size_t nTools = 0;
     size_t prefixTokens = 0;
     size_t kvBytes = 0;         // canonical KV bytes of the prefix
-    std::string cacheState;     // "gpu" | "memory" | "disk" | "not cached"
+    cc::Tier tier = cc::Tier::miss;  // the tier holding the group (miss: not cached)
     // Not cached: why (miss_reason_text: one line per nearest stored group, best first; or that
     // there is none). "" when cached.
     std::string missReason;
