@@ -45,7 +45,7 @@ cc::GroupMeta demo_header() {
     h.n_layers = 8;
     h.n_kv_heads = 4;
     h.head_dim = 64;
-    h.kv_dtype = "f32";
+    h.kv_dtype = cc::KvDType::f32;
     std::mt19937 rng(1);
     for (int i = 0; i < 2952; ++i) h.prefix_ids.push_back(static_cast<cc::token_id>(rng() % 151643));
     for (int t = 0; t < 20; ++t) {

@@ -291,7 +291,7 @@ GroupMeta Engine::expected_group(const std::string& group_key, const ToolSet& to
     g.n_layers = info_.config.n_layers;
     g.n_kv_heads = info_.config.n_kv_heads;
     g.head_dim = info_.config.head_dim;
-    g.kv_dtype = kv_dtype_name(backend_->kv_dtype());
+    g.kv_dtype = backend_->kv_dtype();
     return g;
 }
 

@@ -115,7 +115,7 @@ ordered_json header_to_json(const GroupMeta& h) {
     j["n_layers"] = h.n_layers;
     j["n_kv_heads"] = h.n_kv_heads;
     j["head_dim"] = h.head_dim;
-    j["kv_dtype"] = h.kv_dtype;
+    j["kv_dtype"] = kv_dtype_name(h.kv_dtype);
     j["n_tokens"] = h.n_tokens();
     j["prefix_ids"] = h.prefix_ids;
     j["tool_token_boundaries"] = h.tool_token_boundaries;
@@ -214,8 +214,6 @@ void validate_header(const GroupMeta& h, size_t n_tokens, const std::string& sou
             fail(source, std::string("header field \"") + name + "\" must be 64 lowercase hex digits");
     if (h.chat_format.empty()) fail(source, "header field \"chat_format\" is empty");
     if (h.backend_numerics.empty()) fail(source, "header field \"backend_numerics\" is empty");
-    if (h.kv_dtype != "f32" && h.kv_dtype != "bf16")
-        fail(source, "kv_dtype \"" + h.kv_dtype + "\" is not supported (f32, bf16)");
     if (h.n_layers <= 0) fail(source, "n_layers " + std::to_string(h.n_layers) + " must be > 0");
     if (h.n_kv_heads <= 0) fail(source, "n_kv_heads " + std::to_string(h.n_kv_heads) + " must be > 0");
     if (h.head_dim <= 0) fail(source, "head_dim " + std::to_string(h.head_dim) + " must be > 0");
@@ -280,7 +278,12 @@ GroupMeta header_from_json(std::string_view text, const std::string& source) {
     h.n_layers = get_int_field(j, "n_layers", 1, source);
     h.n_kv_heads = get_int_field(j, "n_kv_heads", 1, source);
     h.head_dim = get_int_field(j, "head_dim", 1, source);
-    h.kv_dtype = get_string(j, "kv_dtype", source);
+    const std::string kv_dtype = get_string(j, "kv_dtype", source);
+    try {
+        h.kv_dtype = parse_kv_dtype(kv_dtype);
+    } catch (const std::invalid_argument&) {
+        fail(source, "kv_dtype \"" + kv_dtype + "\" is not supported (f32, bf16)");
+    }
     const auto n_tokens = static_cast<size_t>(get_int_field(j, "n_tokens", 0, source));
     h.prefix_ids = get_int_array<token_id>(j, "prefix_ids", source);
     h.tool_token_boundaries = get_int_array<int>(j, "tool_token_boundaries", source);
@@ -445,11 +448,7 @@ void write_contents(int fd, const GroupMeta& header, const std::string& json, st
 
 }  // namespace
 
-size_t kv_dtype_bytes(const std::string& kv_dtype) {
-    if (kv_dtype == "f32") return 4;
-    if (kv_dtype == "bf16") return 2;
-    throw std::runtime_error("kv_dtype \"" + kv_dtype + "\" is not supported (f32, bf16)");
-}
+size_t kv_dtype_bytes(KvDType kv_dtype) { return kv_dtype == KvDType::bf16 ? 2 : 4; }
 
 size_t group_layer_bytes(const GroupMeta& h) {
     if (h.n_kv_heads < 0 || h.head_dim < 0) throw std::runtime_error("negative KV dimension");

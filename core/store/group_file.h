@@ -49,7 +49,7 @@ inline constexpr size_t kGroupFilePayloadAlign = 4096;
 // The header of a 1M-token prefix is ~7 MB of JSON (the ids); anything larger is not a group file.
 inline constexpr uint64_t kMaxGroupHeaderBytes = 64ull << 20;
 
-size_t kv_dtype_bytes(const std::string& kv_dtype);          // throws on an unknown name
+size_t kv_dtype_bytes(KvDType kv_dtype);
 // Canonical KV bytes. Throws std::runtime_error for an unknown dtype, a negative dimension or a
 // size that overflows.
 size_t group_payload_bytes(const GroupMeta& header);

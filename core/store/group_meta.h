@@ -7,6 +7,7 @@
 // (GroupSummary s = meta), so they need no change.
 #pragma once
 
+#include "core/backend/backend.h"
 #include "core/text/tokenizer.h"
 
 #include <cstddef>
@@ -34,7 +35,7 @@ struct GroupMeta : GroupSummary {
     int n_layers = 0;                        // the K/V's shape and dtype (canonical layout)
     int n_kv_heads = 0;
     int head_dim = 0;
-    std::string kv_dtype;                    // "f32" | "bf16"
+    KvDType kv_dtype = KvDType::f32;
     std::vector<int> tool_token_boundaries;  // token index where each tool's text starts (canonical order); empty = not known
     std::vector<std::string> tool_texts;     // Tool::canonical_text of each tool (canonical order); empty = not recorded
 };

@@ -219,7 +219,7 @@ std::string GroupStore::disk_mismatch(const GroupMeta& h, const std::string& gro
     if (h.backend_numerics != backend.numerics_id()) return "written by backend " + h.backend_numerics;
     if (h.chat_format != expected.chat_format) return "written for chat format " + h.chat_format;
     if (h.n_layers != c.n_layers || h.n_kv_heads != c.n_kv_heads || h.head_dim != c.head_dim ||
-        h.kv_dtype != kv_dtype_name(backend.kv_dtype()))
+        h.kv_dtype != backend.kv_dtype())
         return "KV shape or dtype differs from this model's";
     if (!same_ids(h.prefix_ids, prefix_ids)) return "stored prefix token ids differ from the rendered prefix";
     return "";

@@ -90,7 +90,7 @@ protected:
         g->n_layers = device_->config().n_layers;
         g->n_kv_heads = device_->config().n_kv_heads;
         g->head_dim = device_->config().head_dim;
-        g->kv_dtype = cc::kv_dtype_name(device_->kv_dtype());
+        g->kv_dtype = device_->kv_dtype();
         return g;
     }
 

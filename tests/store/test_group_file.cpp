@@ -46,7 +46,7 @@ GroupMeta make_header(int n_layers, int n_kv_heads, int head_dim, int n_tokens, 
     h.n_layers = n_layers;
     h.n_kv_heads = n_kv_heads;
     h.head_dim = head_dim;
-    h.kv_dtype = dtype;
+    h.kv_dtype = cc::parse_kv_dtype(dtype);
     for (int i = 0; i < n_tokens; ++i) h.prefix_ids.push_back(151644 - i * 7);
     for (int t = 0; t < n_tools; ++t) {
         h.tool_names.push_back("tool_" + std::to_string(t) + "_\xc3\xa9");  // non-ASCII survives
@@ -138,7 +138,7 @@ nlohmann::ordered_json header_json(const GroupMeta& h) {
             {"n_layers", h.n_layers},
             {"n_kv_heads", h.n_kv_heads},
             {"head_dim", h.head_dim},
-            {"kv_dtype", h.kv_dtype},
+            {"kv_dtype", cc::kv_dtype_name(h.kv_dtype)},
             {"n_tokens", h.n_tokens()},
             {"prefix_ids", h.prefix_ids},
             {"tool_token_boundaries", h.tool_token_boundaries},
@@ -748,8 +748,8 @@ TEST(GroupFile, PayloadSizeArithmetic) {
     auto h = make_header(8, 4, 64, 2952, "f32");
     EXPECT_EQ(cc::group_layer_bytes(h), size_t(2) * 4 * 2952 * 64 * 4);
     EXPECT_EQ(cc::group_payload_bytes(h), size_t(8) * 2 * 4 * 2952 * 64 * 4);
-    EXPECT_EQ(cc::kv_dtype_bytes("bf16"), 2u);
-    EXPECT_THROW(cc::kv_dtype_bytes("f16"), std::runtime_error);
+    EXPECT_EQ(cc::kv_dtype_bytes(cc::KvDType::bf16), 2u);
+    EXPECT_EQ(cc::kv_dtype_bytes(cc::KvDType::f32), 4u);
     h.n_layers = h.n_kv_heads = h.head_dim = 2147483647;
     EXPECT_THROW(cc::group_payload_bytes(h), std::runtime_error);
 }
