@@ -62,20 +62,6 @@ float element_to_f32(const std::byte* data, DType t, size_t i) {
 
 // ---- KV block --------------------------------------------------------------------------------------
 //
-// Per layer, K then V, each for every kv head over `cap` positions (cap = capacity rounded up to
-// a key tile):  K [n_kv_heads][cap / 16][head_dim][16]   keys transposed in tiles of 16 positions
-//               V [n_kv_heads][cap][head_dim]            one row per position
-// Elements are f32 or bf16 (rounded to nearest even when written). export_kv/import_kv convert to
-// and from the canonical [n_kv_heads][n_tokens][head_dim] layout.
-//
-// A linked block (link_kv) is the other kind: read-only, over a canonical image it does not own
-// (a group file's mapping, kept alive by `keep_alive_`), per layer K then V, each
-// [n_kv_heads][n_tokens][head_dim]. Attention reads its K rows through k_rows_to_tiles, which
-// moves them into the tile layout above in L1 scratch, so both kinds give the same scores bit for
-// bit. Why not rows for every block: the tile layout lets the score kernel load 16 keys' dimension
-// d as one vector with no shuffles, which the private blocks (every prefill and decode step) keep;
-// the transpose costs only where a linked group is read, and moves values without arithmetic, so
-// exactness holds by construction rather than by a second score kernel matching the first.
 // Freed KV storage, kept for the next allocation: its pages stay mapped, so a new block is zeroed
 // in place instead of being page-faulted in from the kernel again (on a 512-token prefill of the
 // 0.6B shape the faults and the zeroing of a fresh 59 MB block cost about as much as attention).
@@ -127,6 +113,20 @@ private:
     size_t bytes_ = 0;   // of both lists (they share the budget)
 };
 
+// Per layer, K then V, each for every kv head over `cap` positions (cap = capacity rounded up to
+// a key tile):  K [n_kv_heads][cap / 16][head_dim][16]   keys transposed in tiles of 16 positions
+//               V [n_kv_heads][cap][head_dim]            one row per position
+// Elements are f32 or bf16 (rounded to nearest even when written). export_kv/import_kv convert to
+// and from the canonical [n_kv_heads][n_tokens][head_dim] layout.
+//
+// A linked block (link_kv) is the other kind: read-only, over a canonical image it does not own
+// (a group file's mapping, kept alive by `keep_alive_`), per layer K then V, each
+// [n_kv_heads][n_tokens][head_dim]. Attention reads its K rows through k_rows_to_tiles, which
+// moves them into the tile layout above in L1 scratch, so both kinds give the same scores bit for
+// bit. Why not rows for every block: the tile layout lets the score kernel load 16 keys' dimension
+// d as one vector with no shuffles, which the private blocks (every prefill and decode step) keep;
+// the transpose costs only where a linked group is read, and moves values without arithmetic, so
+// exactness holds by construction rather than by a second score kernel matching the first.
 class CpuKvBlock final : public KvBlock {
 public:
     CpuKvBlock(const void* owner, const ModelConfig& c, bool bf16, const std::byte* image, int n_tokens,
