@@ -21,6 +21,7 @@ Usage: make_data.py --out DIR [--groups 5000] [--seed 1234] [--max-prefix 3600] 
        [--tools-asked 20] [--max-k 26] [--dump-tools]
 """
 import argparse
+import copy
 import json
 import os
 import random
@@ -33,6 +34,16 @@ import pickle
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from qwen3_tokenizer import Qwen3Tokenizer  # noqa: E402
 from intents import INTENTS, PREPOSITIONS  # noqa: E402
+from intents_more import CHAT_MORE, DOMAIN_QUESTIONS, MORE_INTENTS  # noqa: E402
+
+# every hand-written phrasing of each bundled tool (intents.py, then intents_more.py)
+ALL_INTENTS = {n: INTENTS.get(n, []) + MORE_INTENTS.get(n, []) for n in set(INTENTS) | set(MORE_INTENTS)}
+
+# --phrasing: "v1" is the generator of the shipped model's first two runs (intents.py only, 1-3
+# queries per asked tool, 2-4 general requests per context); "v2" adds intents_more.py (14 more
+# phrasings per tool, asked 65% of the time), questions about the tools' own domains that no tool
+# answers, more general chat, and 2-3 queries per asked tool and 3-5 general requests per context.
+PHRASING = "v1"
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BFCL = os.environ.get("BFCL_DIR", "/work/shared/data/bfcl")
@@ -264,9 +275,11 @@ def query_for_tool(rng, fn):
                 said.append(f"with {words_of(k)} {s}")
     rng.shuffle(said)
     r = rng.random()
-    if fn["name"] in INTENTS and r < 0.5:
-        task = rng.choice(INTENTS[fn["name"]])
-    elif r < 0.8:
+    v2 = PHRASING == "v2"
+    intents = ALL_INTENTS if v2 else INTENTS
+    if fn["name"] in intents and r < (0.65 if v2 else 0.5):
+        task = rng.choice(intents[fn["name"]])
+    elif r < (0.85 if v2 else 0.8):
         task = first_sentence(fn.get("description") or words_of(fn["name"]))
     else:
         task = words_of(fn["name"])
@@ -350,10 +363,19 @@ SMALL_TALK = [
 
 def general_request(rng):
     r = rng.random()
-    if r < 0.25:
-        return rng.choice(CHITCHAT)
-    if r < 0.45:
+    if PHRASING == "v1":
+        if r < 0.25:
+            return rng.choice(CHITCHAT)
+        if r < 0.45:
+            return rng.choice(SMALL_TALK)
+    elif r < 0.15:
+        return rng.choice(CHITCHAT + CHAT_MORE)
+    elif r < 0.3:
         return rng.choice(SMALL_TALK)
+    elif r < 0.6:
+        # questions about the tools' own domains that no tool answers ("How do airlines price
+        # tickets?"): the call-or-not decision must come from the request, not from its topic
+        return rng.choice(DOMAIN_QUESTIONS)
     t = rng.choice(TOPICS)
     return rng.choice(GENERAL_TEMPLATES).format(t=t, T=t[:1].upper() + t[1:])
 
@@ -511,13 +533,35 @@ def sample_k(rng, max_k):
     return min(k, max_k)
 
 
+RENAME_VERBS = ["get", "fetch", "lookup", "find", "do", "make", "run", "query", "call", "use", "handle", "svc"]
+RENAME_WORDS = ["alpha", "beta", "delta", "nova", "atlas", "orbit", "pixel", "quartz", "maple", "cobalt", "ember",
+                "falcon", "harbor", "iris", "juniper", "kepler", "lumen", "mosaic", "nimbus", "onyx", "prism",
+                "raven", "sierra", "tango", "umbra", "vertex", "willow", "zephyr", "apex", "bolt", "cedar", "dune"]
+
+
+def new_name(rng, orig, taken):
+    """A name for a bundled tool in a renamed context: its own content words in another order
+    under another verb, or an opaque one ("fetch_orbit_3"), so a call can only be right by reading
+    the <tools> block, not by recalling the name a request was paired with before."""
+    for _ in range(20):
+        words = sorted(name_words(orig)) or ["tool"]
+        if rng.random() < 0.5:
+            rng.shuffle(words)
+            n = "_".join([rng.choice(RENAME_VERBS)] + words[:2])
+        else:
+            n = f"{rng.choice(RENAME_VERBS)}_{rng.choice(RENAME_WORDS)}_{rng.randint(1, 99)}"
+        if n not in taken and n != orig:
+            return n
+    return f"tool_{len(taken)}_{rng.randint(100, 999)}"
+
+
 def name_words(name):
     return {w for w in words_of(name).split() if w not in ("get", "create", "search", "list", "set", "run",
                                                              "update", "find", "check", "send", "crm", "request")}
 
 
 def make_group(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfcl_pool, max_prefix, n_max, max_k,
-               args_max_tools_asked=12):
+               args_max_tools_asked=12, rename=0.0):
     """One tool context and the queries asked against it: [(query, call or None, kind)]."""
     r = rng.random()
     entries = []   # BFCL call entries whose functions are in the context
@@ -553,6 +597,22 @@ def make_group(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfc
     if names in eval_sets:   # the evaluation's tool sets are never a training context
         return tools, []
     by_name = {tool_name(t): normalise_tool(t) for t in tools}
+    # --rename: in this share of the contexts every bundled tool is shown under a new name (its
+    # schema otherwise unchanged) and its calls use that name
+    shown = {n: n for n in by_name}
+    if rename and mode == "mixed" and rng.random() < rename:
+        bundled_set = {t["function"]["name"] for t in bundled}
+        taken = set(by_name)
+        renamed = []
+        for t in tools:
+            n = tool_name(t)
+            if n in bundled_set:
+                shown[n] = new_name(rng, n, taken)
+                taken.add(shown[n])
+                t = copy.deepcopy(normalise_tool(t))
+                t["function"]["name"] = shown[n]
+            renamed.append(t)
+        tools = renamed
     items = []
     for e in entries:
         fn = by_name.get(e["call"]["name"])
@@ -564,10 +624,11 @@ def make_group(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfc
     # several queries per tool: the prefix is computed once per group, so more queries per
     # context is the cheapest way to more training examples
     for fn in cands[:args_max_tools_asked]:
-        for _ in range(rng.choice([1, 2, 2, 3])):
+        for _ in range(rng.choice([2, 2, 3, 3] if PHRASING == "v2" else [1, 2, 2, 3])):
             q, call = query_for_tool(rng, fn)
+            call["name"] = shown[call["name"]]
             items.append((q, call, "bundled_call"))
-    for _ in range(rng.choice([2, 3, 4])):
+    for _ in range(rng.choice([3, 4, 5] if PHRASING == "v2" else [2, 3, 4])):
         items.append((general_request(rng), None, "chat"))
     # Requests for a bundled tool that this context does not offer: the answer is "no tool", so the
     # model has to read which tools are there instead of mapping requests to names it memorised.
@@ -595,7 +656,11 @@ def main():
     ap.add_argument("--max-k", type=int, default=26, help="most tools in one context")
     ap.add_argument("--tools-asked", type=int, default=12, help="most tools of a context that queries ask for")
     ap.add_argument("--dump-tools", action="store_true", help="write the first 20 contexts for check_render.py")
+    ap.add_argument("--phrasing", choices=("v1", "v2"), default="v1", help="query generator version (see PHRASING)")
+    ap.add_argument("--rename", type=float, default=0.0, help="share of contexts whose bundled tools get new names")
     args = ap.parse_args()
+    global PHRASING
+    PHRASING = args.phrasing
     os.makedirs(args.out, exist_ok=True)
     rng = random.Random(args.seed)
 
@@ -627,7 +692,7 @@ def main():
     while len(groups) < args.groups:
         rd = renderers[0] if rng.random() < 0.5 else renderers[1]
         tools, items = make_group(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfcl_pool,
-                                  args.max_prefix, args.max_queries, args.max_k, args.tools_asked)
+                                  args.max_prefix, args.max_queries, args.max_k, args.tools_asked, args.rename)
         if not items:
             continue
         prefix = None
@@ -662,7 +727,8 @@ def main():
     stats = {"n_groups": len(groups), "n_queries": sum(kinds.values()), "kinds": kinds,
              "n_prefix_tokens": n_prefix_tok, "n_suffix_tokens": n_suffix_tok, "n_answer_tokens": n_answer_tok,
              "held_out_rejections": holdout.n_rejected, "seed": args.seed, "bfcl_calls": len(bfcl_calls),
-             "bfcl_irrelevance": len(bfcl_irrel), "bfcl_functions": len(bfcl_pool)}
+             "bfcl_irrelevance": len(bfcl_irrel), "bfcl_functions": len(bfcl_pool), "phrasing": args.phrasing,
+             "rename": args.rename}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "train.pkl"), "wb") as f:
         pickle.dump({"groups": groups, "stats": stats}, f)

@@ -110,11 +110,13 @@ class Layer(nn.Module):
         h = rms_norm(x, self.post_attention_layernorm, self.eps)
         return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
 
-    def forward(self, xp, xs_list, rope_p, rope_s_list, mask_p, mask_s_list):
+    def forward(self, xp, xs_list, rope_p, rope_s_list, mask_p, mask_s_list, probe_rows=None):
         """xp: prefix (1, P, hidden); xs_list: buckets of suffixes (N_b, S_b, hidden), positions P..
         for every suffix. Each suffix row attends to the whole prefix and causally to itself: the
         scores against the prefix are one product per head over every row of the bucket (the
-        prefix K/V are never copied per query), and the softmax runs over both parts at once."""
+        prefix K/V are never copied per query), and the softmax runs over both parts at once.
+        probe_rows: optional, per bucket, flat row indices (row * S + col) whose attention
+        probabilities over the prefix, in head 0, are returned as a third value (K, P)."""
         scale = 1.0 / math.sqrt(self.hd)
         H, hd = self.nh, self.hd
         P = xp.shape[1]
@@ -123,7 +125,7 @@ class Layer(nn.Module):
         # prefix: causal self-attention
         sp = torch.baddbmm(mask_p, qp[0] * scale, kpe.transpose(-1, -2))             # (H, P, P)
         ap = (torch.softmax(sp, dim=-1) @ vpe).transpose(0, 1).reshape(1, P, -1)
-        outs = []
+        outs, probes = [], []
         for xs, rope_s, mask_s in zip(xs_list, rope_s_list, mask_s_list):
             N, S = xs.shape[0], xs.shape[1]
             qs, ks, vs = self.qkv(xs, *rope_s)
@@ -138,6 +140,11 @@ class Layer(nn.Module):
             o_self = torch.bmm(e_self.view(H, N, S, S).permute(1, 0, 2, 3).reshape(N * H, S, S), vse.reshape(N * H, S, hd))
             o = (torch.bmm(e_pre, vpe) + o_self.view(N, H, S, hd).permute(1, 0, 2, 3).reshape(H, N * S, hd)) / z
             outs.append(self.mlp_out(xs, o.view(H, N, S, hd).permute(1, 2, 0, 3).reshape(N, S, H * hd)))
+            if probe_rows is not None:
+                rows = probe_rows[len(outs) - 1]
+                probes.append(e_pre[0, rows] / z[0, rows])
+        if probe_rows is not None:
+            return self.mlp_out(xp, ap), outs, torch.cat(probes) if probes else xp.new_zeros(0, P)
         return self.mlp_out(xp, ap), outs
 
 
@@ -158,15 +165,17 @@ class Model(nn.Module):
         emb = torch.cat((f, f), dim=-1)
         return emb.cos().float(), emb.sin().float()
 
-    def forward(self, prefix, suffixes, targets_at, targets, weights=None, aux=None):
+    def forward(self, prefix, suffixes, targets_at, targets, weights=None, aux=None, point=None):
         """prefix (P,); suffixes: buckets of padded suffixes (N_b, S_b); targets_at (M, 3)
         [bucket, row, col] positions whose next token is targets (M,), weighted by `weights` (M,)
         in the mean. Ids index self.embed_tokens, which during training holds only the rows of the
         ids that occur in the data (see main). aux: optional (prefix positions (K,), their next ids
         (K,), suffix positions (L, 3), their next ids (L,)): next-token prediction on sampled
         tokens of the tool schemas and the user's queries, an auxiliary loss that costs one small
-        lm_head product (the forward and backward through the prefix happen anyway). Returns
-        (answer loss, auxiliary loss or None, which argmaxes of the answer were right)."""
+        lm_head product (the forward and backward through the prefix happen anyway). point:
+        optional (per bucket flat row indices, (K, P) target mask): attention supervision of head 0
+        of the last layer (see pointer_targets). Returns (answer loss, auxiliary loss or None,
+        which argmaxes of the answer were right, pointer loss or None)."""
         P = prefix.shape[0]
         xp = self.embed_tokens(prefix)[None]
         xs = [self.embed_tokens(s) for s in suffixes]
@@ -174,8 +183,15 @@ class Model(nn.Module):
         rope_s = [self.rope(P, s.shape[1]) for s in suffixes]
         mask_p = torch.full((P, P), float("-inf")).triu(1)    # additive causal masks, built once per step
         mask_s = [torch.full((s.shape[1], s.shape[1]), float("-inf")).triu(1) for s in suffixes]
-        for layer in self.layers:
-            xp, xs = layer(xp, xs, rope_p, rope_s, mask_p, mask_s)
+        for i, layer in enumerate(self.layers):
+            if point is not None and i == len(self.layers) - 1:
+                xp, xs, probs = layer(xp, xs, rope_p, rope_s, mask_p, mask_s, point[0])
+            else:
+                xp, xs = layer(xp, xs, rope_p, rope_s, mask_p, mask_s)
+        point_loss = None
+        if point is not None and len(point[1]):
+            # -log of the attention mass on the target positions, per supervised row
+            point_loss = -torch.log((probs * point[1]).sum(-1) + 1e-6).mean()
         eps = self.c["rms_norm_eps"]
 
         def rows(at):   # hidden states at [bucket, row, col] positions, in order
@@ -193,13 +209,14 @@ class Model(nn.Module):
             ha = torch.cat((xp[0, p_at], rows(s_at)))
             la = rms_norm(ha, self.norm, eps) @ self.embed_tokens.weight.t()
             aux_loss = F.cross_entropy(la, torch.cat((p_next, s_next)))
-        return loss, aux_loss, (logits.argmax(-1) == targets)
+        return loss, aux_loss, (logits.argmax(-1) == targets), point_loss
 
     def n_params(self):
         total = sum(p.numel() for p in self.parameters())
         return total, total - self.embed_tokens.weight.numel()
 
 
+TOOL_CALL_ID = 151657   # <tool_call> in the Qwen3 vocabulary: the first token of every call answer
 BUCKET_ROWS = 12   # suffixes per bucket: queries sorted by length, so little of a bucket is padding
 
 
@@ -238,6 +255,68 @@ def aux_targets(group, prefix, buckets, members, rng, n_prefix, n_query):
     s_at = torch.tensor(sorted(rng.sample(cand, min(n_query, len(cand)))), dtype=torch.long).reshape(-1, 3)
     s_next = torch.stack([buckets[b][r, c + 1] for b, r, c in s_at.tolist()]) if len(s_at) else prefix.new_zeros(0)
     return p_at, prefix[p_at + 1], s_at, s_next
+
+
+class NameTokens:
+    """Which Qwen3 ids matter for finding tool names: `name`, `":`, `Ġ"` (the `"name": "` of both
+    the <tools> lines and the answer), ids that start with a double quote (the one after a name)
+    and ids that hold a newline (the end of a <tools> line)."""
+
+    def __init__(self, tokenizer_json):
+        with open(tokenizer_json, encoding="utf-8") as f:
+            vocab = json.load(f)["model"]["vocab"]
+        self.name, self.colon, self.quote = vocab["name"], vocab['":'], vocab["\u0120\""]
+        self.quote_start = {i for t, i in vocab.items() if t.startswith('"')}
+        self.newline = {i for t, i in vocab.items() if "\u010a" in t}
+
+    def name_at(self, ids, start):
+        """The name's ids from `start` (just after `"name": "`) up to the closing quote."""
+        end = start
+        while end < len(ids) and ids[end] not in self.quote_start:
+            end += 1
+        return tuple(ids[start:end]) if end < len(ids) else None
+
+
+def pointer_targets(group, members, bucket_widths, nt):
+    """Attention supervision for the tool-name tokens of call answers (the model's pointer into
+    its context). For answer token j of the called tool's name, the row that predicts it should
+    attend, in head 0 of the last layer, to: for j = 0 (choosing the tool) anywhere in that tool's
+    <tools> line from its name on; for j > 0 (copying the name) the name's token j in the line.
+    Returns (per bucket flat row indices, (K, prefix length) 0/1 mask) or None when no call of
+    this group names a tool found in its prefix."""
+    pre = list(group["prefix"])
+    P = len(pre)
+    lines = {}   # name ids -> [(first name position, end of its line)]
+    for p in range(3, P):
+        if pre[p - 3] == nt.name and pre[p - 2] == nt.colon and pre[p - 1] == nt.quote:
+            nm = nt.name_at(pre, p)
+            if nm:
+                end = p
+                while end < P and pre[end] not in nt.newline:
+                    end += 1
+                lines.setdefault(nm, []).append((p, end))
+    rows, masks = [[] for _ in members], []
+    for b, idx in enumerate(members):
+        for r, i in enumerate(idx):
+            ids, n_prompt = group["suffixes"][i]
+            ans = list(ids[n_prompt:])
+            if len(ans) < 8 or ans[3] != nt.name or ans[4] != nt.colon or ans[5] != nt.quote:
+                continue     # not a call
+            nm = nt.name_at(ans, 6)
+            if not nm or nm not in lines:
+                continue
+            for j in range(len(nm)):
+                m = torch.zeros(P)
+                for start, end in lines[nm]:
+                    if j == 0:
+                        m[start:end] = 1.0
+                    else:
+                        m[start + j] = 1.0
+                rows[b].append(r * bucket_widths[b] + n_prompt + 6 + j - 1)
+                masks.append(m)
+    if not masks:
+        return None
+    return [torch.tensor(x, dtype=torch.long) for x in rows], torch.stack(masks)
 
 
 def export(model, remap, out_dir):
@@ -297,10 +376,13 @@ def main():
     ap.add_argument("--aux-weight", type=float, default=0.0,
                     help="weight of next-token prediction on sampled schema and query tokens (0 = off)")
     ap.add_argument("--aux-prefix-tokens", type=int, default=256)
+    ap.add_argument("--point-weight", type=float, default=0.0,
+                    help="weight of the attention supervision of the tool-name tokens (0 = off)")
     ap.add_argument("--aux-query-tokens", type=int, default=64)
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
+    names = NameTokens(os.path.join(ROOT, "resources/tokenizers/qwen3/tokenizer.json"))
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -392,10 +474,12 @@ def main():
         the share of answers whose first 10 tokens (call or not, and the tool's name) are right."""
         model.eval()
         tot, n, correct, n_ans, exact, lead = 0.0, 0, 0, 0, 0, 0
+        n_call, call_lead = 0, 0    # answers that are tool calls, and those whose lead is right
+        call_open = remap[TOOL_CALL_ID]
         with torch.no_grad():
             for g in val:
                 prefix, buckets, at, tg, w, members = step_batch(g, 2.0)
-                loss, _, ok = model(prefix, buckets, at, tg)
+                loss, _, ok, _ = model(prefix, buckets, at, tg)
                 tot += loss.item() * ok.numel()
                 n += ok.numel()
                 correct += ok.sum().item()
@@ -403,11 +487,15 @@ def main():
                     for r in range(len(idx)):
                         rows = (at[:, 0] == b) & (at[:, 1] == r)
                         exact += int(ok[rows].all())
-                        lead += int(ok[rows & (w == 2.0)].all())
+                        lead_ok = int(ok[rows & (w == 2.0)].all())
+                        lead += lead_ok
                         n_ans += 1
+                        if tg[rows][0] == call_open:
+                            n_call += 1
+                            call_lead += lead_ok
         model.train()
         return {"val_loss": tot / n, "val_token_acc": correct / n, "val_answer_exact": exact / n_ans,
-                "val_answer_lead": lead / n_ans}
+                "val_answer_lead": lead / n_ans, "val_call_lead": call_lead / max(1, n_call)}
 
     log = []
     t0 = time.time()
@@ -432,9 +520,14 @@ def main():
         prefix, buckets, at, tg, w, members = step_batch(g, args.lead_weight)
         aux = (aux_targets(g, prefix, buckets, members, rng, args.aux_prefix_tokens, args.aux_query_tokens)
                if args.aux_weight else None)
-        loss, aux_loss, ok = model(prefix, buckets, at, tg, w if args.lead_weight != 1.0 else None, aux)
+        point = pointer_targets(g, members, [b.shape[1] for b in buckets], names) if args.point_weight else None
+        loss, aux_loss, ok, point_loss = model(prefix, buckets, at, tg, w if args.lead_weight != 1.0 else None,
+                                               aux, point)
         opt.zero_grad(set_to_none=True)
-        (loss + args.aux_weight * aux_loss if aux_loss is not None else loss).backward()
+        total_loss = loss + args.aux_weight * aux_loss if aux_loss is not None else loss
+        if point_loss is not None:
+            total_loss = total_loss + args.point_weight * point_loss
+        total_loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
@@ -442,6 +535,7 @@ def main():
         elapsed = time.time() - t0
         if step % 10 == 0:
             aux_text = f" aux {aux_loss.item():.3f}" if aux_loss is not None else ""
+            aux_text += f" point {point_loss.item():.3f}" if point_loss is not None else ""
             print(f"step {step} loss {loss.item():.4f} ema {ema:.4f}{aux_text} acc {ok.float().mean().item():.3f} "
                   f"lr {lr:.2e} prefix {len(g['prefix'])} s/step {elapsed / step:.3f} t {elapsed:.0f}s",
                   flush=True)
