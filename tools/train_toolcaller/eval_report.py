@@ -6,6 +6,7 @@ reading its context).
 JSON-valid = of the outputs that open a <tool_call>, the share whose text up to </tool_call> (or
 the end) is one JSON object with a string "name" and an object "arguments" (strict json.loads;
 the project's parser is more tolerant of a model that stops early). Usage: eval_report.py DIR [--markdown]"""
+import functools
 import json
 import os
 import re
@@ -24,17 +25,20 @@ from collections import defaultdict
 CALLED = re.compile(r'"name"\s*:\s*"([^"]*)"')
 
 
-def offered_names(rec, cache={}):
+@functools.lru_cache(maxsize=None)
+def tool_names(path):
+    """Names of the tools in a tool file, or None when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return frozenset(t.get("function", t).get("name") for t in json.load(f))
+    except (OSError, ValueError):
+        return None
+
+
+def offered_names(rec):
     """Names of the tools the example's prompt offered (its tool file, relative to the dataset)."""
     src = rec.get("source", "").rsplit(":", 1)[0]
-    path = os.path.normpath(os.path.join(os.path.dirname(src), rec.get("tools") or ""))
-    if path not in cache:
-        try:
-            with open(path, encoding="utf-8") as f:
-                cache[path] = {t.get("function", t).get("name") for t in json.load(f)}
-        except (OSError, ValueError):
-            cache[path] = None
-    return cache[path]
+    return tool_names(os.path.normpath(os.path.join(os.path.dirname(src), rec.get("tools") or "")))
 
 
 def table_rows(d):

@@ -216,7 +216,6 @@ class Model(nn.Module):
         return total, total - self.embed_tokens.weight.numel()
 
 
-TOOL_CALL_ID = 151657   # <tool_call> in the Qwen3 vocabulary: the first token of every call answer
 BUCKET_ROWS = 12   # suffixes per bucket: queries sorted by length, so little of a bucket is padding
 
 
@@ -258,13 +257,16 @@ def aux_targets(group, prefix, buckets, members, rng, n_prefix, n_query):
 
 
 class NameTokens:
-    """Which Qwen3 ids matter for finding tool names: `name`, `":`, `Ġ"` (the `"name": "` of both
-    the <tools> lines and the answer), ids that start with a double quote (the one after a name)
-    and ids that hold a newline (the end of a <tools> line)."""
+    """Which Qwen3 ids matter for finding tool names: `<tool_call>` (the first token of every call
+    answer), `name`, `":`, `Ġ"` (the `"name": "` of both the <tools> lines and the answer), ids
+    that start with a double quote (the one after a name) and ids that hold a newline (the end of
+    a <tools> line). Read from tokenizer.json (train.py does not need the BPE encoder)."""
 
     def __init__(self, tokenizer_json):
         with open(tokenizer_json, encoding="utf-8") as f:
-            vocab = json.load(f)["model"]["vocab"]
+            tj = json.load(f)
+        vocab = tj["model"]["vocab"]
+        self.tool_call = next(t["id"] for t in tj["added_tokens"] if t["content"] == "<tool_call>")
         self.name, self.colon, self.quote = vocab["name"], vocab['":'], vocab["\u0120\""]
         self.quote_start = {i for t, i in vocab.items() if t.startswith('"')}
         self.newline = {i for t, i in vocab.items() if "\u010a" in t}
@@ -376,9 +378,9 @@ def main():
     ap.add_argument("--aux-weight", type=float, default=0.0,
                     help="weight of next-token prediction on sampled schema and query tokens (0 = off)")
     ap.add_argument("--aux-prefix-tokens", type=int, default=256)
+    ap.add_argument("--aux-query-tokens", type=int, default=64)
     ap.add_argument("--point-weight", type=float, default=0.0,
                     help="weight of the attention supervision of the tool-name tokens (0 = off)")
-    ap.add_argument("--aux-query-tokens", type=int, default=64)
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -475,7 +477,7 @@ def main():
         model.eval()
         tot, n, correct, n_ans, exact, lead = 0.0, 0, 0, 0, 0, 0
         n_call, call_lead = 0, 0    # answers that are tool calls, and those whose lead is right
-        call_open = remap[TOOL_CALL_ID]
+        call_open = remap[names.tool_call]
         with torch.no_grad():
             for g in val:
                 prefix, buckets, at, tg, w, members = step_batch(g, 2.0)
