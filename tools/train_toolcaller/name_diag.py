@@ -50,10 +50,7 @@ def main():
             for b, idx in enumerate(members):
                 for r, i in enumerate(idx):
                     ids, n_prompt = g["suffixes"][i]
-                    ans = list(ids[n_prompt:])
-                    if len(ans) < 8 or ans[0] != nt.tool_call or ans[3] != nt.name:
-                        continue
-                    name = nt.name_at(ans, 6)
+                    name = nt.called_name(list(ids[n_prompt:]))
                     if not name:
                         continue
                     rows = ((at[:, 0] == b) & (at[:, 1] == r)).nonzero().flatten()

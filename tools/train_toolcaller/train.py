@@ -298,6 +298,12 @@ class NameTokens:
         self.quote_start = {i for t, i in vocab.items() if t.startswith('"')}
         self.newline = {i for t, i in vocab.items() if "\u010a" in t}
 
+    def called_name(self, ans):
+        """The tool name's ids of an answer that is a call (`<tool_call>\n{"name": "...`), else None."""
+        if len(ans) < 8 or ans[0] != self.tool_call or (ans[3], ans[4], ans[5]) != (self.name, self.colon, self.quote):
+            return None
+        return self.name_at(ans, 6)
+
     def name_at(self, ids, start):
         """The name's ids from `start` (just after `"name": "`) up to the closing quote."""
         end = start
@@ -384,10 +390,7 @@ def collect_targets(group, members, bucket_widths, nt):
     for b, idx in enumerate(members):
         for r, i in enumerate(idx):
             ids, n_prompt = group["suffixes"][i]
-            ans = list(ids[n_prompt:])
-            if len(ans) < 8 or ans[0] != nt.tool_call or ans[3] != nt.name:
-                continue
-            nm = nt.name_at(ans, 6)
+            nm = nt.called_name(list(ids[n_prompt:]))
             words = by_name.get(nm) if nm else None
             if not words:
                 continue
@@ -421,10 +424,7 @@ def pointer_targets(group, members, bucket_widths, nt):
     for b, idx in enumerate(members):
         for r, i in enumerate(idx):
             ids, n_prompt = group["suffixes"][i]
-            ans = list(ids[n_prompt:])
-            if len(ans) < 8 or ans[3] != nt.name or ans[4] != nt.colon or ans[5] != nt.quote:
-                continue     # not a call
-            nm = nt.name_at(ans, 6)
+            nm = nt.called_name(list(ids[n_prompt:]))
             if not nm or nm not in lines:
                 continue
             for j in range(len(nm)):
