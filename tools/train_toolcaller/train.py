@@ -326,6 +326,18 @@ def tool_lines(pre, nt):
     return out
 
 
+def content_positions(pre, lines):
+    """Where each content word of the <tools> lines stands: {id: [positions]} for the ids that
+    occur in at most a quarter of the lines (a tool's own words, not JSON syntax)."""
+    where, in_lines = {}, {}
+    for li, (start, _, end) in enumerate(lines):
+        for q in range(start, end):
+            where.setdefault(pre[q], []).append(q)
+            in_lines.setdefault(pre[q], set()).add(li)
+    limit = max(1, len(lines) // 4)
+    return {t: qs for t, qs in where.items() if len(in_lines[t]) <= limit}
+
+
 def gather_targets(group, nt, rng, k):
     """Attention supervision that files each tool's name under its schema: `k` sampled positions
     of the <tools> lines after the name (description, parameters) attend to that line's name
@@ -349,22 +361,15 @@ def match_targets(group, members, bucket_widths, nt, k):
     (K, P) 0/1 mask) or None."""
     pre = list(group["prefix"])
     P = len(pre)
-    lines = tool_lines(pre, nt)
-    where, in_lines = {}, {}
-    for li, (start, _, end) in enumerate(lines):
-        for q in range(start, end):
-            where.setdefault(pre[q], []).append(q)
-            in_lines.setdefault(pre[q], set()).add(li)
-    limit = max(1, len(lines) // 4)
+    content = content_positions(pre, tool_lines(pre, nt))
     rows, masks = [[] for _ in members], []
     for b, idx in enumerate(members):
         for r, i in enumerate(idx):
             ids, n_prompt = group["suffixes"][i]
             for c in range(n_prompt):
-                t = ids[c]
-                if t in in_lines and len(in_lines[t]) <= limit and len(masks) < k:
+                if ids[c] in content and len(masks) < k:
                     m = torch.zeros(P)
-                    m[where[t]] = 1.0
+                    m[content[ids[c]]] = 1.0
                     rows[b].append(r * bucket_widths[b] + c)
                     masks.append(m)
     if not masks:
@@ -379,12 +384,10 @@ def collect_targets(group, members, bucket_widths, nt):
     indices, (K, widest bucket) 0/1 mask) or None."""
     pre = list(group["prefix"])
     lines = tool_lines(pre, nt)
-    in_lines, by_name = {}, {}
-    for li, (start, n, end) in enumerate(lines):
+    content = content_positions(pre, lines)
+    by_name = {}
+    for start, n, end in lines:
         by_name.setdefault(tuple(pre[start:start + n]), set()).update(pre[start:end])
-        for q in range(start, end):
-            in_lines.setdefault(pre[q], set()).add(li)
-    limit = max(1, len(lines) // 4)
     width = max(bucket_widths)
     rows, masks = [[] for _ in members], []
     for b, idx in enumerate(members):
@@ -396,7 +399,7 @@ def collect_targets(group, members, bucket_widths, nt):
                 continue
             m = torch.zeros(width)
             for c in range(n_prompt):
-                if ids[c] in words and len(in_lines[ids[c]]) <= limit:
+                if ids[c] in words and ids[c] in content:
                     m[c] = 1.0
             if not m.any():
                 continue
