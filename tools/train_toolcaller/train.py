@@ -22,7 +22,7 @@ an ordinary Qwen3 forward either way), which spells out the circuit a tool call 
 --bf16 runs the forward under bf16 autocast (weights, gradients and AdamW state stay f32): on a
 CPU with AVX-512 BF16 a forward and backward alone is about 2x faster, a whole step ~13% (see the
 card). --prefix-chunk N computes the prefix's causal attention in blocks of N rows and skips the
-blocks above the diagonal (the same values up to float rounding; ~10% a whole step at 512).
+blocks above the diagonal (the same values up to float rounding; ~9% a whole step at 512).
 --schedule wsd holds the learning rate after the warm-up and decays it linearly to 10% over the
 last --decay-frac of the run (the default, cosine, decays over the whole run).
 
@@ -587,6 +587,8 @@ def main():
     ap.add_argument("--point-weight", type=float, default=0.0,
                     help="weight of the attention supervision of the tool-name tokens (0 = off)")
     args = ap.parse_args()
+    if not 0.0 < args.decay_frac <= 1.0:
+        ap.error(f"--decay-frac must be in (0, 1], got {args.decay_frac}")
 
     torch.set_num_threads(args.threads)
     global PREFIX_CHUNK
