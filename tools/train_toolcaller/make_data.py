@@ -144,6 +144,60 @@ CODE = ["print(2 ** 16)", "print(len('hello'))", "import math; print(math.pi)", 
 SQL = ["SELECT COUNT(*) FROM users", "SELECT name FROM products WHERE price > 10", "SELECT * FROM orders LIMIT 5"]
 
 
+# --values wide: argument values drawn from pools far too large to memorise (made-up places,
+# people, titles and messages built from parts), so that the only way to write the value is to
+# copy it from the query. "narrow" (the default, and every run up to run 9) uses the lists above.
+VALUES = "narrow"
+SYLLABLES = ["ka", "ri", "mon", "vel", "dor", "an", "bel", "sto", "lin", "gar", "ve", "nu", "tal", "es", "por",
+             "hal", "mi", "sen", "ou", "bra", "ken", "lo", "zar", "fi", "del", "ham", "ost", "wyn", "cor", "ta",
+             "ber", "gen", "vik", "sa", "rom", "ley", "ul", "dra", "pe", "nor"]
+PLACE_ENDS = ["", "", "", "burg", "ton", "ville", "stad", "ford", " Bay", " Springs", "holm", "field", "mouth"]
+REGIONS = ["", "", "", ", CA", ", TX", ", NY", ", WA", ", Norway", ", Italy", ", Japan", ", Chile", ", ON", ", Kenya",
+           ", Spain", ", UK", ", Peru", ", FL", ", Austria", ", Brazil", ", India"]
+FIRST = ["Ada", "Omar", "Priya", "Jonas", "Mei", "Carlos", "Aisha", "Tomas", "Ingrid", "Kofi", "Lucia", "Dmitri",
+         "Hana", "Felix", "Nadia", "Arjun", "Sofia", "Mateo", "Yara", "Erik", "Leila", "Bruno", "Zoe", "Ravi"]
+NOUNS = ["budget", "roadmap", "offsite", "launch", "backup", "invoice", "review", "lunch", "migration", "audit",
+         "onboarding", "notes", "sync", "plan", "call", "demo", "feedback", "documents", "upgrade", "project",
+         "report", "workshop", "retro", "kickoff", "deadline", "contract", "survey", "inventory", "payroll",
+         "dinner", "rehearsal", "checkup", "lesson", "interview", "party", "trip", "renewal", "forecast",
+         "proposal", "recital", "meetup", "clinic", "shipment", "order", "repair", "cleanup", "newsletter"]
+ADJS = ["quarterly", "weekly", "annual", "urgent", "final", "draft", "team", "client", "garden", "kitchen",
+        "spring", "winter", "board", "family", "school", "marketing", "sales", "design", "security", "travel",
+        "evening", "morning", "budget", "product", "research", "hiring", "vendor", "holiday", "office"]
+VERBS = ["send", "check", "review", "move", "book", "cancel", "bring", "fix", "call", "print", "sign", "water",
+         "collect", "update", "confirm", "share", "renew", "order", "pack", "clean"]
+
+
+def wide_place(rng):
+    name = "".join(rng.choice(SYLLABLES) for _ in range(rng.choice([2, 2, 3]))) + rng.choice(PLACE_ENDS)
+    return name[:1].upper() + name[1:] + rng.choice(REGIONS)
+
+
+def wide_person(rng):
+    last = "".join(rng.choice(SYLLABLES) for _ in range(rng.choice([2, 3])))
+    return f"{rng.choice(FIRST)} {last[:1].upper() + last[1:]}"
+
+
+def wide_title(rng):
+    words = [rng.choice(ADJS) for _ in range(rng.choice([0, 1, 1, 2]))] + [rng.choice(NOUNS)]
+    t = " ".join(words)
+    return t[:1].upper() + t[1:] if rng.random() < 0.5 else t
+
+
+def wide_phrase(rng):
+    return rng.choice([
+        lambda: f"{rng.choice(VERBS)} the {wide_title(rng).lower()} before {rng.choice(['noon', 'Friday', 'five', 'the weekend', 'Monday'])}",
+        lambda: f"the {wide_title(rng).lower()} is {rng.choice(['done', 'late', 'moved to ' + rng.choice(['Thursday', 'June', 'room 4']), 'on hold', 'ready'])}",
+        lambda: f"please {rng.choice(VERBS)} the {rng.choice(NOUNS)} for {rng.choice(FIRST)}",
+        lambda: f"meet me in {wide_place(rng).split(',')[0]} at {rng.randint(1, 12)}",
+    ])()
+
+
+def pick(rng, narrow, wide, p_wide=0.8):
+    """A value from the fixed list, or (with --values wide, most of the time) from a large pool."""
+    return wide(rng) if VALUES == "wide" and rng.random() < p_wide else rng.choice(narrow)
+
+
 def words_of(name):
     return re.sub(r"[_.\-]+", " ", re.sub(r"([a-z])([A-Z])", r"\1 \2", name)).strip().lower()
 
@@ -172,10 +226,10 @@ def gen_string(rng, pname, spec):
         d = f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
         return d, d
     if fmt == "email" or "email" in n or "e-mail" in desc:
-        v = f"{rng.choice(NAMES)}@example.com"
+        v = f"{pick(rng, NAMES, lambda r: wide_person(r).lower().replace(' ', '.'))}@example.com"
         return v, v
     if fmt == "uri" or "url" in n:
-        v = f"https://example.com/{rng.choice(WORDS).replace(' ', '-')}"
+        v = f"https://example.com/{pick(rng, WORDS, wide_title).lower().replace(' ', '-')}"
         return v, v
     ex = example_from_desc(spec.get("description"))
     if "currency" in n or "iso 4217" in desc:
@@ -187,7 +241,7 @@ def gen_string(rng, pname, spec):
     elif "language" in n or "language" in desc:
         v = rng.choice(LANGS)
     elif any(k in n for k in ("location", "city", "address", "place", "origin", "destination", "near")):
-        v = rng.choice(CITIES)
+        v = pick(rng, CITIES, wide_place)
     elif n.endswith("id") or n.endswith("_ids") or "number" in n or n.endswith("sku") or " id" in desc:
         v = rand_id(rng, pname)
     elif "path" in n or "file" in n or "directory" in n:
@@ -197,13 +251,13 @@ def gen_string(rng, pname, spec):
     elif "sql" in n or "sql" in desc:
         v = rng.choice(SQL)
     elif n in ("text", "body", "message", "content", "description", "notes", "reason_text", "comment"):
-        v = rng.choice(PHRASES)
+        v = pick(rng, PHRASES, wide_phrase)
     elif ex is not None and rng.random() < 0.3:
         v = ex
     elif "name" in n:
-        v = rng.choice(["Ada Lovelace", "Grace Hopper", "Alan Turing", "Linus Park", "Mia Chen", "Noah Diaz"])
+        v = pick(rng, ["Ada Lovelace", "Grace Hopper", "Alan Turing", "Linus Park", "Mia Chen", "Noah Diaz"], wide_person)
     else:
-        v = rng.choice(WORDS)
+        v = pick(rng, WORDS, wide_title)
     return v, (f"'{v}'" if rng.random() < 0.3 else v)
 
 
@@ -658,9 +712,11 @@ def main():
     ap.add_argument("--dump-tools", action="store_true", help="write the first 20 contexts for check_render.py")
     ap.add_argument("--phrasing", choices=("v1", "v2"), default="v1", help="query generator version (see PHRASING)")
     ap.add_argument("--rename", type=float, default=0.0, help="share of contexts whose bundled tools get new names")
+    ap.add_argument("--values", choices=("narrow", "wide"), default="narrow",
+                    help="argument values from short fixed lists, or mostly from large made-up pools (see VALUES)")
     args = ap.parse_args()
-    global PHRASING
-    PHRASING = args.phrasing
+    global PHRASING, VALUES
+    PHRASING, VALUES = args.phrasing, args.values
     os.makedirs(args.out, exist_ok=True)
     rng = random.Random(args.seed)
 
@@ -728,7 +784,7 @@ def main():
              "n_prefix_tokens": n_prefix_tok, "n_suffix_tokens": n_suffix_tok, "n_answer_tokens": n_answer_tok,
              "held_out_rejections": holdout.n_rejected, "seed": args.seed, "bfcl_calls": len(bfcl_calls),
              "bfcl_irrelevance": len(bfcl_irrel), "bfcl_functions": len(bfcl_pool), "phrasing": args.phrasing,
-             "rename": args.rename}
+             "rename": args.rename, "values": args.values}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "train.pkl"), "wb") as f:
         pickle.dump({"groups": groups, "stats": stats}, f)

@@ -205,7 +205,7 @@ class Model(nn.Module):
                              persistent=False)
 
     def rope(self, start, n):
-        pos = torch.arange(start, start + n, dtype=torch.float64)
+        pos = torch.arange(start, start + n, dtype=torch.float64, device=self.inv_freq.device)
         f = pos[:, None] * self.inv_freq[None, :]
         emb = torch.cat((f, f), dim=-1)
         return emb.cos().float(), emb.sin().float()
@@ -228,8 +228,9 @@ class Model(nn.Module):
         xs = [self.embed_tokens(s) for s in suffixes]
         rope_p = self.rope(0, P)
         rope_s = [self.rope(P, s.shape[1]) for s in suffixes]
-        mask_p = torch.full((P, P), float("-inf")).triu(1)    # additive causal masks, built once per step
-        mask_s = [torch.full((s.shape[1], s.shape[1]), float("-inf")).triu(1) for s in suffixes]
+        dv = prefix.device
+        mask_p = torch.full((P, P), float("-inf"), device=dv).triu(1)    # additive causal masks, built once per step
+        mask_s = [torch.full((s.shape[1], s.shape[1]), float("-inf"), device=dv).triu(1) for s in suffixes]
         sup = {k: v for k, v in (sup or {}).items() if v is not None and len(v[4])}
         sup_loss = {}
         for i, layer in enumerate(self.layers):
@@ -245,8 +246,9 @@ class Model(nn.Module):
         # every suffix position as one row of a flat table, so that picking the answer positions
         # is one index (and its backward one scatter) rather than a select per position
         flat = torch.cat([x.reshape(-1, x.shape[-1]) for x in xs]) if xs else xp.new_zeros(0, xp.shape[2])
-        widths = torch.tensor([x.shape[1] for x in xs], dtype=torch.long)
-        starts = torch.cumsum(torch.tensor([0] + [x.shape[0] * x.shape[1] for x in xs[:-1]], dtype=torch.long), 0)
+        widths = torch.tensor([x.shape[1] for x in xs], dtype=torch.long, device=dv)
+        starts = torch.cumsum(torch.tensor([0] + [x.shape[0] * x.shape[1] for x in xs[:-1]], dtype=torch.long,
+                                           device=dv), 0)
 
         def rows(at):   # hidden states at [bucket, row, col] positions, in order
             if not len(at):
@@ -480,15 +482,36 @@ def compact_vocab(groups, vocab_size):
     target, so the softmax pushes its logit down; at export every id that never occurred gets that
     row, which keeps them from ever winning the argmax and gives unknown input ids one trained
     embedding. Returns (the ids that occur, id -> compact index)."""
-    seen = torch.zeros(vocab_size, dtype=torch.bool)
-    for g in groups:
-        seen[torch.tensor(list(g["prefix"]), dtype=torch.long)] = True
-        for ids, _ in g["suffixes"]:
-            seen[torch.tensor(list(ids), dtype=torch.long)] = True
-    vocab = seen.nonzero().flatten()
+    every = np.concatenate([np.asarray(g["prefix"], dtype=np.int64) for g in groups]
+                           + [np.asarray(ids, dtype=np.int64) for g in groups for ids, _ in g["suffixes"]])
+    vocab = torch.from_numpy(np.unique(every))
+    return vocab, remap_of(vocab, vocab_size)
+
+
+def remap_of(vocab, vocab_size):
+    """id -> compact index (1.. for the ids in `vocab`, 0 for the shared unseen row)."""
     remap = torch.zeros(vocab_size, dtype=torch.long)
     remap[vocab] = torch.arange(1, len(vocab) + 1)
-    return vocab, remap
+    return remap
+
+
+def save_compact(model, vocab, path):
+    """The training weights as they are (compact vocabulary, f32) in one .npz of ~10 MB rather than
+    the 36 MB export; export_compact.py makes the HF directory from it (what export() writes)."""
+    arrays = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
+    np.savez(path, __vocab__=vocab.numpy(), __config__=np.frombuffer(json.dumps(model.c).encode(), dtype=np.uint8),
+             **arrays)
+
+
+def load_compact(path):
+    """(Model, remap) from save_compact's file."""
+    z = np.load(path)
+    c = json.loads(bytes(z["__config__"]).decode())
+    vocab = torch.from_numpy(z["__vocab__"]).long()
+    model = Model(dict(c, vocab_size=len(vocab) + 1))
+    model.c = c
+    model.load_state_dict({k: torch.from_numpy(z[k]) for k in z.files if not k.startswith("__")})
+    return model, remap_of(vocab, c["vocab_size"])
 
 
 def load_exported(model, path, vocab, remap):
@@ -515,7 +538,7 @@ def export(model, remap, out_dir):
     embedding is scattered back to all vocab_size rows (ids that never occurred get row 0)."""
     os.makedirs(out_dir, exist_ok=True)
     c = model.c
-    tensors = [("model.embed_tokens.weight", model.embed_tokens.weight.detach()[remap])]
+    tensors = [("model.embed_tokens.weight", model.embed_tokens.weight.detach().cpu()[remap])]
     for i, l in enumerate(model.layers):
         p = f"model.layers.{i}."
         tensors += [(p + "input_layernorm.weight", l.input_layernorm),
@@ -527,7 +550,7 @@ def export(model, remap, out_dir):
                     (p + "mlp.down_proj.weight", l.down_proj.weight)]
     tensors.append(("model.norm.weight", model.norm))
     write_safetensors(os.path.join(out_dir, "model.safetensors"),
-                      [(n, "BF16", t.detach().float().numpy()) for n, t in tensors])
+                      [(n, "BF16", t.detach().float().cpu().numpy()) for n, t in tensors])
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(c, f, indent=2)
         f.write("\n")
@@ -539,6 +562,61 @@ def export(model, remap, out_dir):
         link = os.path.join(out_dir, name)
         if not os.path.lexists(link):
             os.symlink(os.path.relpath(os.path.join(ROOT, "resources/tokenizers/qwen3", name), out_dir), link)
+
+
+def step_inputs(g, rng, args, remap, names):
+    """Everything one training step feeds the model, on the CPU: (prefix, buckets, answer positions,
+    targets, weights, members, aux targets or None, {name: attention supervision or None})."""
+    prefix, buckets, at, tg, w, members = batch_of(g, args.max_queries, args.lead_weight)
+    prefix, buckets, tg = remap[prefix], [remap[b] for b in buckets], remap[tg]
+    aux = (aux_targets(g, prefix, buckets, members, rng, args.aux_prefix_tokens, args.aux_query_tokens)
+           if args.aux_weight else None)
+    widths = [b.shape[1] for b in buckets]
+    last = args.n_layers - 1
+    sup = {}
+    if args.point_weight:   # the answer's tool name: last layer, head 0
+        t = pointer_targets(g, members, widths, names)
+        sup["point"] = (last, "suf", 0, t[0], t[1]) if t else None
+    if args.gather_weight:  # schema under its name: second layer, head 1
+        t = gather_targets(g, names, rng, args.sup_rows)
+        sup["gather"] = (1, "pre", 1, t[0], t[1]) if t else None
+    if args.match_weight:   # query word to the same word in <tools>: third layer, head 1
+        t = match_targets(g, members, widths, names, args.sup_rows)
+        sup["match"] = (2, "suf", 1, t[0], t[1]) if t else None
+    if args.collect_weight:  # the answer's name rows to the matched query words: last layer, head 1
+        t = collect_targets(g, members, widths, names)
+        sup["collect"] = (last, "self", 1, t[0], t[1]) if t else None
+    # the 0/1 target masks travel as bool (4x less to move between processes; the loss's product
+    # promotes them to float, the same values)
+    sup = {k: v[:4] + (v[4].bool(),) if v is not None else None for k, v in sup.items()}
+    return prefix, buckets, at, tg, w, members, aux, sup
+
+
+def mapped(x, fn, kind=torch.Tensor):
+    """x with every `kind` t in it (a tensor; through tuples, lists and dicts) replaced by fn(t)."""
+    if isinstance(x, kind):
+        return fn(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(mapped(v, fn, kind) for v in x)
+    if isinstance(x, dict):
+        return {k: mapped(v, fn, kind) for k, v in x.items()}
+    return x
+
+
+_W = {}   # what step_inputs_of reads in the worker processes (filled before they fork)
+
+
+def _worker_init():
+    torch.set_num_threads(1)
+
+
+def step_inputs_of(step):
+    """Worker process: step `step`'s inputs, with a sampling RNG seeded by the step (so the run does
+    not depend on which worker builds which step), as numpy arrays for the trip back."""
+    a = _W["args"]
+    g = _W["train"][_W["seq"][step]]
+    x = step_inputs(g, random.Random(a.seed * 1000003 + step), a, _W["remap"], _W["names"])
+    return mapped(x, lambda t: t.numpy())
 
 
 def main():
@@ -586,9 +664,19 @@ def main():
     ap.add_argument("--decay-frac", type=float, default=0.2)
     ap.add_argument("--point-weight", type=float, default=0.0,
                     help="weight of the attention supervision of the tool-name tokens (0 = off)")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu, or cuda: the same computation on a GPU (the step inputs stay CPU-built)")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="build the steps' inputs in this many processes ahead of the step (each step's sampling "
+                         "then has its own seed, so a run differs from --workers 0); needs --short-first 0")
+    ap.add_argument("--save-compact", action="store_true",
+                    help="also write compact.npz (the f32 training weights, ~10 MB) beside each export")
     args = ap.parse_args()
     if not 0.0 < args.decay_frac <= 1.0:
         ap.error(f"--decay-frac must be in (0, 1], got {args.decay_frac}")
+    if args.workers and args.short_first:
+        ap.error("--workers needs --short-first 0 (the curriculum picks groups by the elapsed time)")
+    dev = torch.device(args.device)
 
     torch.set_num_threads(args.threads)
     global PREFIX_CHUNK
@@ -601,6 +689,7 @@ def main():
     if args.config:
         c.update(json.loads(args.config))
         c["max_window_layers"] = c["num_hidden_layers"]
+    args.n_layers = c["num_hidden_layers"]
 
     with open(args.data, "rb") as f:
         data = pickle.load(f)
@@ -620,6 +709,19 @@ def main():
             nn.init.normal_(p, 0.0, std)
     if args.init_from:   # continue from an exported directory (bf16 weights; optimizer state starts fresh)
         load_exported(model, args.init_from, vocab, remap)
+    pool = None
+    if args.workers:   # fork the input builders before CUDA is touched
+        import collections
+        import multiprocessing
+        seq, order = [], list(range(len(train)))
+        while len(seq) < args.steps:   # the groups in the order the loop below would take them
+            rng.shuffle(order)
+            seq += order
+        _W.update(args=args, train=train, seq=seq, remap=remap, names=names)
+        pool = multiprocessing.get_context("fork").Pool(args.workers, initializer=_worker_init)
+        pending = collections.deque(pool.apply_async(step_inputs_of, (i,))
+                                    for i in range(min(args.steps, 3 * args.workers)))
+    model.to(dev)
     non_emb = model.n_params()[1]
     total = non_emb + c["vocab_size"] * c["hidden_size"]
     print(json.dumps({"params": total, "non_embedding_params": non_emb, "train_groups": len(train),
@@ -628,7 +730,7 @@ def main():
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, **({"fused": True} if dev.type == "cuda" else {}))
 
     # Cosine decay to 10% after a linear warm-up. Progress is steps/steps, or with --time-limit-s
     # elapsed/limit when that is further along (the shared machine's speed varies), and every
@@ -653,6 +755,9 @@ def main():
         prefix, buckets, at, tg, w, members = batch_of(g, args.max_queries, lead_weight)
         return remap[prefix], [remap[b] for b in buckets], at, remap[tg], w, members
 
+    def to_dev(x):
+        return mapped(x, lambda t: t.to(dev, non_blocking=True))
+
     def evaluate():
         """Teacher-forced loss and accuracy on held-back generated groups (not the test set), and
         the share of answers whose first 10 tokens (call or not, and the tool's name) are right."""
@@ -661,11 +766,12 @@ def main():
         n_call, call_lead = 0, 0    # answers that are tool calls, and those whose lead is right
         by_len = {"short": [0, 0], "long": [0, 0]}   # the same, for prefixes <= / > --short-prefix
         call_open = remap[names.tool_call]
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+        with torch.no_grad(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=args.bf16):
             for g in val:
                 part = by_len["short" if len(g["prefix"]) <= args.short_prefix else "long"]
                 prefix, buckets, at, tg, w, members = step_batch(g, 2.0)
-                loss, _, ok, _ = model(prefix, buckets, at, tg)
+                loss, _, ok, _ = model(*to_dev((prefix, buckets, at, tg)))
+                ok = ok.cpu()
                 tot += loss.item() * ok.numel()
                 n += ok.numel()
                 correct += ok.sum().item()
@@ -690,44 +796,36 @@ def main():
     log = []
     t0 = time.time()
     order = list(range(len(train)))
-    rng.shuffle(order)
+    if not pool:
+        rng.shuffle(order)
     step, pos, ema = 0, 0, None
+    sup_w = {"point": args.point_weight, "gather": args.gather_weight, "match": args.match_weight,
+             "collect": args.collect_weight}
     while step < args.steps:
-        if pos == len(order):
-            rng.shuffle(order)
-            pos = 0
-        g = train[order[pos]]
-        pos += 1
-        # Curriculum: short contexts first (the reading and copying is learned where a step is
-        # cheap), every context length after --short-first of the run.
-        progress = max(step / args.steps, (time.time() - t0) / args.time_limit_s if args.time_limit_s else 0.0)
-        if progress < args.short_first and len(g["prefix"]) > args.short_prefix:
-            continue
+        if pool:   # built ahead by the workers; queue the step that many steps later
+            inputs = pending.popleft().get()
+            if step + len(pending) + 1 < args.steps:
+                pending.append(pool.apply_async(step_inputs_of, (step + len(pending) + 1,)))
+            g = train[seq[step]]
+            inputs = mapped(inputs, torch.from_numpy, np.ndarray)
+        else:
+            if pos == len(order):
+                rng.shuffle(order)
+                pos = 0
+            g = train[order[pos]]
+            pos += 1
+            # Curriculum: short contexts first (the reading and copying is learned where a step is
+            # cheap), every context length after --short-first of the run.
+            progress = max(step / args.steps, (time.time() - t0) / args.time_limit_s if args.time_limit_s else 0.0)
+            if progress < args.short_first and len(g["prefix"]) > args.short_prefix:
+                continue
+            inputs = step_inputs(g, rng, args, remap, names)
         lr = lr_at(step, time.time() - t0)
         lrs.append(lr)
         for pg in opt.param_groups:
             pg["lr"] = lr
-        prefix, buckets, at, tg, w, members = step_batch(g, args.lead_weight)
-        aux = (aux_targets(g, prefix, buckets, members, rng, args.aux_prefix_tokens, args.aux_query_tokens)
-               if args.aux_weight else None)
-        widths = [b.shape[1] for b in buckets]
-        last = len(model.layers) - 1
-        sup_w = {"point": args.point_weight, "gather": args.gather_weight, "match": args.match_weight,
-                 "collect": args.collect_weight}
-        sup = {}
-        if args.point_weight:   # the answer's tool name: last layer, head 0
-            t = pointer_targets(g, members, widths, names)
-            sup["point"] = (last, "suf", 0, t[0], t[1]) if t else None
-        if args.gather_weight:  # schema under its name: second layer, head 1
-            t = gather_targets(g, names, rng, args.sup_rows)
-            sup["gather"] = (1, "pre", 1, t[0], t[1]) if t else None
-        if args.match_weight:   # query word to the same word in <tools>: third layer, head 1
-            t = match_targets(g, members, widths, names, args.sup_rows)
-            sup["match"] = (2, "suf", 1, t[0], t[1]) if t else None
-        if args.collect_weight:  # the answer's name rows to the matched query words: last layer, head 1
-            t = collect_targets(g, members, widths, names)
-            sup["collect"] = (last, "self", 1, t[0], t[1]) if t else None
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+        prefix, buckets, at, tg, w, members, aux, sup = to_dev(inputs)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=args.bf16):
             loss, aux_loss, ok, sup_loss = model(prefix, buckets, at, tg, w if args.lead_weight != 1.0 else None,
                                                  aux, sup)
         loss = loss.float()
@@ -740,33 +838,38 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
-        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+        ema = loss.detach() if ema is None else 0.95 * ema + 0.05 * loss.detach()   # no sync with the device
         elapsed = time.time() - t0
         if step % 10 == 0:
             aux_text = f" aux {aux_loss.item():.3f}" if aux_loss is not None else ""
             aux_text += "".join(f" {name} {l.item():.3f}" for name, l in sup_loss.items())
-            print(f"step {step} loss {loss.item():.4f} ema {ema:.4f}{aux_text} acc {ok.float().mean().item():.3f} "
+            print(f"step {step} loss {loss.item():.4f} ema {ema.item():.4f}{aux_text} acc {ok.float().mean().item():.3f} "
                   f"lr {lr:.2e} prefix {len(g['prefix'])} s/step {elapsed / step:.3f} t {elapsed:.0f}s",
                   flush=True)
         done = step == args.steps or (replay is not None and step == len(replay)) or \
             (args.time_limit_s and replay is None and elapsed > args.time_limit_s)
         if step % args.eval_every == 0 or done:
             ev = evaluate()
-            ev.update({"step": step, "train_loss_ema": ema, "elapsed_s": round(time.time() - t0, 1)})
+            ev.update({"step": step, "train_loss_ema": ema.item(), "elapsed_s": round(time.time() - t0, 1)})
             log.append(ev)
             print("EVAL " + json.dumps(ev), flush=True)
         if args.export_every and step % args.export_every == 0 and not done:
             export(model, remap, os.path.join(args.out, f"ckpt-{step}"))
+            if args.save_compact:
+                save_compact(model, vocab, os.path.join(args.out, f"ckpt-{step}", "compact.npz"))
         if done:
             break
+    if pool:
+        pool.terminate()
     export(model, remap, args.out)
+    if args.save_compact:
+        save_compact(model, vocab, os.path.join(args.out, "compact.npz"))
     with open(os.path.join(args.out, "train_log.json"), "w") as f:
         json.dump({"args": vars(args), "steps": step, "train_seconds": round(time.time() - t0, 1), "params": total,
                    "non_embedding_params": non_emb, "seed": args.seed, "lr": args.lr, "warmup": args.warmup,
                    "max_queries": args.max_queries, "softmax_vocab": len(vocab) + 1, "config": c, "data_stats": data["stats"], "evals": log,
-                   "lrs": lrs}, f)
+                   "lrs": lrs, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}, f)
     print(f"done: {step} steps in {time.time() - t0:.0f}s", flush=True)
-
 
 if __name__ == "__main__":
     main()
