@@ -32,6 +32,7 @@ def main():
         log = json.load(f)
     rec = {k: log[k] for k in ("args", "steps", "train_seconds", "params", "non_embedding_params",
                                "softmax_vocab", "config", "data_stats", "evals")}
+    rec["device"] = log.get("device", "cpu")   # train.py writes it since --device (earlier runs: the CPU)
     rec["data_command"] = data_command
     rec["held_out"] = {}
     for p in pairs:
