@@ -49,7 +49,7 @@ using namespace cli;
 const char* kUsage = R"(usage: contextcache-cli [global options] COMMAND [options]
 
 global options:
-  --model SPEC        builtin:NAME (default builtin:qwen3-demo) or an HF model directory
+  --model SPEC        builtin:NAME (default builtin:toolcaller) or an HF model directory
                       built-in: qwen3-demo, qwen3-test, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b
                       (synthetic weights: timings and exactness are real, text is not), and
                       toolcaller (a small model trained here for tool selection, embedded)
@@ -623,7 +623,7 @@ int main(int argc, char** argv) {
         const std::string backend = args.get_or("backend", "auto");
         if (backend != "auto" && backend != "cpu" && backend != "cuda")
             throw UsageError("--backend must be auto, cpu or cuda, not \"" + backend + "\"");
-        const std::string model_spec = args.get_or("model", cc::kDefaultModelSpec);
+        const std::string model_spec = args.get_or("model", cc::default_model_spec());
         // The server keeps BF16 KV unless told otherwise: half the memory and group files, and on
         // the 0.6B shape a faster cache hit and decode at depth (docs/benchmarks.md); the research
         // commands keep the F32 reference (the NoPE experiment's RoPE check is exact there).

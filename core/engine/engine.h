@@ -30,7 +30,7 @@
 namespace cc {
 
 struct EngineOptions {
-    std::string model_spec = kDefaultModelSpec;          // builtin:NAME or an HF directory
+    std::string model_spec = default_model_spec();      // builtin:NAME or an HF directory
     std::string backend = "auto";                        // auto | cpu | cuda
     int n_threads = 0;                                   // 0 = all cores
     KvDType kv_dtype = KvDType::f32;

@@ -129,9 +129,10 @@ const std::string& checkpoint_sha256(std::string_view bytes) {
 std::vector<BuiltinRecipe> builtin_recipes() {
     std::vector<BuiltinRecipe> r;
     if (!embedded::toolcaller_safetensors().empty()) r.push_back(toolcaller_recipe());
-    // The default: small enough that a 20-tool full prefill (~3,000 tokens) takes about a second
-    // on two cores, large enough that the cache's effect is the real one (prefill dominates TTFT).
-    r.push_back(synthetic("qwen3-demo", "Qwen3 architecture, 8 layers, hidden 512, synthetic weights (the app's default)",
+    // The default of programs without the trained model: small enough that a 20-tool full prefill
+    // (~3,000 tokens) takes about a second on two cores, large enough that the cache's effect is the
+    // real one (prefill dominates TTFT).
+    r.push_back(synthetic("qwen3-demo", "Qwen3 architecture, 8 layers, hidden 512, synthetic weights",
                  qwen3_config(512, 8, 8, 4, 64, 1536, true), 20260101, DType::bf16));
     r.push_back(synthetic("qwen3-test", "tiny Qwen3 for fast tests: 2 layers, hidden 64, head_dim 32 (!= 64/4)",
                  qwen3_config(64, 2, 4, 2, 32, 128, true), 7, DType::bf16));

@@ -94,6 +94,10 @@ ModelSource resolve_model(const std::string& spec) {
     return m;
 }
 
+std::string default_model_spec() {
+    return find_builtin("toolcaller") ? "builtin:toolcaller" : "builtin:qwen3-demo";
+}
+
 Tokenizer load_model_tokenizer(const ModelSource& model, const std::optional<fs::path>& override_path) {
     if (override_path) return Tokenizer::from_file(*override_path);
     if (model.builtin) return Tokenizer::from_json(embedded::qwen3_tokenizer_json(), "builtin:qwen3 tokenizer.json");

@@ -140,12 +140,18 @@ TEST(Cli, RenderSplitsExactly) {
 TEST(Cli, InfoReportsCudaCleanly) {
     auto r = run_cli({"info", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    const auto j = nlohmann::json::parse(r.out);
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["model"], "builtin:toolcaller");   // the CLI's default: it carries the trained model
+    EXPECT_EQ(j["synthetic_weights"], false);
     EXPECT_EQ(j["chat_format"], "qwen3");
     EXPECT_EQ(j["fingerprint"].get<std::string>().size(), 64u);
     EXPECT_TRUE(j["cuda"].contains("available"));
-    EXPECT_NE(j["note"].get<std::string>().find("synthetic"), std::string::npos);
+    EXPECT_NE(j["note"].get<std::string>().find("trained here"), std::string::npos);
     EXPECT_EQ(j["cache"]["persistent"], true);
+    r = run_cli({"--model", "builtin:qwen3-demo", "info", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_NE(j["note"].get<std::string>().find("synthetic"), std::string::npos);
 }
 
 // ---- engine commands ------------------------------------------------------------------------

@@ -35,6 +35,12 @@ TEST(BuiltinTrained, IsListedAndResolvesToTheDirectorysConfig) {
     EXPECT_FALSE(builtin.generation_eos_ids.empty());
 }
 
+TEST(BuiltinTrained, IsTheDefaultWhereTheProgramCarriesIt) {
+    // This program links cc_bundled_models, as the app and the CLI do.
+    EXPECT_EQ(cc::default_model_spec(), "builtin:toolcaller");
+    EXPECT_EQ(cc::EngineOptions{}.model_spec, "builtin:toolcaller");
+}
+
 TEST(BuiltinTrained, WeightsAreTheCheckpointsBytes) {
     const auto recipe = *cc::find_builtin("toolcaller");
     const auto embedded = cc::generate_builtin_weights(recipe);

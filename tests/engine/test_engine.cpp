@@ -274,6 +274,9 @@ TEST(Engine, TrainedBuiltinIsAbsentWithoutItsObjects) {
     } catch (const std::runtime_error& e) {
         EXPECT_NE(std::string(e.what()).find("resources/models/toolcaller"), std::string::npos) << e.what();
     }
+    // ... and the default model is the synthetic one, which every program has.
+    EXPECT_EQ(cc::default_model_spec(), "builtin:qwen3-demo");
+    EXPECT_EQ(EngineOptions{}.model_spec, "builtin:qwen3-demo");
 }
 
 TEST(Engine, ResultJsonHasTheDesignFields) {

@@ -117,7 +117,7 @@ TEST(ModelFingerprint, ForgetsFilesThatAreGone) {
 
 TEST(ModelFingerprint, BuiltinIgnoresTheMemo) {
     test::TempDir tmp;
-    const auto src = resolve_model(kDefaultModelSpec);
+    const auto src = resolve_model(default_model_spec());
     EXPECT_EQ(model_fingerprint(src, tmp.path() / "cache"), model_fingerprint(src));
 }
 

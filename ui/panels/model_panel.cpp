@@ -251,8 +251,10 @@ void ModelPanel::addBuiltinModels() {
         const uint64_t params = cc::builtin_parameter_count(recipe.config);
         const double bytes = double(params) * 2.0;   // bf16
         QString label = spec;
-        if (recipe.name == "qwen3-demo") label += tr("  (default)");
-        else if (recipe.trained()) label += tr("  (trained here: tool calls)");
+        const bool isDefault = "builtin:" + recipe.name == cc::default_model_spec();
+        if (recipe.trained()) label += isDefault ? tr("  (default; trained here: tool calls)") : tr("  (trained here: tool calls)");
+        else if (isDefault) label += tr("  (default)");
+        else if (recipe.name == "qwen3-demo") label += tr("  (synthetic; timing demo)");
         else if (recipe.name == "qwen3-test") label += tr("  (tiny, tests)");
         else label += tr("  (%1 params, %2 — slow on CPU)").arg(humanCount(params), QLocale().formattedDataSize(qint64(bytes)));
         m_model->addItem(icon(QStringLiteral("model")), label, spec);

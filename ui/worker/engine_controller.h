@@ -34,7 +34,7 @@ namespace cc::ui {
 // ---- requests (GUI -> worker) ----------------------------------------------------------------
 
 struct ModelRequest {
-    std::string spec = cc::kDefaultModelSpec;  // builtin:NAME or an HF model directory
+    std::string spec = cc::default_model_spec();  // builtin:NAME or an HF model directory
     std::string backend = "auto";               // auto | cpu | cuda
     int threads = 0;                            // 0 = all cores
     std::string kvDtype = "f32";                // f32 | bf16
