@@ -5,7 +5,8 @@
 # with two other runs (3,739 steps); by default this script repeats its 3,739 learning rates step for
 # step (--replay-lrs), so the run does not depend on the machine's speed. Each step's sampling has
 # its own seed, so the inputs are the same; the GPU's arithmetic is not bit-reproducible, so the
-# weights come out close to, not equal to, the shipped ones. FRESH=1 runs on the time limit instead.
+# weights come out close to, not equal to, the shipped ones. FRESH=1 runs on the time limit instead
+# (TIME_LIMIT_S, default 400); DEVICE=cpu runs the same on the CPU (slowly: ~1 s a step on 2 cores).
 # Needs a Python with torch (CUDA), numpy and regex, 16 cores is plenty; BFCL_DIR must hold BFCL v4.
 #   tools/train_toolcaller/run_gpu.sh [OUT]      (then: cp OUT/model.safetensors ... as in run.sh)
 set -euo pipefail
@@ -34,9 +35,9 @@ with open(f"{d}/train.pkl", "wb") as f:
     pickle.dump({"groups": groups, "stats": {"shards": stats}}, f)
 print(f"{len(groups)} contexts")
 PY
-if [ "${FRESH:-0}" = 1 ]; then SCHEDULE=(--time-limit-s 400); else SCHEDULE=(--replay-lrs resources/models/toolcaller/train_log.json); fi
+if [ "${FRESH:-0}" = 1 ]; then SCHEDULE=(--time-limit-s "${TIME_LIMIT_S:-400}"); else SCHEDULE=(--replay-lrs resources/models/toolcaller/train_log.json); fi
 "$PY" tools/train_toolcaller/train.py --data "$DATA/train.pkl" --out "$OUT" --steps 100000 "${SCHEDULE[@]}" \
-    --seed 1234 --threads 1 --workers 4 --device cuda --lr 3e-3 --warmup 60 --max-queries 48 --val-groups 16 \
+    --seed 1234 --threads 1 --workers 4 --device "${DEVICE:-cuda}" --lr 3e-3 --warmup 60 --max-queries 48 --val-groups 16 \
     --eval-every 500 --export-every 1000 --save-compact --lead-weight 3 --aux-weight 0.3 --gather-weight 0.5 \
     --match-weight 0.5 --collect-weight 0.5 --point-weight 0.5 --bf16 --schedule wsd --decay-frac 0.5 \
     --config '{"num_hidden_layers": 4, "intermediate_size": 448}'
