@@ -569,11 +569,16 @@ def export(model, remap, out_dir):
             os.symlink(os.path.relpath(os.path.join(ROOT, "resources/tokenizers/qwen3", name), out_dir), link)
 
 
+def remapped_batch(g, max_queries, lead_weight, remap):
+    """batch_of with the ids mapped to the compact vocabulary."""
+    prefix, buckets, at, tg, w, members = batch_of(g, max_queries, lead_weight)
+    return remap[prefix], [remap[b] for b in buckets], at, remap[tg], w, members
+
+
 def step_inputs(g, rng, args, remap, names):
     """Everything one training step feeds the model, on the CPU: (prefix, buckets, answer positions,
     targets, weights, members, aux targets or None, {name: attention supervision or None})."""
-    prefix, buckets, at, tg, w, members = batch_of(g, args.max_queries, args.lead_weight)
-    prefix, buckets, tg = remap[prefix], [remap[b] for b in buckets], remap[tg]
+    prefix, buckets, at, tg, w, members = remapped_batch(g, args.max_queries, args.lead_weight, remap)
     aux = (aux_targets(g, prefix, buckets, members, rng, args.aux_prefix_tokens, args.aux_query_tokens)
            if args.aux_weight else None)
     widths = [b.shape[1] for b in buckets]
@@ -756,10 +761,6 @@ def main():
             return args.lr * (1.0 - 0.9 * max(0.0, t - (1.0 - args.decay_frac)) / args.decay_frac)
         return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
-    def step_batch(g, lead_weight=1.0):
-        prefix, buckets, at, tg, w, members = batch_of(g, args.max_queries, lead_weight)
-        return remap[prefix], [remap[b] for b in buckets], at, remap[tg], w, members
-
     def to_dev(x):
         return mapped(x, lambda t: t.to(dev, non_blocking=True))
 
@@ -774,7 +775,7 @@ def main():
         with torch.no_grad(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=args.bf16):
             for g in val:
                 part = by_len["short" if len(g["prefix"]) <= args.short_prefix else "long"]
-                prefix, buckets, at, tg, w, members = step_batch(g, 2.0)
+                prefix, buckets, at, tg, w, members = remapped_batch(g, args.max_queries, 2.0, remap)
                 loss, _, ok, _ = model(*to_dev((prefix, buckets, at, tg)))
                 ok = ok.cpu()
                 tot += loss.item() * ok.numel()
@@ -875,6 +876,7 @@ def main():
                    "max_queries": args.max_queries, "softmax_vocab": len(vocab) + 1, "config": c, "data_stats": data["stats"], "evals": log,
                    "lrs": lrs, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}, f)
     print(f"done: {step} steps in {time.time() - t0:.0f}s", flush=True)
+
 
 if __name__ == "__main__":
     main()
