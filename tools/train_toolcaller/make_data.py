@@ -168,20 +168,27 @@ VERBS = ["send", "check", "review", "move", "book", "cancel", "bring", "fix", "c
          "collect", "update", "confirm", "share", "renew", "order", "pack", "clean"]
 
 
+def capitalised(s):
+    return s[:1].upper() + s[1:]
+
+
+def made_up(rng, n_syllables):
+    return "".join(rng.choice(SYLLABLES) for _ in range(rng.choice(n_syllables)))
+
+
 def wide_place(rng):
-    name = "".join(rng.choice(SYLLABLES) for _ in range(rng.choice([2, 2, 3]))) + rng.choice(PLACE_ENDS)
-    return name[:1].upper() + name[1:] + rng.choice(REGIONS)
+    return capitalised(made_up(rng, [2, 2, 3]) + rng.choice(PLACE_ENDS)) + rng.choice(REGIONS)
 
 
 def wide_person(rng):
-    last = "".join(rng.choice(SYLLABLES) for _ in range(rng.choice([2, 3])))
-    return f"{rng.choice(FIRST)} {last[:1].upper() + last[1:]}"
+    last = made_up(rng, [2, 3])
+    return f"{rng.choice(FIRST)} {capitalised(last)}"
 
 
 def wide_title(rng):
     words = [rng.choice(ADJS) for _ in range(rng.choice([0, 1, 1, 2]))] + [rng.choice(NOUNS)]
     t = " ".join(words)
-    return t[:1].upper() + t[1:] if rng.random() < 0.5 else t
+    return capitalised(t) if rng.random() < 0.5 else t
 
 
 def wide_phrase(rng):
