@@ -94,6 +94,11 @@ void print_table(const cc::EvalRunResult& r, const cc::EvalDataset& ds, const or
     if (r.n_compared)
         std::cout << "\nidentical outputs (token for token): " << r.n_identical_tokens << " / " << r.n_compared
                   << "; bit-identical logits: " << r.n_identical_logits << " / " << r.n_compared << "\n";
+    if (const cc::NopeMeans m = cc::nope_means(r.records); m.n)
+        std::cout << "per-tool NoPE vs full prefill, means over " << m.n << " examples: first-token logit cosine "
+                  << std::setprecision(4) << m.logit_cosine_first << ", KL(full || composed) " << m.kl_first
+                  << " nats; over the teacher-forced steps: cosine " << m.logit_cosine_mean << ", top-1 agreement "
+                  << m.top1_agreement << (m.nan_figures ? " (some figures undefined, left out)" : "") << "\n";
     std::cout << "(TSA, EM, FNR over tool-call examples; PF1 over correct-tool examples; FPR over no-call examples; - "
                  "= undefined)\n";
 }

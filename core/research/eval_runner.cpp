@@ -1,9 +1,11 @@
 #include "core/research/eval_runner.h"
 
+#include "core/base/json_text.h"
 #include "core/engine/result_json.h"
 #include "core/research/nope.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <stdexcept>
 
@@ -117,6 +119,10 @@ EvalRunResult run_eval(Engine& engine, const EvalDataset& dataset, const EvalRun
                 NopeRun run = nope.run(engine, ex.query, q);
                 r = std::move(run.composed);
                 r.full = std::make_shared<QueryResult>(std::move(run.full));
+                // The composed run is not the engine's compare mode: its verdict is the report's.
+                r.identical = run.report.identical_logits;
+                r.first_difference = run.report.first_difference;
+                rec.nope = std::move(run.report);
             } else {
                 r = engine.query(ex.query, q);
             }
@@ -185,6 +191,7 @@ ordered_json to_json(const EvalRecord& r) {
     j["identical_tokens"] = optional_json(r.identical_tokens);
     j["identical_logits"] = optional_json(r.identical_logits);
     j["first_difference"] = r.first_difference ? ordered_json(*r.first_difference) : ordered_json(nullptr);
+    if (r.nope) j["nope"] = to_json(*r.nope);
     return j;
 }
 
@@ -195,6 +202,36 @@ ordered_json to_json(const EvalModeSummary& s) {
     j["mean_ttft_ms"] = s.mean_ttft_ms;
     j["mean_total_ms"] = s.mean_total_ms;
     return j;
+}
+
+NopeMeans nope_means(const std::vector<EvalRecord>& records) {
+    NopeMeans m;
+    struct Mean {
+        double sum = 0;
+        size_t n = 0;
+    } cosine_first, kl_first, cosine_mean, top1;
+    auto add = [&m](Mean& mean, double x) {
+        if (std::isnan(x)) {
+            ++m.nan_figures;
+        } else {
+            mean.sum += x;
+            ++mean.n;
+        }
+    };
+    for (const auto& rec : records) {
+        if (!rec.nope) continue;
+        ++m.n;
+        add(cosine_first, rec.nope->logit_cosine_first);
+        add(kl_first, rec.nope->kl_first);
+        add(cosine_mean, rec.nope->logit_cosine_mean);
+        add(top1, rec.nope->top1_agreement);
+    }
+    auto mean = [](const Mean& a) { return a.n ? a.sum / double(a.n) : std::nan(""); };
+    m.logit_cosine_first = mean(cosine_first);
+    m.kl_first = mean(kl_first);
+    m.logit_cosine_mean = mean(cosine_mean);
+    m.top1_agreement = mean(top1);
+    return m;
 }
 
 ordered_json eval_summary_json(const EvalRunResult& r) {
@@ -212,6 +249,15 @@ ordered_json eval_summary_json(const EvalRunResult& r) {
         j["compared"] = r.n_compared;
         j["identical_tokens"] = r.n_identical_tokens;
         j["identical_logits"] = r.n_identical_logits;
+    }
+    const NopeMeans m = nope_means(r.records);
+    if (m.n) {
+        j["nope"] = {{"n", m.n},
+                     {"mean_logit_cosine_first", json_number_or_null(m.logit_cosine_first)},
+                     {"mean_kl_first", json_number_or_null(m.kl_first)},
+                     {"mean_logit_cosine", json_number_or_null(m.logit_cosine_mean)},
+                     {"mean_top1_agreement", json_number_or_null(m.top1_agreement)},
+                     {"nan_figures", m.nan_figures}};
     }
     return j;
 }

@@ -10,6 +10,7 @@
 
 #include "core/engine/engine.h"
 #include "core/research/eval.h"
+#include "core/research/nope.h"
 
 #include <atomic>
 #include <functional>
@@ -57,6 +58,7 @@ struct EvalRecord {
     std::optional<bool> identical_tokens;  // when two outputs were compared
     std::optional<bool> identical_logits;  // the engine's compare verdict (bit-identical logits)
     std::optional<size_t> first_difference;
+    std::optional<NopeReport> nope;        // per_tool_nope: the composed run against the full prefill
 };
 
 struct EvalModeSummary {
@@ -109,7 +111,18 @@ std::vector<EvalModeSummary> summarize_records(const std::vector<EvalRecord>& re
 ordered_json to_json(const EvalOutput& o);
 ordered_json to_json(const EvalRecord& r);
 ordered_json to_json(const EvalModeSummary& s);
-// The summary: dataset, mode, counts, per-mode metrics, identical counts, the synthetic warning.
+// Means of the per_tool_nope comparisons (records with `nope`): first-token logit cosine and
+// KL(full || composed), mean cosine and top-1 agreement over the teacher-forced steps. NaN
+// figures (e.g. a cosine with an all-zero logit row) are left out of their mean and counted.
+struct NopeMeans {
+    size_t n = 0;
+    double logit_cosine_first = 0, kl_first = 0, logit_cosine_mean = 0, top1_agreement = 0;
+    size_t nan_figures = 0;
+};
+NopeMeans nope_means(const std::vector<EvalRecord>& records);
+
+// The summary: dataset, mode, counts, per-mode metrics, identical counts, the synthetic warning,
+// and for per_tool_nope the NopeMeans ("nope").
 ordered_json eval_summary_json(const EvalRunResult& r);
 
 }  // namespace cc

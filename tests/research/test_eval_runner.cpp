@@ -101,13 +101,20 @@ TEST(EvalRunner, SingleModesAndLimit) {
 }
 
 // The per-tool NoPE experiment (core/research/nope.h) as an evaluation mode: the composed run is
-// the primary output, the full prefill the second, and the pair is counted as compared.
+// the primary output, the full prefill the second, and the pair is counted as compared. Each
+// record carries the experiment's report; its verdict is the record's identical_logits. With one
+// tool the composition is the full prefill's own computation (exact with f32 KV); with five on
+// synthetic weights the logits differ from the first token (NopeEngine tests), so the two
+// verdicts must differ, and the summary's means are those of the records.
 TEST(EvalRunner, PerToolNopeModeRecordsTheComposedAndTheFullRun) {
     auto& engine = test_engine();
-    const auto ds = dataset();
-    auto o = options("per_tool_nope");
-    o.limit = 2;
-    const auto r = cc::run_eval(engine, ds, o);
+    const std::string text =
+        R"({"id": "five", "tools_file": "resources/toolsets/tools_5.json", "query": "Weather in Oslo?", "expected": {"name": "get_current_weather", "arguments": {"location": "Oslo"}}})"
+        "\n"
+        R"({"id": "one", "tools": [{"type": "function", "function": {"name": "get_time", "description": "The current time", "parameters": {"type": "object", "properties": {}}}}], "query": "What time is it?", "expected": {"name": "get_time", "arguments": {}}})"
+        "\n";
+    const auto ds = cc::parse_eval_dataset(text, "nope.jsonl", cc::test::source_dir());
+    const auto r = cc::run_eval(engine, ds, options("per_tool_nope"));
     ASSERT_EQ(r.records.size(), 2u);
     for (const auto& rec : r.records) {
         ASSERT_EQ(rec.outputs.size(), 2u);
@@ -116,8 +123,35 @@ TEST(EvalRunner, PerToolNopeModeRecordsTheComposedAndTheFullRun) {
         EXPECT_FALSE(rec.outputs[0].tokens.empty());
         EXPECT_FALSE(rec.outputs[1].tokens.empty());
         ASSERT_TRUE(rec.identical_tokens.has_value());
+        ASSERT_TRUE(rec.nope.has_value()) << rec.id;
+        EXPECT_EQ(rec.identical_logits, rec.nope->identical_logits) << rec.id;
+        EXPECT_EQ(rec.first_difference, rec.nope->first_difference) << rec.id;
+        EXPECT_EQ(cc::to_json(rec)["nope"]["logit_cosine_first"], rec.nope->logit_cosine_first);
     }
+    const auto& five = *r.records[0].nope;
+    const auto& one = *r.records[1].nope;
+    EXPECT_EQ(five.n_tools, 5u);
+    EXPECT_EQ(r.records[0].identical_logits, false);
+    EXPECT_EQ(r.records[0].first_difference, 0u);
+    EXPECT_EQ(one.n_tools, 1u);
+    EXPECT_EQ(r.records[1].identical_logits, true);
+    EXPECT_EQ(r.records[1].outputs[0].tokens, r.records[1].outputs[1].tokens);
+    EXPECT_EQ(one.kl_first, 0.0);
     EXPECT_EQ(r.n_compared, 2u);
+    EXPECT_EQ(r.n_identical_logits, 1u);
+
+    const auto m = cc::nope_means(r.records);
+    EXPECT_EQ(m.n, 2u);
+    EXPECT_EQ(m.nan_figures, 0u);
+    EXPECT_DOUBLE_EQ(m.logit_cosine_first, (five.logit_cosine_first + one.logit_cosine_first) / 2);
+    EXPECT_DOUBLE_EQ(m.kl_first, five.kl_first / 2);
+    EXPECT_DOUBLE_EQ(m.top1_agreement, (five.top1_agreement + one.top1_agreement) / 2);
+    const auto j = cc::eval_summary_json(r);
+    EXPECT_EQ(j["identical_logits"], 1);
+    EXPECT_EQ(j["nope"]["n"], 2);
+    EXPECT_DOUBLE_EQ(j["nope"]["mean_kl_first"].get<double>(), m.kl_first);
+    // the other modes carry no report
+    EXPECT_FALSE(cc::eval_summary_json(cc::run_eval(engine, ds, options("full"))).contains("nope"));
     EXPECT_EQ(cc::eval_query_mode("per_tool_nope"), cc::QueryMode::full);
 }
 

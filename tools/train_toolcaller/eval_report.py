@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Per-tool-set-size figures from `contextcache-cli eval --out DIR` (DIR/examples.jsonl):
-TSA, JSON-valid tool calls, FPR, mean PF1, cached-vs-full identical outputs, and how many calls
+TSA, JSON-valid tool calls, FPR, mean PF1, identical outputs and logits of the two runs compared
+(cached or per-tool NoPE against full), per-tool NoPE's means against the full prefill (first-token
+logit cosine, KL, top-1 agreement over the teacher-forced steps), and how many calls
 name a tool that the prompt does not offer ("not offered": the model recalled a name instead of
 reading its context).
 JSON-valid = of the outputs that open a <tool_call>, the share whose text up to </tool_call> (or
@@ -72,6 +74,14 @@ def table_rows(d):
             for key in ("compare all", f"compare {r['n_tools']}"):
                 rows[key]["n"] += 1
                 rows[key]["identical"] += bool(r["identical_tokens"])
+                rows[key]["identical_logits"] += bool(r.get("identical_logits"))
+                nope = r.get("nope")   # per_tool_nope: the composed run against the full prefill
+                if nope:
+                    rows[key]["nope"] += 1
+                    for f in ("logit_cosine_first", "kl_first", "top1_agreement"):
+                        if nope.get(f) is not None:
+                            rows[key][f] += nope[f]
+                            rows[key][f + "_n"] += 1
     return rows
 
 
@@ -92,8 +102,21 @@ def main():
               f"{ratio(row['f1_sum'], row['f1_n'])} | {ratio(row['valid'], row['opened'])} "
               f"({int(row['valid'])}/{int(row['opened'])}) | {ratio(row['fp'], row['n_none'])} "
               f"({int(row['fp'])}/{int(row['n_none'])}) | {int(row['not_offered'])}/{int(row['named'])} |")
-    for k in sorted((k for k in rows if k.startswith("compare")), key=lambda k: (k != "compare all", k)):
-        print(f"cached vs full identical tokens, {k.split()[1]} tools: {int(rows[k]['identical'])}/{int(rows[k]['n'])}")
+    compared = sorted((k for k in rows if k.startswith("compare")),
+                      key=lambda k: (k != "compare all", int(k.split()[1]) if k != "compare all" else 0))
+    for k in compared:
+        row = rows[k]
+        print(f"first vs second output, {k.split()[1]} tools: identical tokens {int(row['identical'])}/{int(row['n'])}, "
+              f"bit-identical logits {int(row['identical_logits'])}/{int(row['n'])}")
+    if any(rows[k]["nope"] for k in compared):
+        print("\n| tools | n | first-token logit cosine | KL(full ‖ composed), nats | top-1 agreement |")
+        print("|---:|---:|---:|---:|---:|")
+        for k in compared:
+            row = rows[k]
+            def mean(f, fmt):
+                return format(row[f] / row[f + "_n"], fmt) if row[f + "_n"] else "-"
+            print(f"| {k.split()[1]} | {int(row['nope'])} | {mean('logit_cosine_first', '.6f')} | "
+                  f"{mean('kl_first', '.2e')} | {mean('top1_agreement', '.3f')} |")
 
 
 if __name__ == "__main__":
