@@ -579,9 +579,12 @@ def build_context(rng, must, pools, k):
     return chosen
 
 
-def sample_k(rng, max_k):
+def sample_k(rng, max_k, min_k=0):
     """How many tools a context holds. Contexts as long as the 20-tool evaluation prompts are in the
-    mix (train.py starts on the short ones and brings the long ones in later)."""
+    mix (train.py starts on the short ones and brings the long ones in later). With min_k (--min-k,
+    the long-context data of run 12) uniformly min_k..max_k instead."""
+    if min_k:
+        return rng.randint(min_k, max_k)
     r = rng.random()
     if r < 0.2:
         k = rng.randint(2, 4)
@@ -622,19 +625,19 @@ def name_words(name):
 
 
 def make_group(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfcl_pool, max_prefix, n_max, max_k,
-               args_max_tools_asked=12, rename=0.0):
+               args_max_tools_asked=12, rename=0.0, min_k=0):
     """One tool context and the queries asked against it: [(query, call or None, kind)]."""
     r = rng.random()
     entries = []   # BFCL call entries whose functions are in the context
     if r < 0.85:
-        k = sample_k(rng, max_k)
+        k = sample_k(rng, max_k, min_k)
         n_bfcl = rng.choice([0, 0, 0, 1, 1, 2])
         entries = rng.sample(bfcl_calls, n_bfcl)
         must = [f for e in entries for f in e["functions"] if rng.random() < 0.7 or f["name"] == e["call"]["name"]]
         tools = build_context(rng, must, [(0.85, bundled), (0.15, bfcl_pool)], max(k, len(must)))
         mode = "mixed"
     else:
-        k = sample_k(rng, max_k)
+        k = sample_k(rng, max_k, min_k)
         entries = rng.sample(bfcl_calls, rng.choice([1, 2]))
         irr = rng.sample(bfcl_irrel, 2)
         must = [f for e in entries for f in e["functions"]] + [f for e in irr for f in e["functions"]]
@@ -715,6 +718,8 @@ def main():
     ap.add_argument("--max-prefix", type=int, default=3600)
     ap.add_argument("--max-queries", type=int, default=24)
     ap.add_argument("--max-k", type=int, default=26, help="most tools in one context")
+    ap.add_argument("--min-k", type=int, default=0,
+                    help="draw every context's tool count uniformly from MIN_K..MAX_K (0: the default mix, 2..26)")
     ap.add_argument("--tools-asked", type=int, default=12, help="most tools of a context that queries ask for")
     ap.add_argument("--dump-tools", action="store_true", help="write the first 20 contexts for check_render.py")
     ap.add_argument("--phrasing", choices=("v1", "v2"), default="v1", help="query generator version (see PHRASING)")
@@ -755,7 +760,8 @@ def main():
     while len(groups) < args.groups:
         rd = renderers[0] if rng.random() < 0.5 else renderers[1]
         tools, items = make_group(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfcl_pool,
-                                  args.max_prefix, args.max_queries, args.max_k, args.tools_asked, args.rename)
+                                  args.max_prefix, args.max_queries, args.max_k, args.tools_asked, args.rename,
+                                  args.min_k)
         if not items:
             continue
         prefix = None

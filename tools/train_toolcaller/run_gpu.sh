@@ -6,7 +6,8 @@
 # step (--replay-lrs), so the run does not depend on the machine's speed. Each step's sampling has
 # its own seed, so the inputs are the same; the GPU's arithmetic is not bit-reproducible, so the
 # weights come out close to, not equal to, the shipped ones. FRESH=1 runs on the time limit instead
-# (TIME_LIMIT_S, default 400); DEVICE=cpu runs the same on the CPU (slowly: ~1 s a step on 2 cores).
+# (TIME_LIMIT_S, default 400); DEVICE=cpu runs the same on the CPU (slowly: 2.5-2.9 s a step on 2
+# cores, measured with --threads 2 --workers 1, so about 2.7 hours for the 3,739 steps).
 # Needs a Python with torch (CUDA), numpy and regex, 16 cores is plenty; BFCL_DIR must hold BFCL v4.
 #   tools/train_toolcaller/run_gpu.sh [OUT]      (then: cp OUT/model.safetensors ... as in run.sh)
 set -euo pipefail

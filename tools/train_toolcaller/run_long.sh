@@ -1,0 +1,71 @@
+#!/bin/bash
+# Run 12: run 10's weights (run_gpu.sh) continued on the CPU with long contexts. Run 10 never saw a
+# prompt longer than 3,627 tokens (make_data.py's 2-26 tools), and the evaluation's 50-tool prompts
+# are 9,228 tokens long; this stage adds 600 contexts of 27-55 tools (up to 10,000 tokens, new seed)
+# to 1,800 of run 10's own contexts and trains on the mix for 44 minutes on 2 cores (~920 steps),
+# learning rate 1e-3 held, then decayed over the second half (WSD), fresh AdamW.
+#   tools/train_toolcaller/run_long.sh [OUT]
+# INIT: the run-10 weights to start from (default: resources/models/toolcaller as of commit 1249a0b,
+# taken from git history). RUN10_DATA: run_gpu.sh's data pickle (default /tmp/toolcaller_gpu_data/
+# train.pkl; made here by the same 12 make_data.py commands when it is missing, ~10 minutes).
+# By default the 44-minute learning-rate schedule of the recorded run is replayed step for step
+# (--replay-lrs runs/run12_train_log.json), so the run's length does not depend on the machine;
+# FRESH=1 runs on the clock instead (TIME_LIMIT_S, default 2640). Same Python needs as run.sh.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${1:-/tmp/toolcaller_long}
+PY=${PYTHON:-python3}
+export BFCL_DIR=${BFCL_DIR:-../shared/data/bfcl}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+INIT=${INIT:-}
+if [ -z "$INIT" ]; then
+  INIT=$WORK/run10
+  mkdir -p "$INIT"
+  git show 1249a0b:resources/models/toolcaller/model.safetensors > "$INIT/model.safetensors"
+fi
+RUN10_DATA=${RUN10_DATA:-/tmp/toolcaller_gpu_data/train.pkl}
+if [ ! -f "$RUN10_DATA" ]; then
+  D=$(dirname "$RUN10_DATA")
+  mkdir -p "$D"
+  pids=()
+  for i in $(seq 0 11); do
+    "$PY" tools/train_toolcaller/make_data.py --out "$D/s$i" --groups 1500 --seed $((1234 + i)) --max-queries 48 \
+        --tools-asked 20 --phrasing v2 --rename 0.5 --values wide 2>"$D/s$i.log" & pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  "$PY" - "$D" "$RUN10_DATA" <<'PY'
+import pickle, sys
+d, out = sys.argv[1], sys.argv[2]
+groups, stats = [], []
+for i in range(12):
+    with open(f"{d}/s{i}/train.pkl", "rb") as f:
+        part = pickle.load(f)
+    groups += part["groups"]
+    stats.append(part["stats"])
+with open(out, "wb") as f:
+    pickle.dump({"groups": groups, "stats": {"shards": stats}}, f)
+PY
+fi
+"$PY" tools/train_toolcaller/make_data.py --out "$WORK/long" --groups 600 --seed 5000 --max-queries 48 --tools-asked 20 \
+    --phrasing v2 --rename 0.5 --values wide --min-k 27 --max-k 55 --max-prefix 10000 2>"$WORK/long.log"
+# the mix: the 600 long contexts (the first 16 are the validation set) and 1,800 of run 10's,
+# drawn with random.Random(12) from all but its own 16 validation contexts
+"$PY" - "$WORK/long/train.pkl" "$RUN10_DATA" "$WORK/mix.pkl" <<'PY'
+import pickle, random, sys
+with open(sys.argv[1], "rb") as f:
+    long = pickle.load(f)
+with open(sys.argv[2], "rb") as f:
+    base = pickle.load(f)
+normal = random.Random(12).sample(base["groups"][16:], 1800)
+with open(sys.argv[3], "wb") as f:
+    pickle.dump({"groups": long["groups"] + normal,
+                 "stats": {"long": long["stats"], "normal": "1800 contexts sampled (random.Random(12)) from run 10's"}}, f)
+PY
+if [ "${FRESH:-0}" = 1 ]; then SCHEDULE=(--time-limit-s "${TIME_LIMIT_S:-2640}"); else
+  SCHEDULE=(--replay-lrs tools/train_toolcaller/runs/run12_train_log.json); fi
+"$PY" tools/train_toolcaller/train.py --data "$WORK/mix.pkl" --out "$OUT" --init-from "$INIT" --steps 100000 \
+    "${SCHEDULE[@]}" --seed 1234 --threads 2 --workers 1 --device "${DEVICE:-cpu}" --prefix-chunk 512 --lr 1e-3 \
+    --warmup 20 --max-queries 48 --val-groups 16 --eval-every 300 --export-every 300 --lead-weight 3 --aux-weight 0.3 \
+    --gather-weight 0.5 --match-weight 0.5 --collect-weight 0.5 --point-weight 0.5 --bf16 --schedule wsd \
+    --decay-frac 0.5 --config '{"num_hidden_layers": 4, "intermediate_size": 448}'
