@@ -8,9 +8,10 @@
 # INIT: the run-10 weights to start from (default: resources/models/toolcaller as of commit 1249a0b,
 # taken from git history). RUN10_DATA: run_gpu.sh's data pickle (default /tmp/toolcaller_gpu_data/
 # train.pkl; made here by the same 12 make_data.py commands when it is missing, ~10 minutes).
+# N_NORMAL: how many of run 10's contexts join the 600 long ones (default 1800: run 12; 5400: run 13).
 # By default the 44-minute learning-rate schedule of the recorded run is replayed step for step
-# (--replay-lrs runs/run12_train_log.json), so the run's length does not depend on the machine;
-# FRESH=1 runs on the clock instead (TIME_LIMIT_S, default 2640). Same Python needs as run.sh.
+# (--replay-lrs LRS, default runs/run12_train_log.json), so the run's length does not depend on the
+# machine; FRESH=1 runs on the clock instead (TIME_LIMIT_S, default 2640). Same Python needs as run.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-/tmp/toolcaller_long}
@@ -49,21 +50,22 @@ PY
 fi
 "$PY" tools/train_toolcaller/make_data.py --out "$WORK/long" --groups 600 --seed 5000 --max-queries 48 --tools-asked 20 \
     --phrasing v2 --rename 0.5 --values wide --min-k 27 --max-k 55 --max-prefix 10000 2>"$WORK/long.log"
-# the mix: the 600 long contexts (the first 16 are the validation set) and 1,800 of run 10's,
+# the mix: the 600 long contexts (the first 16 are the validation set) and N_NORMAL of run 10's,
 # drawn with random.Random(12) from all but its own 16 validation contexts
-"$PY" - "$WORK/long/train.pkl" "$RUN10_DATA" "$WORK/mix.pkl" <<'PY'
+"$PY" - "$WORK/long/train.pkl" "$RUN10_DATA" "$WORK/mix.pkl" "${N_NORMAL:-1800}" <<'PY'
 import pickle, random, sys
 with open(sys.argv[1], "rb") as f:
     long = pickle.load(f)
 with open(sys.argv[2], "rb") as f:
     base = pickle.load(f)
-normal = random.Random(12).sample(base["groups"][16:], 1800)
+n = int(sys.argv[4])
+normal = random.Random(12).sample(base["groups"][16:], n)
 with open(sys.argv[3], "wb") as f:
     pickle.dump({"groups": long["groups"] + normal,
-                 "stats": {"long": long["stats"], "normal": "1800 contexts sampled (random.Random(12)) from run 10's"}}, f)
+                 "stats": {"long": long["stats"], "normal": f"{n} contexts sampled (random.Random(12)) from run 10's"}}, f)
 PY
 if [ "${FRESH:-0}" = 1 ]; then SCHEDULE=(--time-limit-s "${TIME_LIMIT_S:-2640}"); else
-  SCHEDULE=(--replay-lrs tools/train_toolcaller/runs/run12_train_log.json); fi
+  SCHEDULE=(--replay-lrs "${LRS:-tools/train_toolcaller/runs/run12_train_log.json}"); fi
 "$PY" tools/train_toolcaller/train.py --data "$WORK/mix.pkl" --out "$OUT" --init-from "$INIT" --steps 100000 \
     "${SCHEDULE[@]}" --seed 1234 --threads 2 --workers 1 --device "${DEVICE:-cpu}" --prefix-chunk 512 --lr 1e-3 \
     --warmup 20 --max-queries 48 --val-groups 16 --eval-every 300 --export-every 300 --lead-weight 3 --aux-weight 0.3 \
