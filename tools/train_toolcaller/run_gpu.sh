@@ -16,26 +16,7 @@ OUT=${1:-/tmp/toolcaller_gpu}
 DATA=${DATA:-/tmp/toolcaller_gpu_data}
 PY=${PYTHON:-python3}
 export BFCL_DIR=${BFCL_DIR:-../shared/data/bfcl}
-mkdir -p "$DATA"
-pids=()
-for i in $(seq 0 11); do
-  "$PY" tools/train_toolcaller/make_data.py --out "$DATA/s$i" --groups 1500 --seed $((1234 + i)) --max-queries 48 \
-      --tools-asked 20 --phrasing v2 --rename 0.5 --values wide 2>"$DATA/s$i.log" & pids+=($!)
-done
-for p in "${pids[@]}"; do wait "$p"; done
-"$PY" - "$DATA" <<'PY'
-import pickle, sys
-d = sys.argv[1]
-groups, stats = [], []
-for i in range(12):
-    with open(f"{d}/s{i}/train.pkl", "rb") as f:
-        part = pickle.load(f)
-    groups += part["groups"]
-    stats.append(part["stats"])
-with open(f"{d}/train.pkl", "wb") as f:
-    pickle.dump({"groups": groups, "stats": {"shards": stats}}, f)
-print(f"{len(groups)} contexts")
-PY
+tools/train_toolcaller/make_run10_data.sh "$DATA"
 if [ "${FRESH:-0}" = 1 ]; then SCHEDULE=(--time-limit-s "${TIME_LIMIT_S:-400}"); else SCHEDULE=(--replay-lrs resources/models/toolcaller/train_log.json); fi
 "$PY" tools/train_toolcaller/train.py --data "$DATA/train.pkl" --out "$OUT" --steps 100000 "${SCHEDULE[@]}" \
     --seed 1234 --threads 1 --workers 4 --device "${DEVICE:-cuda}" --lr 3e-3 --warmup 60 --max-queries 48 --val-groups 16 \

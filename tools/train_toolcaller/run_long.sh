@@ -2,12 +2,12 @@
 # Run 12: run 10's weights (run_gpu.sh) continued on the CPU with long contexts. Run 10 never saw a
 # prompt longer than 3,627 tokens (make_data.py's 2-26 tools), and the evaluation's 50-tool prompts
 # are 9,228 tokens long; this stage adds 600 contexts of 27-55 tools (up to 10,000 tokens, new seed)
-# to 1,800 of run 10's own contexts and trains on the mix for 44 minutes on 2 cores (~920 steps),
+# to 1,800 of run 10's own contexts and trains on the mix for 44 minutes on 2 cores (901 steps),
 # learning rate 1e-3 held, then decayed over the second half (WSD), fresh AdamW.
 #   tools/train_toolcaller/run_long.sh [OUT]
 # INIT: the run-10 weights to start from (default: resources/models/toolcaller as of commit 1249a0b,
 # taken from git history). RUN10_DATA: run_gpu.sh's data pickle (default /tmp/toolcaller_gpu_data/
-# train.pkl; made here by the same 12 make_data.py commands when it is missing, ~10 minutes).
+# train.pkl; made here by make_run10_data.sh when it is missing, ~2 minutes on 2 cores).
 # N_NORMAL: how many of run 10's contexts join the 600 long ones (default 1800: run 12; 5400: run 13).
 # By default the 44-minute learning-rate schedule of the recorded run is replayed step for step
 # (--replay-lrs LRS, default runs/run12_train_log.json), so the run's length does not depend on the
@@ -27,26 +27,8 @@ if [ -z "$INIT" ]; then
 fi
 RUN10_DATA=${RUN10_DATA:-/tmp/toolcaller_gpu_data/train.pkl}
 if [ ! -f "$RUN10_DATA" ]; then
-  D=$(dirname "$RUN10_DATA")
-  mkdir -p "$D"
-  pids=()
-  for i in $(seq 0 11); do
-    "$PY" tools/train_toolcaller/make_data.py --out "$D/s$i" --groups 1500 --seed $((1234 + i)) --max-queries 48 \
-        --tools-asked 20 --phrasing v2 --rename 0.5 --values wide 2>"$D/s$i.log" & pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p"; done
-  "$PY" - "$D" "$RUN10_DATA" <<'PY'
-import pickle, sys
-d, out = sys.argv[1], sys.argv[2]
-groups, stats = [], []
-for i in range(12):
-    with open(f"{d}/s{i}/train.pkl", "rb") as f:
-        part = pickle.load(f)
-    groups += part["groups"]
-    stats.append(part["stats"])
-with open(out, "wb") as f:
-    pickle.dump({"groups": groups, "stats": {"shards": stats}}, f)
-PY
+  [ "$(basename "$RUN10_DATA")" = train.pkl ] || { echo "run_long.sh: RUN10_DATA must end in train.pkl" >&2; exit 2; }
+  tools/train_toolcaller/make_run10_data.sh "$(dirname "$RUN10_DATA")"
 fi
 "$PY" tools/train_toolcaller/make_data.py --out "$WORK/long" --groups 600 --seed 5000 --max-queries 48 --tools-asked 20 \
     --phrasing v2 --rename 0.5 --values wide --min-k 27 --max-k 55 --max-prefix 10000 2>"$WORK/long.log"
