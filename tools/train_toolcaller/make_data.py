@@ -44,6 +44,7 @@ ALL_INTENTS = {n: INTENTS.get(n, []) + MORE_INTENTS.get(n, []) for n in set(INTE
 # phrasings per tool, asked 65% of the time), questions about the tools' own domains that no tool
 # answers, more general chat, and 2-3 queries per asked tool and 3-5 general requests per context.
 PHRASING = "v1"
+CHATS = None   # (lo, hi) no-tool requests per context, from --chats
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BFCL = os.environ.get("BFCL_DIR", "/work/shared/data/bfcl")
@@ -692,7 +693,8 @@ def make_group(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfc
             q, call = query_for_tool(rng, fn)
             call["name"] = shown[call["name"]]
             items.append((q, call, "bundled_call"))
-    for _ in range(rng.choice([3, 4, 5] if PHRASING == "v2" else [2, 3, 4])):
+    chats = list(range(CHATS[0], CHATS[1] + 1)) if CHATS else [3, 4, 5] if PHRASING == "v2" else [2, 3, 4]
+    for _ in range(rng.choice(chats)):
         items.append((general_request(rng), None, "chat"))
     # Requests for a bundled tool that this context does not offer: the answer is "no tool", so the
     # model has to read which tools are there instead of mapping requests to names it memorised.
@@ -720,6 +722,8 @@ def main():
     ap.add_argument("--max-k", type=int, default=26, help="most tools in one context")
     ap.add_argument("--min-k", type=int, default=0,
                     help="draw every context's tool count uniformly from MIN_K..MAX_K (0: the default mix, 2..26)")
+    ap.add_argument("--chats", default="", metavar="LO-HI",
+                    help="no-tool requests per context, drawn from LO..HI (default 3-5 with v2 phrasing, 2-4 with v1)")
     ap.add_argument("--tools-asked", type=int, default=12, help="most tools of a context that queries ask for")
     ap.add_argument("--dump-tools", action="store_true", help="write the first 20 contexts for check_render.py")
     ap.add_argument("--phrasing", choices=("v1", "v2"), default="v1", help="query generator version (see PHRASING)")
@@ -727,8 +731,13 @@ def main():
     ap.add_argument("--values", choices=("narrow", "wide"), default="narrow",
                     help="argument values from short fixed lists, or mostly from large made-up pools (see VALUES)")
     args = ap.parse_args()
-    global PHRASING, VALUES
+    global PHRASING, VALUES, CHATS
     PHRASING, VALUES = args.phrasing, args.values
+    if args.chats:
+        m = re.fullmatch(r"(\d+)-(\d+)", args.chats)
+        if not m or int(m[1]) > int(m[2]):
+            ap.error(f"--chats must be LO-HI with LO <= HI, got {args.chats!r}")
+        CHATS = (int(m[1]), int(m[2]))
     os.makedirs(args.out, exist_ok=True)
     rng = random.Random(args.seed)
 

@@ -34,18 +34,8 @@ fi
     --phrasing v2 --rename 0.5 --values wide --min-k 27 --max-k 55 --max-prefix 10000 2>"$WORK/long.log"
 # the mix: the 600 long contexts (the first 16 are the validation set) and N_NORMAL of run 10's,
 # drawn with random.Random(12) from all but its own 16 validation contexts
-"$PY" - "$WORK/long/train.pkl" "$RUN10_DATA" "$WORK/mix.pkl" "${N_NORMAL:-1800}" <<'PY'
-import pickle, random, sys
-with open(sys.argv[1], "rb") as f:
-    long = pickle.load(f)
-with open(sys.argv[2], "rb") as f:
-    base = pickle.load(f)
-n = int(sys.argv[4])
-normal = random.Random(12).sample(base["groups"][16:], n)
-with open(sys.argv[3], "wb") as f:
-    pickle.dump({"groups": long["groups"] + normal,
-                 "stats": {"long": long["stats"], "normal": f"{n} contexts sampled (random.Random(12)) from run 10's"}}, f)
-PY
+"$PY" tools/train_toolcaller/mix_data.py "$WORK/mix.pkl" --take "$WORK/long/train.pkl" \
+    --sample "$RUN10_DATA" "${N_NORMAL:-1800}" 12
 if [ "${FRESH:-0}" = 1 ]; then SCHEDULE=(--time-limit-s "${TIME_LIMIT_S:-2640}"); else
   SCHEDULE=(--replay-lrs "${LRS:-tools/train_toolcaller/runs/run12_train_log.json}"); fi
 "$PY" tools/train_toolcaller/train.py --data "$WORK/mix.pkl" --out "$OUT" --init-from "$INIT" --steps 100000 \
