@@ -143,7 +143,7 @@ ordered_json to_json(const ModelInfo& m) {
     if (m.synthetic_weights) j["note"] = "built-in model: synthetic weights; timings and exactness are real, text is not";
     else if (m.builtin)
         j["note"] = "built-in model trained here for tool selection, not a general assistant: it picks the wrong tool "
-                    "for about half of all requests and rarely copies argument values (resources/models/toolcaller/README.md)";
+                    "for about two requests in five and often invents argument values (resources/models/toolcaller/README.md)";
     return j;
 }
 

@@ -15,8 +15,8 @@ namespace cc {
 
 // The default --model of a program: builtin:toolcaller where the program carries it (the app and the
 // CLI link cc_bundled_models), else builtin:qwen3-demo. The trained model writes real tool calls and
-// picks the right tool for most requests at 5-10 tools, and its 20-tool full prefill (~0.18 s on two
-// cores, against ~5 ms from the cache) still shows what the cache saves; qwen3-demo (synthetic
+// picks the right tool for most requests at 5, 10 and 50 tools, and its full prefills (~0.19 s on two
+// cores, against ~8 ms from the cache) still show what the cache saves; qwen3-demo (synthetic
 // weights, ~1 s for the same prefill) is the default of programs without it, such as the tests.
 // docs/models.md gives the reasons.
 std::string default_model_spec();

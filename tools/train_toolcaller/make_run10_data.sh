@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run 10's training data (the shipped model's): 12 make_data.py shards of 1,500 contexts (seeds
+# Run 10's training data (the shipped model's first stage): 12 make_data.py shards of 1,500 contexts (seeds
 # 1234-1245), made in parallel and concatenated in order into DIR/train.pkl (18,000 contexts).
 # Used by run_gpu.sh and run_long.sh.   tools/train_toolcaller/make_run10_data.sh DIR
 # PYTHON (default python3) and BFCL_DIR (default ../shared/data/bfcl) as in those scripts.

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Rebuilds run 2, the toolcaller shipped until run 10, from scratch (CPU only, 45 minutes of training
-# on 2 cores). The shipped weights (run 10) come from run_gpu.sh, on a CUDA GPU; see the card.
+# on 2 cores). The shipped weights (run 14c) come from run_gpu.sh, run_long.sh and run_gpu_long.sh
+# (GPU, CPU, GPU); see the card.
 # make_data.py needs a Python with the `regex` module (Debian: python3-regex); train.py needs
 # Debian's python3-torch (1.13) and python3-numpy. Seeds are fixed (1234).
 # The training run stops on a wall-clock limit; its per-step learning rates are logged in

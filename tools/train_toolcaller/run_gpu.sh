@@ -1,5 +1,6 @@
 #!/bin/bash
-# Rebuilds resources/models/toolcaller as shipped (run 10) on one CUDA GPU: 12 data shards made in
+# Run 10, the first of the shipped model's three stages (then run_long.sh, run_gpu_long.sh; shipped
+# alone until run 14c), on one CUDA GPU: 12 data shards made in
 # parallel and concatenated, then train.py --device cuda with its step inputs built by 4 worker
 # processes. The shipped run stopped on a 400 s wall-clock limit on one NVIDIA H200 that it shared
 # with two other runs (3,739 steps); by default this script repeats its 3,739 learning rates step for
@@ -17,7 +18,7 @@ DATA=${DATA:-/tmp/toolcaller_gpu_data}
 PY=${PYTHON:-python3}
 export BFCL_DIR=${BFCL_DIR:-../shared/data/bfcl}
 tools/train_toolcaller/make_run10_data.sh "$DATA"
-if [ "${FRESH:-0}" = 1 ]; then SCHEDULE=(--time-limit-s "${TIME_LIMIT_S:-400}"); else SCHEDULE=(--replay-lrs resources/models/toolcaller/train_log.json); fi
+if [ "${FRESH:-0}" = 1 ]; then SCHEDULE=(--time-limit-s "${TIME_LIMIT_S:-400}"); else SCHEDULE=(--replay-lrs tools/train_toolcaller/runs/run10_train_log.json); fi
 "$PY" tools/train_toolcaller/train.py --data "$DATA/train.pkl" --out "$OUT" --steps 100000 "${SCHEDULE[@]}" \
     --seed 1234 --threads 1 --workers 4 --device "${DEVICE:-cuda}" --lr 3e-3 --warmup 60 --max-queries 48 --val-groups 16 \
     --eval-every 500 --export-every 1000 --save-compact --lead-weight 3 --aux-weight 0.3 --gather-weight 0.5 \

@@ -25,14 +25,14 @@ card). --prefix-chunk N computes the prefix's causal attention in blocks of N ro
 blocks above the diagonal (the same values up to float rounding; ~9% a whole step at 512).
 --schedule wsd holds the learning rate after the warm-up and decays it linearly to 10% over the
 last --decay-frac of the run (the default, cosine, decays over the whole run).
---device cuda runs the same computation on a GPU (the shipped run 10: run_gpu.sh); --workers N
+--device cuda runs the same computation on a GPU (runs 10 and 14: run_gpu.sh, run_gpu_long.sh); --workers N
 builds each step's inputs in N processes ahead of the step, with a sampling seed per step;
 --save-compact also writes the f32 training weights as compact.npz (~10 MB), which
 export_compact.py turns into the HF directory elsewhere. With none of these flags the run is the
 CPU computation it always was.
 
 Usage: train.py --data DIR/train.pkl --out DIR --steps N [--time-limit-s S] [--seed 1234] [--threads 2]
-(run.sh has the settings of the shipped model)
+(run.sh has the settings of run 2; run_gpu.sh, run_long.sh and run_gpu_long.sh the stages of the shipped model)
 """
 import argparse
 import json

@@ -392,8 +392,8 @@ void MainWindow::updateModelBanner(const cc::ModelInfo* info) {
                                        .arg(spec));
     else
         m_syntheticBanner->setText(tr("<b>%1: a small model trained here for tool selection, not a general "
-                                      "assistant</b> — it picks the wrong tool for about half of all requests, and its argument values "
-                                      "are rarely the user's. Timings and exactness are real.")
+                                      "assistant</b> — it picks the wrong tool for about two requests in five, and it often invents "
+                                      "argument values instead of copying the user's. Timings and exactness are real.")
                                        .arg(spec));
     m_syntheticBanner->show();
 }
