@@ -1,5 +1,6 @@
 // The Evaluation panel runs the bundled set on the worker thread: progress, per-example rows, the
-// per-mode summary, identical outputs in both mode, the synthetic-weights warning, and Cancel.
+// per-mode summary, identical outputs in both mode, the per-tool NoPE means, the synthetic-weights
+// warning, and Cancel.
 #include "ui/research/eval_panel.h"
 
 #include "tests/ui/ui_test_rig.h"
@@ -51,6 +52,36 @@ private slots:
         QVERIFY(result->synthetic_weights);
         // the bundled set's first four examples all expect a call (tools_5 weather queries)
         QCOMPARE(result->summaries[0].metrics.n_tool_call, size_t(4));
+        QVERIFY(rig.idle());
+    }
+
+    void perToolNopeModeShowsTheMeansOfTheReports() {
+        Rig rig;
+        EvalPanel panel(&rig.controller);
+        QVERIFY(rig.load());
+        panel.setMode(QStringLiteral("per_tool_nope"));
+        panel.setLimit(2);
+        panel.setMaxTokens(3);
+        QSignalSpy finished(&rig.controller, &EngineController::evalFinished);
+        QSignalSpy failed(&rig.controller, &EngineController::failed);
+        panel.run();
+        QVERIFY(finished.wait(test::kTimeoutMs));
+        QVERIFY2(failed.isEmpty(), qPrintable(failed.isEmpty() ? QString() : failed.first().at(1).toString()));
+        const auto* result = panel.lastResult();
+        QVERIFY(result);
+        QCOMPARE(result->records.size(), size_t(2));
+        const cc::NopeMeans means = cc::nope_means(result->records);
+        QCOMPARE(means.n, size_t(2));  // every example carries the composed run's report
+        const QString text = panel.nopeText();
+        QVERIFY2(text.contains(QStringLiteral("over 2 examples")), qPrintable(text));
+        QVERIFY2(text.contains(QString::number(means.logit_cosine_first, 'f', 6)), qPrintable(text));
+        QVERIFY2(text.contains(QString::number(means.top1_agreement, 'f', 3)), qPrintable(text));
+        QCOMPARE(panel.summaryTable()->rowCount(), 2);  // full and per_tool_nope
+        // a later run in another mode clears it
+        panel.setMode(QStringLiteral("cached"));
+        panel.run();
+        QVERIFY(finished.wait(test::kTimeoutMs));
+        QVERIFY(panel.nopeText().isEmpty());
         QVERIFY(rig.idle());
     }
 

@@ -56,9 +56,12 @@ EvalPanel::EvalPanel(EngineController* engine, QWidget* parent) : QWidget(parent
     m_dataset->setToolTip(tr("A JSONL dataset: one {\"tools\" | \"tools_file\", \"query\", \"expected\"} per line"));
     m_browseButton = new QPushButton(tr("Open…"));
     m_mode = new QComboBox;
-    m_mode->addItems({QStringLiteral("both"), QStringLiteral("cached"), QStringLiteral("full")});
+    m_mode->addItems({QStringLiteral("both"), QStringLiteral("cached"), QStringLiteral("full"),
+                      QStringLiteral("per_tool_nope")});
     m_mode->setEditable(true);  // any other engine mode name (e.g. an experiment) can be typed
-    m_mode->setToolTip(tr("both: full prefill and cached path on every query, outputs compared token for token"));
+    m_mode->setToolTip(tr("both: full prefill and cached path on every query, outputs compared token for token\n"
+                          "per_tool_nope: the paper's experiment (each tool's KV computed alone, composed with "
+                          "deferred RoPE) against the full prefill of the same prompt"));
     m_limit = new QSpinBox;
     m_limit->setRange(0, 1000000);
     m_limit->setSpecialValueText(tr("all"));
@@ -77,6 +80,9 @@ EvalPanel::EvalPanel(EngineController* engine, QWidget* parent) : QWidget(parent
     m_status = new QLabel;
     m_status->setWordWrap(true);
     m_identical = new QLabel;
+    m_nope = new QLabel;
+    m_nope->setObjectName(QStringLiteral("evalNopeMeans"));
+    m_nope->setWordWrap(true);
     m_summary = makeTable({tr("Mode"), tr("TSA"), tr("PF1"), tr("EM"), tr("FPR"), tr("FNR"), tr("Correct"), tr("Wrong"),
                            tr("FP"), tr("FN"), tr("Mean TTFT ms")});
     m_summary->setToolTip(
@@ -110,6 +116,7 @@ EvalPanel::EvalPanel(EngineController* engine, QWidget* parent) : QWidget(parent
     layout->addWidget(m_warning);
     layout->addWidget(m_status);
     layout->addWidget(m_identical);
+    layout->addWidget(m_nope);
     layout->addWidget(tables, 1);
 
     connect(m_runButton, &QPushButton::clicked, this, &EvalPanel::run);
@@ -159,6 +166,9 @@ void EvalPanel::setMaxTokens(int n) {
 QString EvalPanel::identicalText() const {
     return m_identical->text();
 }
+QString EvalPanel::nopeText() const {
+    return m_nope->text();
+}
 QString EvalPanel::warningText() const {
     return m_warning->isHidden() ? QString() : m_warning->text();
 }
@@ -191,6 +201,7 @@ void EvalPanel::run() {
     m_examples->setRowCount(0);
     m_summary->setRowCount(0);
     m_identical->clear();
+    m_nope->clear();
     m_status->setText(tr("Running %1 on %2…").arg(m_mode->currentText(), m_dataset->currentText()));
     m_running = true;
     updateButtons();
@@ -241,6 +252,16 @@ void EvalPanel::onFinished(const cc::EvalRunResult& result) {
                                  .arg(result.n_identical_tokens)
                                  .arg(result.n_compared)
                                  .arg(result.n_identical_logits));
+    const cc::NopeMeans nope = cc::nope_means(result.records);
+    if (nope.n)
+        m_nope->setText(tr("Per-tool NoPE vs full prefill (means over %1 examples): first-token logit cosine %2, "
+                           "KL(full ‖ composed) %3 nats, teacher-forced top-1 agreement %4%5")
+                            .arg(nope.n)
+                            .arg(nope.logit_cosine_first, 0, 'f', 6)
+                            .arg(nope.kl_first, 0, 'g', 3)
+                            .arg(nope.top1_agreement, 0, 'f', 3)
+                            .arg(nope.nan_figures ? tr(" (%1 figures not finite, left out)").arg(nope.nan_figures)
+                                                  : QString()));
     m_status->setText(
         (result.cancelled ? tr("Cancelled after %1 examples; the figures cover those.") : tr("Done: %1 examples."))
             .arg(result.records.size()));

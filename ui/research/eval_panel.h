@@ -1,7 +1,8 @@
 // Evaluation: tool-calling quality on a dataset (core/research/eval). Pick a dataset (the bundled
 // set by default), a mode and a limit; Run sends EngineController::runEval, Cancel stops it. Shows
 // progress, the per-mode summary (TSA, PF1, EM, FPR, FNR), the identical-output count in both mode,
-// one row per finished example, and a warning when the model's weights are synthetic.
+// the per-tool NoPE means (first-token cosine, KL, top-1 agreement) in per_tool_nope mode, one row
+// per finished example, and a warning when the model's weights are synthetic.
 #pragma once
 
 #include "core/research/eval_runner.h"
@@ -28,7 +29,7 @@ public:
     static QString bundledDataset();  // ":/eval/tool_calls.jsonl"
     QString datasetPath() const;
     void setDatasetPath(const QString& path);  // a file, or the bundled resource
-    void setMode(const QString& mode);         // cached | full | both | any engine mode name
+    void setMode(const QString& mode);         // both | cached | full | per_tool_nope | any engine mode name
     void setLimit(int n);                      // 0 = all
     void setMaxTokens(int n);
     bool running() const { return m_running; }
@@ -36,6 +37,7 @@ public:
     QTableWidget* summaryTable() const { return m_summary; }
     QTableWidget* examplesTable() const { return m_examples; }
     QString identicalText() const;
+    QString nopeText() const;     // per_tool_nope: the means of the examples' NoPE reports; else ""
     QString warningText() const;  // "" when the weights are real
     QString statusText() const;
     const cc::EvalRunResult* lastResult() const { return m_hasResult ? &m_result : nullptr; }
@@ -70,6 +72,7 @@ private:
     QLabel* m_warning = nullptr;
     QLabel* m_status = nullptr;
     QLabel* m_identical = nullptr;
+    QLabel* m_nope = nullptr;
     QTableWidget* m_summary = nullptr;
     QTableWidget* m_examples = nullptr;
 };
