@@ -13,6 +13,16 @@
 using namespace cc::ui;
 using cc::ui::test::Rig;
 
+// Runs the panel's evaluation to its end: "" when it started, finished and did not fail, else why not.
+QString runToTheEnd(Rig& rig, EvalPanel& panel) {
+    QSignalSpy finished(&rig.controller, &EngineController::evalFinished);
+    QSignalSpy failed(&rig.controller, &EngineController::failed);
+    panel.run();
+    if (!panel.running()) return QStringLiteral("did not start: ") + panel.statusText();
+    if (!finished.wait(test::kTimeoutMs)) return QStringLiteral("did not finish in time");
+    return failed.isEmpty() ? QString() : failed.first().at(1).toString();
+}
+
 class TestEvalPanel : public QObject {
     Q_OBJECT
 
@@ -32,12 +42,8 @@ private slots:
         panel.setMode(QStringLiteral("both"));
         panel.setLimit(4);
         panel.setMaxTokens(3);
-        QSignalSpy finished(&rig.controller, &EngineController::evalFinished);
-        QSignalSpy failed(&rig.controller, &EngineController::failed);
-        panel.run();
-        QVERIFY(panel.running());
-        QVERIFY(finished.wait(test::kTimeoutMs));
-        QVERIFY2(failed.isEmpty(), qPrintable(failed.isEmpty() ? QString() : failed.first().at(1).toString()));
+        const QString error = runToTheEnd(rig, panel);
+        QVERIFY2(error.isEmpty(), qPrintable(error));
         QVERIFY(!panel.running());
         QCOMPARE(panel.examplesTable()->rowCount(), 4);
         QCOMPARE(panel.summaryTable()->rowCount(), 2);
@@ -62,11 +68,8 @@ private slots:
         panel.setMode(QStringLiteral("per_tool_nope"));
         panel.setLimit(2);
         panel.setMaxTokens(3);
-        QSignalSpy finished(&rig.controller, &EngineController::evalFinished);
-        QSignalSpy failed(&rig.controller, &EngineController::failed);
-        panel.run();
-        QVERIFY(finished.wait(test::kTimeoutMs));
-        QVERIFY2(failed.isEmpty(), qPrintable(failed.isEmpty() ? QString() : failed.first().at(1).toString()));
+        const QString error = runToTheEnd(rig, panel);
+        QVERIFY2(error.isEmpty(), qPrintable(error));
         const auto* result = panel.lastResult();
         QVERIFY(result);
         QCOMPARE(result->records.size(), size_t(2));
@@ -79,8 +82,8 @@ private slots:
         QCOMPARE(panel.summaryTable()->rowCount(), 2);  // full and per_tool_nope
         // a later run in another mode clears it
         panel.setMode(QStringLiteral("cached"));
-        panel.run();
-        QVERIFY(finished.wait(test::kTimeoutMs));
+        const QString again = runToTheEnd(rig, panel);
+        QVERIFY2(again.isEmpty(), qPrintable(again));
         QVERIFY(panel.nopeText().isEmpty());
         QVERIFY(rig.idle());
     }
