@@ -679,6 +679,8 @@ def main():
     ap.add_argument("--workers", type=int, default=0,
                     help="build the steps' inputs in this many processes ahead of the step (each step's sampling "
                          "then has its own seed, so a run differs from --workers 0); needs --short-first 0")
+    ap.add_argument("--eval-only", action="store_true",
+                    help="with --init-from: print the validation figures of those weights on --data's validation groups and stop")
     ap.add_argument("--save-compact", action="store_true",
                     help="also write compact.npz (the f32 training weights, ~10 MB) beside each export")
     args = ap.parse_args()
@@ -696,6 +698,8 @@ def main():
     random.seed(args.seed)
     np.random.seed(args.seed)
     c = dict(CONFIG)
+    if args.eval_only and args.init_from and not args.config:   # the shape of the weights evaluated
+        args.config = open(os.path.join(args.init_from, "config.json")).read()
     if args.config:
         c.update(json.loads(args.config))
         c["max_window_layers"] = c["num_hidden_layers"]
@@ -798,6 +802,12 @@ def main():
                 "val_answer_lead": lead / n_ans, "val_call_lead": call_lead / max(1, n_call),
                 "val_call_lead_short": by_len["short"][1] / max(1, by_len["short"][0]),
                 "val_call_lead_long": by_len["long"][1] / max(1, by_len["long"][0])}
+
+    if args.eval_only:
+        if not args.init_from:
+            ap.error("--eval-only needs --init-from")
+        print("EVAL " + json.dumps(dict(evaluate(), init_from=args.init_from)), flush=True)
+        return
 
     log = []
     t0 = time.time()
