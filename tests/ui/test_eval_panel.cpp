@@ -76,7 +76,8 @@ private slots:
         const cc::NopeMeans means = cc::nope_means(result->records);
         QCOMPARE(means.n, size_t(2));  // every example carries the composed run's report
         const QString text = panel.nopeText();
-        QVERIFY2(text.contains(QStringLiteral("over 2 examples")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("means over 2:")), qPrintable(text));
+        QVERIFY2(panel.statusText().endsWith(text), qPrintable(panel.statusText()));
         QVERIFY2(text.contains(QString::number(means.logit_cosine_first, 'f', 6)), qPrintable(text));
         QVERIFY2(text.contains(QString::number(means.top1_agreement, 'f', 3)), qPrintable(text));
         QCOMPARE(panel.summaryTable()->rowCount(), 2);  // full and per_tool_nope

@@ -3,6 +3,8 @@
 #include "ui/shell/main_window.h"
 #include "ui/shell/screenshot_runner.h"
 #include "ui/panels/query_panel.h"
+#include "ui/research/eval_panel.h"
+#include "ui/widgets/message_banner.h"
 #include "ui_test_support.h"
 
 #include <QFile>
@@ -86,6 +88,50 @@ private slots:
         QVERIFY(!image.isNull());
         QCOMPARE(image.size(), QSize(1280, 800));
         QVERIFY(distinctColours(image) > 4);
+    }
+
+    // The command docs/app.md makes its screenshot with, on the programs' default model (the trained
+    // builtin:toolcaller): its banner is two lines at 1280 px, and the window must still fit
+    // 1280x800 (a label of its own for the Evaluation tab's NoPE means pushed the minimum to 811),
+    // with the answer a real tool call, identical to the full prefill's.
+    void defaultModelScreenshotFits1280x800WithARealToolCall() {
+        MainWindowOptions wo = windowOptions();
+        wo.modelSpec = QStringLiteral("builtin:toolcaller");
+        MainWindow window(wo);
+        ScreenshotOptions o;
+        o.output = m_dir.filePath(QStringLiteral("runner-toolcaller.png"));
+        o.sample = 20;
+        o.query = QStringLiteral("What's the weather like in Lisbon right now?");
+        o.mode = QStringLiteral("compare");
+        o.maxNewTokens = 64;
+        o.size = QSize(1280, 800);
+        ScreenshotRunner runner(&window, o);
+        QSignalSpy answered(window.engine(), &EngineController::queryFinished);
+        runner.start();
+        QTRY_VERIFY_WITH_TIMEOUT(runner.isFinished(), 180000);
+        QVERIFY2(runner.exitCode() == 0, qPrintable(runner.message()));
+        auto* banner = window.findChild<MessageBanner*>(QStringLiteral("syntheticBanner"));
+        QVERIFY(banner && banner->isVisible());
+        QVERIFY2(banner->text().contains(QStringLiteral("trained here for tool selection")), qPrintable(banner->text()));
+        QCOMPARE(answered.count(), 1);
+        const auto outcome = answered.first().at(0).value<QueryOutcome>();
+        QVERIFY(outcome.result.identical.value_or(false));
+        QVERIFY2(outcome.result.tool_call.has_value(), outcome.result.text.c_str());
+        QVERIFY(!outcome.result.tool_call->name.empty());
+        QCOMPARE(QImage(o.output).size(), QSize(1280, 800));
+        QVERIFY2(window.minimumSizeHint().height() <= 800, qPrintable(QString::number(window.minimumSizeHint().height())));
+        // ... and still after the Evaluation tab has shown a per_tool_nope run's means.
+        auto* eval = window.findChild<EvalPanel*>();
+        QVERIFY(eval);
+        eval->setMode(QStringLiteral("per_tool_nope"));
+        eval->setLimit(1);
+        eval->setMaxTokens(2);
+        QSignalSpy evaluated(window.engine(), &EngineController::evalFinished);
+        eval->run();
+        QVERIFY2(eval->running(), qPrintable(eval->statusText()));
+        QVERIFY(evaluated.wait(180000));
+        QVERIFY2(!eval->nopeText().isEmpty(), qPrintable(eval->statusText()));
+        QVERIFY2(window.minimumSizeHint().height() <= 800, qPrintable(QString::number(window.minimumSizeHint().height())));
     }
 
     // Repeated --query: the turns of a conversation, each sent after the answer to the one before.

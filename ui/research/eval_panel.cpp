@@ -80,9 +80,6 @@ EvalPanel::EvalPanel(EngineController* engine, QWidget* parent) : QWidget(parent
     m_status = new QLabel;
     m_status->setWordWrap(true);
     m_identical = new QLabel;
-    m_nope = new QLabel;
-    m_nope->setObjectName(QStringLiteral("evalNopeMeans"));
-    m_nope->setWordWrap(true);
     m_summary = makeTable({tr("Mode"), tr("TSA"), tr("PF1"), tr("EM"), tr("FPR"), tr("FNR"), tr("Correct"), tr("Wrong"),
                            tr("FP"), tr("FN"), tr("Mean TTFT ms")});
     m_summary->setToolTip(
@@ -116,7 +113,6 @@ EvalPanel::EvalPanel(EngineController* engine, QWidget* parent) : QWidget(parent
     layout->addWidget(m_warning);
     layout->addWidget(m_status);
     layout->addWidget(m_identical);
-    layout->addWidget(m_nope);
     layout->addWidget(tables, 1);
 
     connect(m_runButton, &QPushButton::clicked, this, &EvalPanel::run);
@@ -167,7 +163,7 @@ QString EvalPanel::identicalText() const {
     return m_identical->text();
 }
 QString EvalPanel::nopeText() const {
-    return m_nope->text();
+    return m_nopeText;
 }
 QString EvalPanel::warningText() const {
     return m_warning->isHidden() ? QString() : m_warning->text();
@@ -201,7 +197,8 @@ void EvalPanel::run() {
     m_examples->setRowCount(0);
     m_summary->setRowCount(0);
     m_identical->clear();
-    m_nope->clear();
+    m_nopeText.clear();
+    m_status->setToolTip(QString());
     m_status->setText(tr("Running %1 on %2…").arg(m_mode->currentText(), m_dataset->currentText()));
     m_running = true;
     updateButtons();
@@ -252,19 +249,24 @@ void EvalPanel::onFinished(const cc::EvalRunResult& result) {
                                  .arg(result.n_identical_tokens)
                                  .arg(result.n_compared)
                                  .arg(result.n_identical_logits));
+    // The NoPE means share the status line: a line of their own would make the window's minimum
+    // height exceed 800 px with the default model's two-line banner.
     const cc::NopeMeans nope = cc::nope_means(result.records);
-    if (nope.n)
-        m_nope->setText(tr("Per-tool NoPE vs full prefill (means over %1 examples): first-token logit cosine %2, "
-                           "KL(full ‖ composed) %3 nats, teacher-forced top-1 agreement %4%5")
-                            .arg(nope.n)
-                            .arg(nope.logit_cosine_first, 0, 'f', 6)
-                            .arg(nope.kl_first, 0, 'g', 3)
-                            .arg(nope.top1_agreement, 0, 'f', 3)
-                            .arg(nope.nan_figures ? tr(" (%1 figures not finite, left out)").arg(nope.nan_figures)
-                                                  : QString()));
-    m_status->setText(
+    m_nopeText = nope.n ? tr("NoPE vs full, means over %1: first-token cosine %2 · KL %3 nats · top-1 %4%5")
+                              .arg(nope.n)
+                              .arg(nope.logit_cosine_first, 0, 'f', 6)
+                              .arg(nope.kl_first, 0, 'g', 3)
+                              .arg(nope.top1_agreement, 0, 'f', 3)
+                              .arg(nope.nan_figures ? tr(" (%1 not finite, left out)").arg(nope.nan_figures) : QString())
+                        : QString();
+    m_status->setToolTip(nope.n ? tr("Per-tool NoPE vs full prefill, the means of the examples' reports: the logit cosine "
+                                     "and KL(full ‖ composed) at the first generated position, and the teacher-forced "
+                                     "top-1 agreement over the full run's steps")
+                                : QString());
+    const QString done =
         (result.cancelled ? tr("Cancelled after %1 examples; the figures cover those.") : tr("Done: %1 examples."))
-            .arg(result.records.size()));
+            .arg(result.records.size());
+    m_status->setText(m_nopeText.isEmpty() ? done : done + QLatin1Char(' ') + m_nopeText);
     updateWarning();
     updateButtons();
 }

@@ -37,7 +37,7 @@ public:
     QTableWidget* summaryTable() const { return m_summary; }
     QTableWidget* examplesTable() const { return m_examples; }
     QString identicalText() const;
-    QString nopeText() const;     // per_tool_nope: the means of the examples' NoPE reports; else ""
+    QString nopeText() const;     // per_tool_nope: the means of the examples' NoPE reports (on the status line); else ""
     QString warningText() const;  // "" when the weights are real
     QString statusText() const;
     const cc::EvalRunResult* lastResult() const { return m_hasResult ? &m_result : nullptr; }
@@ -72,7 +72,7 @@ private:
     QLabel* m_warning = nullptr;
     QLabel* m_status = nullptr;
     QLabel* m_identical = nullptr;
-    QLabel* m_nope = nullptr;
+    QString m_nopeText;   // per_tool_nope: the NoPE means, shown on the status line
     QTableWidget* m_summary = nullptr;
     QTableWidget* m_examples = nullptr;
 };
