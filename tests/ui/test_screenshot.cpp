@@ -131,6 +131,7 @@ private slots:
         QVERIFY2(eval->running(), qPrintable(eval->statusText()));
         QVERIFY(evaluated.wait(180000));
         QVERIFY2(!eval->nopeText().isEmpty(), qPrintable(eval->statusText()));
+        QVERIFY2(eval->statusText().startsWith(QStringLiteral("Done: 1 example. NoPE")), qPrintable(eval->statusText()));
         QVERIFY2(window.minimumSizeHint().height() <= 800, qPrintable(QString::number(window.minimumSizeHint().height())));
     }
 

@@ -263,9 +263,10 @@ void EvalPanel::onFinished(const cc::EvalRunResult& result) {
                                      "and KL(full ‖ composed) at the first generated position, and the teacher-forced "
                                      "top-1 agreement over the full run's steps")
                                 : QString());
-    const QString done =
-        (result.cancelled ? tr("Cancelled after %1 examples; the figures cover those.") : tr("Done: %1 examples."))
-            .arg(result.records.size());
+    const size_t n = result.records.size();
+    const QString examples = n == 1 ? tr("1 example") : tr("%1 examples").arg(n);
+    const QString done = result.cancelled ? tr("Cancelled after %1; the figures cover those.").arg(examples)
+                                          : tr("Done: %1.").arg(examples);
     m_status->setText(m_nopeText.isEmpty() ? done : done + QLatin1Char(' ') + m_nopeText);
     updateWarning();
     updateButtons();
