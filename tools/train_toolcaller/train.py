@@ -686,6 +686,8 @@ def main():
     args = ap.parse_args()
     if not 0.0 < args.decay_frac <= 1.0:
         ap.error(f"--decay-frac must be in (0, 1], got {args.decay_frac}")
+    if args.eval_only and not args.init_from:
+        ap.error("--eval-only needs --init-from")
     if args.workers and args.short_first:
         ap.error("--workers needs --short-first 0 (the curriculum picks groups by the elapsed time)")
     dev = torch.device(args.device)
@@ -804,8 +806,6 @@ def main():
                 "val_call_lead_long": by_len["long"][1] / max(1, by_len["long"][0])}
 
     if args.eval_only:
-        if not args.init_from:
-            ap.error("--eval-only needs --init-from")
         print("EVAL " + json.dumps(dict(evaluate(), init_from=args.init_from)), flush=True)
         return
 
