@@ -3,7 +3,9 @@
 #include "app/backends.h"
 
 #include "core/base/paths.h"
+#include "core/cpu/kernels.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -96,8 +98,26 @@ cc::ToolSet tools_arg(Args& args, const std::string& command, bool required) {
 }
 
 
+std::string serve_default_weights(const std::string& model_spec, const std::string& backend) {
+    if (!cc::cpu::bf16dot::supported()) return "stored";
+    // CC_CPU_ISA may pin a narrower kernel path, which has no bf16dot GEMM.
+    if (const char* isa = std::getenv("CC_CPU_ISA"); isa != nullptr && *isa != '\0' && std::string(isa) != "avx512" &&
+                                                     std::string(isa) != "auto")
+        return "stored";
+    if (backend == "cuda") return "stored";
+    if (backend == "auto") {
+        // the backend auto picks for this model (a CUDA device takes it when present)
+        cc::EngineOptions probe;
+        probe.model_spec = model_spec;
+        probe.backend = backend;
+        probe.backends = cc::app::available_backends();
+        if (cc::planned_numerics(probe).rfind("cpu", 0) != 0) return "stored";
+    }
+    return "bf16dot";
+}
+
 cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend,
-                                 const std::string& default_kv_dtype) {
+                                 const std::string& default_kv_dtype, const std::string& default_weights) {
     cc::EngineOptions o;
     o.model_spec = model_spec;
     o.backend = backend;
@@ -109,7 +129,7 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
         throw UsageError(std::string("--kv-dtype: ") + e.what());
     }
     try {
-        o.weights = cc::parse_weight_dtype(args.get_or("weights", "stored"));
+        o.weights = cc::parse_weight_dtype(args.get_or("weights", default_weights));
     } catch (const std::invalid_argument& e) {
         throw UsageError(std::string("--weights: ") + e.what());
     }

@@ -91,8 +91,12 @@ cc::ToolSet tools_arg(Args& args, const std::string& command, bool required);
 cc::ToolChoice tool_choice_arg(Args& args);
 // The global engine options (--threads, --kv-dtype, --chat-format, --cache-dir, budgets).
 // `default_kv_dtype` applies when --kv-dtype is not given ("bf16" for serve, "f32" elsewhere).
+// The --weights a server gets when none is given: bf16dot where the CPU backend runs it (AVX-512
+// BF16; the fastest exact path the CPU has, docs/server.md), else stored.
+std::string serve_default_weights(const std::string& model_spec, const std::string& backend);
+
 cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend,
-                                 const std::string& default_kv_dtype = "f32");
+                                 const std::string& default_kv_dtype = "f32", const std::string& default_weights = "stored");
 // Cache problems (a damaged file quarantined, a failed write) are warnings: one line each on stderr.
 void report_warnings(cc::Engine& engine);
 

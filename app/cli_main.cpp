@@ -120,10 +120,12 @@ commands:
   bfcl-import --bfcl DIR --out DIR [--splits live_simple,multiple,live_multiple,live_irrelevance]
         [--sample N] [--pool N] [--seed S]   BFCL v4 -> OUT/<split>.jsonl for eval --dataset (+ tools/,
                                               import.json); --pool N: shared N-tool sets (docs/evaluation.md)
-  serve [--host 127.0.0.1] [--port 8080] [--api-key K] [--max-queue N] [--max-body-bytes N]
-        [--request-timeout-s N] [--default-max-tokens N]
+  serve [--host 127.0.0.1] [--port 8080] [--api-key K] [--parallel N] [--step-tokens N] [--max-queue N]
+        [--max-body-bytes N] [--request-timeout-s N] [--default-max-tokens N]
                                               the HTTP server: OpenAI chat completions, POST/GET/DELETE
                                               /tools, /query, /status, /health, /metrics (docs/server.md);
+                                              --parallel N requests at once (default 4 per core, 4..16),
+                                              batched in steps of at most --step-tokens rows (256);
                                               port 0 = any free port; Ctrl-C stops
   selftest [--backend cuda|cpu] [--quick]    check this build on this machine: a pass/fail table with
                                               measured errors (cuda: every op and the model vs the CPU;
@@ -627,7 +629,11 @@ int main(int argc, char** argv) {
         // The server keeps BF16 KV unless told otherwise: half the memory and group files, and on
         // the 0.6B shape a faster cache hit and decode at depth (docs/benchmarks.md); the research
         // commands keep the F32 reference (the NoPE experiment's RoPE check is exact there).
-        const auto options = engine_options(args, model_spec, backend, command == "serve" ? "bf16" : "f32");
+        // And where the CPU has AVX-512 BF16, bf16dot weights (the fastest exact path it has).
+        const auto options = command == "serve"
+                                 ? engine_options(args, model_spec, backend, "bf16",
+                                                  args.has("weights") ? "stored" : serve_default_weights(model_spec, backend))
+                                 : engine_options(args, model_spec, backend, "f32");
         if (command == "info" || command == "compile" || command == "query" || command == "generate" ||
             command == "logits") {
             if (command == "info") return cmd_info(args, options, json);

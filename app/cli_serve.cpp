@@ -2,12 +2,22 @@
 #include "app/cli_common.h"
 #include "core/serve/server.h"
 
+#include <algorithm>
 #include <csignal>
 #include <iostream>
+#include <thread>
 
 namespace cli {
 
-int cmd_serve(Args& args, const cc::EngineOptions& options, bool json) {
+int cmd_serve(Args& args, const cc::EngineOptions& engine_options, bool json) {
+    cc::EngineOptions options = engine_options;
+    // Requests served at once (continuous batching): by default four per core, 4 to 16. Decode
+    // reads every weight once per step whatever the number of rows, so on a CPU a step of 8 decode
+    // rows costs little more than one (docs/server.md).
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    options.parallel = static_cast<int>(
+        parse_int(args.get_or("parallel", std::to_string(std::clamp(4 * cores, 4, 16))), "--parallel", 1, 256));
+    options.step_tokens = static_cast<int>(parse_int(args.get_or("step-tokens", "256"), "--step-tokens", 1, 1 << 20));
     cc::serve::ServerOptions s;
     s.host = args.get_or("host", s.host);
     s.port = static_cast<int>(parse_int(args.get_or("port", "8080"), "--port", 0, 65535));
@@ -38,10 +48,12 @@ int cmd_serve(Args& args, const cc::EngineOptions& options, bool json) {
     const auto& info = server.model_info();
     if (json) {
         print_json(ordered_json{{"address", server.address()}, {"port", server.port()}, {"model", info.spec},
-                                {"backend", info.backend}, {"chat_format", info.chat_format}});
+                                {"backend", info.backend}, {"numerics", info.numerics}, {"weights", info.weights},
+                                {"chat_format", info.chat_format},
+                                {"parallel", options.parallel}, {"step_tokens", options.step_tokens}});
     } else {
-        std::cout << "contextcache serve: " << info.spec << " on " << info.backend << ", listening on " << server.address()
-                  << " (Ctrl-C stops)" << std::endl;
+        std::cout << "contextcache serve: " << info.spec << " on " << info.numerics << ", " << options.parallel
+                  << " requests at once, listening on " << server.address() << " (Ctrl-C stops)" << std::endl;
     }
     std::cout.flush();
     int sig = 0;

@@ -39,6 +39,37 @@ void check_forward_request(std::span<const token_id> tokens, const KvView& kv, c
                                  " suffix slots, the block has " + std::to_string(suffix.capacity_tokens()));
 }
 
+void check_batch_request(std::span<const SequenceRows> seqs) {
+    if (seqs.empty()) throw std::runtime_error("forward_batch: no sequences");
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        if (seqs[i].kv.suffix == nullptr)
+            throw std::runtime_error("forward_batch: sequence " + std::to_string(i) + " has no suffix block");
+        for (size_t j = 0; j < seqs.size(); ++j) {
+            if (i == j) continue;
+            const KvBlock* other_prefix = seqs[j].kv.prefix_tokens > 0 ? seqs[j].kv.prefix : nullptr;
+            if (seqs[i].kv.suffix == seqs[j].kv.suffix || seqs[i].kv.suffix == other_prefix)
+                throw std::runtime_error("forward_batch: the suffix block of sequence " + std::to_string(i) +
+                                         " is also used by sequence " + std::to_string(j));
+        }
+    }
+}
+
+std::vector<std::vector<float>> Backend::forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel) {
+    check_batch_request(seqs);
+    // One after another; on a failure the sequences already run are put back as they were.
+    std::vector<int> before;
+    for (const auto& s : seqs) before.push_back(s.kv.suffix->n_tokens());
+    std::vector<std::vector<float>> out;
+    out.reserve(seqs.size());
+    try {
+        for (const auto& s : seqs) out.push_back(forward(s.tokens, s.kv, s.logit_rows, cancel));
+    } catch (...) {
+        for (size_t i = 0; i < out.size(); ++i) seqs[i].kv.suffix->truncate(before[i]);
+        throw;
+    }
+    return out;
+}
+
 std::unique_ptr<KvBlock> Backend::link_kv(std::span<const std::byte> data, int n_tokens, std::shared_ptr<const void>) {
     return import_kv(data, n_tokens, n_tokens);
 }

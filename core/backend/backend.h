@@ -62,6 +62,20 @@ struct KvView {
 void check_forward_request(std::span<const token_id> tokens, const KvView& kv, const KvBlock* prefix,
                            const KvBlock& suffix, std::span<const int> logit_rows, int vocab_size);
 
+// One sequence's rows in a multi-sequence step (Backend::forward_batch): its new tokens, its own
+// KV view (a shared group prefix, possibly the same block as other sequences', plus its private
+// suffix) and the rows whose logits it wants, as forward() takes them.
+struct SequenceRows {
+    std::span<const token_id> tokens;
+    KvView kv;
+    std::span<const int> logit_rows;
+};
+
+// forward_batch's checks across sequences (each sequence's own are check_forward_request's): at
+// least one sequence, every suffix block present, and no block written by one sequence (its
+// suffix) read or written by another. Throws std::runtime_error naming the sequences.
+void check_batch_request(std::span<const SequenceRows> seqs);
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -79,6 +93,17 @@ public:
     virtual std::vector<float> forward(std::span<const token_id> tokens, const KvView& kv,
                                        std::span<const int> logit_rows,
                                        const std::atomic<bool>* cancel = nullptr) = 0;
+
+    // Several sequences in one step (DESIGN §8 Batching): sequence i's tokens run against its own
+    // view, as forward(seqs[i].tokens, seqs[i].kv, seqs[i].logit_rows) would run them alone, and
+    // its logits come back as element i. A backend that batches (the CPU backend) stacks every
+    // sequence's rows into each matrix product, so the weights are streamed once per step for all
+    // rows; because a row's result depends only on its own inputs and the K/V it attends to (the
+    // contract above), every sequence gets exactly the bits it would get alone. The default runs
+    // the sequences one after another through forward() (the CUDA backend until its own lands).
+    // On an error or a cancel no suffix block changes.
+    virtual std::vector<std::vector<float>> forward_batch(std::span<const SequenceRows> seqs,
+                                                          const std::atomic<bool>* cancel = nullptr);
 
     // The canonical layout the group store writes: per layer, K then V, each
     // [n_kv_heads, n_tokens, head_dim] in kv_dtype(). `out` must be kv_bytes(n_tokens) long.

@@ -441,6 +441,33 @@ public:
         return forward_impl(tokens, kv, logit_rows, cancel, nullptr, cfg_.n_layers);
     }
 
+    std::vector<std::vector<float>> forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel) override {
+        check_batch_request(seqs);
+        // Every sequence's rows stacked, each matrix product run once over all of them.
+        std::vector<SeqPlan> plans;
+        std::vector<token_id> tokens;
+        std::vector<int> rows;
+        for (const SequenceRows& s : seqs) {
+            plans.push_back(plan_sequence(s.tokens, s.kv, s.logit_rows, int(tokens.size())));
+            for (int r : s.logit_rows) rows.push_back(plans.back().row0 + r);
+            tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+        }
+        std::vector<float> stacked;
+        {
+            std::lock_guard lock(mutex_);
+            stacked = forward_rows(tokens, plans, rows, cancel, nullptr, cfg_.n_layers, nullptr);
+        }
+        const size_t vocab = size_t(cfg_.vocab_size);
+        std::vector<std::vector<float>> out;
+        size_t at = 0;
+        for (const SequenceRows& s : seqs) {
+            const size_t n = s.logit_rows.size() * vocab;
+            out.emplace_back(stacked.begin() + std::ptrdiff_t(at), stacked.begin() + std::ptrdiff_t(at + n));
+            at += n;
+        }
+        return out;
+    }
+
     void forward_at_positions(std::span<const token_id> tokens, std::span<const int> positions, std::span<std::byte> image,
                               int n_tokens, int n_layers, const std::atomic<bool>* cancel) override {
         if (n_layers < 1 || n_layers > cfg_.n_layers)
@@ -635,9 +662,24 @@ private:
         std::byte* image = nullptr;
         const CpuKvBlock* linked = nullptr;
     };
+    // One sequence of a step: rows [row0, row0 + n_rows) of the stacked batch, against its own
+    // prefix (P positions) and suffix block (n0 positions before the step).
+    struct SeqPlan {
+        int row0 = 0, n_rows = 0;
+        const CpuKvBlock* prefix = nullptr;
+        int P = 0;
+        CpuKvBlock* suffix = nullptr;
+        int n0 = 0;
+    };
+    // The view's blocks checked and resolved (check_forward_request) into a plan at `row0`.
+    SeqPlan plan_sequence(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows, int row0) const;
     std::vector<float> forward_impl(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
                                     const std::atomic<bool>* cancel, CpuKvBlock* unrotated, int run_layers,
                                     const SparseRows* sparse = nullptr);
+    // The forward pass over the stacked rows of one or more sequences; logit_rows index the stack.
+    std::vector<float> forward_rows(std::span<const token_id> tokens, std::span<const SeqPlan> seqs,
+                                    std::span<const int> logit_rows, const std::atomic<bool>* cancel,
+                                    CpuKvBlock* unrotated, int run_layers, const SparseRows* sparse);
     // One position's K and V rows of one kv head into a canonical image of n_tokens positions,
     // rounded as a block stores them (bf16: to nearest even).
     void write_canonical(std::byte* image, int n_tokens, int layer, int kvh, int pos, const float* k, const float* v) const {
@@ -707,29 +749,45 @@ private:
     std::shared_ptr<KvRecycler> recycler_ = std::make_shared<KvRecycler>();  // freed KV storage
 };
 
+CpuBackend::SeqPlan CpuBackend::plan_sequence(std::span<const token_id> tokens, const KvView& kv,
+                                              std::span<const int> logit_rows, int row0) const {
+    SeqPlan plan;
+    plan.suffix = const_cast<CpuKvBlock*>(&own(kv.suffix, "forward (suffix block)"));
+    if (plan.suffix->linked()) throw std::runtime_error("forward: the suffix block is a read-only linked block");
+    plan.prefix = kv.prefix_tokens > 0 ? &own(kv.prefix, "forward (prefix block)") : nullptr;
+    check_forward_request(tokens, kv, plan.prefix, *plan.suffix, logit_rows, cfg_.vocab_size);
+    plan.row0 = row0;
+    plan.n_rows = int(tokens.size());
+    plan.P = kv.prefix_tokens;
+    plan.n0 = plan.suffix->n_tokens();
+    return plan;
+}
+
 std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
                                             const std::atomic<bool>* cancel, CpuKvBlock* unrotated, int run_layers,
                                             const SparseRows* sparse) {
     std::lock_guard lock(mutex_);
+    // ---- validate the request before touching any state
+    SeqPlan plan;
+    if (sparse == nullptr) {
+        plan = plan_sequence(tokens, kv, logit_rows, 0);
+    } else {
+        plan.suffix = const_cast<CpuKvBlock*>(&own(kv.suffix, "forward (suffix block)"));
+        plan.n_rows = int(tokens.size());
+        for (token_id id : tokens)
+            if (id < 0 || id >= cfg_.vocab_size)
+                throw std::runtime_error("forward_at_positions: token id " + std::to_string(id) + " is outside [0, " +
+                                         std::to_string(cfg_.vocab_size) + ")");
+    }
+    return forward_rows(tokens, std::span<const SeqPlan>(&plan, 1), logit_rows, cancel, unrotated, run_layers, sparse);
+}
+
+std::vector<float> CpuBackend::forward_rows(std::span<const token_id> tokens, std::span<const SeqPlan> seqs,
+                                            std::span<const int> logit_rows, const std::atomic<bool>* cancel,
+                                            CpuKvBlock* unrotated, int run_layers, const SparseRows* sparse) {
     const ModelConfig& c = cfg_;
     const int T = int(tokens.size());
-
-    // ---- validate the request before touching any state
-    auto* suffix = const_cast<CpuKvBlock*>(&own(kv.suffix, "forward (suffix block)"));
-    if (suffix->linked()) throw std::runtime_error("forward: the suffix block is a read-only linked block");
-    const CpuKvBlock* prefix = kv.prefix_tokens > 0 ? &own(kv.prefix, "forward (prefix block)") : nullptr;
-    if (sparse == nullptr) {
-        check_forward_request(tokens, kv, prefix, *suffix, logit_rows, c.vocab_size);
-    } else {
-        for (token_id id : tokens)
-            if (id < 0 || id >= c.vocab_size)
-                throw std::runtime_error("forward_at_positions: token id " + std::to_string(id) + " is outside [0, " +
-                                         std::to_string(c.vocab_size) + ")");
-    }
-    const int P = kv.prefix_tokens;
-    const int n0 = suffix->n_tokens();
     if (T == 0) return {};
-    const int first_pos = P + n0;
 
     const int dim = c.dim, hd = c.head_dim, half = hd / 2, ffn = c.ffn_dim;
     const int qd = c.n_heads * hd, kvd = c.n_kv_heads * hd;
@@ -749,8 +807,15 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
     Activations::grow(a.cos_t, Tz * half);
     Activations::grow(a.sin_t, Tz * half);
 
+    // Each row's sequence, its absolute position and its slot in that sequence's suffix block.
+    std::vector<int> seq_of(Tz);
+    for (size_t s = 0; s < seqs.size(); ++s)
+        for (int t = seqs[s].row0; t < seqs[s].row0 + seqs[s].n_rows; ++t) seq_of[size_t(t)] = int(s);
+    auto slot = [&](int t) { const SeqPlan& sp = seqs[size_t(seq_of[size_t(t)])]; return sp.n0 + t - sp.row0; };
+    auto position = [&](int t) {
+        return sparse != nullptr ? sparse->positions[size_t(t)] : seqs[size_t(seq_of[size_t(t)])].P + slot(t);
+    };
     // RoPE angles in double, rounded to float once: (position * inv_freq).
-    auto position = [&](int t) { return sparse != nullptr ? sparse->positions[size_t(t)] : first_pos + t; };
     for (int t = 0; t < T; ++t) rope_angles(position(t), &a.cos_t[size_t(t) * half], &a.sin_t[size_t(t) * half]);
     const int u0 = unrotated != nullptr ? unrotated->n_tokens() : 0;  // where captured pre-RoPE K/V go
 
@@ -786,7 +851,8 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
             }
         });
 
-        // per head: Qwen3 q/k RMSNorm, then RoPE; K and V of the new positions into the suffix block
+        // per head: Qwen3 q/k RMSNorm, then RoPE; K and V of the new positions into the row's
+        // sequence's suffix block
         for_rows(T, [&](int t) {
             float* q = &a.q[size_t(t) * qd];
             float* k = &a.k[size_t(t) * kvd];
@@ -802,11 +868,12 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
                 km::rope_rotate(k + h * hd, cs, sn, half);
                 if (sparse != nullptr) write_canonical(sparse->image, sparse->linked->n_tokens(), l, h, position(t), k + h * hd,
                                                        &a.v[size_t(t) * kvd + size_t(h) * hd]);
-                else suffix->write(l, h, n0 + t, k + h * hd, &a.v[size_t(t) * kvd + size_t(h) * hd]);
+                else seqs[size_t(seq_of[size_t(t)])].suffix->write(l, h, slot(t), k + h * hd, &a.v[size_t(t) * kvd + size_t(h) * hd]);
             }
         });
 
-        // attention over [prefix | suffix], then o_proj and the residual
+        // attention over [prefix | suffix], each sequence against its own view, then o_proj and
+        // the residual
         cpu::AttentionArgs args;
         args.kv_bf16 = kv_dtype_ == KvDType::bf16;
         args.bf16_dot = bf16_attention(options_);
@@ -829,15 +896,17 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
                 kernels_.attention(pool_, ws_, args);
             }
         } else {
-            if (prefix != nullptr) args.seg[0] = prefix->segment(l, 0, P);
-            args.seg[0].first_pos = 0;
-            args.seg[0].n_tokens = P;
-            args.seg[1] = suffix->segment(l, P, n0 + T);
-            args.q = a.q.data();
-            args.n_rows = T;
-            args.first_pos = first_pos;
-            args.out = a.att.data();
-            kernels_.attention(pool_, ws_, args);
+            for (const SeqPlan& sp : seqs) {
+                args.seg[0] = sp.prefix != nullptr ? sp.prefix->segment(l, 0, sp.P) : cpu::KvSegment{};
+                args.seg[0].first_pos = 0;
+                args.seg[0].n_tokens = sp.P;
+                args.seg[1] = sp.suffix->segment(l, sp.P, sp.n0 + sp.n_rows);
+                args.q = &a.q[size_t(sp.row0) * qd];
+                args.n_rows = sp.n_rows;
+                args.first_pos = sp.P + sp.n0;
+                args.out = &a.att[size_t(sp.row0) * qd];
+                kernels_.attention(pool_, ws_, args);
+            }
         }
         kernels_.gemm(pool_, ws_, a.att.data(), T, L.wo, a.proj.data());
         if (L.bo) for_rows(T, [&](int t) { add_bias(&a.proj[size_t(t) * dim], L.bo, dim); });
@@ -869,7 +938,8 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
         logits.resize(size_t(R) * size_t(c.vocab_size));
         kernels_.gemm(pool_, ws_, a.xn.data(), R, lm_head_, logits.data());
     }
-    if (sparse == nullptr) suffix->set_n_tokens(n0 + T);
+    if (sparse == nullptr)
+        for (const SeqPlan& sp : seqs) sp.suffix->set_n_tokens(sp.n0 + sp.n_rows);
     if (unrotated != nullptr) unrotated->set_n_tokens(u0 + T);
     return logits;
 }

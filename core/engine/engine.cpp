@@ -8,6 +8,7 @@
 #include "core/base/sha256.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -35,6 +36,26 @@ size_t first_stop(std::string_view text, const std::vector<std::string>& stops) 
         if (!s.empty()) at = std::min(at, text.find(s));
     return at;
 }
+
+// The step statistics of the request running on this thread (null outside one): run_forward adds
+// each call's steps to it.
+thread_local StepStats* tl_request_steps = nullptr;
+
+// Points tl_request_steps at one request's result for the scope of its run.
+// With a scheduler, the request also counts as active for the steps' gather window.
+class RequestSteps {
+public:
+    RequestSteps(StepStats& stats, StepScheduler* scheduler) : active_(scheduler), saved_(tl_request_steps) {
+        tl_request_steps = &stats;
+    }
+    ~RequestSteps() { tl_request_steps = saved_; }
+    RequestSteps(const RequestSteps&) = delete;
+    RequestSteps& operator=(const RequestSteps&) = delete;
+
+private:
+    StepScheduler::Active active_;
+    StepStats* saved_;
+};
 
 }  // namespace
 
@@ -89,6 +110,7 @@ Engine::~Engine() {
 
 std::vector<PersistResult> Engine::wait_for_persist() {
     std::vector<PersistResult> results;
+    std::lock_guard lock(persist_mutex_);
     for (auto& [key, f] : pending_persist_) {
         PersistResult r = f.get();
         if (!r.ok) warnings_.push_back("group " + key.substr(0, 12) + ": not written to the cache: " + r.error);
@@ -104,6 +126,7 @@ std::vector<PersistResult> Engine::wait_for_persist() {
 }
 
 std::vector<std::string> Engine::cache_warnings() {
+    std::lock_guard lock(persist_mutex_);
     for (auto& w : cache_->take_warnings()) warnings_.push_back(std::move(w));
     return std::exchange(warnings_, {});
 }
@@ -133,6 +156,7 @@ const ModelInfo& Engine::load_model() {
         // its weights, and before the new one is made.
         cache_->set_backend(nullptr);
         conversations_->clear();
+        scheduler_.reset();
         backend_.reset();
     }
     weights_ = std::move(weights);
@@ -220,6 +244,8 @@ void Engine::make_backend(ModelInfo& info) {
     }
     cache_->set_backend(fresh.get());
     backend_ = std::move(fresh);
+    if (options_.parallel > 1)
+        scheduler_ = std::make_unique<StepScheduler>(*backend_, StepSchedulerOptions{.max_step_tokens = options_.step_tokens});
     info.backend_reason = plan.choice.reason;
     info.backend = backend_->name();
     info.numerics = backend_->numerics_id();
@@ -317,8 +343,43 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
         return found.group;
     }
 
-    // a miss: say why (before this group joins the store), compile, keep in memory, persist in
-    // the background
+    // A miss. When another request is compiling this group now, wait for it and link what it
+    // made (that request's compile serves both); else this request compiles it.
+    std::promise<void> compiled;
+    std::shared_future<void> theirs;
+    {
+        std::lock_guard lock(compiling_mutex_);
+        if (const auto it = compiling_.find(result.group_key); it != compiling_.end()) theirs = it->second;
+        else compiling_.emplace(result.group_key, compiled.get_future().share());
+    }
+    if (theirs.valid()) {
+        {
+            const StepScheduler::Idle idle(scheduler_.get());  // no step waits for this request meanwhile
+            while (theirs.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready)
+                if (active_flag()->load()) throw Cancelled();
+        }
+        return link_or_compile(tools, system_prompt, prefix, result, timings);
+    }
+    struct Release {
+        Engine& engine;
+        const std::string& key;
+        std::promise<void>& compiled;
+        ~Release() {
+            std::lock_guard lock(engine.compiling_mutex_);
+            engine.compiling_.erase(key);
+            compiled.set_value();
+        }
+    } release{*this, result.group_key, compiled};
+    // It may have joined the store between the lookup and the registration above.
+    if (auto again = cache_->find(result.group_key, prefix.ids, expected, *backend_); again.group) {
+        result.cache_hit = true;
+        result.tier = again.tier;
+        result.kv_bytes = again.group->kv_bytes;
+        return again.group;
+    }
+
+    // Say why (before this group joins the store), compile, keep in memory, persist in the
+    // background.
     result.miss_reason = cc::explain_miss(*cache_, expected);
     std::shared_ptr<const Group> group = compile_prefix(std::move(expected), tools, prefix, result);
     if (timings) timings->compile_ms = result.compile_ms;
@@ -355,7 +416,7 @@ std::shared_ptr<const Group> Engine::compile_prefix(GroupMeta meta, const ToolSe
     constexpr size_t kCompileChunkTokens = 512;
     for (size_t done = reused; done < ids.size();) {
         const size_t count = std::min(kCompileChunkTokens, ids.size() - done);
-        backend_->forward(std::span<const token_id>(ids).subspan(done, count), KvView{nullptr, 0, block.get()}, {}, active_flag());
+        run_forward(std::span<const token_id>(ids).subspan(done, count), KvView{nullptr, 0, block.get()}, {});
         done += count;
         if (progress_) progress_(EngineProgress{"compile", done, ids.size()});
     }
@@ -379,6 +440,7 @@ void Engine::persist_async(const std::shared_ptr<const Group>& group) {
     std::vector<std::byte> canonical(group->kv_bytes);
     backend_->export_kv(*group->kv, static_cast<int>(group->prefix_ids.size()), canonical);
     GroupStore* store = cache_.get();
+    std::lock_guard lock(persist_mutex_);
     pending_persist_.emplace_back(group->group_key,
                                   std::async(std::launch::async, [store, group, bytes = std::move(canonical)]() mutable {
                                       return store->persist(group, std::move(bytes));
@@ -387,31 +449,35 @@ void Engine::persist_async(const std::shared_ptr<const Group>& group) {
 
 void Engine::begin_request(CancelToken token) {
     std::lock_guard lock(request_mutex_);
-    request_ = std::move(token);
+    requests_.insert_or_assign(std::this_thread::get_id(), std::move(token));
 }
 
 void Engine::end_request() {
     std::lock_guard lock(request_mutex_);
-    request_.reset();
+    requests_.erase(std::this_thread::get_id());
 }
 
 void Engine::cancel() {
     std::lock_guard lock(request_mutex_);
-    if (request_) request_->cancel();
-    else cancel_.store(true);
+    if (requests_.empty()) cancel_.store(true);
+    for (auto& [thread, token] : requests_) token.cancel();
 }
 
 void Engine::start_call() {
     // Inside a request its token decides; a token is never cleared.
-    if (!request_) cancel_.store(false);
+    std::lock_guard lock(request_mutex_);
+    if (!requests_.contains(std::this_thread::get_id())) cancel_.store(false);
 }
 
 const std::atomic<bool>* Engine::active_flag() const {
-    // request_ changes only on the owner's thread, which is the one running calls.
-    return request_ ? request_->flag() : &cancel_;
+    // A thread's entry changes only on that thread, so the flag stays valid while it runs calls.
+    std::lock_guard lock(request_mutex_);
+    const auto it = requests_.find(std::this_thread::get_id());
+    return it != requests_.end() ? it->second.flag() : &cancel_;
 }
 
 const std::vector<std::string>& Engine::token_texts() {
+    std::lock_guard lock(texts_mutex_);
     if (token_texts_.empty()) {
         const Tokenizer& tok = tokenizer();
         token_texts_.resize(tok.vocab_size());
@@ -544,6 +610,7 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     QueryResult result;
     result.mode = query_mode_name(options.mode);
     start_call();
+    const RequestSteps steps(result.batch, scheduler_.get());
 
     // The prefix was rendered by set_tools / select_tools (prefix_); its ids are checked against
     // the stored group's.
@@ -592,7 +659,7 @@ void Engine::prefill_and_decode(std::span<const token_id> ids, const KvView& vie
                                 const Stopwatch& submit, ToolCallConstraint* constraint) {
     Stopwatch prefill_clock;
     const int last_row = static_cast<int>(ids.size()) - 1;
-    auto logits = backend_->forward(ids, view, std::span<const int>(&last_row, 1), active_flag());
+    auto logits = run_forward(ids, view, std::span<const int>(&last_row, 1));
     result.timings.prefill_ms = prefill_clock.elapsed_ms();
     result.timings.prefill_tok_s = static_cast<double>(ids.size()) / (result.timings.prefill_ms / 1000.0);
     decode_loop(std::move(logits), view, options, stop_ids_, on_token, result, submit, constraint);
@@ -635,6 +702,7 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
     QueryResult result;
     result.mode = query_mode_name(options.mode);
     start_call();
+    const RequestSteps steps(result.batch, scheduler_.get());
 
     Stopwatch tokenize_clock;
     const RenderedPrompt rendered = render_prompt(*format_, *tokenizer_, *tools_, system_prompt_, text);
@@ -654,12 +722,17 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
     return result;
 }
 
+std::vector<float> Engine::run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows) {
+    if (scheduler_) return scheduler_->forward(ids, view, logit_rows, active_flag(), tl_request_steps);
+    return backend_->forward(ids, view, logit_rows, active_flag());
+}
+
 std::vector<float> Engine::forward_rows(std::span<const token_id> ids, const KvView& view, bool keep_all,
                                        std::vector<std::vector<float>>& kept) {
     // Rows before the last are the logits before ids[1..]; the last row is the next token's.
     std::vector<int> rows;
     for (size_t r = keep_all ? 0 : ids.size() - 1; r < ids.size(); ++r) rows.push_back(static_cast<int>(r));
-    std::vector<float> out = backend_->forward(ids, view, rows, active_flag());
+    std::vector<float> out = run_forward(ids, view, rows);
     const size_t vocab = static_cast<size_t>(info_.config.vocab_size);
     for (size_t r = 0; r + 1 < rows.size(); ++r)
         kept.emplace_back(out.begin() + static_cast<std::ptrdiff_t>(r * vocab),
@@ -808,6 +881,7 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
     QueryResult result;
     result.mode = query_mode_name(options.mode);
     start_call();
+    const RequestSteps steps(result.batch, scheduler_.get());
 
     // Render the whole conversation, and the group prefix on its own: the group serves this
     // request when its ids begin the prompt (always, except mistral with several user turns).
@@ -900,7 +974,7 @@ GenerateResult Engine::generate(const std::vector<token_id>& prompt_ids, int max
     auto block = backend_->allocate_kv(static_cast<int>(prompt_ids.size()) + max_new_tokens);
     const KvView view{nullptr, 0, block.get()};
     const int last = static_cast<int>(prompt_ids.size()) - 1;
-    auto logits = backend_->forward(prompt_ids, view, std::span<const int>(&last, 1), active_flag());
+    auto logits = run_forward(prompt_ids, view, std::span<const int>(&last, 1));
     // The raw language model: greedy, ended by config.json's and generation_config.json's eos ids
     // (not the chat format's).
     std::vector<token_id> eos_ids = info_.config.eos_token_ids;
@@ -924,7 +998,7 @@ std::vector<float> Engine::last_logits(const std::vector<token_id>& prompt_ids) 
     if (prompt_ids.empty()) throw std::invalid_argument("logits: the prompt has no tokens");
     auto block = backend_->allocate_kv(static_cast<int>(prompt_ids.size()));
     const int last = static_cast<int>(prompt_ids.size()) - 1;
-    return backend_->forward(prompt_ids, KvView{nullptr, 0, block.get()}, std::span<const int>(&last, 1), active_flag());
+    return run_forward(prompt_ids, KvView{nullptr, 0, block.get()}, std::span<const int>(&last, 1));
 }
 
 std::vector<token_id> Engine::encode_prompt(const std::string& text) {

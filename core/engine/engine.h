@@ -1,6 +1,11 @@
 // The engine (DESIGN §8): loads a model, compiles tool sets into the group cache, and answers
-// queries in cached / full / compare mode with the timing split. Single owner: one thread calls it
-// at a time (the app's worker, the CLI's main); cancel() may be called from any thread.
+// queries in cached / full / compare mode with the timing split. One owner thread calls it (the
+// app's worker, the CLI's main); cancel() may be called from any thread. With
+// EngineOptions::parallel > 1 (the server), several threads may each run requests at once through
+// the request-scoped calls (chat(), generate(), last_logits(), begin_request/end_request), their
+// forward calls sharing steps (continuous batching, core/engine/step_scheduler.h); the calls on
+// the current tool set (set_tools, select_tools, query) and load_model stay the owner's, with no
+// request running.
 #pragma once
 
 #include "core/backend/backend.h"
@@ -8,6 +13,7 @@
 #include "core/backend/registry.h"
 #include "core/engine/conversation_cache.h"
 #include "core/engine/miss_reason.h"
+#include "core/engine/step_scheduler.h"
 #include "core/engine/tool_choice.h"
 #include "core/text/chat_format.h"
 #include "core/store/group_store.h"
@@ -21,10 +27,12 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cc {
@@ -46,6 +54,10 @@ struct EngineOptions {
     // The backends this program offers (app/ wires them; core/backend/registry.h); null = the
     // CPU backend alone.
     std::shared_ptr<const BackendRegistry> backends;
+    // Requests that may run at once (the server's --parallel): above 1 the forward calls of every
+    // request in flight are batched into shared steps (StepScheduler) of at most step_tokens rows.
+    int parallel = 1;
+    int step_tokens = 256;
 };
 
 struct ModelInfo {
@@ -157,6 +169,8 @@ struct QueryResult {
     std::optional<size_t> diverged_at;
     std::optional<ParsedReply> reply;  // chat: the reply as the chat format reads it (content, tool calls)
     Timings timings;
+    // The shared steps that ran this request's rows (all zero when the engine does not batch).
+    StepStats batch;
     std::vector<std::vector<float>> step_logits;  // logits before each generated token (compare, keep_logits)
     // compare mode: the full-prefill run and the comparison
     std::shared_ptr<QueryResult> full;
@@ -279,7 +293,9 @@ public:
     // cancel (the server: a client hangs up just before its job starts) opens a request with its
     // own token: every call until end_request() runs under `token`, which whoever holds a copy
     // may cancel before or during those calls; the next request has another token, so the
-    // cancel never reaches it. Owner thread only (begin/end); they nest nothing.
+    // cancel never reaches it. A request belongs to the thread that opened it (begin/end on that
+    // thread; they nest nothing); with parallel > 1 each request thread opens its own, and
+    // cancel() then cancels every open request.
     void begin_request(CancelToken token);
     void end_request();
     void cancel();
@@ -312,6 +328,8 @@ public:
     }
 
     GroupStore& cache() { return *cache_; }
+    // The step scheduler's totals since load (zeros when the engine does not batch); any thread.
+    SchedulerTotals step_totals() const { return scheduler_ ? scheduler_->totals() : SchedulerTotals{}; }
     // Waits for the background writes of newly compiled groups; returns their results (and fills
     // persist_ms / persisted / persist_error of current_tools()).
     std::vector<PersistResult> wait_for_persist();
@@ -367,6 +385,9 @@ private:
     // keep_all, the rows before it are appended to `kept`.
     std::vector<float> forward_rows(std::span<const token_id> ids, const KvView& view, bool keep_all,
                                     std::vector<std::vector<float>>& kept);
+    // Every forward call of a request goes through here: to the backend, or into a shared step
+    // when the engine batches (parallel > 1), under the calling thread's cancel flag.
+    std::vector<float> run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows);
     // The constraint options.tool_choice asks for over `tools` (null for auto/none); throws
     // std::invalid_argument naming what is wrong (no tools, a name not offered, no call markup).
     std::unique_ptr<ToolCallConstraint> call_constraint(const ToolSet& tools, const ToolChoice& choice);
@@ -385,11 +406,19 @@ private:
     std::unique_ptr<ModelWeights> weights_;
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<GroupStore> cache_;
+    std::unique_ptr<StepScheduler> scheduler_;  // parallel > 1: the shared steps (destroyed before backend_)
+    mutable std::mutex persist_mutex_;          // pending_persist_ and warnings_ (requests persist from their threads)
     std::vector<std::pair<std::string, std::future<PersistResult>>> pending_persist_;
     std::vector<std::string> warnings_;
     std::atomic<bool> cancel_{false};      // the flag of a call outside a request
-    std::optional<CancelToken> request_;   // the open request's token (begin_request)
-    mutable std::mutex request_mutex_;     // guards request_ against cancel() from other threads
+    // The open requests' tokens (begin_request), one per thread that runs one.
+    std::map<std::thread::id, CancelToken> requests_;
+    mutable std::mutex request_mutex_;     // guards requests_ against cancel() from other threads
+    // Groups being compiled now, by key: a request that misses a group another request is
+    // compiling waits for that compile instead of doing it again.
+    std::map<std::string, std::shared_future<void>> compiling_;
+    std::mutex compiling_mutex_;
+    std::mutex texts_mutex_;               // token_texts_ is built once, by the first request that needs it
     std::vector<std::string> token_texts_;
     std::function<void(const EngineProgress&)> progress_;
 

@@ -53,7 +53,7 @@ struct StreamState {
 // forces a call's opening and name, not its arguments). With tool_choice none the text is content
 // as written.
 ChatOutcome make_outcome(const QueryResult& r, const ChatCompletionRequest& req, const ToolSet& tools,
-                         const std::string& chat_format, double queue_ms) {
+                         const std::string& chat_format, double queue_ms, size_t running_at_start) {
     ChatOutcome o;
     const bool want_calls = req.tool_choice.mode != ToolChoice::Mode::none && !tools.empty();
     const auto call_markup = make_chat_format(chat_format)->tool_call_markup();
@@ -105,6 +105,14 @@ ChatOutcome make_outcome(const QueryResult& r, const ChatCompletionRequest& req,
     cc["diverged_at"] = r.diverged_at ? ordered_json(*r.diverged_at) : ordered_json(nullptr);
     cc["miss_reason"] = miss_reason_json(r.miss_reason, r.prefix_tokens);
     cc["queue_ms"] = queue_ms;
+    // The shared steps that ran this request (continuous batching): how many, and how many
+    // requests shared them; running_at_start: requests running when it started, itself included.
+    cc["batch"] = ordered_json{{"running_at_start", running_at_start},
+                               {"steps", r.batch.steps},
+                               {"max_sequences", r.batch.max_sequences},
+                               {"mean_sequences", r.batch.mean_sequences()},
+                               {"max_rows", r.batch.max_rows},
+                               {"step_wait_ms", r.batch.wait_ms}};
     cc["timings"] = to_json(r.timings);
     o.contextcache = std::move(cc);
     return o;
@@ -117,6 +125,7 @@ void fill_log(RequestLogEntry& log, const QueryResult& r, const ChatOutcome& o) 
     log.link_ms = r.timings.link_ms;
     log.prefill_ms = r.timings.prefill_ms;
     log.ttft_ms = r.timings.ttft_ms;
+    log.batch_sequences = r.batch.max_sequences;
     log.decode_ms = r.timings.decode_ms;
     log.prompt_tokens = o.prompt_tokens;
     log.cached_tokens = o.cached_tokens;
@@ -136,6 +145,7 @@ void copy_engine_part(RequestLogEntry& to, const RequestLogEntry& from) {
     to.cached_tokens = from.cached_tokens;
     to.prefilled_tokens = from.prefilled_tokens;
     to.generated_tokens = from.generated_tokens;
+    to.batch_sequences = from.batch_sequences;
 }
 
 }  // namespace
@@ -181,11 +191,11 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
             st->cv.notify_all();
         });
         if (job.cancelled()) throw Cancelled();
-        ChatOutcome o = make_outcome(r, *request, input->tools, chat_format, job.queue_ms());
+        ChatOutcome o = make_outcome(r, *request, input->tools, chat_format, job.queue_ms(), job.running_at_start());
         std::lock_guard lock(st->mutex);
         fill_log(st->log, r, o);
         st->outcome = std::move(o);
-    });
+    }, /*exclusive=*/false);
 
     const std::string id = make_completion_id();
     const int64_t created = unix_s_now();

@@ -79,7 +79,7 @@ bool Server::Impl::authorized(const httplib::Request& req) const {
 
 // ---- the discipline -------------------------------------------------------------------------
 
-std::shared_ptr<Job> Server::Impl::submit(std::function<void(Engine&, Job&)> fn) {
+std::shared_ptr<Job> Server::Impl::submit(std::function<void(Engine&, Job&)> fn, bool exclusive) {
     auto job = worker.submit([this, fn = std::move(fn)](Engine& engine, Job& j) {
         struct Refresh {  // after the job, even when it throws
             Impl* self;
@@ -99,7 +99,7 @@ std::shared_ptr<Job> Server::Impl::submit(std::function<void(Engine&, Job&)> fn)
             }
         } refresh{this, engine};
         fn(engine, j);
-    });
+    }, exclusive);
     if (!job && worker.stopping()) throw ApiError(503, "The server is shutting down.", "", "shutting_down", "server_error");
     if (!job)
         throw ApiError(429,
@@ -252,6 +252,8 @@ StatsSnapshot Server::snapshot() const {
     s.queue_depth = impl_->worker.queue_depth();
     s.max_queue = impl_->worker.max_queue();
     s.busy = impl_->worker.busy();
+    s.running = impl_->worker.running();
+    s.parallel = impl_->worker.parallel();
     return s;
 }
 
@@ -387,13 +389,16 @@ void Server::Impl::install_routes() {
                  out["queue_depth"] = worker.queue_depth();
                  out["max_queue"] = worker.max_queue();
                  out["busy"] = worker.busy();
+                 out["running"] = worker.running();
+                 out["parallel"] = worker.parallel();
                  out["cache"] = tiers;
                  reply_json(res, 200, out);
              }));
 
     http.Get("/metrics", route("/metrics", [this](Call&, httplib::Response& res) {
                  res.status = 200;
-                 res.set_content(stats.prometheus(worker.queue_depth(), worker.max_queue(), worker.busy()),
+                 res.set_content(stats.prometheus(worker.queue_depth(), worker.max_queue(), worker.running(), worker.parallel(),
+                                                  worker.step_totals()),
                                  "text/plain; version=0.0.4; charset=utf-8");
              }));
 

@@ -44,9 +44,10 @@ struct Server::Impl {
     httplib::Server::Handler route(const std::string& endpoint, RouteFn fn);
     void finish_call(Call& call, int status, const std::string& error = {});
 
-    // Queues `fn` on the engine thread (429 ApiError when full). After fn, the engine thread
-    // refreshes the cache usage the stats report.
-    std::shared_ptr<Job> submit(std::function<void(Engine&, Job&)> fn);
+    // Queues `fn` for a runner thread (429 ApiError when full); `exclusive`: it runs alone (it uses
+    // the engine's current tool set or the cache as a whole), else beside other shared jobs
+    // (chat completions). After fn, the runner refreshes the cache usage the stats report.
+    std::shared_ptr<Job> submit(std::function<void(Engine&, Job&)> fn, bool exclusive = true);
     // Waits for the job while watching the client and the deadline. A disconnect cancels the job
     // and throws ApiError 499; the deadline cancels it and throws 408. Rethrows the job's error as
     // an ApiError. `wait_some` (optional) waits up to the given time and returns true when the job

@@ -28,6 +28,8 @@ void ServerStats::record(const RequestLogEntry& e) {
             reused_tokens_ += e.cached_tokens;
             prefilled_tokens_ += e.prefilled_tokens;
             generated_tokens_ += e.generated_tokens;
+            queue_wait_sum_s_ += e.queue_ms / 1000.0;
+            ++queue_wait_count_;
             if (e.ttft_ms > 0) {
                 if (ttft_counts_.empty()) ttft_counts_.assign(ttft_buckets_s().size() + 1, 0);
                 const double s = e.ttft_ms / 1000.0;
@@ -93,7 +95,8 @@ std::string label(const std::string& v) {
 
 }  // namespace
 
-std::string ServerStats::prometheus(size_t queue_depth, size_t max_queue, bool busy) const {
+std::string ServerStats::prometheus(size_t queue_depth, size_t max_queue, size_t running, size_t parallel,
+                                    const SchedulerTotals& steps) const {
     std::lock_guard lock(mutex_);
     std::ostringstream o;
     o << "# HELP contextcache_requests_total HTTP requests answered, by endpoint and status.\n"
@@ -136,9 +139,34 @@ std::string ServerStats::prometheus(size_t queue_depth, size_t max_queue, bool b
       << "# HELP contextcache_queue_capacity The queue's bound (more is answered 429).\n"
       << "# TYPE contextcache_queue_capacity gauge\n"
       << "contextcache_queue_capacity " << max_queue << "\n"
-      << "# HELP contextcache_engine_busy 1 while the engine thread runs a job.\n"
+      << "# HELP contextcache_engine_busy 1 while a request runs on the engine.\n"
       << "# TYPE contextcache_engine_busy gauge\n"
-      << "contextcache_engine_busy " << (busy ? 1 : 0) << "\n";
+      << "contextcache_engine_busy " << (running > 0 ? 1 : 0) << "\n"
+      << "# HELP contextcache_requests_running Requests running on the engine now.\n"
+      << "# TYPE contextcache_requests_running gauge\n"
+      << "contextcache_requests_running " << running << "\n"
+      << "# HELP contextcache_parallel Requests that may run at once (--parallel).\n"
+      << "# TYPE contextcache_parallel gauge\n"
+      << "contextcache_parallel " << parallel << "\n"
+      << "# HELP contextcache_queue_wait_seconds Time requests waited in the queue before they ran.\n"
+      << "# TYPE contextcache_queue_wait_seconds summary\n"
+      << "contextcache_queue_wait_seconds_sum " << queue_wait_sum_s_ << "\n"
+      << "contextcache_queue_wait_seconds_count " << queue_wait_count_ << "\n"
+      << "# HELP contextcache_steps_total Engine steps run (continuous batching; 0 without --parallel).\n"
+      << "# TYPE contextcache_steps_total counter\n"
+      << "contextcache_steps_total " << steps.steps << "\n"
+      << "# HELP contextcache_step_rows_total Token rows run in those steps, all requests together.\n"
+      << "# TYPE contextcache_step_rows_total counter\n"
+      << "contextcache_step_rows_total " << steps.rows << "\n"
+      << "# HELP contextcache_step_sequences_total Requests per step, summed (divided by steps: the mean batch).\n"
+      << "# TYPE contextcache_step_sequences_total counter\n"
+      << "contextcache_step_sequences_total " << steps.sequences << "\n"
+      << "# HELP contextcache_step_max_sequences The most requests that have shared one step.\n"
+      << "# TYPE contextcache_step_max_sequences gauge\n"
+      << "contextcache_step_max_sequences " << steps.max_sequences << "\n"
+      << "# HELP contextcache_chunked_prefills_total Forward calls cut into chunks by the per-step token budget.\n"
+      << "# TYPE contextcache_chunked_prefills_total counter\n"
+      << "contextcache_chunked_prefills_total " << steps.chunked_calls << "\n";
     o << "# HELP contextcache_cache_bytes Bytes held by each cache tier.\n"
       << "# TYPE contextcache_cache_bytes gauge\n"
       << "contextcache_cache_bytes{tier=\"gpu\"} " << cache_.gpu_bytes << "\n"

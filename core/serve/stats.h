@@ -3,6 +3,7 @@
 // engine thread reports after each job. Thread-safe; read through snapshot() or a callback.
 #pragma once
 
+#include "core/engine/step_scheduler.h"
 #include "core/store/tier.h"
 
 #include <cstddef>
@@ -26,7 +27,8 @@ struct RequestLogEntry {
     bool stream = false;
     std::optional<Tier> tier;   // where the group came from; none: no engine work
     std::string group_key;
-    double queue_ms = 0;        // waiting for the engine thread
+    double queue_ms = 0;        // waiting in the queue for a runner
+    size_t batch_sequences = 0; // the most requests that shared one of its engine steps (0: no steps)
     double link_ms = 0;         // lookup + disk load + upload of the group prefix
     double compile_ms = 0;      // the prefix computed inside this request (a miss)
     double prefill_ms = 0;
@@ -62,6 +64,8 @@ struct StatsSnapshot {
     size_t queue_depth = 0;
     size_t max_queue = 0;
     bool busy = false;
+    size_t running = 0;                      // requests running now (at most parallel)
+    size_t parallel = 1;                     // requests that may run at once (--parallel)
     CacheUsage cache;
     std::vector<RequestLogEntry> recent;     // oldest first
 };
@@ -77,8 +81,10 @@ public:
     // Called (on the request's thread) after each record(); the app marshals it to its GUI thread.
     void set_listener(std::function<void(const RequestLogEntry&)> listener);
     StatsSnapshot snapshot() const;  // queue_depth/max_queue/busy are filled by the Server
-    // Prometheus text exposition (version 0.0.4), with the gauges the server passes in.
-    std::string prometheus(size_t queue_depth, size_t max_queue, bool busy) const;
+    // Prometheus text exposition (version 0.0.4), with the gauges the server passes in: the queue,
+    // the running requests and the engine's step totals.
+    std::string prometheus(size_t queue_depth, size_t max_queue, size_t running, size_t parallel,
+                           const SchedulerTotals& steps) const;
 
     // TTFT histogram bucket bounds (seconds), Prometheus style (cumulative, +Inf last).
     static const std::vector<double>& ttft_buckets_s();
@@ -94,6 +100,8 @@ private:
     uint64_t ttft_count_ = 0;
     uint64_t reused_tokens_ = 0, prefilled_tokens_ = 0, generated_tokens_ = 0;
     uint64_t requests_total_ = 0, rejected_ = 0, cancelled_ = 0;
+    double queue_wait_sum_s_ = 0;   // requests that reached the engine: their queue wait
+    uint64_t queue_wait_count_ = 0;
     CacheUsage cache_;
     std::function<void(const RequestLogEntry&)> listener_;
 };

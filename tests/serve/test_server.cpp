@@ -607,4 +607,84 @@ TEST(EngineWorkerTest, ACancelBeforeTheEngineCallIsKeptAndDoesNotLeak) {
     EXPECT_EQ(b_stop, cc::StopReason::max_new_tokens) << "the cancel reached the next job";
 }
 
+// --parallel: concurrent chat completions share the engine's steps, and every reply is the reply
+// the same request gets alone (the engine test compares logits; here the protocol's answer, token
+// usage included). Requests mix two tool sets, lengths and a stream; one client hangs up midway.
+TEST(ParallelServerTest, ConcurrentRepliesEqualTheRequestsAlone) {
+    const auto tools_a = ordered_json::parse(kTools);
+    ordered_json tools_b = ordered_json::array({tools_a[1]});
+    std::vector<ordered_json> bodies;
+    const char* questions[] = {"What is the weather in Paris?", "Email Bob", "hi", "Tell me a long story about a cat"};
+    for (int i = 0; i < 8; ++i) {
+        ordered_json b = chat_body(i % 3 == 2 ? tools_b : tools_a, 3 + i % 5);
+        b["messages"][1]["content"] = questions[i % 4];
+        bodies.push_back(std::move(b));
+    }
+    auto answer = [](const ordered_json& reply) {
+        const auto& m = reply["choices"][0]["message"];
+        return ordered_json{{"content", m["content"]},
+                            {"tool_calls", m.contains("tool_calls") ? m["tool_calls"].size() : 0},
+                            {"finish_reason", reply["choices"][0]["finish_reason"]},
+                            {"usage", reply["usage"]["completion_tokens"]}};
+    };
+    auto post_to = [](int port, const ordered_json& body) {
+        httplib::Client c("127.0.0.1", port);
+        c.set_read_timeout(120, 0);
+        auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+        EXPECT_TRUE(r);
+        if (!r) return ordered_json();
+        EXPECT_EQ(r->status, 200) << r->body;
+        return ordered_json::parse(r->body);
+    };
+    std::vector<ordered_json> alone;
+    {
+        cc::serve::ServerOptions o;
+        o.port = 0;
+        cc::serve::Server server(engine_options(), o);
+        server.start();
+        for (const auto& b : bodies) alone.push_back(answer(post_to(server.port(), b)));
+    }
+
+    cc::EngineOptions e = engine_options();
+    e.parallel = 4;
+    e.step_tokens = 16;
+    cc::serve::ServerOptions o;
+    o.port = 0;
+    o.max_queue = 16;
+    cc::serve::Server server(e, o);
+    server.start();
+    // a client that hangs up while the others run: its request is cancelled, theirs go on
+    const int hang_up = send_raw(server.port(), "/v1/chat/completions", [&] {
+        ordered_json b = chat_body(tools_a, 2000);
+        return b.dump();
+    }());
+    ASSERT_GE(hang_up, 0);
+    std::vector<std::future<ordered_json>> replies;
+    for (const auto& b : bodies) replies.push_back(std::async(std::launch::async, [&, b] { return post_to(server.port(), b); }));
+    std::this_thread::sleep_for(50ms);
+    close(hang_up);
+    size_t shared = 0;
+    for (size_t i = 0; i < bodies.size(); ++i) {
+        const ordered_json reply = replies[i].get();
+        ASSERT_FALSE(reply.is_null()) << "request " << i;
+        EXPECT_EQ(answer(reply), alone[i]) << "request " << i;
+        const auto& batch = reply["contextcache"]["batch"];
+        EXPECT_GE(batch["steps"].get<size_t>(), 1u) << "request " << i;
+        EXPECT_GE(batch["running_at_start"].get<size_t>(), 1u) << "request " << i;
+        EXPECT_LE(batch["running_at_start"].get<size_t>(), 4u) << "request " << i;
+        if (batch["max_sequences"].get<size_t>() > 1) ++shared;
+    }
+    EXPECT_GT(shared, 0u) << "no request shared a step: the server ran them one at a time";
+    EXPECT_TRUE(eventually([&] { return server.snapshot().cancelled == 1; })) << "the hang-up was not cancelled";
+    EXPECT_TRUE(eventually([&] { return server.snapshot().running == 0; }));
+    const auto s = server.snapshot();
+    EXPECT_EQ(s.parallel, 4u);
+    httplib::Client c("127.0.0.1", server.port());
+    auto m = c.Get("/metrics");
+    ASSERT_TRUE(m);
+    for (const char* name : {"contextcache_requests_running 0", "contextcache_parallel 4", "contextcache_steps_total ",
+                             "contextcache_step_max_sequences ", "contextcache_queue_wait_seconds_count "})
+        EXPECT_NE(m->body.find(name), std::string::npos) << name;
+}
+
 }  // namespace

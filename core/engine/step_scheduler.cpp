@@ -1,0 +1,226 @@
+#include "core/engine/step_scheduler.h"
+
+#include "core/base/cancelled.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+namespace cc {
+
+void StepStats::add(const StepStats& o) {
+    steps += o.steps;
+    max_sequences = std::max(max_sequences, o.max_sequences);
+    sum_sequences += o.sum_sequences;
+    max_rows = std::max(max_rows, o.max_rows);
+    wait_ms += o.wait_ms;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// One forward call waiting for (or in the middle of) its steps. Lives on its caller's stack; the
+// caller sleeps until `finished`.
+struct StepScheduler::Call {
+    std::span<const token_id> tokens;
+    KvView kv;
+    std::span<const int> logit_rows;
+    const std::atomic<bool>* cancel = nullptr;
+    int n0_before = 0;               // the suffix block's positions before the call (put back on a failure)
+    int done = 0;                    // rows run so far
+    uint64_t arrival = 0;
+    Clock::time_point arrived = Clock::now();
+    double busy_ms = 0;              // time inside the steps that ran its rows
+    StepStats stats;
+    std::vector<float> logits;       // logit_rows.size() x vocab, filled chunk by chunk
+    bool finished = false;
+    std::exception_ptr error;
+    int remaining() const { return int(tokens.size()) - done; }
+};
+
+StepScheduler::StepScheduler(Backend& backend, StepSchedulerOptions options) : backend_(backend), options_(options) {
+    if (options_.max_step_tokens < 1)
+        throw std::invalid_argument("the per-step token budget must be at least 1, not " + std::to_string(options_.max_step_tokens));
+    thread_ = std::thread([this] { run(); });
+}
+
+StepScheduler::~StepScheduler() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+std::vector<float> StepScheduler::forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
+                                          const std::atomic<bool>* cancel, StepStats* stats) {
+    if (kv.suffix == nullptr) throw std::runtime_error("forward: the view has no suffix block");
+    check_forward_request(tokens, kv, kv.prefix_tokens > 0 ? kv.prefix : nullptr, *kv.suffix, logit_rows,
+                          backend_.config().vocab_size);
+    if (tokens.empty()) return {};
+    if (cancel != nullptr && cancel->load()) throw Cancelled();
+
+    Call call;
+    call.tokens = tokens;
+    call.kv = kv;
+    call.logit_rows = logit_rows;
+    call.cancel = cancel;
+    call.n0_before = kv.suffix->n_tokens();
+    call.logits.resize(logit_rows.size() * size_t(backend_.config().vocab_size));
+    {
+        std::unique_lock lock(mutex_);
+        if (stopping_) throw std::runtime_error("the engine is shutting down");
+        call.arrival = next_arrival_++;
+        waiting_.push_back(&call);
+        ++totals_.waiting;
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return call.finished; });
+    }
+    if (stats != nullptr) stats->add(call.stats);
+    if (call.error) std::rethrow_exception(call.error);
+    return std::move(call.logits);
+}
+
+void StepScheduler::add_active(int delta) {
+    {
+        std::lock_guard lock(mutex_);
+        active_ += delta;
+    }
+    cv_.notify_all();
+}
+
+SchedulerTotals StepScheduler::totals() const {
+    std::lock_guard lock(mutex_);
+    return totals_;
+}
+
+// Under mutex_: the call leaves the queue, its suffix block put back when it failed.
+void StepScheduler::finish(Call& call, std::exception_ptr error) {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &call));
+    --totals_.waiting;
+    if (error) call.kv.suffix->truncate(call.n0_before);
+    call.error = std::move(error);
+    call.stats.wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - call.arrived).count() - call.busy_ms;
+    if (call.stats.steps > 1) ++totals_.chunked_calls;
+    call.finished = true;
+}
+
+void StepScheduler::run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        cv_.wait(lock, [&] { return stopping_ || !waiting_.empty(); });
+        if (stopping_) {
+            while (!waiting_.empty())
+                finish(*waiting_.front(), std::make_exception_ptr(std::runtime_error("the engine is shutting down")));
+            cv_.notify_all();
+            return;
+        }
+        // Cancelled calls leave before the step.
+        bool any_cancelled = false;
+        for (size_t i = 0; i < waiting_.size();) {
+            Call* c = waiting_[i];
+            if (c->cancel != nullptr && c->cancel->load()) {
+                finish(*c, std::make_exception_ptr(Cancelled()));
+                ++totals_.cancelled_calls;
+                any_cancelled = true;
+            } else {
+                ++i;
+            }
+        }
+        if (any_cancelled) cv_.notify_all();
+        if (waiting_.empty()) continue;
+        // The gather window: the other active requests are sampling their next token.
+        if (options_.gather_us > 0 && int(waiting_.size()) < active_) {
+            Clock::time_point first = waiting_.front()->arrived;
+            for (const Call* c : waiting_) first = std::min(first, c->arrived);
+            cv_.wait_until(lock, first + std::chrono::microseconds(options_.gather_us),
+                           [&] { return stopping_ || int(waiting_.size()) >= active_; });
+            if (stopping_) continue;
+        }
+
+        // The step: least left to run first (decode rows, short prefills), then arrival order;
+        // rows up to the budget, the last call taken possibly cut to a chunk.
+        std::vector<Call*> order(waiting_.begin(), waiting_.end());
+        std::sort(order.begin(), order.end(), [](const Call* a, const Call* b) {
+            return a->remaining() != b->remaining() ? a->remaining() < b->remaining() : a->arrival < b->arrival;
+        });
+        std::vector<std::pair<Call*, int>> take;
+        int budget = options_.max_step_tokens;
+        for (Call* c : order) {
+            if (budget == 0) break;
+            const int n = std::min(c->remaining(), budget);
+            take.emplace_back(c, n);
+            budget -= n;
+        }
+
+        lock.unlock();
+        const auto step_start = Clock::now();
+        run_step(take);
+        const double step_ms = std::chrono::duration<double, std::milli>(Clock::now() - step_start).count();
+        lock.lock();
+
+        size_t rows = 0;
+        for (const auto& [c, n] : take) rows += size_t(n);
+        ++totals_.steps;
+        totals_.rows += rows;
+        totals_.sequences += take.size();
+        totals_.max_sequences = std::max<uint64_t>(totals_.max_sequences, take.size());
+        for (const auto& [c, n] : take) {
+            c->busy_ms += step_ms;
+            ++c->stats.steps;
+            c->stats.sum_sequences += take.size();
+            c->stats.max_sequences = std::max(c->stats.max_sequences, take.size());
+            c->stats.max_rows = std::max(c->stats.max_rows, rows);
+            if (c->error) finish(*c, c->error);
+            else if (c->remaining() == 0) finish(*c, nullptr);
+        }
+        cv_.notify_all();
+    }
+}
+
+void StepScheduler::run_step(const std::vector<std::pair<Call*, int>>& take) {
+    const size_t vocab = size_t(backend_.config().vocab_size);
+    // Per call: the rows of this chunk that want logits (local to the chunk) and where they go.
+    std::vector<std::vector<int>> rows(take.size());
+    std::vector<std::vector<size_t>> slots(take.size());
+    std::vector<SequenceRows> seqs;
+    for (size_t i = 0; i < take.size(); ++i) {
+        const auto& [c, n] = take[i];
+        for (size_t k = 0; k < c->logit_rows.size(); ++k) {
+            const int r = c->logit_rows[k];
+            if (r >= c->done && r < c->done + n) {
+                rows[i].push_back(r - c->done);
+                slots[i].push_back(k);
+            }
+        }
+        seqs.push_back(SequenceRows{c->tokens.subspan(size_t(c->done), size_t(n)), c->kv, rows[i]});
+    }
+    auto scatter = [&](size_t i, const std::vector<float>& out) {
+        Call* c = take[i].first;
+        for (size_t j = 0; j < slots[i].size(); ++j)
+            std::copy(out.begin() + std::ptrdiff_t(j * vocab), out.begin() + std::ptrdiff_t((j + 1) * vocab),
+                      c->logits.begin() + std::ptrdiff_t(slots[i][j] * vocab));
+        c->done += take[i].second;
+    };
+    try {
+        const auto out = backend_.forward_batch(seqs, nullptr);
+        for (size_t i = 0; i < take.size(); ++i) scatter(i, out[i]);
+    } catch (...) {
+        // No suffix block changed; run each sequence alone so that only the one at fault fails.
+        if (take.size() == 1) {
+            take[0].first->error = std::current_exception();
+            return;
+        }
+        for (size_t i = 0; i < take.size(); ++i) {
+            try {
+                const auto out = backend_.forward_batch(std::span<const SequenceRows>(&seqs[i], 1), nullptr);
+                scatter(i, out[0]);
+            } catch (...) {
+                take[i].first->error = std::current_exception();
+            }
+        }
+    }
+}
+
+}  // namespace cc

@@ -1,0 +1,129 @@
+// Continuous batching (DESIGN §8 Batching): the forward calls of every request in flight are run
+// together, a step at a time, through Backend::forward_batch.
+//
+// Each request runs the engine's ordinary data path on its own thread (link, prefill, sample,
+// decode, constraints, stop strings, conversations): nothing of it changes. Its forward calls come
+// here instead of going to the backend directly and wait for a step. One stepping thread builds
+// each step from the calls waiting at that moment (requests join and leave between steps):
+//   - the calls with the least left to run go first (decode rows, then short prefills such as a
+//     cache hit's query suffix, then chunks of long prefills such as a compile), so running
+//     replies and cache hits are not held up behind a long prompt;
+//   - a step holds at most `max_step_tokens` rows; a longer prefill is cut into chunks that run in
+//     consecutive steps (chunked prefill), each chunk appending to its suffix block before the
+//     next one attends to it;
+//   - a cancelled call (its flag set) leaves before the next step, its suffix block put back as
+//     it was before the call.
+// Exact: a row's result depends only on its own inputs and the K/V it attends to (backend.h), so
+// neither the other sequences in a step nor the chunk boundaries change a bit of any call's
+// logits; tests/engine/test_step_scheduler.cpp checks it with ==.
+#pragma once
+
+#include "core/backend/backend.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+namespace cc {
+
+struct StepSchedulerOptions {
+    // Rows per step, all sequences together (the per-step token budget). Decode rows are one
+    // each, so this also bounds how long a running reply waits while prefills share its steps.
+    int max_step_tokens = 256;
+    // How long a step may wait, after its first call arrived, for the other active requests'
+    // calls (each samples its token between two steps): without it the stepping thread would start
+    // a step with whichever call came first and the others would ride the next one. A step never
+    // waits once every active request has a call waiting. 0 = never wait.
+    int gather_us = 1000;
+};
+
+// What the steps that served one call (or, added up, one request) looked like.
+struct StepStats {
+    size_t steps = 0;               // steps that ran rows of this call
+    size_t max_sequences = 0;       // the most sequences that shared one of those steps
+    size_t sum_sequences = 0;       // sequences per step, summed over those steps (mean = sum / steps)
+    size_t max_rows = 0;            // the most rows (all sequences) in one of those steps
+    double wait_ms = 0;             // time between the call's arrival and its last step's start, not running
+    void add(const StepStats& o);
+    double mean_sequences() const { return steps ? double(sum_sequences) / double(steps) : 0.0; }
+};
+
+// The scheduler's totals since it started (for /metrics).
+struct SchedulerTotals {
+    uint64_t steps = 0;
+    uint64_t rows = 0;
+    uint64_t sequences = 0;          // sequences per step, summed
+    uint64_t max_sequences = 0;      // the most in one step
+    uint64_t chunked_calls = 0;      // calls that needed more than one step
+    uint64_t cancelled_calls = 0;
+    size_t waiting = 0;              // calls waiting now
+};
+
+class StepScheduler {
+public:
+    StepScheduler(Backend& backend, StepSchedulerOptions options);
+    ~StepScheduler();  // fails the calls still waiting (std::runtime_error) and joins the thread
+    StepScheduler(const StepScheduler&) = delete;
+    StepScheduler& operator=(const StepScheduler&) = delete;
+
+    // Backend::forward's contract, run inside shared steps; blocks the calling thread until its
+    // last row has run. `cancel` is checked before every step: when set, the call throws
+    // Cancelled and its suffix block is as it was. Validation errors (check_forward_request) are
+    // thrown at once, before the call joins a step. `stats` (optional) gets this call's steps.
+    std::vector<float> forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
+                               const std::atomic<bool>* cancel = nullptr, StepStats* stats = nullptr);
+
+    SchedulerTotals totals() const;
+    int max_step_tokens() const { return options_.max_step_tokens; }
+
+    // A request that will make forward calls (for the step's gather window): the scheduler
+    // counts the active ones. While a request waits for something else than a step (another
+    // request's compile), it steps aside (Idle) so that no step waits for it.
+    class Active {
+    public:
+        explicit Active(StepScheduler* s) : s_(s) { if (s_) s_->add_active(+1); }
+        ~Active() { if (s_) s_->add_active(-1); }
+        Active(const Active&) = delete;
+        Active& operator=(const Active&) = delete;
+    private:
+        StepScheduler* s_;
+    };
+    class Idle {
+    public:
+        explicit Idle(StepScheduler* s) : s_(s) { if (s_) s_->add_active(-1); }
+        ~Idle() { if (s_) s_->add_active(+1); }
+        Idle(const Idle&) = delete;
+        Idle& operator=(const Idle&) = delete;
+    private:
+        StepScheduler* s_;
+    };
+
+private:
+    struct Call;
+    void run();
+    // Runs one step over `take` (call, rows this step); on a failure that is not a cancel, each
+    // sequence is run alone so that only the failing call fails.
+    void run_step(const std::vector<std::pair<Call*, int>>& take);
+    void finish(Call& call, std::exception_ptr error);
+    void add_active(int delta);
+
+    Backend& backend_;
+    StepSchedulerOptions options_;
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<Call*> waiting_;
+    bool stopping_ = false;
+    uint64_t next_arrival_ = 0;
+    int active_ = 0;  // requests that will make forward calls (Active)
+    SchedulerTotals totals_;
+    std::thread thread_;
+};
+
+}  // namespace cc

@@ -1,0 +1,386 @@
+// Continuous batching stays exact (DESIGN §8 Batching): a sequence's logits and K/V do not change
+// by a bit because other sequences share its step, because its prefill is cut into chunks, or
+// because requests arrive, finish and are cancelled around it. Everything is asserted with ==
+// against the same sequence run alone.
+#include "core/base/cancelled.h"
+#include "core/engine/engine.h"
+#include "core/engine/step_scheduler.h"
+#include "tests/test_support.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+
+namespace {
+
+using namespace cc;
+
+Engine& engine(int parallel = 1, int step_tokens = 256) {
+    static std::map<std::pair<int, int>, std::unique_ptr<Engine>> engines;
+    auto& slot = engines[{parallel, step_tokens}];
+    if (!slot) {
+        EngineOptions o;
+        o.model_spec = "builtin:qwen3-test";
+        o.parallel = parallel;
+        o.step_tokens = step_tokens;
+        slot = std::make_unique<Engine>(o);
+        slot->load_model();
+    }
+    return *slot;
+}
+
+bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<token_id> random_ids(size_t n, uint32_t seed, int vocab) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> d(0, std::min(vocab, 5000) - 1);
+    std::vector<token_id> ids(n);
+    for (auto& id : ids) id = d(rng);
+    return ids;
+}
+
+std::vector<std::byte> exported(const Backend& b, const KvBlock& block) {
+    std::vector<std::byte> out(b.kv_bytes(block.n_tokens()));
+    b.export_kv(block, block.n_tokens(), out);
+    return out;
+}
+
+std::vector<int> all_rows(size_t n) {
+    std::vector<int> rows(n);
+    for (size_t i = 0; i < n; ++i) rows[i] = int(i);
+    return rows;
+}
+
+// A prefix block holding `ids`, computed alone.
+std::unique_ptr<KvBlock> prefix_block(Backend& b, const std::vector<token_id>& ids) {
+    auto block = b.allocate_kv(int(ids.size()));
+    b.forward(ids, KvView{nullptr, 0, block.get()}, {});
+    return block;
+}
+
+// One sequence of a test: a view and the tokens it runs next.
+struct Seq {
+    const KvBlock* prefix = nullptr;
+    int prefix_tokens = 0;
+    std::unique_ptr<KvBlock> suffix;
+    std::vector<token_id> tokens;
+    std::vector<int> rows;
+};
+
+TEST(ForwardBatch, each_sequence_gets_the_bits_it_gets_alone) {
+    Backend& b = engine().backend();
+    const int vocab = b.config().vocab_size;
+    const auto group_a = random_ids(40, 1, vocab), group_b = random_ids(33, 2, vocab);
+    auto prefix_a = prefix_block(b, group_a), prefix_b = prefix_block(b, group_b);
+
+    // The same group shared by two sequences (one prefilling, one at a later position decoding),
+    // another group, a sequence with no prefix, and a view that uses only part of its prefix.
+    auto make = [&](std::vector<Seq>& seqs) {
+        seqs.clear();
+        const struct {
+            const KvBlock* prefix;
+            int prefix_tokens;
+            int history;  // suffix positions already there
+            int n_new;
+            uint32_t seed;
+        } plan[] = {{prefix_a.get(), 40, 0, 7, 10}, {prefix_a.get(), 40, 9, 1, 11}, {prefix_b.get(), 33, 3, 12, 12},
+                    {nullptr, 0, 0, 30, 13},         {prefix_a.get(), 25, 2, 1, 14}};
+        for (const auto& p : plan) {
+            Seq s;
+            s.prefix = p.prefix;
+            s.prefix_tokens = p.prefix_tokens;
+            s.suffix = b.allocate_kv(p.history + p.n_new);
+            if (p.history > 0)
+                b.forward(random_ids(size_t(p.history), p.seed + 100, vocab), KvView{s.prefix, s.prefix_tokens, s.suffix.get()}, {});
+            s.tokens = random_ids(size_t(p.n_new), p.seed, vocab);
+            s.rows = all_rows(s.tokens.size());
+            seqs.push_back(std::move(s));
+        }
+    };
+    std::vector<Seq> alone, together;
+    make(alone);
+    make(together);
+    std::vector<std::vector<float>> expected;
+    for (auto& s : alone) expected.push_back(b.forward(s.tokens, KvView{s.prefix, s.prefix_tokens, s.suffix.get()}, s.rows));
+
+    std::vector<SequenceRows> rows;
+    for (auto& s : together) rows.push_back(SequenceRows{s.tokens, KvView{s.prefix, s.prefix_tokens, s.suffix.get()}, s.rows});
+    const auto got = b.forward_batch(rows);
+    ASSERT_EQ(got.size(), alone.size());
+    for (size_t i = 0; i < alone.size(); ++i) {
+        EXPECT_TRUE(bits_equal(got[i], expected[i])) << "sequence " << i << ": logits differ from the sequence alone";
+        EXPECT_EQ(together[i].suffix->n_tokens(), alone[i].suffix->n_tokens()) << "sequence " << i;
+        EXPECT_TRUE(exported(b, *together[i].suffix) == exported(b, *alone[i].suffix)) << "sequence " << i << ": K/V differ";
+    }
+
+    // The base implementation (one sequence after another: what a backend without its own runs)
+    // gives the same.
+    std::vector<Seq> one_by_one;
+    make(one_by_one);
+    rows.clear();
+    for (auto& s : one_by_one) rows.push_back(SequenceRows{s.tokens, KvView{s.prefix, s.prefix_tokens, s.suffix.get()}, s.rows});
+    const auto base = b.Backend::forward_batch(rows);
+    for (size_t i = 0; i < alone.size(); ++i) EXPECT_TRUE(bits_equal(base[i], expected[i])) << "sequence " << i;
+}
+
+// The test that fails when a kernel stops being batch-invariant: one sequence decoded a token at a
+// time, its logits at every position compared with the same sequence in steps of 1..16 sequences
+// whose neighbours are at other positions and lengths.
+TEST(ForwardBatch, a_row_is_the_same_at_every_batch_size_and_position) {
+    Backend& b = engine().backend();
+    const int vocab = b.config().vocab_size;
+    const auto prompt = random_ids(20, 3, vocab);
+    std::vector<std::vector<float>> reference;
+    {
+        auto block = b.allocate_kv(int(prompt.size()));
+        for (size_t p = 0; p < prompt.size(); ++p) {
+            const int row = 0;
+            reference.push_back(b.forward(std::span<const token_id>(&prompt[p], 1), KvView{nullptr, 0, block.get()},
+                                          std::span<const int>(&row, 1)));
+        }
+    }
+    for (int n_seqs = 1; n_seqs <= 16; ++n_seqs) {
+        std::vector<std::unique_ptr<KvBlock>> blocks;
+        std::vector<std::vector<token_id>> streams;
+        for (int s = 0; s < n_seqs; ++s) {
+            // neighbours start with a history of their own, so their positions differ from ours
+            const size_t history = s == 0 ? 0 : size_t(s * 3 % 11);
+            streams.push_back(random_ids(history + prompt.size(), uint32_t(100 + s), vocab));
+            if (s == 0) streams[0] = prompt;
+            blocks.push_back(b.allocate_kv(int(streams.back().size())));
+            if (history > 0)
+                b.forward(std::span<const token_id>(streams.back()).first(history), KvView{nullptr, 0, blocks.back().get()}, {});
+        }
+        for (size_t p = 0; p < prompt.size(); ++p) {
+            const int row = 0;
+            std::vector<SequenceRows> step;
+            for (int s = 0; s < n_seqs; ++s) {
+                const size_t at = size_t(blocks[size_t(s)]->n_tokens());
+                step.push_back(SequenceRows{std::span<const token_id>(&streams[size_t(s)][at], 1),
+                                            KvView{nullptr, 0, blocks[size_t(s)].get()}, std::span<const int>(&row, 1)});
+            }
+            const auto out = b.forward_batch(step);
+            ASSERT_TRUE(bits_equal(out[0], reference[p])) << "position " << p << " in a step of " << n_seqs << " sequences";
+        }
+    }
+}
+
+TEST(ForwardBatch, a_bad_sequence_changes_no_block) {
+    Backend& b = engine().backend();
+    const int vocab = b.config().vocab_size;
+    auto ok = b.allocate_kv(8), bad = b.allocate_kv(8);
+    const auto ids = random_ids(4, 5, vocab);
+    std::vector<token_id> bad_ids = ids;
+    bad_ids[2] = vocab;  // outside the vocabulary
+    std::vector<SequenceRows> step{{ids, KvView{nullptr, 0, ok.get()}, {}}, {bad_ids, KvView{nullptr, 0, bad.get()}, {}}};
+    EXPECT_THROW(b.forward_batch(step), std::runtime_error);
+    EXPECT_EQ(ok->n_tokens(), 0);
+    EXPECT_EQ(bad->n_tokens(), 0);
+    // two sequences writing one block are refused
+    std::vector<SequenceRows> shared{{ids, KvView{nullptr, 0, ok.get()}, {}}, {ids, KvView{nullptr, 0, ok.get()}, {}}};
+    EXPECT_THROW(b.forward_batch(shared), std::runtime_error);
+    EXPECT_EQ(ok->n_tokens(), 0);
+}
+
+// Several threads prefill and decode through one scheduler with a small step budget (prefills cut
+// into chunks, decode rows sharing steps with them); every call's logits == the sequence alone.
+TEST(StepScheduler, concurrent_chunked_calls_are_exact) {
+    Backend& b = engine().backend();
+    const int vocab = b.config().vocab_size;
+    const auto group = random_ids(50, 7, vocab);
+    auto prefix = prefix_block(b, group);
+    constexpr int kThreads = 6, kDecode = 6;
+    struct Run {
+        std::vector<token_id> prompt, decode;
+        std::vector<std::vector<float>> logits;  // the prompt's rows, then one per decode step
+    };
+    auto run = [&](Run& r, const std::function<std::vector<float>(std::span<const token_id>, const KvView&, std::span<const int>)>& fwd) {
+        auto block = b.allocate_kv(int(r.prompt.size() + r.decode.size()));
+        const KvView view{prefix.get(), 50, block.get()};
+        const auto rows = all_rows(r.prompt.size());
+        const auto out = fwd(r.prompt, view, rows);
+        const size_t v = size_t(vocab);
+        for (size_t i = 0; i < rows.size(); ++i) r.logits.emplace_back(out.begin() + std::ptrdiff_t(i * v), out.begin() + std::ptrdiff_t((i + 1) * v));
+        for (token_id t : r.decode) {
+            const int row = 0;
+            r.logits.push_back(fwd(std::span<const token_id>(&t, 1), view, std::span<const int>(&row, 1)));
+        }
+    };
+    std::vector<Run> alone(kThreads), batched(kThreads);
+    for (int i = 0; i < kThreads; ++i) {
+        alone[size_t(i)].prompt = random_ids(size_t(3 + 9 * i), uint32_t(20 + i), vocab);
+        alone[size_t(i)].decode = random_ids(kDecode, uint32_t(40 + i), vocab);
+        batched[size_t(i)].prompt = alone[size_t(i)].prompt;
+        batched[size_t(i)].decode = alone[size_t(i)].decode;
+        run(alone[size_t(i)], [&](auto ids, const KvView& view, auto rows) { return b.forward(ids, view, rows); });
+    }
+    StepScheduler scheduler(b, StepSchedulerOptions{.max_step_tokens = 8});
+    std::vector<StepStats> stats(kThreads);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i)
+        threads.emplace_back([&, i] {
+            run(batched[size_t(i)], [&](auto ids, const KvView& view, auto rows) {
+                return scheduler.forward(ids, view, rows, nullptr, &stats[size_t(i)]);
+            });
+        });
+    for (auto& t : threads) t.join();
+    size_t max_sequences = 0;
+    for (int i = 0; i < kThreads; ++i) {
+        ASSERT_EQ(batched[size_t(i)].logits.size(), alone[size_t(i)].logits.size());
+        for (size_t r = 0; r < alone[size_t(i)].logits.size(); ++r)
+            EXPECT_TRUE(bits_equal(batched[size_t(i)].logits[r], alone[size_t(i)].logits[r])) << "thread " << i << " row " << r;
+        max_sequences = std::max(max_sequences, stats[size_t(i)].max_sequences);
+    }
+    const auto totals = scheduler.totals();
+    EXPECT_GT(totals.chunked_calls, 0u) << "the 8-row budget cuts the longer prompts into chunks";
+    EXPECT_EQ(totals.rows, [&] {
+        uint64_t n = 0;
+        for (const auto& r : alone) n += r.prompt.size() + r.decode.size();
+        return n;
+    }());
+    // With six threads joining at once some steps are shared (not asserted beyond one: the
+    // threads' arrival is up to the OS).
+    EXPECT_GE(max_sequences, 1u);
+}
+
+TEST(StepScheduler, a_cancelled_call_leaves_its_block_as_it_was) {
+    Backend& b = engine().backend();
+    const int vocab = b.config().vocab_size;
+    StepScheduler scheduler(b, StepSchedulerOptions{.max_step_tokens = 4});
+    auto block = b.allocate_kv(64);
+    b.forward(random_ids(5, 8, vocab), KvView{nullptr, 0, block.get()}, {});
+    std::atomic<bool> cancel{true};
+    EXPECT_THROW(scheduler.forward(random_ids(40, 9, vocab), KvView{nullptr, 0, block.get()}, {}, &cancel), Cancelled);
+    EXPECT_EQ(block->n_tokens(), 5);
+    // a bad request is refused before it joins a step
+    std::vector<token_id> bad{0, vocab};
+    EXPECT_THROW(scheduler.forward(bad, KvView{nullptr, 0, block.get()}, {}), std::runtime_error);
+    EXPECT_EQ(block->n_tokens(), 5);
+    cancel = false;
+    scheduler.forward(random_ids(40, 9, vocab), KvView{nullptr, 0, block.get()}, {}, &cancel);
+    EXPECT_EQ(block->n_tokens(), 45);
+}
+
+// ---- the engine: requests on several threads ------------------------------------------------
+
+ToolSet tools_from(const std::string& file, size_t first, size_t n) {
+    auto arr = nlohmann::ordered_json::parse(test::read_file(test::source_dir() / "resources" / "toolsets" / file));
+    nlohmann::ordered_json subset = nlohmann::ordered_json::array();
+    for (size_t i = first; i < first + n && i < arr.size(); ++i) subset.push_back(arr[i]);
+    return ToolSet::from_json_text(subset.dump(), file);
+}
+
+struct Request {
+    ChatRequest chat;
+    QueryOptions options;
+};
+
+// Requests of random lengths over three tool sets (two share a group), one of them a second turn
+// of another's conversation; all run at once on a parallel engine, each == itself alone in full
+// mode on an ordinary engine, logits included.
+TEST(ParallelEngine, every_concurrent_reply_equals_its_request_alone) {
+    std::mt19937 rng(11);
+    const ToolSet sets[] = {tools_from("tools_20.json", 0, 3), tools_from("tools_20.json", 3, 2), tools_from("tools_20.json", 0, 3)};
+    const char* questions[] = {"What's the weather in Oslo?", "Book a table for two tonight", "hi",
+                               "Convert 100 USD to EUR and tell me the rate, please, with some detail", "Who are you?"};
+    std::vector<Request> requests;
+    for (int i = 0; i < 8; ++i) {
+        Request r;
+        r.chat.tools = sets[i % 3];
+        r.chat.system_prompt = "You are a helpful assistant.";
+        r.chat.messages.push_back(ChatMessage::user(questions[size_t(rng()) % 5]));
+        if (i == 7) {
+            r.chat.messages = requests[1].chat.messages;
+            r.chat.messages.push_back(ChatMessage::assistant("Sure."));
+            r.chat.messages.push_back(ChatMessage::user("And tomorrow?"));
+            r.chat.tools = requests[1].chat.tools;
+        }
+        r.options.max_new_tokens = 4 + int(rng() % 9);
+        r.options.ignore_eos = true;
+        r.options.keep_logits = true;
+        requests.push_back(std::move(r));
+    }
+    std::vector<QueryResult> expected;
+    for (const auto& r : requests) {
+        QueryOptions full = r.options;
+        full.mode = QueryMode::full;
+        expected.push_back(engine().chat(r.chat, full));
+    }
+
+    Engine& parallel = engine(4, 16);  // a small budget: prefills are chunked around decode rows
+    std::vector<QueryResult> got(requests.size());
+    std::vector<std::thread> threads;
+    std::atomic<int> next{0};
+    // A fifth thread runs long requests that are cancelled after a few tokens, arriving at random
+    // moments among the others: each stops with stop_reason cancelled, the others are unaffected.
+    std::atomic<bool> others_done{false};
+    int n_cancelled = 0;
+    threads.emplace_back([&] {
+        std::mt19937 arrivals(5);
+        for (int k = 0; k < 3 && !others_done; ++k) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(arrivals() % 40));
+            CancelToken token;
+            parallel.begin_request(token);
+            QueryOptions o;
+            o.max_new_tokens = 500;
+            o.ignore_eos = true;
+            const auto r = parallel.chat(ChatRequest{sets[k % 3], "Cancelled.", {ChatMessage::user("go on and on")}, {}}, o,
+                                         [&](const TokenEvent& ev) { if (ev.index == 3) token.cancel(); });
+            parallel.end_request();
+            EXPECT_EQ(r.stop_reason, StopReason::cancelled);
+            EXPECT_LT(r.tokens.size(), 10u);
+            ++n_cancelled;
+        }
+    });
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            std::mt19937 arrivals{static_cast<uint32_t>(t)};
+            for (int i; (i = next++) < int(requests.size());) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(arrivals() % 30));  // random arrival times
+                parallel.begin_request(CancelToken());
+                got[size_t(i)] = parallel.chat(requests[size_t(i)].chat, requests[size_t(i)].options);
+                parallel.end_request();
+            }
+        });
+    for (size_t t = 1; t < threads.size(); ++t) threads[t].join();
+    others_done = true;
+    threads[0].join();
+    EXPECT_GE(n_cancelled, 1);
+    size_t shared_steps = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+        ASSERT_EQ(got[i].tokens, expected[i].tokens) << "request " << i;
+        ASSERT_EQ(got[i].step_logits.size(), expected[i].step_logits.size()) << "request " << i;
+        for (size_t s = 0; s < expected[i].step_logits.size(); ++s)
+            EXPECT_TRUE(bits_equal(got[i].step_logits[s], expected[i].step_logits[s])) << "request " << i << " step " << s;
+        EXPECT_GT(got[i].batch.steps, 0u) << "request " << i;
+        if (got[i].batch.max_sequences > 1) ++shared_steps;
+    }
+    // Which requests overlap is up to the OS; that four threads never overlapped at all would
+    // mean the scheduler serialises them.
+    EXPECT_GT(shared_steps, 0u) << "no request ever shared a step with another";
+
+    // The same group missed by four requests at once is compiled once.
+    const ToolSet fresh = tools_from("tools_20.json", 8, 4);
+    const auto before = parallel.cache().list().size();
+    threads.clear();
+    std::vector<QueryResult> same(4);
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            ChatRequest c{fresh, "Another system prompt.", {ChatMessage::user("hello")}, {}};
+            QueryOptions o;
+            o.max_new_tokens = 2;
+            same[size_t(t)] = parallel.chat(c, o);
+        });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(parallel.cache().list().size(), before + 1);
+    int compiled = 0;
+    for (const auto& r : same) compiled += r.tier == Tier::miss ? 1 : 0;
+    EXPECT_EQ(compiled, 1) << "one request compiles the group, the others link it";
+}
+
+}  // namespace
