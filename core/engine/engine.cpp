@@ -300,17 +300,27 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
                                                      Timings* timings) {
     GroupMeta expected = expected_group(result.group_key, tools, system_prompt, prefix.ids);
 
-    // link: the cache's tiers (GPU, memory, disk), checked against what the prefix must be
+    // link: the cache's tiers (GPU, memory, disk, remote), checked against what the prefix must be
     auto found = cache_->find(result.group_key, prefix.ids, expected, *backend_);
+    // compile once per cluster: with a remote tier, another replica may be compiling this group
+    // now; wait for its publish (bounded), then look again (GroupStore::claim_compile)
+    if (!found.group && cache_->claim_compile(result.group_key) == RemoteTier::Claim::published) {
+        auto again = cache_->find(result.group_key, prefix.ids, expected, *backend_);
+        again.lookup_ms += found.lookup_ms + found.remote_load_ms;  // the wait is part of this lookup
+        found = std::move(again);
+    }
     if (timings) {
         timings->lookup_ms = found.lookup_ms;
         timings->disk_load_ms = found.disk_load_ms;
+        timings->remote_load_ms = found.remote_load_ms;
         timings->upload_ms = found.upload_ms;
         timings->disk_load_gb_s = found.disk_load_gb_s;
+        timings->remote_load_gb_s = found.remote_load_gb_s;
         timings->upload_gb_s = found.upload_gb_s;
     }
     result.problem = found.problem;
     if (found.group) {
+        cache_->release_compile(result.group_key);  // held when a publish came between wait and fetch
         result.cache_hit = true;
         result.tier = found.tier;
         result.kv_bytes = found.group->kv_bytes;
@@ -318,9 +328,15 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
     }
 
     // a miss: say why (before this group joins the store), compile, keep in memory, persist in
-    // the background
+    // the background (which publishes to the remote tier and releases its lock)
     result.miss_reason = cc::explain_miss(*cache_, expected);
-    std::shared_ptr<const Group> group = compile_prefix(std::move(expected), tools, prefix, result);
+    std::shared_ptr<const Group> group;
+    try {
+        group = compile_prefix(std::move(expected), tools, prefix, result);
+    } catch (...) {
+        cache_->release_compile(result.group_key);
+        throw;
+    }
     if (timings) timings->compile_ms = result.compile_ms;
     cache_->insert(group);
     persist_async(group);
@@ -373,7 +389,7 @@ std::shared_ptr<const Group> Engine::compile_prefix(GroupMeta meta, const ToolSe
 }
 
 void Engine::persist_async(const std::shared_ptr<const Group>& group) {
-    if (!cache_->persistent()) return;
+    if (!cache_->persistent() && !cache_->remote()) return;
     // The canonical bytes are taken now (the block is immutable from here on); the file is
     // written while the query goes on (wait_for_persist collects the result).
     std::vector<std::byte> canonical(group->kv_bytes);
@@ -554,7 +570,7 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     CompileResult link;
     link.group_key = compile_->group_key;
     const auto group = link_or_compile(*tools_, system_prompt_, prefix_, link, &result.timings);
-    result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.upload_ms;
+    result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.remote_load_ms + result.timings.upload_ms;
     result.cache_hit = link.cache_hit;
     result.tier = link.tier;
     result.problem = link.problem;
@@ -868,8 +884,8 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
     }
     result.diverged_at = match.diverged_at;
     result.timings.conversation_link_ms = conversation_clock.elapsed_ms();
-    result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.upload_ms +
-                             result.timings.conversation_link_ms;
+    result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.remote_load_ms +
+                             result.timings.upload_ms + result.timings.conversation_link_ms;
     const size_t start = std::max(reuse_to, group_tokens);
     result.prefilled_tokens = ids.size() - result.group_reused_tokens - result.conversation_reused_tokens;
 
