@@ -125,21 +125,18 @@ public:
 
     // Starts one on a fresh port (a few tries: the port may be taken between the check and the
     // bind); ok() says whether it answers PING.
-    explicit RedisServer(const std::filesystem::path& dir, const std::vector<std::string>& extra = {}) : dir_(dir) {
+    explicit RedisServer(const std::filesystem::path& dir, const std::vector<std::string>& extra = {})
+        : dir_(dir), extra_(extra) {
         for (int attempt = 0; attempt < 3 && !ok_; ++attempt) {
             port_ = free_loopback_port();
-            if (port_ == 0) continue;
-            std::vector<std::string> argv{binary().string(), "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                          "--save", "", "--appendonly", "no", "--dir", dir.string(),
-                                          "--protected-mode", "yes"};
-            argv.insert(argv.end(), extra.begin(), extra.end());
-            process_ = ChildProcess(argv, dir / "redis.log");
-            for (int i = 0; i < 100 && !ok_ && process_.running(); ++i) {  // 5 s
-                std::this_thread::sleep_for(std::chrono::milliseconds(50));
-                if (auto r = command({"PING"}); r && r->type == REDIS_REPLY_STATUS) ok_ = true;
-            }
-            if (!ok_) process_.stop();
+            if (port_ != 0) start();
         }
+    }
+    // Stops it and starts a new, empty one on the same port (as a restart without persistence).
+    bool restart() {
+        stop();
+        start();
+        return ok_;
     }
     bool ok() const { return ok_; }
     int port() const { return port_; }
@@ -180,7 +177,21 @@ public:
     }
 
 private:
+    void start() {
+        std::vector<std::string> argv{binary().string(), "--port", std::to_string(port_), "--bind", "127.0.0.1",
+                                      "--save", "", "--appendonly", "no", "--dir", dir_.string(),
+                                      "--protected-mode", "yes"};
+        argv.insert(argv.end(), extra_.begin(), extra_.end());
+        process_ = ChildProcess(argv, dir_ / "redis.log");
+        for (int i = 0; i < 100 && !ok_ && process_.running(); ++i) {  // 5 s
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            if (auto r = command({"PING"}); r && r->type == REDIS_REPLY_STATUS) ok_ = true;
+        }
+        if (!ok_) process_.stop();
+    }
+
     std::filesystem::path dir_;
+    std::vector<std::string> extra_;
     int port_ = 0;
     bool ok_ = false;
     ChildProcess process_;

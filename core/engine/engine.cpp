@@ -304,10 +304,15 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
     auto found = cache_->find(result.group_key, prefix.ids, expected, *backend_);
     // compile once per cluster: with a remote tier, another replica may be compiling this group
     // now; wait for its publish (bounded), then look again (GroupStore::claim_compile)
-    if (!found.group && cache_->claim_compile(result.group_key) == RemoteTier::Claim::published) {
-        auto again = cache_->find(result.group_key, prefix.ids, expected, *backend_);
-        again.lookup_ms += found.lookup_ms + found.remote_load_ms;  // the wait is part of this lookup
-        found = std::move(again);
+    if (!found.group) {
+        Stopwatch wait_clock;
+        const auto claim = cache_->claim_compile(result.group_key);
+        found.lookup_ms += wait_clock.elapsed_ms();  // a wait for another replica is part of the lookup
+        if (claim == RemoteTier::Claim::published) {
+            auto again = cache_->find(result.group_key, prefix.ids, expected, *backend_);
+            again.lookup_ms += found.lookup_ms;
+            found = std::move(again);
+        }
     }
     if (timings) {
         timings->lookup_ms = found.lookup_ms;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -202,13 +203,19 @@ std::string RemoteTier::describe() const {
 }
 
 RemoteTier::ConnPtr RemoteTier::acquire() {
-    {
-        std::lock_guard lock(mutex_);
-        if (!pool_.empty()) {
-            ConnPtr c = std::move(pool_.back());
+    for (;;) {
+        Pooled p;
+        {
+            std::lock_guard lock(mutex_);
+            if (pool_.empty()) break;
+            p = std::move(pool_.back());
             pool_.pop_back();
-            return c;
         }
+        // A connection idle for a while may have been closed under us (Redis restarted, a
+        // timeout, a failover): check it once, so a restart costs a reconnect, not a miss.
+        if (std::chrono::steady_clock::now() - p.released < std::chrono::seconds(1)) return std::move(p.conn);
+        Reply pong(static_cast<redisReply*>(redisCommand(p.conn.get(), "PING")));
+        if (pong && pong->type == REDIS_REPLY_STATUS && !p.conn->err) return std::move(p.conn);
     }
     const timeval tv{options_.io_timeout_ms / 1000, (options_.io_timeout_ms % 1000) * 1000};
     ConnPtr c(redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, tv));
@@ -233,7 +240,7 @@ RemoteTier::ConnPtr RemoteTier::acquire() {
 void RemoteTier::release(ConnPtr conn) {
     if (!conn || conn->err) return;  // a failed connection is closed, never reused
     std::lock_guard lock(mutex_);
-    if (pool_.size() < 8) pool_.push_back(std::move(conn));
+    if (pool_.size() < 8) pool_.push_back(Pooled{std::move(conn), std::chrono::steady_clock::now()});
 }
 
 RemoteTier::Fetch RemoteTier::fetch(const std::string& group_key) {

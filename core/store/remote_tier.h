@@ -25,10 +25,12 @@
 // expires by itself (lock_ttl_ms) if its holder dies; it is released (compare-and-delete) after
 // the publish.
 //
-// Thread-safe: each call takes a connection from a small pool (one per concurrent caller).
+// Thread-safe: each call takes a connection from a small pool (one per concurrent caller); one
+// idle for over a second is checked (PING) first, so a Redis restart costs a reconnect, not a miss.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -138,7 +140,11 @@ private:
     RedisEndpoint endpoint_;
     std::string owner_;                // this process's lock token prefix (host:pid:random)
     mutable std::mutex mutex_;
-    std::vector<ConnPtr> pool_;
+    struct Pooled {
+        ConnPtr conn;
+        std::chrono::steady_clock::time_point released;
+    };
+    std::vector<Pooled> pool_;
     std::map<std::string, std::string> held_locks_;  // group_key -> token
     uint64_t lock_serial_ = 0;
 

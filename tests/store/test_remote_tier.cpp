@@ -262,6 +262,28 @@ TEST_F(RemoteTier, RedisGoneIsAMissNotAnError) {
     EXPECT_EQ(counters.publish_errors, 1u);
 }
 
+// Redis restarted (empty) under a running replica: its pooled connections are dead; the next
+// lookup reconnects (no error, no spurious miss), misses, recompiles and republishes.
+TEST_F(RemoteTier, ARedisRestartCostsAReconnectNotAnError) {
+    const auto tools_a = tools_from({4, 9});
+    const auto tools_b = tools_from({7, 12});
+    auto e = make_engine(dir("a"), url());
+    EXPECT_EQ(e->set_tools(tools_a, "").tier, cc::Tier::miss);
+    e->wait_for_persist();
+    ASSERT_TRUE(redis_->restart()) << redis_->log();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the pooled connections are idle
+    EXPECT_EQ(e->set_tools(tools_b, "").tier, cc::Tier::miss);
+    e->wait_for_persist();
+    const auto n = e->cache().remote()->counters();
+    EXPECT_EQ(n.errors, 0u);
+    EXPECT_EQ(n.publish_errors, 0u);
+    EXPECT_EQ(n.published, 2u);
+    EXPECT_EQ(ask(*e).tokens, reference_tokens(tools_b, ""));
+    auto f = make_engine(dir("b"), url());
+    EXPECT_EQ(f->set_tools(tools_b, "").tier, cc::Tier::remote);
+    EXPECT_EQ(f->set_tools(tools_a, "").tier, cc::Tier::miss);  // gone with the restart
+}
+
 // Compile once per cluster: two replicas miss the same group at the same moment; one compiles
 // (holding the lock), the other waits for its publish and fetches it.
 TEST_F(RemoteTier, TwoReplicasMissingTheSameGroupCompileItOnce) {
