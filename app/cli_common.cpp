@@ -139,6 +139,18 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
     if (auto v = args.get("host-budget-bytes")) o.cache.host_budget_bytes = static_cast<size_t>(parse_int(*v, "--host-budget-bytes", 0, INT64_MAX));
     if (auto v = args.get("gpu-budget-bytes")) o.cache.gpu_budget_bytes = static_cast<size_t>(parse_int(*v, "--gpu-budget-bytes", 0, INT64_MAX));
     if (auto v = args.get("disk-budget-bytes")) o.cache.disk_budget_bytes = static_cast<size_t>(parse_int(*v, "--disk-budget-bytes", 0, INT64_MAX));
+    // The shared remote tier (core/store/remote_tier.h): every command that builds an Engine.
+    if (auto v = args.get("remote")) {
+        try {
+            cc::parse_redis_url(*v);
+        } catch (const std::invalid_argument& e) {
+            throw UsageError(std::string("--remote: ") + e.what());
+        }
+        o.cache.remote.url = *v;
+    }
+    if (auto v = args.get("remote-chunk-bytes"))
+        o.cache.remote.chunk_bytes = static_cast<size_t>(parse_int(*v, "--remote-chunk-bytes", 4096, int64_t(512) << 20));
+    if (auto v = args.get("remote-wait-ms")) o.cache.remote.wait_ms = static_cast<int>(parse_int(*v, "--remote-wait-ms", 0, 3600000));
     return o;
 }
 

@@ -12,6 +12,8 @@ CC_PACKAGES=(
   libutf8proc-dev                                # NFC normalisation for tokenizers
   libxxhash-dev libsqlite3-dev                   # cache file checksums, cache index
   libcpp-httplib-dev                             # the HTTP server (core/serve); nodejs + npm optional (tests/serve/openai_client)
+  libhiredis-dev                                 # the shared remote group tier on Redis (core/store/remote_tier)
+  redis-server haproxy curl                      # scripts/cluster.sh and the remote-tier / cluster tests (they skip without them)
   googletest libgtest-dev libgmock-dev           # unit tests
   libbenchmark-dev                               # bench/
   libopenblas-dev                                # bench_prefill: the machine's SGEMM throughput for comparison

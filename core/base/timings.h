@@ -25,12 +25,13 @@ private:
     std::chrono::steady_clock::time_point start_;
 };
 
-// The timing split of one query. link = lookup + disk_load + upload + conversation_link; ttft is measured from submit
+// The timing split of one query. link = lookup + disk_load + remote_load + upload + conversation_link; ttft is measured from submit
 // to the first sampled token; decode covers the tokens after the first.
 struct Timings {
     double tokenize_ms = 0;
     double lookup_ms = 0;
     double disk_load_ms = 0;
+    double remote_load_ms = 0;        // the shared remote tier (Redis): fetch + verification of the group file
     double upload_ms = 0;
     double conversation_link_ms = 0;  // finding and copying a stored conversation state's K/V (chat)
     double link_ms = 0;
@@ -42,6 +43,7 @@ struct Timings {
     double prefill_tok_s = 0;
     double decode_tok_s = 0;
     double disk_load_gb_s = 0;
+    double remote_load_gb_s = 0;      // group file bytes / remote_load_ms
     double upload_gb_s = 0;  // KV bytes / upload_ms when they were copied to the device (0 when linked in place)
 };
 

@@ -326,25 +326,30 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
                                                      Timings* timings) {
     GroupMeta expected = expected_group(result.group_key, tools, system_prompt, prefix.ids);
 
-    // link: the cache's tiers (GPU, memory, disk), checked against what the prefix must be
+    // link: the cache's tiers (GPU, memory, disk, remote), checked against what the prefix must be
     auto found = cache_->find(result.group_key, prefix.ids, expected, *backend_);
-    if (timings) {
-        timings->lookup_ms = found.lookup_ms;
-        timings->disk_load_ms = found.disk_load_ms;
-        timings->upload_ms = found.upload_ms;
-        timings->disk_load_gb_s = found.disk_load_gb_s;
-        timings->upload_gb_s = found.upload_gb_s;
-    }
-    result.problem = found.problem;
-    if (found.group) {
+    auto report = [&](const GroupStore::Lookup& f) {
+        if (!timings) return;
+        timings->lookup_ms = f.lookup_ms;
+        timings->disk_load_ms = f.disk_load_ms;
+        timings->remote_load_ms = f.remote_load_ms;
+        timings->upload_ms = f.upload_ms;
+        timings->disk_load_gb_s = f.disk_load_gb_s;
+        timings->remote_load_gb_s = f.remote_load_gb_s;
+        timings->upload_gb_s = f.upload_gb_s;
+    };
+    auto hit = [&](const GroupStore::Lookup& f) {
+        report(f);
+        result.problem = f.problem;
         result.cache_hit = true;
-        result.tier = found.tier;
-        result.kv_bytes = found.group->kv_bytes;
-        return found.group;
-    }
+        result.tier = f.tier;
+        result.kv_bytes = f.group->kv_bytes;
+        return f.group;
+    };
+    if (found.group) return hit(found);
 
-    // A miss. When another request is compiling this group now, wait for it and link what it
-    // made (that request's compile serves both); else this request compiles it.
+    // A miss. When another request of this process is compiling this group now, wait for it and
+    // link what it made (that request's compile serves both); else this request compiles it.
     std::promise<void> compiled;
     std::shared_future<void> theirs;
     {
@@ -371,17 +376,38 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
         }
     } release{*this, result.group_key, compiled};
     // It may have joined the store between the lookup and the registration above.
-    if (auto again = cache_->find(result.group_key, prefix.ids, expected, *backend_); again.group) {
-        result.cache_hit = true;
-        result.tier = again.tier;
-        result.kv_bytes = again.group->kv_bytes;
-        return again.group;
+    if (auto again = cache_->find(result.group_key, prefix.ids, expected, *backend_); again.group) return hit(again);
+
+    // Compile once per cluster: with a remote tier, another replica may be compiling this group
+    // now; wait for its publish (bounded), then look again (GroupStore::claim_compile).
+    {
+        const StepScheduler::Idle idle(scheduler_.get());
+        Stopwatch wait_clock;
+        const auto claim = cache_->claim_compile(result.group_key);
+        found.lookup_ms += wait_clock.elapsed_ms();  // a wait for another replica is part of the lookup
+        if (claim == RemoteTier::Claim::published) {
+            auto again = cache_->find(result.group_key, prefix.ids, expected, *backend_);
+            again.lookup_ms += found.lookup_ms;
+            found = std::move(again);
+        }
+    }
+    report(found);
+    result.problem = found.problem;
+    if (found.group) {
+        cache_->release_compile(result.group_key);  // held when a publish came between wait and fetch
+        return hit(found);
     }
 
     // Say why (before this group joins the store), compile, keep in memory, persist in the
-    // background.
+    // background (which publishes to the remote tier and releases its lock).
     result.miss_reason = cc::explain_miss(*cache_, expected);
-    std::shared_ptr<const Group> group = compile_prefix(std::move(expected), tools, prefix, result);
+    std::shared_ptr<const Group> group;
+    try {
+        group = compile_prefix(std::move(expected), tools, prefix, result);
+    } catch (...) {
+        cache_->release_compile(result.group_key);
+        throw;
+    }
     if (timings) timings->compile_ms = result.compile_ms;
     cache_->insert(group);
     persist_async(group);
@@ -434,7 +460,7 @@ std::shared_ptr<const Group> Engine::compile_prefix(GroupMeta meta, const ToolSe
 }
 
 void Engine::persist_async(const std::shared_ptr<const Group>& group) {
-    if (!cache_->persistent()) return;
+    if (!cache_->persistent() && !cache_->remote()) return;
     // The canonical bytes are taken now (the block is immutable from here on); the file is
     // written while the query goes on (wait_for_persist collects the result).
     std::vector<std::byte> canonical(group->kv_bytes);
@@ -621,7 +647,7 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     CompileResult link;
     link.group_key = compile_->group_key;
     const auto group = link_or_compile(*tools_, system_prompt_, prefix_, link, &result.timings);
-    result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.upload_ms;
+    result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.remote_load_ms + result.timings.upload_ms;
     result.cache_hit = link.cache_hit;
     result.tier = link.tier;
     result.problem = link.problem;
@@ -942,8 +968,8 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
     }
     result.diverged_at = match.diverged_at;
     result.timings.conversation_link_ms = conversation_clock.elapsed_ms();
-    result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.upload_ms +
-                             result.timings.conversation_link_ms;
+    result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.remote_load_ms +
+                             result.timings.upload_ms + result.timings.conversation_link_ms;
     const size_t start = std::max(reuse_to, group_tokens);
     result.prefilled_tokens = ids.size() - result.group_reused_tokens - result.conversation_reused_tokens;
 

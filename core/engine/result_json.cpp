@@ -8,13 +8,15 @@ using nlohmann::ordered_json;
 
 ordered_json to_json(const Timings& t) {
     return ordered_json{{"tokenize_ms", t.tokenize_ms},   {"lookup_ms", t.lookup_ms},
-                        {"disk_load_ms", t.disk_load_ms}, {"upload_ms", t.upload_ms},
+                        {"disk_load_ms", t.disk_load_ms}, {"remote_load_ms", t.remote_load_ms},
+                        {"upload_ms", t.upload_ms},
                         {"conversation_link_ms", t.conversation_link_ms},
                         {"link_ms", t.link_ms},           {"compile_ms", t.compile_ms},
                         {"prefill_ms", t.prefill_ms},     {"ttft_ms", t.ttft_ms},
                         {"decode_ms", t.decode_ms},       {"total_ms", t.total_ms},
                         {"prefill_tok_s", t.prefill_tok_s}, {"decode_tok_s", t.decode_tok_s},
-                        {"disk_load_gb_s", t.disk_load_gb_s}, {"upload_gb_s", t.upload_gb_s}};
+                        {"disk_load_gb_s", t.disk_load_gb_s}, {"remote_load_gb_s", t.remote_load_gb_s},
+                        {"upload_gb_s", t.upload_gb_s}};
 }
 
 ordered_json to_json(const ToolSetDiff& d) {

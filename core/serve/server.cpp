@@ -171,7 +171,18 @@ httplib::Server::Handler Server::Impl::route(const std::string& endpoint, RouteF
         call.log.endpoint = endpoint;
         call.deadline = call.begun + std::chrono::seconds(options.request_timeout_s);
         try {
+            // Cache-affinity routing (docs/deploy.md): a client or load balancer may name the
+            // group it expects; it is a hint for routing, checked for form, never trusted.
+            const std::string hint = req.get_header_value(kGroupHeader);
+            if (!hint.empty() && !is_group_key(hint))
+                throw ApiError(400, std::string("Invalid '") + kGroupHeader + "' header: expected a group key (64 lowercase hex digits, `contextcache-cli key`).",
+                               kGroupHeader, "invalid_value");
             fn(call, res);
+            // The group this request linked or compiled, for the next request's routing.
+            if (!call.log.group_key.empty()) {
+                res.set_header(kGroupHeader, call.log.group_key);
+                if (!hint.empty() && hint != call.log.group_key) res.set_header(kGroupHintHeader, "mismatch");
+            }
             if (call.log.status == -1) return;  // a stream records its own entry when it ends
             finish_call(call, res.status);
         } catch (const ApiError& e) {

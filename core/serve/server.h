@@ -15,6 +15,13 @@
 
 namespace cc::serve {
 
+// Cache-affinity routing (docs/deploy.md): responses that linked or compiled a group carry its key
+// in this header (not SSE streams: their headers go out before the group is known); a request may
+// send it (a valid key, else 400) so that a load balancer hashes on it. A hint that differs from
+// the group the request really used is answered with kGroupHintHeader: mismatch.
+inline constexpr const char* kGroupHeader = "X-ContextCache-Group";
+inline constexpr const char* kGroupHintHeader = "X-ContextCache-Group-Hint";
+
 struct ServerOptions {
     std::string host = "127.0.0.1";    // loopback by default; anything else prints a warning
     int port = 8080;                   // 0 = an ephemeral port (see Server::port())

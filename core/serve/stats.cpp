@@ -106,7 +106,7 @@ std::string ServerStats::prometheus(size_t queue_depth, size_t max_queue, size_t
           << "\n";
     o << "# HELP contextcache_group_lookups_total Requests that linked a tool-set group, by the tier it came from.\n"
       << "# TYPE contextcache_group_lookups_total counter\n";
-    for (const Tier tier : {Tier::gpu, Tier::memory, Tier::disk, Tier::miss}) {
+    for (const Tier tier : {Tier::gpu, Tier::memory, Tier::disk, Tier::remote, Tier::miss}) {
         const auto it = by_tier_.find(tier);
         o << "contextcache_group_lookups_total{tier=\"" << tier << "\"} " << (it == by_tier_.end() ? 0 : it->second)
           << "\n";

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -559,24 +560,13 @@ GroupMeta read_group_file(const std::filesystem::path& path, std::vector<std::by
     return std::move(opened.header);
 }
 
-void write_group_file(const std::filesystem::path& path, const GroupMeta& header,
-                      std::span<const std::byte> payload, const GroupFileWriteOptions& options) {
-    const std::string source = path.string();
-    validate_header(header, header.n_tokens(), source);
-    const size_t expected = group_payload_bytes(header);
-    if (payload.size() != expected)
-        fail(source, "payload is " + std::to_string(payload.size()) + " bytes, the header's shape needs " +
-                         std::to_string(expected));
-    if (path.filename().empty()) fail(source, "not a file name");
-    std::string json;
-    try {
-        json = header_to_json(header).dump();
-    } catch (const nlohmann::json::exception& e) {  // e.g. a tool name that is not UTF-8
-        fail(source, std::string("cannot encode the header: ") + e.what());
-    }
-    if (json.size() > kMaxGroupHeaderBytes)
-        fail(source, "header is " + std::to_string(json.size()) + " bytes, over the limit");
+namespace {
 
+// Temp file in the same directory, `contents(fd)`, fsync, rename to `path`, fsync of the directory.
+// The temp file is removed on any failure; a reader never sees a partial file at `path`.
+void write_atomically(const std::filesystem::path& path, const std::string& source,
+                      const std::function<void(int fd)>& contents) {
+    if (path.filename().empty()) fail(source, "not a file name");
     const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
     const std::filesystem::path temp = dir / temp_name_for(path);
     const int raw = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -587,7 +577,7 @@ void write_group_file(const std::filesystem::path& path, const GroupMeta& header
         ::unlink(temp.c_str());
     };
     try {
-        write_contents(fd.get(), header, json, payload, options);
+        contents(fd.get());
         // The data must be durable before the name points at it, or a crash could leave a
         // complete-looking name over missing blocks.
         if (::fsync(fd.get()) != 0) throw_errno("fsync");
@@ -606,6 +596,79 @@ void write_group_file(const std::filesystem::path& path, const GroupMeta& header
     const Fd dir_fd(dfd);
     if (::fsync(dir_fd.get()) != 0 && errno != EINVAL)
         fail(source, std::string("written, but fsync of its directory failed: ") + std::strerror(errno));
+}
+
+// The header as the file stores it, validated as a reader would.
+std::string encoded_header(const GroupMeta& header, std::span<const std::byte> payload, const std::string& source) {
+    validate_header(header, header.n_tokens(), source);
+    const size_t expected = group_payload_bytes(header);
+    if (payload.size() != expected)
+        fail(source, "payload is " + std::to_string(payload.size()) + " bytes, the header's shape needs " +
+                         std::to_string(expected));
+    std::string json;
+    try {
+        json = header_to_json(header).dump();
+    } catch (const nlohmann::json::exception& e) {  // e.g. a tool name that is not UTF-8
+        fail(source, std::string("cannot encode the header: ") + e.what());
+    }
+    if (json.size() > kMaxGroupHeaderBytes)
+        fail(source, "header is " + std::to_string(json.size()) + " bytes, over the limit");
+    return json;
+}
+
+}  // namespace
+
+void write_group_file(const std::filesystem::path& path, const GroupMeta& header,
+                      std::span<const std::byte> payload, const GroupFileWriteOptions& options) {
+    const std::string source = path.string();
+    const std::string json = encoded_header(header, payload, source);
+    write_atomically(path, source, [&](int fd) { write_contents(fd, header, json, payload, options); });
+}
+
+void write_group_file_bytes(const std::filesystem::path& path, std::span<const std::byte> file_bytes) {
+    const std::string source = path.string();
+    parse_group_header(file_bytes, file_bytes.size(), source);  // at least the preamble, header and size
+    write_atomically(path, source, [&](int fd) { write_all(fd, file_bytes.data(), file_bytes.size()); });
+}
+
+std::vector<std::byte> encode_group_file(const GroupMeta& header, std::span<const std::byte> payload) {
+    const std::string source = "group " + header.group_key.substr(0, 12);
+    const std::string json = encoded_header(header, payload, source);
+    const size_t payload_offset = round_up(kGroupFilePreambleBytes + json.size(), kGroupFilePayloadAlign);
+    const size_t n_layers = static_cast<size_t>(header.n_layers);
+    std::vector<std::byte> out(payload_offset + payload.size() + 8 * n_layers);  // zero padding included
+    std::byte* p = out.data();
+    std::memcpy(p, kGroupFileMagic, 8);
+    store_u32(p + 8, kGroupFileVersion);
+    store_u32(p + 12, 0);
+    store_u64(p + 16, json.size());
+    store_u64(p + 24, XXH3_64bits(json.data(), json.size()));
+    store_u64(p + 32, payload_offset);
+    store_u64(p + 40, payload.size());
+    std::memcpy(p + kGroupFilePreambleBytes, json.data(), json.size());
+    if (!payload.empty()) std::memcpy(p + payload_offset, payload.data(), payload.size());
+    const size_t layer_bytes = group_layer_bytes(header);
+    for (size_t l = 0; l < n_layers; ++l)
+        store_u64(p + payload_offset + payload.size() + 8 * l, XXH3_64bits(payload.data() + l * layer_bytes, layer_bytes));
+    return out;
+}
+
+VerifiedGroupBytes verify_group_bytes(std::span<const std::byte> file_bytes, const std::string& source) {
+    size_t payload_offset = 0;
+    VerifiedGroupBytes out;
+    out.header = parse_group_header(file_bytes, file_bytes.size(), source, &payload_offset);
+    const size_t layer_bytes = group_layer_bytes(out.header);
+    const size_t payload_bytes = layer_bytes * static_cast<size_t>(out.header.n_layers);
+    out.payload = file_bytes.subspan(payload_offset, payload_bytes);
+    const std::byte* trailer = file_bytes.data() + payload_offset + payload_bytes;
+    for (int l = 0; l < out.header.n_layers; ++l) {
+        const uint64_t computed = XXH3_64bits(out.payload.data() + static_cast<size_t>(l) * layer_bytes, layer_bytes);
+        const uint64_t stored = load_u64(trailer + 8 * static_cast<size_t>(l));
+        if (computed != stored)
+            fail(source, "layer " + std::to_string(l) + " checksum mismatch (stored " + hex64(stored) + ", computed " +
+                             hex64(computed) + ")");
+    }
+    return out;
 }
 
 }  // namespace cc

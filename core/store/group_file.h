@@ -73,6 +73,24 @@ struct GroupFileWriteOptions {
 void write_group_file(const std::filesystem::path& path, const GroupMeta& header,
                       std::span<const std::byte> payload, const GroupFileWriteOptions& options = {});
 
+// The same atomic write for a whole group file's bytes as they came from elsewhere (the remote
+// tier): the preamble, header and size are checked first (the checksums are the caller's:
+// verify_group_bytes). Throws as write_group_file.
+void write_group_file_bytes(const std::filesystem::path& path, std::span<const std::byte> file_bytes);
+
+// The bytes write_group_file would write (what the remote tier stores when there is no file to
+// read them from). Throws std::runtime_error for a header that does not validate.
+std::vector<std::byte> encode_group_file(const GroupMeta& header, std::span<const std::byte> payload);
+
+// A whole group file held in memory, checked as map_group_file checks a file (preamble, header,
+// size, every layer's XXH3). `payload` points into the bytes given. Throws std::runtime_error
+// "<source>: <problem>".
+struct VerifiedGroupBytes {
+    GroupMeta header;
+    std::span<const std::byte> payload;
+};
+VerifiedGroupBytes verify_group_bytes(std::span<const std::byte> file_bytes, const std::string& source);
+
 // Reads and checks the preamble and header only (cheap; used to rebuild the index). Throws
 // std::runtime_error "<file>: <problem>" for a bad magic, version, header checksum, JSON, field or
 // file size.

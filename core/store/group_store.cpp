@@ -2,6 +2,7 @@
 
 #include "core/store/group_file.h"
 #include "core/store/group_index.h"
+#include "core/base/mapped_file.h"
 #include "core/base/paths.h"
 #include "core/base/timings.h"
 #include "core/text/token_prefix.h"
@@ -30,6 +31,7 @@ GroupInfo listing_row(const GroupSummary& summary, size_t kv_bytes, Tier tier, i
 }  // namespace
 
 GroupStore::GroupStore(GroupStoreOptions options) : options_(std::move(options)) {
+    if (!options_.remote.url.empty()) remote_ = std::make_unique<RemoteTier>(options_.remote);
     if (options_.dir.empty()) return;
     ensure_private_dir(options_.dir);
     ensure_private_dir(options_.dir / "groups");
@@ -38,7 +40,24 @@ GroupStore::GroupStore(GroupStoreOptions options) : options_(std::move(options))
     for (auto& p : index_->reconcile()) warnings_.push_back(std::move(p));
 }
 
-GroupStore::~GroupStore() = default;
+GroupStore::~GroupStore() { wait_for_promotions(); }
+
+void GroupStore::wait_for_promotions() {
+    std::vector<std::future<void>> pending;
+    {
+        std::lock_guard lock(promotions_mutex_);
+        pending = std::exchange(promotions_, {});
+    }
+    for (auto& f : pending) f.wait();
+}
+
+RemoteTier::Claim GroupStore::claim_compile(const std::string& group_key) {
+    return remote_ ? remote_->claim_compile(group_key) : RemoteTier::Claim::mine;
+}
+
+void GroupStore::release_compile(const std::string& group_key) {
+    if (remote_) remote_->release_compile(group_key);
+}
 
 fs::path GroupStore::group_path(const std::string& group_key) const { return options_.dir / "groups" / (group_key + ".kv"); }
 
@@ -96,6 +115,7 @@ GroupStore::Lookup GroupStore::find(const std::string& group_key, std::span<cons
         upload_from_host_tier(group_key, std::move(*from_host), backend, result);
     else
         link_from_disk(group_key, prefix_ids, expected, backend, result);
+    if (!result.group && remote_) fetch_from_remote(group_key, prefix_ids, expected, backend, result);
     return result;
 }
 
@@ -207,6 +227,78 @@ void GroupStore::link_from_disk(const std::string& group_key, std::span<const to
     std::lock_guard lock(mutex_);
     insert_locked(std::move(group), 0);
     touch_index_locked(group_key);
+}
+
+// The remote tier: fetch the group file's bytes (chunk checksums checked there), verify them as a
+// group file (header, size, layer checksums) and as the group looked up (key, model, numerics,
+// prefix token ids), link them (in place on the CPU: the block keeps the bytes alive), promote
+// to memory now and to the disk tier in the background. Anything else is a miss.
+void GroupStore::fetch_from_remote(const std::string& group_key, std::span<const token_id> prefix_ids,
+                                   const GroupMeta& expected, Backend& backend, Lookup& result) {
+    Stopwatch load_clock;
+    RemoteTier::Fetch fetched = remote_->fetch(group_key);
+    if (fetched.status != RemoteTier::Status::hit) {
+        if (!fetched.problem.empty() && result.problem.empty()) result.problem = fetched.problem + "; recompiled";
+        if (!fetched.problem.empty()) {
+            std::lock_guard lock(mutex_);
+            warnings_.push_back(fetched.problem);
+        }
+        return;
+    }
+    auto bytes = std::make_shared<const std::vector<std::byte>>(std::move(fetched.bytes));
+    VerifiedGroupBytes verified;
+    const std::string source = remote_->describe() + " group " + group_key.substr(0, 12);
+    try {
+        verified = verify_group_bytes(*bytes, source);
+        const std::string mismatch = disk_mismatch(verified.header, group_key, prefix_ids, expected, backend);
+        if (!mismatch.empty()) throw std::runtime_error(source + ": " + mismatch);
+    } catch (const std::exception& e) {
+        remote_->count_damaged();
+        result.problem = std::string(e.what()) + "; not used, recompiled";
+        std::lock_guard lock(mutex_);
+        warnings_.push_back(result.problem);
+        return;
+    }
+    result.remote_load_ms = load_clock.elapsed_ms();
+    result.remote_load_gb_s = gb_per_s(bytes->size(), result.remote_load_ms);
+
+    Stopwatch upload_clock;
+    const GroupMeta header = verified.header;
+    auto group = std::make_shared<Group>(std::move(verified.header));
+    group->kv = backend.link_kv(verified.payload, static_cast<int>(group->n_tokens()), bytes);
+    group->kv_bytes = verified.payload.size();
+    result.upload_ms = upload_clock.elapsed_ms();
+    if (!backend.links_in_place()) result.upload_gb_s = gb_per_s(verified.payload.size(), result.upload_ms);
+    result.group = group;
+    result.tier = Tier::remote;
+    {
+        std::lock_guard lock(mutex_);
+        insert_locked(std::move(group), 0);
+    }
+    if (!index_) return;
+    // Promotion to the disk tier off the query's path: the file is written atomically (a reader
+    // sees it whole or not at all) and indexed; a failure is a warning (the group is in memory).
+    std::lock_guard lock(promotions_mutex_);
+    promotions_.erase(std::remove_if(promotions_.begin(), promotions_.end(),
+                                     [](const std::future<void>& f) {
+                                         return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+                                     }),
+                      promotions_.end());
+    promotions_.push_back(std::async(std::launch::async, [this, group_key, header, bytes] {
+        try {
+            const fs::path path = group_path(group_key);
+            write_group_file_bytes(path, *bytes);
+            auto entry = index_entry_from_header(header, bytes->size());
+            entry.last_used_unix_ms = unix_ms_now();
+            std::lock_guard lock(mutex_);
+            index_->upsert(entry);
+            gc_locked(options_.disk_budget_bytes);
+        } catch (const std::exception& e) {
+            std::lock_guard lock(mutex_);
+            warnings_.push_back("group " + group_key.substr(0, 12) + ": fetched from the remote tier but not written to disk: " +
+                                e.what());
+        }
+    }));
 }
 
 // Why a verified group file is not the group looked up ("" when it is).
@@ -330,25 +422,52 @@ bool GroupStore::on_device() const {
 
 PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, std::vector<std::byte> canonical_kv) {
     PersistResult r;
-    if (!index_) {
+    if (!index_ && !remote_) {
         r.error = "no cache directory";
         return r;
     }
     Stopwatch clock;
-    try {
-        const fs::path path = group_path(group->group_key);
-        write_group_file(path, *group, canonical_kv);
-        auto entry = index_entry_from_header(*group, fs::file_size(path));
-        entry.last_used_unix_ms = unix_ms_now();
-        std::lock_guard lock(mutex_);
-        index_->upsert(entry);
-        gc_locked(options_.disk_budget_bytes);
-        r.ok = true;
-    } catch (const std::exception& e) {
-        r.error = e.what();
+    bool written = false;
+    if (index_) {
+        try {
+            const fs::path path = group_path(group->group_key);
+            write_group_file(path, *group, canonical_kv);
+            auto entry = index_entry_from_header(*group, fs::file_size(path));
+            entry.last_used_unix_ms = unix_ms_now();
+            std::lock_guard lock(mutex_);
+            index_->upsert(entry);
+            gc_locked(options_.disk_budget_bytes);
+            written = true;
+        } catch (const std::exception& e) {
+            r.error = e.what();
+        }
     }
+    if (remote_) publish_to_remote(*group, canonical_kv, written, r);
+    r.ok = index_ ? written : r.error.empty();
     r.persist_ms = clock.elapsed_ms();
     return r;
+}
+
+// The group file's bytes go to the remote tier: read back from the file just written (the page
+// cache's copy, mapped), or encoded in memory when there is no file. Then the compile lock is
+// released whatever happened (a failed publish leaves the group a miss for the others).
+void GroupStore::publish_to_remote(const Group& group, std::span<const std::byte> canonical_kv, bool file_written,
+                                   PersistResult& r) {
+    try {
+        const RemoteTier::ManifestInfo info{group.model_fingerprint, group.n_tokens()};
+        if (file_written) {
+            const MappedFile file(group_path(group.group_key));
+            remote_->publish(group.group_key, file.bytes(), info);
+        } else {
+            remote_->publish(group.group_key, encode_group_file(group, canonical_kv), info);
+        }
+    } catch (const std::exception& e) {
+        const std::string problem = "group " + group.group_key.substr(0, 12) + ": not published to the remote tier: " + e.what();
+        if (!index_ && r.error.empty()) r.error = problem;
+        std::lock_guard lock(mutex_);
+        warnings_.push_back(problem);
+    }
+    remote_->release_compile(group.group_key);
 }
 
 }  // namespace cc

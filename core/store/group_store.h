@@ -18,11 +18,13 @@
 #include "core/base/sha256.h"
 #include "core/base/timings.h"
 #include "core/store/group_meta.h"
+#include "core/store/remote_tier.h"
 #include "core/store/tier.h"
 #include "core/text/tokenizer.h"
 
 #include <cstdint>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -60,6 +62,7 @@ struct GroupStoreOptions {
     size_t host_budget_bytes = size_t(4) << 30;    // memory tier
     size_t gpu_budget_bytes = size_t(8) << 30;     // gpu tier (device KV; used with a kv_on_device backend)
     size_t disk_budget_bytes = size_t(32) << 30;   // group files
+    RemoteTierOptions remote;                      // remote.url empty = no remote tier (remote_tier.h)
 };
 
 struct PersistResult {
@@ -84,6 +87,8 @@ public:
         double upload_ms = 0;                // the mapping or host bytes -> a KV block (link_kv / import_kv;
                                              // ~0 when linked in place)
         double disk_load_gb_s = 0;           // file bytes / disk_load_ms
+        double remote_load_ms = 0;           // the remote tier's fetch (manifest + chunks + checksums) + verification
+        double remote_load_gb_s = 0;         // file bytes / remote_load_ms
         double upload_gb_s = 0;              // KV bytes / upload_ms when they were copied (0 when linked in place)
     };
     // A hit needs the key AND the stored prefix ids to equal `prefix_ids` AND the stored group to
@@ -103,7 +108,8 @@ public:
     void set_backend(Backend* backend);
     bool on_device() const;
     // Writes the group file (temp + fsync + rename) and its index entry, then keeps the disk tier
-    // within budget. Safe to call from a background thread; never throws.
+    // within budget; with a remote tier, publishes the group there too and releases the compile
+    // lock claim_compile took. Safe to call from a background thread; never throws.
     PersistResult persist(const std::shared_ptr<const Group>& group, std::vector<std::byte> canonical_kv);
 
     // The stored group (memory or disk) sharing the longest run of leading token ids with
@@ -146,6 +152,16 @@ public:
     size_t gpu_size() const;
     uint64_t disk_bytes() const;
     bool persistent() const { return !options_.dir.empty(); }
+
+    // The shared remote tier (null when none is configured). find() tries it after the disk tier;
+    // a hit is verified as a group file, linked, and promoted to memory and (in the background) disk.
+    RemoteTier* remote() const { return remote_.get(); }
+    // Compile once per cluster (remote_tier.h): mine (compile, then persist() publishes and
+    // releases), published (find() again), timed_out or unavailable (compile locally). Without a
+    // remote tier: mine.
+    RemoteTier::Claim claim_compile(const std::string& group_key);
+    void release_compile(const std::string& group_key);   // after a compile that will not be persisted
+    void wait_for_promotions();                           // remote hits still being written to disk
     const GroupStoreOptions& options() const { return options_; }
     std::filesystem::path group_path(const std::string& group_key) const;
     // Moves a bad file to groups/quarantine/ and drops its index entry; returns the new path.
@@ -175,6 +191,9 @@ private:
     void upload_from_host_tier(const std::string& group_key, HostEntry entry, Backend& backend, Lookup& result);
     void link_from_disk(const std::string& group_key, std::span<const token_id> prefix_ids, const GroupMeta& expected,
                         Backend& backend, Lookup& result);
+    void fetch_from_remote(const std::string& group_key, std::span<const token_id> prefix_ids, const GroupMeta& expected,
+                           Backend& backend, Lookup& result);
+    void publish_to_remote(const Group& group, std::span<const std::byte> canonical_kv, bool file_written, PersistResult& r);
     static std::string disk_mismatch(const GroupMeta& header, const std::string& group_key,
                                      std::span<const token_id> prefix_ids, const GroupMeta& expected,
                                      const Backend& backend);
@@ -199,6 +218,9 @@ private:
     uint64_t tick_ = 0;
     std::unique_ptr<GroupIndex> index_;   // null for a memory-only store
     std::vector<std::string> warnings_;
+    std::unique_ptr<RemoteTier> remote_;            // null = no remote tier
+    std::mutex promotions_mutex_;
+    std::vector<std::future<void>> promotions_;     // remote hits being written to the disk tier
 };
 
 

@@ -410,6 +410,46 @@ TEST_F(ServerTest, AStreamClosedMidwayIsCancelled) {
     EXPECT_TRUE(eventually([] { return !server_->snapshot().busy; }));
 }
 
+// Cache-affinity routing (docs/server.md): the group key comes back in a header; a request may
+// send it (checked for form); a hint that names another group is flagged.
+TEST_F(ServerTest, GroupKeyHeaderForRouting) {
+    auto c = client();
+    const std::string body = chat_body(ordered_json::parse(kTools)).dump();
+    auto r = c.Post("/v1/chat/completions", body, "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const std::string key = ordered_json::parse(r->body)["contextcache"]["group_key"];
+    EXPECT_EQ(r->get_header_value(cc::serve::kGroupHeader), key);
+    EXPECT_FALSE(r->has_header(cc::serve::kGroupHintHeader));
+
+    r = c.Post("/v1/chat/completions", httplib::Headers{{cc::serve::kGroupHeader, key}}, body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->get_header_value(cc::serve::kGroupHeader), key);
+    EXPECT_FALSE(r->has_header(cc::serve::kGroupHintHeader));
+
+    const std::string other(64, 'a');
+    r = c.Post("/v1/chat/completions", httplib::Headers{{cc::serve::kGroupHeader, other}}, body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->get_header_value(cc::serve::kGroupHeader), key);  // the request's own group, not the hint's
+    EXPECT_EQ(r->get_header_value(cc::serve::kGroupHintHeader), "mismatch");
+
+    r = c.Post("/v1/chat/completions", httplib::Headers{{cc::serve::kGroupHeader, "not-a-key"}}, body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_EQ(ordered_json::parse(r->body)["error"]["param"], cc::serve::kGroupHeader);
+
+    ordered_json q;
+    q["tools"] = ordered_json::parse(kTools);
+    q["query"] = "Weather in Paris?";
+    q["max_new_tokens"] = 1;
+    r = c.Post("/query", q.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value(cc::serve::kGroupHeader), ordered_json::parse(r->body)["compile"]["group_key"]);
+}
+
 TEST(ServerOptionsTest, ApiKeyIsRequiredExceptForHealth) {
     cc::serve::ServerOptions o;
     o.port = 0;

@@ -329,9 +329,10 @@ TEST_F(GpuTier, ACpuBackendKeepsTheMemoryTier) {
 
 // The names results and the CLI write, and back.
 TEST(TierNames, RoundTrip) {
-    for (const cc::Tier t : {cc::Tier::gpu, cc::Tier::memory, cc::Tier::disk, cc::Tier::miss})
+    for (const cc::Tier t : {cc::Tier::gpu, cc::Tier::memory, cc::Tier::disk, cc::Tier::remote, cc::Tier::miss})
         EXPECT_EQ(cc::parse_tier(cc::tier_name(t)), t);
     EXPECT_STREQ(cc::tier_name(cc::Tier::memory), "memory");
+    EXPECT_STREQ(cc::tier_name(cc::Tier::remote), "remote");
     EXPECT_THROW(cc::parse_tier(""), std::invalid_argument);
     EXPECT_THROW(cc::parse_tier("host"), std::invalid_argument);
 }

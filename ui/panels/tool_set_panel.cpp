@@ -661,6 +661,7 @@ void ToolSetPanel::showDescription(const ToolsDescription& d) {
     const QString color = d.tier == cc::Tier::gpu      ? QStringLiteral("#6a1b9a")
                           : d.tier == cc::Tier::memory ? QStringLiteral("#2e7d32")
                           : d.tier == cc::Tier::disk   ? QStringLiteral("#1565c0")
+                          : d.tier == cc::Tier::remote ? QStringLiteral("#00838f")
                                                        : QStringLiteral("#757575");
     m_stateLabel->setStyleSheet(QStringLiteral("color: %1; font-weight: bold;").arg(color));
     m_missReason = QString::fromStdString(d.missReason);

@@ -1,0 +1,517 @@
+#include "core/store/remote_tier.h"
+
+#include "core/base/timings.h"
+
+#include <hiredis/hiredis.h>
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
+#if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h>  // the runtime-dispatched (AVX2/AVX-512) XXH3, as group_file.cpp
+#endif
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+namespace cc {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+constexpr const char* kManifestFormat = "contextcache-remote-group";
+constexpr int kManifestVersion = 1;
+// Replies in flight while fetching: enough to keep the socket busy, few enough that neither side
+// buffers a whole group (Redis keeps unsent replies in the client's output buffer).
+constexpr size_t kFetchWindow = 4;
+// A manifest is a few KB; a group file over this is not one this program wrote.
+constexpr uint64_t kMaxRemoteFileBytes = uint64_t(256) << 30;
+constexpr size_t kMaxManifestBytes = size_t(16) << 20;
+
+// Compare-and-delete: removes KEYS[1] only while it still holds ARGV[1] (a lock this process took,
+// a manifest this process read). One key, so it runs on Redis Cluster too.
+constexpr const char* kDeleteIfEquals =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+
+struct ReplyDeleter {
+    void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+std::string hex128(std::span<const std::byte> bytes) {
+    const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+    char out[33];
+    std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                  static_cast<unsigned long long>(h.low64));
+    return out;
+}
+
+bool is_hex(std::string_view s, size_t n) {
+    return s.size() == n && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+double gb_per_s(size_t bytes, double ms) { return ms > 0 ? double(bytes) / (ms * 1e6) : 0; }
+
+// Throws with the context's error (connection lost, timeout) or the reply's (a Redis error).
+Reply command_reply(redisContext* c, void* raw, const std::string& what) {
+    Reply r(static_cast<redisReply*>(raw));
+    if (!r) throw std::runtime_error(what + ": " + (c->err ? std::string(c->errstr) : std::string("no reply")));
+    if (r->type == REDIS_REPLY_ERROR) throw std::runtime_error(what + ": " + std::string(r->str, r->len));
+    return r;
+}
+
+Reply next_reply(redisContext* c, const std::string& what) {
+    void* raw = nullptr;
+    if (redisGetReply(c, &raw) != REDIS_OK) {
+        if (raw) freeReplyObject(raw);
+        throw std::runtime_error(what + ": " + (c->err ? std::string(c->errstr) : std::string("no reply")));
+    }
+    return command_reply(c, raw, what);
+}
+
+struct Manifest {
+    uint64_t file_bytes = 0;
+    std::string file_xxh128;
+    struct Chunk {
+        std::string key;
+        uint64_t bytes = 0;
+        std::string xxh128;
+    };
+    std::vector<Chunk> chunks;
+};
+
+// Parses and checks a manifest; throws std::runtime_error naming the problem.
+Manifest parse_manifest(std::string_view text, const std::string& group_key, const RemoteTier& tier) {
+    ordered_json j;
+    try {
+        j = ordered_json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(std::string("manifest is not JSON: ") + e.what());
+    }
+    try {
+        if (!j.is_object() || j.value("format", "") != kManifestFormat)
+            throw std::runtime_error("manifest format is not \"" + std::string(kManifestFormat) + "\"");
+        if (j.at("version").get<int>() != kManifestVersion)
+            throw std::runtime_error("manifest version " + j.at("version").dump() + ", expected " +
+                                     std::to_string(kManifestVersion));
+        if (j.at("group_key").get<std::string>() != group_key) throw std::runtime_error("manifest names another group_key");
+        Manifest m;
+        m.file_bytes = j.at("file_bytes").get<uint64_t>();
+        m.file_xxh128 = j.at("file_xxh3_128").get<std::string>();
+        if (m.file_bytes == 0 || m.file_bytes > kMaxRemoteFileBytes) throw std::runtime_error("file_bytes out of range");
+        if (!is_hex(m.file_xxh128, 32)) throw std::runtime_error("file_xxh3_128 is not 32 hex digits");
+        uint64_t total = 0;
+        for (const auto& c : j.at("chunks")) {
+            Manifest::Chunk chunk;
+            chunk.bytes = c.at("bytes").get<uint64_t>();
+            chunk.xxh128 = c.at("xxh3_128").get<std::string>();
+            chunk.key = c.at("key").get<std::string>();
+            if (!is_hex(chunk.xxh128, 32)) throw std::runtime_error("a chunk's xxh3_128 is not 32 hex digits");
+            if (chunk.key != tier.chunk_key(chunk.xxh128)) throw std::runtime_error("a chunk's key is not its content's");
+            if (chunk.bytes == 0 || chunk.bytes > m.file_bytes - total) throw std::runtime_error("chunk sizes do not add up");
+            total += chunk.bytes;
+            m.chunks.push_back(std::move(chunk));
+        }
+        if (total != m.file_bytes) throw std::runtime_error("chunk sizes do not add up to file_bytes");
+        return m;
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(std::string("manifest field: ") + e.what());
+    }
+}
+
+}  // namespace
+
+const char* remote_status_name(RemoteTier::Status status) {
+    switch (status) {
+        case RemoteTier::Status::hit: return "hit";
+        case RemoteTier::Status::absent: return "absent";
+        case RemoteTier::Status::incomplete: return "incomplete";
+        case RemoteTier::Status::damaged: return "damaged";
+        case RemoteTier::Status::unavailable: return "unavailable";
+    }
+    return "?";
+}
+
+RedisEndpoint parse_redis_url(std::string_view url) {
+    const std::string whole(url);
+    auto bad = [&](const std::string& why) { throw std::invalid_argument("remote \"" + whole + "\": " + why); };
+    constexpr std::string_view scheme = "redis://";
+    if (url.substr(0, scheme.size()) != scheme) bad("must start with redis:// (redis://host:port[/db])");
+    url.remove_prefix(scheme.size());
+    RedisEndpoint ep;
+    if (const size_t at = url.rfind('@'); at != std::string_view::npos) {
+        const std::string_view cred = url.substr(0, at);
+        url.remove_prefix(at + 1);
+        const size_t colon = cred.find(':');
+        if (colon == std::string_view::npos) {
+            ep.password = std::string(cred);
+        } else {
+            ep.user = std::string(cred.substr(0, colon));
+            ep.password = std::string(cred.substr(colon + 1));
+        }
+    }
+    std::string_view hostport = url;
+    if (const size_t slash = url.find('/'); slash != std::string_view::npos) {
+        hostport = url.substr(0, slash);
+        const std::string_view db = url.substr(slash + 1);
+        if (!db.empty()) {
+            const auto [p, ec] = std::from_chars(db.data(), db.data() + db.size(), ep.db);
+            if (ec != std::errc() || p != db.data() + db.size() || ep.db < 0) bad("database must be a number >= 0");
+        }
+    }
+    if (const size_t colon = hostport.rfind(':'); colon != std::string_view::npos && hostport.find(']') == std::string_view::npos) {
+        const std::string_view port = hostport.substr(colon + 1);
+        const auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), ep.port);
+        if (ec != std::errc() || p != port.data() + port.size() || ep.port < 1 || ep.port > 65535)
+            bad("port must be 1..65535");
+        hostport = hostport.substr(0, colon);
+    }
+    if (hostport.empty()) bad("no host");
+    ep.host = std::string(hostport);
+    return ep;
+}
+
+void RemoteTier::ConnDeleter::operator()(redisContext* c) const { redisFree(c); }
+
+RemoteTier::RemoteTier(RemoteTierOptions options) : options_(std::move(options)), endpoint_(parse_redis_url(options_.url)) {
+    if (options_.chunk_bytes == 0) throw std::invalid_argument("remote chunk size must be > 0");
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    std::random_device rd;
+    owner_ = std::string(host) + ":" + std::to_string(::getpid()) + ":" + std::to_string(rd());
+}
+
+RemoteTier::~RemoteTier() {
+    // Locks still held (a compile that never published) are released so others need not wait
+    // for their expiry.
+    std::vector<std::string> keys;
+    {
+        std::lock_guard lock(mutex_);
+        for (const auto& [key, token] : held_locks_) keys.push_back(key);
+    }
+    for (const auto& key : keys) release_compile(key);
+}
+
+std::string RemoteTier::describe() const {
+    return "redis://" + endpoint_.host + ":" + std::to_string(endpoint_.port) + "/" + std::to_string(endpoint_.db);
+}
+
+RemoteTier::ConnPtr RemoteTier::acquire() {
+    for (;;) {
+        Pooled p;
+        {
+            std::lock_guard lock(mutex_);
+            if (pool_.empty()) break;
+            p = std::move(pool_.back());
+            pool_.pop_back();
+        }
+        // A connection idle for a while may have been closed under us (Redis restarted, a
+        // timeout, a failover): check it once, so a restart costs a reconnect, not a miss.
+        if (std::chrono::steady_clock::now() - p.released < std::chrono::seconds(1)) return std::move(p.conn);
+        Reply pong(static_cast<redisReply*>(redisCommand(p.conn.get(), "PING")));
+        if (pong && pong->type == REDIS_REPLY_STATUS && !p.conn->err) return std::move(p.conn);
+    }
+    const timeval tv{options_.io_timeout_ms / 1000, (options_.io_timeout_ms % 1000) * 1000};
+    ConnPtr c(redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, tv));
+    if (!c) throw std::runtime_error(describe() + ": cannot allocate a connection");
+    if (c->err) throw std::runtime_error(describe() + ": " + c->errstr);
+    redisSetTimeout(c.get(), tv);
+    if (!endpoint_.password.empty()) {
+        if (endpoint_.user.empty())
+            command_reply(c.get(), redisCommand(c.get(), "AUTH %b", endpoint_.password.data(), endpoint_.password.size()),
+                          describe() + ": AUTH");
+        else
+            command_reply(c.get(),
+                          redisCommand(c.get(), "AUTH %b %b", endpoint_.user.data(), endpoint_.user.size(),
+                                       endpoint_.password.data(), endpoint_.password.size()),
+                          describe() + ": AUTH");
+    }
+    if (endpoint_.db != 0)
+        command_reply(c.get(), redisCommand(c.get(), "SELECT %d", endpoint_.db), describe() + ": SELECT");
+    return c;
+}
+
+void RemoteTier::release(ConnPtr conn) {
+    if (!conn || conn->err) return;  // a failed connection is closed, never reused
+    std::lock_guard lock(mutex_);
+    if (pool_.size() < 8) pool_.push_back(Pooled{std::move(conn), std::chrono::steady_clock::now()});
+}
+
+RemoteTier::Fetch RemoteTier::fetch(const std::string& group_key) {
+    Stopwatch clock;
+    Fetch out;
+    auto finish = [&](Status status, std::string problem) {
+        out.status = status;
+        out.problem = std::move(problem);
+        out.load_ms = clock.elapsed_ms();
+        switch (status) {
+            case Status::hit:
+                counters_.hits++;
+                counters_.bytes_read += out.bytes.size();
+                out.gb_s = gb_per_s(out.bytes.size(), out.load_ms);
+                break;
+            case Status::absent: counters_.misses++; break;
+            case Status::incomplete: counters_.incomplete++; break;
+            case Status::damaged: counters_.damaged++; break;
+            case Status::unavailable: counters_.errors++; break;
+        }
+        if (status != Status::hit) out.bytes.clear();
+        return std::move(out);
+    };
+    const std::string where = describe() + " group " + group_key.substr(0, 12);
+    ConnPtr c;
+    std::string manifest_text;
+    Manifest m;
+    try {
+        c = acquire();
+        const std::string mkey = manifest_key(group_key);
+        Reply r = command_reply(c.get(), redisCommand(c.get(), "GET %b", mkey.data(), mkey.size()), where + ": GET manifest");
+        if (r->type == REDIS_REPLY_NIL) {
+            release(std::move(c));
+            return finish(Status::absent, "");
+        }
+        if (r->type != REDIS_REPLY_STRING || r->len > kMaxManifestBytes) {
+            release(std::move(c));
+            return finish(Status::damaged, where + ": the manifest is not a string of at most 16 MiB");
+        }
+        manifest_text.assign(r->str, r->len);
+    } catch (const std::exception& e) {
+        return finish(Status::unavailable, e.what());
+    }
+
+    // A manifest that does not parse is removed (if it is still the one read): the next compile
+    // republishes the group.
+    // (On a connection of its own: `c` may still have chunk replies coming.)
+    auto forget_manifest = [&] {
+        try {
+            ConnPtr d = acquire();
+            const std::string mkey = manifest_key(group_key);
+            command_reply(d.get(),
+                          redisCommand(d.get(), "EVAL %s 1 %b %b", kDeleteIfEquals, mkey.data(), mkey.size(),
+                                       manifest_text.data(), manifest_text.size()),
+                          where + ": delete manifest");
+            release(std::move(d));
+        } catch (const std::exception&) {
+        }
+    };
+    try {
+        m = parse_manifest(manifest_text, group_key, *this);
+    } catch (const std::exception& e) {
+        forget_manifest();
+        release(std::move(c));
+        return finish(Status::damaged, where + ": " + e.what());
+    }
+    out.n_chunks = m.chunks.size();
+
+    // Chunks, pipelined: up to kFetchWindow GETs in flight, each reply checked and copied as it
+    // arrives. On any early return the connection still has replies coming, so it is closed
+    // (not returned to the pool).
+    try {
+        out.bytes.resize(m.file_bytes);
+        size_t sent = 0;
+        auto send_next = [&] {
+            const std::string& key = m.chunks[sent].key;
+            if (redisAppendCommand(c.get(), "GET %b", key.data(), key.size()) != REDIS_OK)
+                throw std::runtime_error(where + ": cannot queue a GET");
+            ++sent;
+        };
+        while (sent < std::min(kFetchWindow, m.chunks.size())) send_next();
+        size_t offset = 0;
+        for (size_t i = 0; i < m.chunks.size(); ++i) {
+            Reply r = next_reply(c.get(), where + ": GET chunk " + std::to_string(i));
+            if (sent < m.chunks.size()) send_next();
+            const Manifest::Chunk& chunk = m.chunks[i];
+            if (r->type == REDIS_REPLY_NIL) {
+                forget_manifest();  // stale: the next compile republishes the group
+                return finish(Status::incomplete, where + ": chunk " + std::to_string(i) + " of " +
+                                                      std::to_string(m.chunks.size()) + " is missing (evicted or flushed)");
+            }
+            if (r->type != REDIS_REPLY_STRING || r->len != chunk.bytes) {
+                forget_manifest();
+                return finish(Status::damaged, where + ": chunk " + std::to_string(i) + " is " +
+                                                   std::to_string(r->type == REDIS_REPLY_STRING ? r->len : 0) +
+                                                   " bytes, the manifest says " + std::to_string(chunk.bytes));
+            }
+            const std::span<const std::byte> got(reinterpret_cast<const std::byte*>(r->str), r->len);
+            const std::string sum = hex128(got);
+            if (sum != chunk.xxh128) {
+                forget_manifest();
+                return finish(Status::damaged, where + ": chunk " + std::to_string(i) + " checksum mismatch (manifest " +
+                                                   chunk.xxh128 + ", computed " + sum + ")");
+            }
+            std::memcpy(out.bytes.data() + offset, r->str, r->len);
+            offset += r->len;
+        }
+    } catch (const std::bad_alloc&) {
+        return finish(Status::unavailable, where + ": not enough memory for " + std::to_string(m.file_bytes) + " bytes");
+    } catch (const std::exception& e) {
+        return finish(Status::unavailable, e.what());
+    }
+    const std::string total = hex128(out.bytes);
+    if (total != m.file_xxh128) {
+        forget_manifest();
+        release(std::move(c));
+        return finish(Status::damaged, where + ": file checksum mismatch (manifest " + m.file_xxh128 + ", computed " + total + ")");
+    }
+    release(std::move(c));
+    return finish(Status::hit, "");
+}
+
+void RemoteTier::publish(const std::string& group_key, std::span<const std::byte> file_bytes, const ManifestInfo& info) {
+    const std::string where = describe() + " group " + group_key.substr(0, 12);
+    try {
+        ConnPtr c = acquire();
+        ordered_json chunks = ordered_json::array();
+        // Every chunk's SET is queued, then every reply read: one round trip's latency per group.
+        size_t n_sent = 0;
+        for (size_t offset = 0; offset < file_bytes.size(); offset += options_.chunk_bytes) {
+            const auto chunk = file_bytes.subspan(offset, std::min(options_.chunk_bytes, file_bytes.size() - offset));
+            const std::string sum = hex128(chunk);
+            const std::string key = chunk_key(sum);
+            if (redisAppendCommand(c.get(), "SET %b %b", key.data(), key.size(), chunk.data(), chunk.size()) != REDIS_OK)
+                throw std::runtime_error(where + ": cannot queue a SET");
+            ++n_sent;
+            chunks.push_back(ordered_json{{"key", key}, {"bytes", chunk.size()}, {"xxh3_128", sum}});
+            // Bound what waits in the socket buffers: read replies once kFetchWindow are queued.
+            while (n_sent > kFetchWindow) {
+                next_reply(c.get(), where + ": SET chunk");
+                --n_sent;
+            }
+        }
+        while (n_sent > 0) {
+            next_reply(c.get(), where + ": SET chunk");
+            --n_sent;
+        }
+        // The manifest last: a reader that sees it finds every chunk (unless Redis evicted one
+        // since, which reads as a miss).
+        ordered_json m{{"format", kManifestFormat},
+                       {"version", kManifestVersion},
+                       {"group_key", group_key},
+                       {"model_fingerprint", info.model_fingerprint},
+                       {"n_tokens", info.n_tokens},
+                       {"file_bytes", file_bytes.size()},
+                       {"file_xxh3_128", hex128(file_bytes)},
+                       {"chunk_bytes", options_.chunk_bytes},
+                       {"created_unix_ms", unix_ms_now()},
+                       {"publisher", owner_},
+                       {"chunks", std::move(chunks)}};
+        const std::string text = m.dump();
+        const std::string mkey = manifest_key(group_key);
+        command_reply(c.get(), redisCommand(c.get(), "SET %b %b", mkey.data(), mkey.size(), text.data(), text.size()),
+                      where + ": SET manifest");
+        release(std::move(c));
+    } catch (const std::exception&) {
+        counters_.publish_errors++;
+        throw;
+    }
+    counters_.published++;
+    counters_.bytes_written += file_bytes.size();
+}
+
+RemoteTier::Claim RemoteTier::claim_compile(const std::string& group_key) {
+    const std::string lkey = lock_key(group_key);
+    const std::string mkey = manifest_key(group_key);
+    std::string token;
+    {
+        std::lock_guard lock(mutex_);
+        token = owner_ + ":" + std::to_string(++lock_serial_);
+    }
+    Stopwatch clock;
+    bool waited = false;
+    try {
+        ConnPtr c = acquire();
+        for (;;) {
+            Reply exists = command_reply(c.get(), redisCommand(c.get(), "EXISTS %b", mkey.data(), mkey.size()), "EXISTS");
+            if (exists->type == REDIS_REPLY_INTEGER && exists->integer > 0) {
+                release(std::move(c));
+                if (waited) counters_.waited++;
+                return Claim::published;
+            }
+            Reply set = command_reply(c.get(),
+                                      redisCommand(c.get(), "SET %b %b NX PX %d", lkey.data(), lkey.size(), token.data(),
+                                                   token.size(), options_.lock_ttl_ms),
+                                      "SET lock");
+            if (set->type == REDIS_REPLY_STATUS) {
+                // Taken. A publisher may have finished between EXISTS and SET: look once more.
+                Reply again = command_reply(c.get(), redisCommand(c.get(), "EXISTS %b", mkey.data(), mkey.size()), "EXISTS");
+                {
+                    std::lock_guard lock(mutex_);
+                    held_locks_[group_key] = token;
+                }
+                release(std::move(c));
+                if (again->type == REDIS_REPLY_INTEGER && again->integer > 0) {
+                    release_compile(group_key);
+                    if (waited) counters_.waited++;
+                    return Claim::published;
+                }
+                counters_.locks_taken++;
+                return Claim::mine;
+            }
+            if (clock.elapsed_ms() >= options_.wait_ms) {
+                release(std::move(c));
+                counters_.wait_timeouts++;
+                return Claim::timed_out;
+            }
+            waited = true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(std::max(1, options_.poll_ms)));
+        }
+    } catch (const std::exception&) {
+        counters_.errors++;
+        return Claim::unavailable;
+    }
+}
+
+void RemoteTier::release_compile(const std::string& group_key) {
+    std::string token;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = held_locks_.find(group_key);
+        if (it == held_locks_.end()) return;
+        token = std::move(it->second);
+        held_locks_.erase(it);
+    }
+    try {
+        ConnPtr c = acquire();
+        const std::string lkey = lock_key(group_key);
+        command_reply(c.get(),
+                      redisCommand(c.get(), "EVAL %s 1 %b %b", kDeleteIfEquals, lkey.data(), lkey.size(), token.data(),
+                                   token.size()),
+                      "release lock");
+        release(std::move(c));
+    } catch (const std::exception&) {
+        counters_.errors++;  // the lock expires by itself
+    }
+}
+
+bool RemoteTier::remove(const std::string& group_key) {
+    ConnPtr c = acquire();
+    const std::string mkey = manifest_key(group_key);
+    Reply r = command_reply(c.get(), redisCommand(c.get(), "DEL %b", mkey.data(), mkey.size()), describe() + ": DEL");
+    release(std::move(c));
+    return r->type == REDIS_REPLY_INTEGER && r->integer > 0;
+}
+
+RemoteCounters RemoteTier::counters() const {
+    RemoteCounters r;
+    r.hits = counters_.hits;
+    r.misses = counters_.misses;
+    r.incomplete = counters_.incomplete;
+    r.damaged = counters_.damaged;
+    r.errors = counters_.errors;
+    r.published = counters_.published;
+    r.publish_errors = counters_.publish_errors;
+    r.bytes_read = counters_.bytes_read;
+    r.bytes_written = counters_.bytes_written;
+    r.locks_taken = counters_.locks_taken;
+    r.waited = counters_.waited;
+    r.wait_timeouts = counters_.wait_timeouts;
+    return r;
+}
+
+}  // namespace cc
