@@ -391,6 +391,7 @@ private:
     std::optional<CancelToken> request_;   // the open request's token (begin_request)
     mutable std::mutex request_mutex_;     // guards request_ against cancel() from other threads
     std::vector<std::string> token_texts_;
+    SchemaMaskerCache strict_maskers_;     // strict calls' argument masks, per schema (json_schema_constraint.h)
     std::function<void(const EngineProgress&)> progress_;
 
     // the current tool set

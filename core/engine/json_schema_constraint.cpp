@@ -280,6 +280,11 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
             const uint32_t extra = compile(ap, path + ".additionalProperties", depth + 1);
             nodes[index].additional = extra;
         }
+    } else {
+        // As llama.cpp's grammars and OpenAI's strict mode: an object that lists its properties
+        // takes only those unless additionalProperties says otherwise (a subset of what the schema
+        // accepts, and no room for a weak model to ramble in made-up keys).
+        nodes[index].closed = !prop_names.empty();
     }
     // array
     if (s.contains("items")) {

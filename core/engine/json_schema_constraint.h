@@ -13,6 +13,9 @@
 // readOnly, writeOnly) are read past. Any other keyword ($ref, $defs, pattern, oneOf, allOf, not,
 // multipleOf, uniqueItems, ...) is refused by name: compile throws std::invalid_argument.
 //
+// An object that lists `properties` and does not say `additionalProperties` takes only the listed
+// properties (as llama.cpp's grammars and OpenAI's strict mode): still JSON the schema accepts.
+//
 // What the matcher writes: JSON as json.dumps would (", " and ": " fit, as do compact and
 // pretty-printed forms) with each whitespace run limited to nothing, one space, or a newline plus
 // up to 20 spaces or tabs, so a masked model cannot spin on whitespace; an object at most 64

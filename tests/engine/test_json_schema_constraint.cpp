@@ -72,8 +72,13 @@ TEST(JsonSchemaGrammar, Objects) {
     EXPECT_FALSE(g.is_prefix(R"({"city": "a", "unit": "c", "days": 1,)"));
     EXPECT_TRUE(g.is_prefix(R"({"city": "a", "unit": "c",)"));
 
+    // An object that lists properties and says nothing of others takes only those.
+    const auto listed = grammar(R"({"type": "object", "properties": {"a": {"type": "integer"}}})");
+    EXPECT_TRUE(listed.accepts(R"({"a": 2})"));
+    EXPECT_FALSE(listed.accepts(R"({"a": 2, "b": 1})"));
+    EXPECT_TRUE(grammar(R"({"type": "object"})").accepts(R"({"b": 1})"));
     // Open objects take any other key, with any value unless additionalProperties says.
-    const auto open = grammar(R"({"type": "object", "properties": {"a": {"type": "integer"}}})");
+    const auto open = grammar(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": true})");
     EXPECT_TRUE(open.accepts(R"({"b": [1, {"x": null}], "a": 2, "ab": "s"})"));
     EXPECT_FALSE(open.accepts(R"({"a": "s"})"));
     EXPECT_FALSE(open.accepts(R"({"a": 1, "a": 2})"));
@@ -242,7 +247,7 @@ const char* const kSchemas[] = {
         "body": {"type": "string"}, "urgent": {"type": "boolean"}, "n": {"type": ["number", "null"]}},
         "required": ["to", "body"], "additionalProperties": false})",
     R"({"type": "object", "properties": {"q": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-        "opts": {"type": "object"}}, "required": ["q"]})",
+        "opts": {"type": "object"}}, "required": ["q"], "additionalProperties": true})",
     R"({"type": "object", "properties": {}, "additionalProperties": false})",
     R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 10, "maximum": 20},
         "x": {"type": "number", "exclusiveMinimum": -1, "maximum": 1}, "s": {"type": "string", "maxLength": 2}},
