@@ -284,7 +284,7 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
         // As llama.cpp's grammars and OpenAI's strict mode: an object that lists its properties
         // takes only those unless additionalProperties says otherwise (a subset of what the schema
         // accepts, and no room for a weak model to ramble in made-up keys).
-        nodes[index].closed = !prop_names.empty();
+        nodes[index].closed = s.contains("properties");
     }
     // array
     if (s.contains("items")) {

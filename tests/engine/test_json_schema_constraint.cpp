@@ -77,6 +77,8 @@ TEST(JsonSchemaGrammar, Objects) {
     EXPECT_TRUE(listed.accepts(R"({"a": 2})"));
     EXPECT_FALSE(listed.accepts(R"({"a": 2, "b": 1})"));
     EXPECT_TRUE(grammar(R"({"type": "object"})").accepts(R"({"b": 1})"));
+    EXPECT_FALSE(grammar(R"({"type": "object", "properties": {}})").accepts(R"({"b": 1})"));
+    EXPECT_TRUE(grammar(R"({"type": "object", "properties": {}})").accepts(R"({})"));
     // Open objects take any other key, with any value unless additionalProperties says.
     const auto open = grammar(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": true})");
     EXPECT_TRUE(open.accepts(R"({"b": [1, {"x": null}], "a": 2, "ab": "s"})"));
