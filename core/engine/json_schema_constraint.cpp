@@ -66,11 +66,28 @@ bool string_byte(uint32_t& due, uint8_t c) {
 }
 
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+// A multiple of m in [lo, hi] (ends open or closed; infinite ends allowed), with a relative
+// tolerance so that decimal multiples such as 0.3 of 0.1 count, as the validator counts them.
+bool has_multiple(long double lo, long double hi, bool lo_open, bool hi_open, long double m) {
+    if (!std::isfinite(lo) || !std::isfinite(hi)) return true;
+    const long double tol = 1e-9L * m;
+    long double n = std::ceil((lo - tol) / m);
+    if (lo_open && std::fabs(n * m - lo) <= tol) n += 1;
+    const long double x = n * m;
+    return hi_open ? x < hi - tol : x <= hi + tol;
+}
+
+// v is a multiple of m, within the same tolerance.
+bool is_multiple(double v, double m) {
+    const double q = v / m;
+    return std::fabs(q - std::round(q)) <= 1e-9 * std::max(1.0, std::fabs(q));
+}
 bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 const char* const k_supported =
     "type, properties, required, additionalProperties, items, minItems, maxItems, enum, const, anyOf, "
-    "minimum, maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength; "
+    "minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength; "
     "annotations: description, title, default, examples, format, $comment, $schema, $id, deprecated, "
     "readOnly, writeOnly";
 
@@ -109,6 +126,7 @@ struct JsonSchemaGrammar::Impl {
         bool bounded = false;
         double min = -std::numeric_limits<double>::infinity(), max = std::numeric_limits<double>::infinity();
         bool min_excl = false, max_excl = false;
+        double multiple = 0;  // multipleOf (0: none)
         // string length in code points (lengths: either given)
         bool lengths = false;
         uint32_t min_len = 0, max_len = std::numeric_limits<uint32_t>::max();
@@ -171,7 +189,7 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
         static const char* const constraining[] = {
             "type",    "properties", "required", "additionalProperties", "items",            "minItems",
             "maxItems", "enum",      "const",    "anyOf",                "minimum",          "maximum",
-            "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength"};
+            "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "multipleOf"};
         const std::string& key = it.key();
         if (is_annotation(key) ||
             std::any_of(std::begin(constraining), std::end(constraining), [&](const char* n) { return key == n; }))
@@ -321,13 +339,24 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
     bound("exclusiveMinimum", num.min, true, num.min_excl, true);
     bound("maximum", num.max, false, num.max_excl, false);
     bound("exclusiveMaximum", num.max, true, num.max_excl, false);
+    if (s.contains("multipleOf")) {
+        const auto& m = s["multipleOf"];
+        if (!m.is_number() || !(m.get<double>() > 0) || !std::isfinite(m.get<double>()))
+            refuse(path + ".multipleOf", "multipleOf must be a number greater than 0");
+        num.multiple = m.get<double>();
+        if ((num.types & (t_number | t_integer)) == t_integer && std::floor(num.multiple) != num.multiple)
+            refuse(path + ".multipleOf", "multipleOf of an integer must be an integer");
+        num.bounded = true;
+    }
     if (num.bounded) {
         const bool integer_only = (num.types & (t_number | t_integer)) == t_integer;
         bool some = num.min < num.max || (num.min == num.max && !num.min_excl && !num.max_excl);
         if (integer_only) {
             const double lo = num.min_excl ? std::floor(num.min) + 1 : std::ceil(num.min);
             const double hi = num.max_excl ? std::ceil(num.max) - 1 : std::floor(num.max);
-            some = lo <= hi;
+            some = lo <= hi && (num.multiple == 0 || std::ceil(lo / num.multiple) <= std::floor(hi / num.multiple));
+        } else if (some && num.multiple > 0) {
+            some = has_multiple(num.min, num.max, num.min_excl, num.max_excl, num.multiple);
         }
         if (!some && (num.types & (t_number | t_integer))) refuse(path, "no number lies within its minimum and maximum");
         if (std::max(std::fabs(num.min == -std::numeric_limits<double>::infinity() ? 0 : num.min),
@@ -370,13 +399,22 @@ bool number_feasible(const JsonSchemaGrammar::Impl::Node& n, const SchemaFrame& 
     const bool integer = f.a & 1, neg = f.a & 2;
     const int remaining = k_max_bounded_digits - static_cast<int>(f.count);
     const Interval bounds{n.min, n.max, n.min_excl, n.max_excl};
+    const long double m = n.multiple;
     const auto meets = [&](long double a, long double b, bool b_open) {  // magnitudes [a, b) or [a, b]
         Interval v = neg ? Interval{-b, -a, b_open, false} : Interval{a, b, false, b_open};
-        if (!integer) return overlap(v, bounds);
-        // Integers: the integer points of v within the bounds.
+        if (!integer) {
+            if (!overlap(v, bounds)) return false;
+            if (m == 0) return true;
+            const long double lo = std::max(v.lo, bounds.lo), hi = std::min(v.hi, bounds.hi);
+            const bool lo_open = (v.lo == lo && v.lo_open) || (bounds.lo == lo && bounds.lo_open);
+            const bool hi_open = (v.hi == hi && v.hi_open) || (bounds.hi == hi && bounds.hi_open);
+            return has_multiple(lo, hi, lo_open, hi_open, m);
+        }
+        // Integers: the integer points of v within the bounds (multiples of m among them).
         const long double lo = std::max(std::ceil(v.lo), bounds.lo_open ? std::floor(bounds.lo) + 1 : std::ceil(bounds.lo));
         const long double hi = std::min(std::floor(v.hi), bounds.hi_open ? std::ceil(bounds.hi) - 1 : std::floor(bounds.hi));
-        return lo <= hi;
+        if (m == 0 || !std::isfinite(lo) || !std::isfinite(hi)) return lo <= hi;
+        return std::ceil(lo / m) <= std::floor(hi / m);
     };
     const long double limit = std::max(std::fabs(static_cast<long double>(n.min)), std::fabs(static_cast<long double>(n.max)));
     switch (f.stage) {
@@ -396,9 +434,9 @@ bool number_feasible(const JsonSchemaGrammar::Impl::Node& n, const SchemaFrame& 
         case n_dot:
         case n_frac: {
             const long double scale = pow10l_int(f.aux);
-            const long double m = static_cast<long double>(f.used);
-            if (remaining == 0) return meets(m / scale, m / scale, false);
-            return meets(m / scale, (m + 1) / scale, true) || (f.stage == n_frac && meets(m / scale, m / scale, false));
+            const long double d = static_cast<long double>(f.used);
+            if (remaining == 0) return meets(d / scale, d / scale, false);
+            return meets(d / scale, (d + 1) / scale, true) || (f.stage == n_frac && meets(d / scale, d / scale, false));
         }
     }
     return false;
@@ -410,6 +448,7 @@ bool number_in_bounds(const JsonSchemaGrammar::Impl::Node& n, const SchemaFrame&
     double v = static_cast<double>(f.used);  // < 10^15: exact
     if (f.aux > 0) v /= static_cast<double>(pow10l_int(f.aux));  // 10^k, k <= 15: exact
     if (f.a & 2) v = -v;
+    if (n.multiple > 0 && !is_multiple(v, n.multiple)) return false;
     return (n.min_excl ? v > n.min : v >= n.min) && (n.max_excl ? v < n.max : v <= n.max);
 }
 
@@ -820,6 +859,7 @@ bool json_schema_valid(const ordered_json& schema, const ordered_json& value) {
         if (schema.contains("maximum") && !(v <= schema["maximum"].get<double>())) return false;
         if (schema.contains("exclusiveMinimum") && !(v > schema["exclusiveMinimum"].get<double>())) return false;
         if (schema.contains("exclusiveMaximum") && !(v < schema["exclusiveMaximum"].get<double>())) return false;
+        if (schema.contains("multipleOf") && !is_multiple(v, schema["multipleOf"].get<double>())) return false;
     }
     if (value.is_string()) {
         const std::string& text = value.get_ref<const std::string&>();

@@ -8,10 +8,10 @@
 // Supported keywords (docs/cli.md, "Strict tool calls"): type (string, number, integer, boolean,
 // null, object, array, or a list of them), properties, required, additionalProperties (false,
 // true or a schema), items, minItems, maxItems, enum, const, anyOf, minimum, maximum,
-// exclusiveMinimum, exclusiveMaximum (numbers), minLength, maxLength; annotations that do not
+// exclusiveMinimum, exclusiveMaximum, multipleOf (numbers), minLength, maxLength; annotations that do not
 // constrain a value (description, title, default, examples, format, $comment, $schema, deprecated,
 // readOnly, writeOnly) are read past. Any other keyword ($ref, $defs, pattern, oneOf, allOf, not,
-// multipleOf, uniqueItems, ...) is refused by name: compile throws std::invalid_argument.
+// uniqueItems, ...) is refused by name: compile throws std::invalid_argument.
 //
 // An object that lists `properties` and does not say `additionalProperties` takes only the listed
 // properties (as llama.cpp's grammars and OpenAI's strict mode): still JSON the schema accepts.

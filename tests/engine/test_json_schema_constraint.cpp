@@ -152,6 +152,21 @@ TEST(JsonSchemaGrammar, NumberBounds) {
     EXPECT_FALSE(big.is_prefix("1234567890123456"));  // 16 digits
 }
 
+TEST(JsonSchemaGrammar, MultipleOf) {
+    const auto half = grammar(R"({"type": "number", "minimum": 10, "maximum": 30, "multipleOf": 0.5})");
+    for (const char* ok : {"10", "21.5", "30", "22.50", "15.0"}) EXPECT_TRUE(half.accepts(ok)) << ok;
+    for (const char* bad : {"21.3", "30.5", "9.5", "21.25"}) EXPECT_FALSE(half.accepts(bad)) << bad;
+    EXPECT_FALSE(half.is_prefix("21.3"));
+    EXPECT_TRUE(half.is_prefix("21."));
+    const auto five = grammar(R"({"type": "integer", "multipleOf": 5, "maximum": 12})");
+    for (const char* ok : {"0", "5", "10", "-15"}) EXPECT_TRUE(five.accepts(ok)) << ok;
+    for (const char* bad : {"7", "15", "12"}) EXPECT_FALSE(five.accepts(bad)) << bad;
+    const auto tenth = grammar(R"({"type": "number", "multipleOf": 0.1})");
+    EXPECT_TRUE(tenth.accepts("0.3"));
+    EXPECT_FALSE(tenth.accepts("0.35"));
+    EXPECT_TRUE(cc::json_schema_valid(json::parse(R"({"multipleOf": 0.1})"), json(0.3)));
+}
+
 TEST(JsonSchemaGrammar, StringLengths) {
     const auto g = grammar(R"({"type": "string", "minLength": 2, "maxLength": 3})");
     for (const char* ok : {R"("ab")", R"("abc")", "\"\xc3\xa9\xc3\xa9\"", R"("a\n")"}) EXPECT_TRUE(g.accepts(ok)) << ok;
@@ -199,7 +214,9 @@ TEST(JsonSchemaGrammar, RefusesUnsupportedKeywordsByName) {
     refused(R"({"$ref": "#/$defs/x"})", "\"$ref\"");
     refused(R"({"oneOf": [{"type": "string"}]})", "\"oneOf\"");
     refused(R"({"allOf": [{"type": "string"}]})", "\"allOf\"");
-    refused(R"({"type": "integer", "multipleOf": 5})", "\"multipleOf\"");
+    refused(R"({"type": "string", "not": {"const": "x"}})", "\"not\"");
+    refused(R"({"type": "integer", "multipleOf": 0.5})", "multipleOf of an integer must be an integer");
+    refused(R"({"type": "number", "minimum": 0.1, "maximum": 0.4, "multipleOf": 0.5})", "no number lies within");
     refused(R"({"type": "array", "uniqueItems": true})", "\"uniqueItems\"");
     refused(R"({"type": "integer", "minimum": 1, "maximum": 0})", "no number lies within");
     refused(R"({"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 1})", "no number lies within");
@@ -252,7 +269,7 @@ const char* const kSchemas[] = {
         "opts": {"type": "object"}}, "required": ["q"], "additionalProperties": true})",
     R"({"type": "object", "properties": {}, "additionalProperties": false})",
     R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 10, "maximum": 20},
-        "x": {"type": "number", "exclusiveMinimum": -1, "maximum": 1}, "s": {"type": "string", "maxLength": 2}},
+        "x": {"type": "number", "exclusiveMinimum": -1, "maximum": 1, "multipleOf": 0.25}, "s": {"type": "string", "maxLength": 2}},
         "required": ["n", "x", "s"], "additionalProperties": false})",
 };
 
