@@ -112,9 +112,12 @@ struct QueryOptions {
     std::vector<std::string> stop;
     // required / a named function: the reply is made to open with a call to an offered tool
     // (ToolCallConstraint: the call's opening markup and name are fed or masked, the arguments
-    // are the model's). auto / none: no constraint. query() and chat() throw std::invalid_argument
-    // when the choice needs tools and there are none, names a tool that is not offered, or the
-    // chat format has no call markup.
+    // are the model's unless the call is strict). auto / none: no constraint, except that strict
+    // calls (tool_choice.strict, or tools marked "strict": true) mask the name and arguments of
+    // any call the model opens under auto (json_schema_constraint.h). query() and chat() throw
+    // std::invalid_argument when the choice needs tools and there are none, names a tool that is
+    // not offered, the chat format has no call markup, or a strict tool's schema uses a keyword
+    // the matcher does not support (naming the tool and the keyword).
     ToolChoice tool_choice;
 };
 
