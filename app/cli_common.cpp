@@ -83,9 +83,10 @@ std::string system_prompt(Args& args) {
 
 cc::ToolChoice tool_choice_arg(Args& args) {
     const auto v = args.get("tool-choice");
-    if (!v) return {};
-    if (v->empty()) throw UsageError("--tool-choice must be auto, none, required or a function's name, not \"\"");
-    return cc::ToolChoice::parse(*v);
+    if (v && v->empty()) throw UsageError("--tool-choice must be auto, none, required or a function's name, not \"\"");
+    cc::ToolChoice choice = v ? cc::ToolChoice::parse(*v) : cc::ToolChoice{};
+    choice.strict = args.flag("strict");  // every call's arguments masked to its tool's schema
+    return choice;
 }
 
 cc::ToolSet tools_arg(Args& args, const std::string& command, bool required) {

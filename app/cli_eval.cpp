@@ -91,6 +91,9 @@ void print_table(const cc::EvalRunResult& r, const cc::EvalDataset& ds, const or
                   << m.n_false_negative << std::setw(14) << std::fixed << std::setprecision(1) << s.mean_ttft_ms
                   << "\n";
     }
+    for (const auto& s : r.summaries)
+        std::cout << (&s == &r.summaries.front() ? "\n" : "") << "schema-valid calls (" << s.mode
+                  << "): " << s.n_schema_valid << " / " << s.n_calls << "\n";
     if (r.n_compared)
         std::cout << "\nidentical outputs (token for token): " << r.n_identical_tokens << " / " << r.n_compared
                   << "; bit-identical logits: " << r.n_identical_logits << " / " << r.n_compared << "\n";
@@ -118,6 +121,7 @@ int cmd_eval(Args& args, const cc::EngineOptions& options, bool json) {
     run_options.query.max_new_tokens =
         static_cast<int>(parse_int(args.get_or("max-new-tokens", "128"), "--max-new-tokens", 1, 1 << 20));
     run_options.system_prompt = system_prompt(args);
+    run_options.query.tool_choice.strict = args.flag("strict");  // strict calls for every tool (docs/cli.md)
     const auto out_dir = args.get("out");
     const bool quiet = args.flag("quiet");
     args.check_all_used();

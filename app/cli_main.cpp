@@ -77,15 +77,17 @@ commands:
                                               compute the prefix KV of a tool set (CompileResult)
   query --tools FILE --query Q [--system S | --system-file F] [--mode cached|full|compare|per_tool_nope]
         [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--repeat N] [--ignore-eos]
-        [--tool-choice auto|none|required|NAME]
+        [--tool-choice auto|none|required|NAME] [--strict]
                                               answer a query (QueryResult with the timing split);
                                               per_tool_nope: the paper's per-tool cache experiment
                                               vs full prefill (logit cosine, top-1, KL, RoPE check)
                                               --tool-choice required|NAME: the answer opens with a
                                               call to an offered tool / to NAME (constrained decoding)
+                                              --strict: a call's arguments are masked to JSON its
+                                              tool's parameters schema accepts (docs/cli.md)
   chat --messages FILE.json [--tools FILE] [--system S] [--mode cached|full|compare] [--each-turn]
        [--thinking] [--max-new-tokens N] [--temperature T] [--seed S] [--ignore-eos]
-       [--tool-choice auto|none|required|NAME]
+       [--tool-choice auto|none|required|NAME] [--strict]
   chat -i [--tools FILE] [--system S]         a conversation (OpenAI-style messages, or a request body
                                               {"messages", "tools"}): the reply to the last turn with
                                               group / conversation / prefilled tokens and timings;
@@ -113,7 +115,7 @@ commands:
         [--max-new-tokens 16] [--ignore-eos] [--system S | --system-file F] [--out DIR] [--csv] [--plot DIR]
                                               the paper's Tables 2 and 3 (full vs cached TTFT, compile,
                                               break-even); --out: results.json, table2.csv, table3.csv
-  eval --dataset F [--mode cached|full|both|MODE] [--limit N] [--max-new-tokens N] [--out DIR] [--quiet]
+  eval --dataset F [--mode cached|full|both|MODE] [--limit N] [--max-new-tokens N] [--strict] [--out DIR] [--quiet]
                                               tool-calling quality (TSA, PF1, EM, FPR, FNR) on a JSONL dataset
   chunk-reuse (--tools FILE --query Q | --dataset F [--limit N] [--out FILE.json]) [--seam 0,1,2,4,8,16]
         [--blend 0.05,0.1,0.15,0.3,0.5] [--check-layer 1] [--max-new-tokens N] [--system S | --system-file F]
@@ -616,7 +618,7 @@ int main(int argc, char** argv) {
             if (std::string_view(a) == "-i") a = interactive_flag;
         Args args(static_cast<int>(argv_long.size()), argv_long.data(),
                   {"json", "help", "add-special-tokens", "decode", "ignore-eos", "csv", "quiet", "quick", "interactive",
-                   "each-turn", "thinking"});
+                   "each-turn", "thinking", "strict"});
         if (args.flag("help") || args.positional().empty()) {
             std::cout << kUsage;
             return args.flag("help") ? 0 : 2;

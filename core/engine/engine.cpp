@@ -166,6 +166,7 @@ const ModelInfo& Engine::load_model() {
     info.load_ms = clock.elapsed_ms();
     info_ = std::move(info);
     token_texts_.clear();  // the tokenizer may have changed
+    strict_maskers_.clear();
     compile_.reset();
     linked_ = false;
     tools_.reset();
@@ -516,9 +517,15 @@ const std::vector<std::string>& Engine::token_texts() {
 }
 
 std::unique_ptr<ToolCallConstraint> Engine::call_constraint(const ToolSet& tools, const ToolChoice& choice) {
-    if (!choice.forces_call()) return nullptr;
-    const std::string what = "tool_choice " + (choice.mode == ToolChoice::Mode::required ? std::string("required")
-                                                                                        : "\"" + choice.function + "\"");
+    // Strict calls (--strict, or tools marked "strict": true) mask the arguments too, also under
+    // auto; none constrains nothing.
+    const bool strict = choice.mode != ToolChoice::Mode::none && !tools.empty() &&
+                        (choice.strict || std::any_of(tools.tools().begin(), tools.tools().end(), tool_is_strict));
+    if (!choice.forces_call() && !strict) return nullptr;
+    const std::string what = choice.forces_call() ? "tool_choice " + (choice.mode == ToolChoice::Mode::required
+                                                                          ? std::string("required")
+                                                                          : "\"" + choice.function + "\"")
+                                                  : std::string("strict tool calls");
     if (tools.empty()) throw std::invalid_argument(what + " needs tools, and none are given");
     std::vector<std::string> names = tools.names();
     if (choice.mode == ToolChoice::Mode::function) {
@@ -533,14 +540,33 @@ std::unique_ptr<ToolCallConstraint> Engine::call_constraint(const ToolSet& tools
     const auto markup = format_->tool_call_markup();
     if (!markup)
         throw std::invalid_argument(what + ": the " + std::string(format_->id()) +
-                                    " chat format has no tool-call markup to force; use auto or none");
-    // The name mask reads each token's text on its own, which is that token's text in context
-    // only for byte-level tokenizers (a SentencePiece token drops its leading space alone).
-    if (names.size() > 1 && tokenizer().model_kind() != "byte_level_bpe")
+                                    " chat format has no tool-call markup to " +
+                                    (choice.forces_call() ? "force; use auto or none" : "constrain"));
+    // The masks read each token's text on its own, which is that token's text in context only for
+    // byte-level tokenizers (a SentencePiece token drops its leading space alone).
+    if ((names.size() > 1 || strict) && tokenizer().model_kind() != "byte_level_bpe")
         throw std::invalid_argument(what + ": constraining the name needs a byte-level BPE tokenizer, not " +
                                     std::string(tokenizer().model_kind()));
-    const std::vector<std::string>& texts = names.size() > 1 ? token_texts() : token_texts_;
-    return std::make_unique<ToolCallConstraint>(*markup, *tokenizer_, std::move(names), texts);
+    if (!strict) {
+        const std::vector<std::string>& texts = names.size() > 1 ? token_texts() : token_texts_;
+        return std::make_unique<ToolCallConstraint>(*markup, *tokenizer_, std::move(names), texts);
+    }
+    if (!choice.forces_call() && !ToolCallConstraint::has_watch_token(*markup, *tokenizer_))
+        throw std::invalid_argument(what + " under tool_choice auto: the " + std::string(format_->id()) +
+                                    " chat format's calls do not open with one token the decoder can watch for; "
+                                    "use tool_choice required or a function's name");
+    const std::vector<std::string>& texts = token_texts();
+    std::vector<std::shared_ptr<SchemaMasker>> schemas;
+    for (const auto& name : names) {
+        const Tool& tool = *std::find_if(tools.tools().begin(), tools.tools().end(), [&](const Tool& t) { return t.name == name; });
+        if (choice.strict || tool_is_strict(tool))  // throws naming the tool and an unsupported keyword
+            schemas.push_back(strict_maskers_.get(strict_arguments_schema(tool), "}" + markup->close,
+                                                  "tool \"" + name + "\"", texts));
+        else
+            schemas.push_back(nullptr);
+    }
+    return std::make_unique<ToolCallConstraint>(*markup, *tokenizer_, std::move(names), texts, std::move(schemas),
+                                                choice.forces_call());
 }
 
 void Engine::require_chat_model() {

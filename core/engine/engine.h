@@ -124,9 +124,12 @@ struct QueryOptions {
     std::vector<std::string> stop;
     // required / a named function: the reply is made to open with a call to an offered tool
     // (ToolCallConstraint: the call's opening markup and name are fed or masked, the arguments
-    // are the model's). auto / none: no constraint. query() and chat() throw std::invalid_argument
-    // when the choice needs tools and there are none, names a tool that is not offered, or the
-    // chat format has no call markup.
+    // are the model's unless the call is strict). auto / none: no constraint, except that strict
+    // calls (tool_choice.strict, or tools marked "strict": true) mask the name and arguments of
+    // any call the model opens under auto (json_schema_constraint.h). query() and chat() throw
+    // std::invalid_argument when the choice needs tools and there are none, names a tool that is
+    // not offered, the chat format has no call markup, or a strict tool's schema uses a keyword
+    // the matcher does not support (naming the tool and the keyword).
     ToolChoice tool_choice;
 };
 
@@ -420,6 +423,7 @@ private:
     std::mutex compiling_mutex_;
     std::mutex texts_mutex_;               // token_texts_ is built once, by the first request that needs it
     std::vector<std::string> token_texts_;
+    SchemaMaskerCache strict_maskers_;     // strict calls' argument masks, per schema (json_schema_constraint.h)
     std::function<void(const EngineProgress&)> progress_;
 
     // the current tool set

@@ -49,11 +49,67 @@ std::string forced_call_arguments(const ToolCallMarkup& markup, std::string_view
     return std::string(args);
 }
 
+bool tool_is_strict(const Tool& tool) {
+    const auto& fn = tool.schema.contains("function") ? tool.schema["function"] : tool.schema;
+    return fn.is_object() && fn.contains("strict") && fn["strict"].is_boolean() && fn["strict"].get<bool>();
+}
+
+ordered_json strict_arguments_schema(const Tool& tool) {
+    const auto& fn = tool.schema.contains("function") ? tool.schema["function"] : tool.schema;
+    if (fn.is_object() && fn.contains("parameters")) return fn["parameters"];
+    return ordered_json{{"type", "object"}, {"properties", ordered_json::object()}, {"additionalProperties", false}};
+}
+
 ToolCallConstraint::ToolCallConstraint(const ToolCallMarkup& markup, const Tokenizer& tokenizer,
                                        std::vector<std::string> names, const std::vector<std::string>& token_texts)
+    : ToolCallConstraint(markup, tokenizer, std::move(names), token_texts, {}, /*forced=*/true) {}
+
+void check_strict_tools(const ToolSet& tools, bool all) {
+    for (const auto& tool : tools.tools())
+        if (all || tool_is_strict(tool)) JsonSchemaGrammar(strict_arguments_schema(tool), "", "tool \"" + tool.name + "\"");
+}
+
+bool ToolCallConstraint::has_watch_token(const ToolCallMarkup& markup, const Tokenizer& tokenizer) {
+    if (markup.open.empty() || markup.open.front().kind != Piece::Kind::special) return false;
+    return tokenize_pieces(tokenizer, std::span<const Piece>(markup.open.data(), 1)).size() == 1;
+}
+
+ToolCallConstraint::ToolCallConstraint(const ToolCallMarkup& markup, const Tokenizer& tokenizer,
+                                       std::vector<std::string> names, const std::vector<std::string>& token_texts,
+                                       std::vector<std::shared_ptr<SchemaMasker>> schemas, bool forced)
     : markup_(markup), tokenizer_(tokenizer), token_texts_(token_texts) {
     if (names.empty()) throw std::invalid_argument("a forced tool call needs at least one tool to call");
-    for (auto& name : names) frames_.push_back({name, name + markup_.after_name});
+    if (!schemas.empty() && schemas.size() != names.size())
+        throw std::logic_error("ToolCallConstraint: one schema slot per name");
+    for (size_t i = 0; i < names.size(); ++i) {
+        all_.push_back({names[i], names[i] + markup_.after_name, schemas.empty() ? nullptr : schemas[i]});
+        if (all_.back().schema) strict_ = true;
+    }
+    if (has_watch_token(markup_, tokenizer_)) {
+        watch_token_ = tokenize_pieces(tokenizer_, std::span<const Piece>(markup_.open.data(), 1)).front();
+        watch_head_ = pieces_text(std::span<const Piece>(markup_.open.data() + 1, markup_.open.size() - 1));
+    }
+    if (!forced && !watch_token_)
+        throw std::invalid_argument("the chat format's tool calls do not open with a single token, so calls the model "
+                                    "opens itself cannot be constrained; force the call (tool_choice required or a name)");
+    start_frames("");
+    phase_ = forced ? Phase::open : Phase::watch;
+}
+
+void ToolCallConstraint::start_frames(const std::string& head) {
+    frames_.clear();
+    for (const auto& f : all_) frames_.push_back({f.name, head + f.text, f.schema});
+    name_text_.clear();
+}
+
+void ToolCallConstraint::after_head(const Frame& frame) {
+    if (frame.schema) {
+        args_ = frame.schema;
+        args_state_ = args_->grammar().start();
+        phase_ = Phase::args;
+    } else {
+        phase_ = Phase::free;  // the model's own arguments: where they end is not followed
+    }
 }
 
 std::vector<token_id> ToolCallConstraint::take_forced() {
@@ -63,14 +119,14 @@ std::vector<token_id> ToolCallConstraint::take_forced() {
             // The name is known: it and the text up to the arguments join the opening's last text
             // run, so the whole call head is tokenized as the format's text would be.
             pieces.push_back(Piece::plain(without_trailing_space(frames_.front().text)));
-            phase_ = Phase::free;
+            after_head(frames_.front());
         } else {
             phase_ = Phase::name;
         }
         return tokenize_pieces(tokenizer_, pieces);
     }
     if (phase_ == Phase::after_name) {
-        phase_ = Phase::free;
+        after_head(frames_.front());
         const std::string rest = without_trailing_space(frames_.front().text.substr(name_text_.size()));
         if (rest.empty()) return {};
         const Piece piece = Piece::plain(rest);
@@ -86,6 +142,10 @@ bool ToolCallConstraint::fits(const std::string& candidate) const {
 }
 
 void ToolCallConstraint::mask(std::vector<float>& logits) const {
+    if (phase_ == Phase::args) {
+        args_->mask(args_state_, logits);
+        return;
+    }
     if (phase_ != Phase::name) return;
     bool any = false;
     std::string candidate = name_text_;
@@ -106,6 +166,24 @@ void ToolCallConstraint::mask(std::vector<float>& logits) const {
 }
 
 void ToolCallConstraint::accept(token_id id) {
+    if (phase_ == Phase::watch) {
+        if (id != *watch_token_) return;
+        // The model opened a call: the rest of the opening and the name are masked from here.
+        start_frames(watch_head_);
+        phase_ = frames_.size() == 1 ? Phase::after_name : Phase::name;
+        return;
+    }
+    if (phase_ == Phase::args) {
+        if (!args_->grammar().advance(args_state_, token_texts_.at(static_cast<size_t>(id))))
+            throw std::logic_error("ToolCallConstraint: a token outside the arguments mask was accepted");
+        if (args_->grammar().complete(args_state_)) {
+            ++strict_calls_;
+            args_.reset();
+            // The call is closed: the next one the model opens is constrained too.
+            phase_ = watch_token_ && strict_ ? Phase::watch : Phase::free;
+        }
+        return;
+    }
     if (phase_ != Phase::name) return;
     name_text_ += token_texts_.at(static_cast<size_t>(id));
     std::erase_if(frames_, [&](const Frame& f) {

@@ -2,9 +2,13 @@
 // call a tool, and the decoding constraint that enforces "must" (required / a named function).
 #pragma once
 
+#include "core/engine/json_schema_constraint.h"
 #include "core/text/chat_format.h"
 #include "core/text/tokenizer.h"
+#include "core/text/tool_set.h"
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +24,11 @@ struct ToolChoice {
     };
     Mode mode = Mode::auto_;
     std::string function;  // Mode::function: the tool's name
+    // Strict calls for every offered tool (the CLI's --strict, the app's toggle), as if each had
+    // "strict": true: a call's arguments are masked to JSON its tool's parameters schema accepts
+    // (ToolCallConstraint, core/engine/json_schema_constraint.h). Tools marked "strict": true are
+    // strict without it. Not part of text(); ignored with Mode::none.
+    bool strict = false;
 
     // "auto" | "none" | "required" | any other text = the name of a function. Throws on "".
     static ToolChoice parse(std::string_view text);
@@ -35,6 +44,16 @@ struct ToolChoice {
 std::string forced_call_arguments(const ToolCallMarkup& markup, std::string_view text, std::string_view name,
                                   const Tokenizer* tokenizer);
 
+// "strict": true in the tool's function object (OpenAI's structured tool calls).
+bool tool_is_strict(const Tool& tool);
+// The schema a strict call's arguments follow: the tool's parameters, or an empty closed object
+// when it has none.
+ordered_json strict_arguments_schema(const Tool& tool);
+
+// Compiles the arguments schema of every strict tool (all of them with `all`), so a request is
+// refused before it runs: throws std::invalid_argument naming the tool and the unsupported keyword.
+void check_strict_tools(const ToolSet& tools, bool all);
+
 // Makes a reply open with a tool call, for tool_choice required or a named function (the engine's
 // decode loop drives it). The format's markup before the name is fed through the model without
 // sampling. A named function's name and the text up to its arguments (`", "arguments": ` for
@@ -44,6 +63,14 @@ std::string forced_call_arguments(const ToolCallMarkup& markup, std::string_view
 // (tokenized on its own). A forced span stops before trailing whitespace (after_name's last
 // space is the model's, fused with the "{" as in training). The arguments, the
 // closing markup and anything after are the model's own tokens, unconstrained.
+//
+// Strict calls (a SchemaMasker per strict name): after the text up to the arguments, each token
+// is masked so the arguments stay a prefix of JSON the tool's schema accepts, followed by the
+// call's end ("}" and the format's closing markup, e.g. "}\n</tool_call>"); once that is read the
+// constraint watches for the next call. Without `forced` (tool_choice auto) nothing is fed: the
+// constraint waits until the model samples the format's call-opening token (Qwen's <tool_call>),
+// then masks the rest of the opening and the name as above, then the arguments; formats whose
+// calls do not open with one token (Llama 3) cannot be watched (has_watch_token()).
 class ToolCallConstraint {
 public:
     // `names`: the offered tools (one name: as a named function). `token_texts`: each id's decoded
@@ -51,31 +78,51 @@ public:
     // std::invalid_argument when `names` is empty.
     ToolCallConstraint(const ToolCallMarkup& markup, const Tokenizer& tokenizer, std::vector<std::string> names,
                        const std::vector<std::string>& token_texts);
+    // `schemas[i]`: names[i]'s arguments masker, null for a call whose arguments are the model's.
+    // Throws std::invalid_argument when !forced and the markup has no call-opening token.
+    ToolCallConstraint(const ToolCallMarkup& markup, const Tokenizer& tokenizer, std::vector<std::string> names,
+                       const std::vector<std::string>& token_texts, std::vector<std::shared_ptr<SchemaMasker>> schemas,
+                       bool forced);
+    // Whether calls in this markup open with a single token that a watching constraint can see.
+    static bool has_watch_token(const ToolCallMarkup& markup, const Tokenizer& tokenizer);
 
     // The tokens to feed next without sampling (the opening markup, then the text after the
     // name); empty when the next token is to be sampled.
     std::vector<token_id> take_forced();
-    // Before sampling a token of the name: every token that cannot continue it gets -inf. Does
-    // nothing outside the name. Throws std::runtime_error if no token can (a vocabulary without
-    // the name's characters).
+    // Before sampling a token of the name or of strict arguments: every token that cannot continue
+    // them gets -inf. Does nothing elsewhere. Throws std::runtime_error if no token can (a
+    // vocabulary without the name's characters).
     void mask(std::vector<float>& logits) const;
     // A sampled token (it must be one mask() left).
     void accept(token_id id);
 
+    // Calls whose arguments were masked and read to their end (strict calls completed).
+    size_t strict_calls() const { return strict_calls_; }
+
 private:
-    enum class Phase { open, name, after_name, free };
+    enum class Phase { watch, open, name, after_name, args, free };
     struct Frame {
         std::string name;
-        std::string text;  // name + after_name
+        std::string text;  // (watched: the opening after its token +) name + after_name
+        std::shared_ptr<SchemaMasker> schema;
     };
     bool fits(const std::string& candidate) const;  // a prefix of some live frame's text
+    void start_frames(const std::string& head);     // all names live again, each text after `head`
+    void after_head(const Frame& frame);            // the head is read: the arguments come next
 
     ToolCallMarkup markup_;
     const Tokenizer& tokenizer_;
     const std::vector<std::string>& token_texts_;
+    std::vector<Frame> all_;     // every offered name
     std::vector<Frame> frames_;  // those whose text begins with name_text_
     std::string name_text_;      // the name's text sampled so far
     Phase phase_ = Phase::open;
+    std::optional<token_id> watch_token_;  // the call-opening token, when the markup has one
+    std::string watch_head_;               // the opening's text after it
+    bool strict_ = false;                  // some name has a schema: watch for further calls
+    std::shared_ptr<SchemaMasker> args_;   // Phase::args: the call's masker and where it is
+    SchemaState args_state_;
+    size_t strict_calls_ = 0;
 };
 
 }  // namespace cc

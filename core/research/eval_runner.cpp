@@ -38,6 +38,14 @@ EvalOutput make_output(const std::string& label, const QueryResult& r, const std
     return o;
 }
 
+std::optional<bool> schema_valid(const std::optional<ToolCall>& call, const ToolSet& tools) {
+    if (!call) return std::nullopt;
+    if (!call->arguments_valid) return false;
+    for (const auto& t : tools.tools())
+        if (t.name == call->name) return json_schema_valid(strict_arguments_schema(t), call->arguments);
+    return false;
+}
+
 ordered_json optional_json(const std::optional<bool>& v) {
     return v ? ordered_json(*v) : ordered_json(nullptr);
 }
@@ -59,9 +67,12 @@ std::vector<EvalModeSummary> summarize_records(const std::vector<EvalRecord>& re
     std::vector<std::string> order;
     std::map<std::string, std::vector<ExampleScore>> scores;
     std::map<std::string, std::pair<double, double>> time_sums;  // ttft, total
+    std::map<std::string, std::pair<size_t, size_t>> calls;      // calls, schema-valid ones
     for (const auto& r : records)
         for (const auto& o : r.outputs) {
             if (!scores.count(o.mode)) order.push_back(o.mode);
+            calls[o.mode].first += o.schema_valid.has_value();
+            calls[o.mode].second += o.schema_valid.value_or(false);
             scores[o.mode].push_back(o.score);
             time_sums[o.mode].first += o.timings.ttft_ms;
             time_sums[o.mode].second += o.timings.total_ms;
@@ -74,6 +85,8 @@ std::vector<EvalModeSummary> summarize_records(const std::vector<EvalRecord>& re
         const double n = static_cast<double>(scores[mode].size());
         s.mean_ttft_ms = time_sums[mode].first / n;
         s.mean_total_ms = time_sums[mode].second / n;
+        s.n_calls = calls[mode].first;
+        s.n_schema_valid = calls[mode].second;
         out.push_back(std::move(s));
     }
     return out;
@@ -138,8 +151,10 @@ EvalRunResult run_eval(Engine& engine, const EvalDataset& dataset, const EvalRun
             break;
         }
         rec.outputs.push_back(make_output(primary, r, ex.expected));
+        rec.outputs.back().schema_valid = schema_valid(r.tool_call, ex.tools);
         if (r.full) {
             rec.outputs.push_back(make_output("full", *r.full, ex.expected));
+            rec.outputs.back().schema_valid = schema_valid(r.full->tool_call, ex.tools);
             rec.identical_tokens = r.full->tokens == r.tokens;
             rec.identical_logits = r.identical;
             rec.first_difference = r.first_difference;
@@ -160,6 +175,7 @@ ordered_json to_json(const EvalOutput& o) {
     j["text"] = o.text;
     j["tokens"] = o.tokens;
     j["tool_call"] = tool_call_json(o.tool_call);
+    j["schema_valid"] = optional_json(o.schema_valid);
     j["score"] = to_json(o.score);
     j["stop_reason"] = stop_reason_name(o.stop_reason);
     j["cache_hit"] = o.cache_hit;
@@ -201,6 +217,8 @@ ordered_json to_json(const EvalModeSummary& s) {
     for (const auto& [k, v] : metrics.items()) j[k] = v;
     j["mean_ttft_ms"] = s.mean_ttft_ms;
     j["mean_total_ms"] = s.mean_total_ms;
+    j["calls"] = s.n_calls;
+    j["schema_valid_calls"] = s.n_schema_valid;
     return j;
 }
 

@@ -34,6 +34,9 @@ struct EvalOutput {
     std::string text;
     std::vector<token_id> tokens;
     std::optional<ToolCall> tool_call;
+    // A call whose arguments parse and satisfy its tool's parameters schema (json_schema_valid;
+    // a call to a tool not offered is not); null when no call was made.
+    std::optional<bool> schema_valid;
     ExampleScore score;
     StopReason stop_reason = StopReason::max_new_tokens;
     bool cache_hit = false;
@@ -66,6 +69,8 @@ struct EvalModeSummary {
     EvalMetrics metrics;
     double mean_ttft_ms = 0;
     double mean_total_ms = 0;
+    size_t n_calls = 0;         // outputs with a parsed call
+    size_t n_schema_valid = 0;  // of those, schema-valid (EvalOutput::schema_valid)
 };
 
 struct EvalRunResult {

@@ -27,6 +27,11 @@ ChatInput chat_input(const ChatCompletionRequest& r) {
     if (r.tools) in.tools = tools_from_body(*r.tools, "tools");
     check_tool_choice(r.tool_choice, in.tools.names());
     try {
+        check_strict_tools(in.tools, false);  // "strict": true on a tool whose schema the matcher cannot follow
+    } catch (const std::invalid_argument& e) {
+        throw ApiError(400, e.what(), "tools", "invalid_value");
+    }
+    try {
         in.conversation = parse_openai_messages(r.messages, "messages");
     } catch (const std::invalid_argument& e) {
         throw ApiError(400, e.what(), "messages", "invalid_value");
@@ -50,8 +55,8 @@ struct StreamState {
 // The reply as the protocol sends it. With tools offered and tool_choice auto, required or a named
 // function, the engine's parsed reply gives content, thinking and tool calls; a call whose
 // arguments are not a JSON object is not a call, and the whole text is content (the constraint
-// forces a call's opening and name, not its arguments). With tool_choice none the text is content
-// as written.
+// forces a call's opening and name; its arguments only for tools marked "strict": true). With
+// tool_choice none the text is content as written.
 ChatOutcome make_outcome(const QueryResult& r, const ChatCompletionRequest& req, const ToolSet& tools,
                          const std::string& chat_format, double queue_ms, size_t running_at_start) {
     ChatOutcome o;

@@ -3,6 +3,7 @@
 // format, SSE framing, cache reuse across reordered and MCP-form tools. The built-in qwen3-test model
 // is synthetic (its text is gibberish), so replies are checked for shape, not content; every wait
 // is bounded.
+#include "core/engine/json_schema_constraint.h"
 #include "core/serve/engine_worker.h"
 #include "core/serve/server.h"
 #include "tests/test_support.h"
@@ -593,6 +594,56 @@ TEST_F(ForcedToolChoiceTest, StreamedCallArrivesAsToolCallDeltas) {
     EXPECT_EQ(called, named) << r->body;
     EXPECT_EQ(finish, "tool_calls") << r->body;
     EXPECT_EQ(content.find("<tool_call>"), std::string::npos) << "markup leaked into content: " << content;
+}
+
+// "strict": true on the tools (OpenAI's structured tool calls): under required and under auto,
+// every call's arguments satisfy its tool's schema; a strict tool whose schema the matcher cannot
+// follow is a 400 naming the tool and the keyword.
+TEST_F(ForcedToolChoiceTest, StrictToolsGetSchemaValidArguments) {
+    ordered_json tools = ForcedToolChoiceTest::tools();
+    for (auto& t : tools) t["function"]["strict"] = true;
+    const auto schema_of = [&](const std::string& name) {
+        for (const auto& t : tools)
+            if (t["function"]["name"] == name) return t["function"]["parameters"];
+        return ordered_json();
+    };
+    size_t n_calls = 0;
+    for (const char* query : {"What's the weather like in Austin, TX right now?", "Send an email to bo@example.com: running late."}) {
+        for (const ordered_json& choice : {ordered_json("required"), ordered_json("auto")}) {
+            ordered_json b = chat_body(tools, 128, false);
+            b["messages"][1]["content"] = query;
+            b["tool_choice"] = choice;
+            const auto r = send(b);
+            ASSERT_TRUE(r);
+            ASSERT_EQ(r->status, 200) << r->body;
+            const auto j = ordered_json::parse(r->body);
+            const auto& message = j["choices"][0]["message"];
+            if (choice == "auto" && !message.contains("tool_calls")) continue;  // it answered in text
+            ASSERT_TRUE(message["tool_calls"].is_array()) << r->body;
+            for (const auto& call : message["tool_calls"]) {
+                const std::string name = call["function"]["name"];
+                const ordered_json schema = schema_of(name);
+                ASSERT_FALSE(schema.is_null()) << name;
+                ordered_json args;
+                ASSERT_NO_THROW(args = ordered_json::parse(call["function"]["arguments"].get<std::string>())) << r->body;
+                EXPECT_TRUE(cc::json_schema_valid(schema, args)) << r->body;
+                ++n_calls;
+            }
+        }
+    }
+    EXPECT_GE(n_calls, 2u);
+
+    tools[0]["function"]["parameters"]["properties"]["zip"] = {{"type", "string"}, {"pattern", "^[0-9]{5}$"}};
+    ordered_json b = chat_body(tools, 16, false);
+    b["tool_choice"] = "required";
+    const auto bad = send(b);
+    ASSERT_TRUE(bad);
+    ASSERT_EQ(bad->status, 400) << bad->body;
+    const auto error = ordered_json::parse(bad->body)["error"];
+    EXPECT_EQ(error["param"], "tools");
+    const std::string message = error["message"];
+    EXPECT_NE(message.find("\"pattern\" at parameters.properties.zip"), std::string::npos) << message;
+    EXPECT_NE(message.find("tool \"" + tools[0]["function"]["name"].get<std::string>() + "\""), std::string::npos) << message;
 }
 
 TEST_F(ForcedToolChoiceTest, PaperQueryTakesTheCliForm) {

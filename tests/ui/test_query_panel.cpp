@@ -8,6 +8,7 @@
 
 #include <QHBoxLayout>
 
+#include <QCheckBox>
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QPushButton>
@@ -111,6 +112,47 @@ private slots:
         QTest::keyClick(input, Qt::Key_Enter, Qt::ControlModifier);
         QVERIFY(panel.running());
         QTRY_COMPARE_WITH_TIMEOUT(done.count(), 2, kTimeoutMs);
+    }
+
+    // The "Strict calls" toggle reaches the engine: on, the request carries strict and runs (the
+    // tools_5 schemas compile); on a tool set whose schema the matcher cannot follow, the window
+    // names the tool and the keyword.
+    void strictToggleReachesTheEngine() {
+        QueryPanel panel(m_engine.get());
+        auto* check = panel.findChild<QCheckBox*>(QStringLiteral("strictCheck"));
+        QVERIFY(check);
+        QVERIFY(!check->isChecked());
+        QVERIFY(!panel.options().tool_choice.strict);
+        panel.setStrict(true);
+        QVERIFY(check->isChecked());
+        QVERIFY(panel.options().tool_choice.strict);
+        panel.setMaxTokens(6);
+        panel.setIgnoreEos(true);
+        panel.setQuery(QStringLiteral("What's the weather in Lisbon?"));
+        QSignalSpy done(&panel, &QueryPanel::queryDone);
+        panel.run();
+        QTRY_COMPARE_WITH_TIMEOUT(done.count(), 1, kTimeoutMs);
+        QVERIFY2(panel.messageText().isEmpty(), qPrintable(panel.messageText()));
+
+        QTemporaryDir dir;
+        auto engine = loadedController(dir.path());
+        QVERIFY(engine);
+        QSignalSpy compiled(engine.get(), &EngineController::compiled);
+        engine->compileTools(cc::ui::ToolsRequest{
+            R"([{"type": "function", "function": {"name": "lookup_zip", "description": "Look up a ZIP code.",
+                 "parameters": {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+                 "required": ["zip"]}}}])",
+            "zip.json", cc::ui::defaultSystemPrompt().toStdString()});
+        QVERIFY(compiled.wait(kTimeoutMs));
+        QTRY_VERIFY_WITH_TIMEOUT(!engine->busy(), kTimeoutMs);
+        QueryPanel refused(engine.get());
+        refused.setStrict(true);
+        refused.setMaxTokens(4);
+        refused.setQuery(QStringLiteral("ZIP of Springfield?"));
+        refused.run();
+        QTRY_VERIFY_WITH_TIMEOUT(!refused.running(), kTimeoutMs);
+        QTRY_VERIFY_WITH_TIMEOUT(refused.messageText().contains(QStringLiteral("\"pattern\"")), kTimeoutMs);
+        QVERIFY2(refused.messageText().contains(QStringLiteral("tool \"lookup_zip\"")), qPrintable(refused.messageText()));
     }
 
     void compareModeSaysIdentical() {

@@ -97,6 +97,11 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_ignoreEos->setObjectName(QStringLiteral("ignoreEosCheck"));
     m_ignoreEos->setToolTip(tr("Keep generating past the end-of-turn token, up to the max tokens (for timing decode)"));
 
+    m_strict = new QCheckBox(tr("Strict calls"), this);
+    m_strict->setObjectName(QStringLiteral("strictCheck"));
+    m_strict->setToolTip(tr("Mask every tool call's arguments to JSON its tool's schema accepts (like --strict); "
+                            "a schema with an unsupported keyword is refused by name"));
+
     m_runButton = new QPushButton(tr("Send"), this);
     m_runButton->setObjectName(QStringLiteral("runButton"));
     m_runButton->setToolTip(tr("Send the message as the next user turn (Ctrl+Enter)"));
@@ -128,6 +133,7 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     controls->addWidget(m_temperature);
     controls->addSpacing(6);
     controls->addWidget(m_ignoreEos);
+    controls->addWidget(m_strict);
     controls->addStretch(1);
 
     // Run / Cancel beside the input, so the options row stays short in a narrow dock.
@@ -322,6 +328,7 @@ cc::QueryOptions QueryPanel::options() const {
     o.max_new_tokens = m_maxTokens->value();
     o.temperature = float(m_temperature->value());
     o.ignore_eos = m_ignoreEos->isChecked();
+    o.tool_choice.strict = m_strict->isChecked();
     return o;
 }
 
@@ -329,6 +336,7 @@ void QueryPanel::setMode(QueryKind kind) { m_mode->setCurrentIndex(m_mode->findD
 void QueryPanel::setMaxTokens(int n) { m_maxTokens->setValue(n); }
 void QueryPanel::setTemperature(double t) { m_temperature->setValue(t); }
 void QueryPanel::setIgnoreEos(bool on) { m_ignoreEos->setChecked(on); }
+void QueryPanel::setStrict(bool on) { m_strict->setChecked(on); }
 QString QueryPanel::outputText() const { return m_output->toPlainText(); }
 QString QueryPanel::fullOutputText() const { return m_fullOutput->toPlainText(); }
 QString QueryPanel::badgeText() const { return m_badge->isHidden() ? QString() : m_badge->text(); }

@@ -50,6 +50,7 @@ public:
     void setMaxTokens(int n);
     void setTemperature(double t);
     void setIgnoreEos(bool on);
+    void setStrict(bool on);  // strict tool calls (the "Strict calls" toggle)
     bool running() const { return m_requestId != 0; }
     QString outputText() const;                  // the (cached or only) run's output
     QString fullOutputText() const;              // compare mode: the full-prefill run's output
@@ -119,6 +120,7 @@ private:
     QSpinBox* m_maxTokens = nullptr;
     QDoubleSpinBox* m_temperature = nullptr;
     QCheckBox* m_ignoreEos = nullptr;
+    QCheckBox* m_strict = nullptr;
     QPushButton* m_runButton = nullptr;
     QPushButton* m_cancelButton = nullptr;
     QLabel* m_message = nullptr;

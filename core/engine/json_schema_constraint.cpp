@@ -1,0 +1,995 @@
+#include "core/engine/json_schema_constraint.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+namespace cc {
+namespace {
+
+// Value types, as bits: a node accepts the union of its bits.
+enum : uint8_t {
+    t_string = 1,
+    t_number = 2,
+    t_integer = 4,
+    t_boolean = 8,
+    t_null = 16,
+    t_object = 32,
+    t_array = 64,
+    t_any = 127,
+};
+
+// Frame kinds.
+enum : uint8_t { k_tail, k_value, k_string, k_number, k_literal, k_object, k_array };
+
+// Stages. string: before the quote, inside, after a backslash, inside \uXXXX (4 stages).
+enum : uint8_t { s_before, s_in, s_escape, s_hex0 };
+// number: the JSON number grammar's states; "acc" ones may end the number.
+enum : uint8_t { n_start, n_minus, n_zero /*acc*/, n_int /*acc*/, n_dot, n_frac /*acc*/, n_exp, n_exp_sign, n_exp_digits /*acc*/ };
+// object: before "{", after "{", inside a key, before ":", after a value, after ",".
+enum : uint8_t { o_before, o_open, o_key, o_colon, o_after, o_comma };
+// array: before "[", after "[", after an item.
+enum : uint8_t { a_before, a_open, a_after };
+
+constexpr uint32_t k_off_trie = std::numeric_limits<uint32_t>::max();   // key: an extra property's name
+constexpr uint32_t k_additional = std::numeric_limits<uint32_t>::max();  // current property: an extra one
+constexpr uint8_t k_no_ws = 255;  // whitespace slot already spent
+constexpr uint8_t k_max_indent = 20;
+
+// A whitespace run: nothing, one space, or "\n" and up to k_max_indent spaces or tabs.
+// ws: 0 = nothing yet, 1 = one space, 2 + k = newline and k spaces/tabs, k_no_ws = none allowed.
+bool take_ws(uint8_t& ws, uint8_t c) {
+    if (c == ' ') {
+        if (ws == 0) return ws = 1, true;
+        if (ws >= 2 && ws < 2 + k_max_indent) return ++ws, true;
+        return false;
+    }
+    if (c == '\t') {
+        if (ws >= 2 && ws < 2 + k_max_indent) return ++ws, true;
+        return false;
+    }
+    if (c == '\n' && ws == 0) return ws = 2, true;
+    return false;
+}
+
+// One byte of string content outside an escape: no control characters, UTF-8 lead bytes set the
+// number of continuation bytes due.
+bool string_byte(uint32_t& due, uint8_t c) {
+    if (c < 0x20) return false;
+    if (c < 0x80) return true;
+    if (c >= 0xC2 && c <= 0xDF) return due = 1, true;
+    if (c >= 0xE0 && c <= 0xEF) return due = 2, true;
+    if (c >= 0xF0 && c <= 0xF4) return due = 3, true;
+    return false;  // a continuation byte without a lead, or a byte UTF-8 never uses
+}
+
+bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+// A multiple of m in [lo, hi] (ends open or closed; infinite ends allowed), with a relative
+// tolerance so that decimal multiples such as 0.3 of 0.1 count, as the validator counts them.
+bool has_multiple(long double lo, long double hi, bool lo_open, bool hi_open, long double m) {
+    if (!std::isfinite(lo) || !std::isfinite(hi)) return true;
+    const long double tol = 1e-9L * m;
+    long double n = std::ceil((lo - tol) / m);
+    if (lo_open && std::fabs(n * m - lo) <= tol) n += 1;
+    const long double x = n * m;
+    return hi_open ? x < hi - tol : x <= hi + tol;
+}
+
+// v is a multiple of m, within the same tolerance.
+bool is_multiple(double v, double m) {
+    const double q = v / m;
+    return std::fabs(q - std::round(q)) <= 1e-9 * std::max(1.0, std::fabs(q));
+}
+bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+const char* const k_supported =
+    "type, properties, required, additionalProperties, items, minItems, maxItems, enum, const, anyOf, "
+    "minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength; "
+    "annotations: description, title, default, examples, format, $comment, $schema, $id, deprecated, "
+    "readOnly, writeOnly";
+
+bool is_annotation(const std::string& key) {
+    static const char* const names[] = {"description", "title",      "default",  "examples",  "format", "$comment",
+                                        "$schema",     "$id",        "deprecated", "readOnly", "writeOnly"};
+    return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return key == n; });
+}
+
+}  // namespace
+
+// ---- the compiled schema -----------------------------------------------------------------------
+
+struct JsonSchemaGrammar::Impl {
+    struct TrieNode {
+        std::vector<std::pair<uint8_t, uint32_t>> kids;
+        int32_t terminal = -1;  // literal: 0 when a literal ends here; key: the property's index
+        uint64_t below = 0;     // key: the properties whose key runs through this node
+    };
+    struct Node {
+        uint8_t types = t_any;
+        int32_t literals = -1;        // enum / const: the trie of the allowed values' texts
+        std::vector<uint32_t> alts;   // anyOf: the alternatives (leaves); empty for a leaf
+        // object
+        std::vector<uint32_t> props;  // each property's value node
+        uint64_t all_props = 0;
+        uint64_t required = 0;
+        uint32_t keys = 0;            // the trie of the properties' keys, each `name"` (JSON-escaped)
+        bool closed = false;          // additionalProperties: false
+        uint32_t additional = 0;      // extra properties' node (0 = any value)
+        // array
+        uint32_t items = 0;           // 0 = any value
+        uint32_t min_items = 0;
+        uint32_t max_items = std::numeric_limits<uint32_t>::max();
+        // number bounds (bounded: any of them given)
+        bool bounded = false;
+        double min = -std::numeric_limits<double>::infinity(), max = std::numeric_limits<double>::infinity();
+        bool min_excl = false, max_excl = false;
+        double multiple = 0;  // multipleOf (0: none)
+        // string length in code points (lengths: either given)
+        bool lengths = false;
+        uint32_t min_len = 0, max_len = std::numeric_limits<uint32_t>::max();
+    };
+
+    std::vector<Node> nodes;  // [0]: any JSON value
+    std::vector<TrieNode> trie;
+    uint32_t bool_root = 0, null_root = 0;
+    uint32_t root = 0;
+    std::string tail;
+    std::string where;
+
+    uint32_t new_trie_node() {
+        trie.emplace_back();
+        return static_cast<uint32_t>(trie.size() - 1);
+    }
+    int32_t child(uint32_t at, uint8_t c) const {
+        for (const auto& [b, to] : trie[at].kids)
+            if (b == c) return static_cast<int32_t>(to);
+        return -1;
+    }
+    void insert(uint32_t root_at, std::string_view text, int32_t terminal, uint64_t bit) {
+        uint32_t at = root_at;
+        trie[at].below |= bit;
+        for (const char ch : text) {
+            const uint8_t c = static_cast<uint8_t>(ch);
+            int32_t next = child(at, c);
+            if (next < 0) {
+                const uint32_t made = new_trie_node();
+                trie[at].kids.emplace_back(c, made);
+                next = static_cast<int32_t>(made);
+            }
+            at = static_cast<uint32_t>(next);
+            trie[at].below |= bit;
+        }
+        trie[at].terminal = terminal;
+    }
+
+    [[noreturn]] void refuse(const std::string& path, const std::string& problem) const {
+        throw std::invalid_argument(where + ": strict: " + problem + " at " + path);
+    }
+
+    uint32_t compile(const ordered_json& s, const std::string& path, int depth);
+    std::vector<uint32_t> leaves(uint32_t n) const {
+        return nodes[n].alts.empty() ? std::vector<uint32_t>{n} : nodes[n].alts;
+    }
+
+    bool run(SchemaStackBuf& b, size_t k, uint8_t c) const;
+    void step_all(const SchemaStackBuf& in, uint8_t c, SchemaStackBuf& out) const;
+};
+
+uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::string& path, int depth) {
+    if (depth > 64) refuse(path, "the schema nests deeper than 64 levels");
+    if (s.is_boolean()) {
+        if (s.get<bool>()) return 0;
+        refuse(path, "the schema false (no value) is not supported");
+    }
+    if (!s.is_object()) refuse(path, "a schema must be an object");
+    for (auto it = s.begin(); it != s.end(); ++it) {
+        static const char* const constraining[] = {
+            "type",    "properties", "required", "additionalProperties", "items",            "minItems",
+            "maxItems", "enum",      "const",    "anyOf",                "minimum",          "maximum",
+            "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "multipleOf"};
+        const std::string& key = it.key();
+        if (is_annotation(key) ||
+            std::any_of(std::begin(constraining), std::end(constraining), [&](const char* n) { return key == n; }))
+            continue;
+        throw std::invalid_argument(where + ": strict: keyword \"" + key + "\" at " + path +
+                                    " is not supported (supported: " + k_supported + ")");
+    }
+    const uint32_t index = static_cast<uint32_t>(nodes.size());
+    nodes.emplace_back();
+
+    if (s.contains("anyOf")) {
+        const auto& list = s["anyOf"];
+        if (!list.is_array() || list.empty()) refuse(path + ".anyOf", "anyOf must be a non-empty array");
+        for (auto it = s.begin(); it != s.end(); ++it)
+            if (it.key() != "anyOf" && !is_annotation(it.key()))
+                refuse(path, "anyOf together with \"" + it.key() + "\" is not supported (put it inside each branch)");
+        std::vector<uint32_t> alts;
+        for (size_t i = 0; i < list.size(); ++i)
+            for (const uint32_t leaf : leaves(compile(list[i], path + ".anyOf[" + std::to_string(i) + "]", depth + 1)))
+                alts.push_back(leaf);
+        nodes[index].alts = std::move(alts);
+        return index;
+    }
+
+    if (s.contains("enum") || s.contains("const")) {
+        if (s.contains("enum") && s.contains("const")) refuse(path, "enum together with const is not supported");
+        ordered_json values;
+        if (s.contains("const")) {
+            values = ordered_json::array({s["const"]});
+        } else {
+            values = s["enum"];
+            if (!values.is_array() || values.empty()) refuse(path + ".enum", "enum must be a non-empty array");
+        }
+        const uint32_t root_at = new_trie_node();
+        for (const auto& v : values) insert(root_at, py_json_dumps(v), 0, 0);
+        nodes[index].literals = static_cast<int32_t>(root_at);
+        return index;
+    }
+
+    uint8_t types = 0;
+    if (s.contains("type")) {
+        const auto& t = s["type"];
+        std::vector<ordered_json> names;
+        if (t.is_string()) names.push_back(t);
+        else if (t.is_array() && !t.empty()) names.assign(t.begin(), t.end());
+        else refuse(path + ".type", "type must be a type name or a non-empty list of them");
+        for (const auto& n : names) {
+            const std::string name = n.is_string() ? n.get<std::string>() : n.dump();
+            if (name == "string") types |= t_string;
+            else if (name == "number") types |= t_number;
+            else if (name == "integer") types |= t_integer;
+            else if (name == "boolean") types |= t_boolean;
+            else if (name == "null") types |= t_null;
+            else if (name == "object") types |= t_object;
+            else if (name == "array") types |= t_array;
+            else refuse(path + ".type", "unknown type \"" + name + "\"");
+        }
+    } else if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
+        types = t_object;
+    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+        types = t_array;
+    } else {
+        types = t_any;
+    }
+    nodes[index].types = types;
+
+    // object
+    std::vector<std::string> prop_names;
+    std::vector<uint32_t> props;
+    if (s.contains("properties")) {
+        const auto& p = s["properties"];
+        if (!p.is_object()) refuse(path + ".properties", "properties must be an object");
+        if (p.size() > 64)
+            refuse(path + ".properties", "an object with more than 64 properties (" + std::to_string(p.size()) +
+                                             ") is not supported");
+        for (auto it = p.begin(); it != p.end(); ++it) {
+            prop_names.push_back(it.key());
+            props.push_back(compile(it.value(), path + ".properties." + it.key(), depth + 1));
+        }
+    }
+    const uint32_t keys = new_trie_node();
+    for (size_t i = 0; i < prop_names.size(); ++i) {
+        std::string text = py_json_dumps(ordered_json(prop_names[i]));  // "name", escaped
+        text.erase(0, 1);                                              // the opening quote is read before the trie
+        insert(keys, text, static_cast<int32_t>(i), uint64_t{1} << i);
+    }
+    Node& node = nodes[index];
+    node.props = std::move(props);
+    node.keys = keys;
+    node.all_props = prop_names.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << prop_names.size()) - 1;
+    if (s.contains("required")) {
+        const auto& r = s["required"];
+        if (!r.is_array()) refuse(path + ".required", "required must be an array of property names");
+        for (const auto& name : r) {
+            const auto at = std::find(prop_names.begin(), prop_names.end(), name.is_string() ? name.get<std::string>() : "");
+            if (!name.is_string() || at == prop_names.end())
+                refuse(path + ".required", "required names " + name.dump() + ", which is not in properties");
+            nodes[index].required |= uint64_t{1} << (at - prop_names.begin());
+        }
+    }
+    if (s.contains("additionalProperties")) {
+        const auto& ap = s["additionalProperties"];
+        if (ap.is_boolean()) {
+            nodes[index].closed = !ap.get<bool>();
+        } else {
+            const uint32_t extra = compile(ap, path + ".additionalProperties", depth + 1);
+            nodes[index].additional = extra;
+        }
+    } else {
+        // As llama.cpp's grammars and OpenAI's strict mode: an object that lists its properties
+        // takes only those unless additionalProperties says otherwise (a subset of what the schema
+        // accepts, and no room for a weak model to ramble in made-up keys).
+        nodes[index].closed = s.contains("properties");
+    }
+    // array
+    if (s.contains("items")) {
+        if (s["items"].is_array()) refuse(path + ".items", "items as a list (tuple validation) is not supported");
+        const uint32_t items = compile(s["items"], path + ".items", depth + 1);
+        nodes[index].items = items;
+    }
+    const auto count = [&](const char* key) -> uint32_t {
+        const auto& v = s[key];
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<uint32_t>::max())
+            refuse(path + "." + key, std::string(key) + " must be a non-negative integer");
+        return static_cast<uint32_t>(v.get<int64_t>());
+    };
+    if (s.contains("minItems")) nodes[index].min_items = count("minItems");
+    if (s.contains("maxItems")) nodes[index].max_items = count("maxItems");
+    if (nodes[index].min_items > nodes[index].max_items) refuse(path, "minItems is greater than maxItems");
+    // string
+    if (s.contains("minLength")) nodes[index].min_len = count("minLength"), nodes[index].lengths = true;
+    if (s.contains("maxLength")) nodes[index].max_len = count("maxLength"), nodes[index].lengths = true;
+    if (nodes[index].min_len > nodes[index].max_len) refuse(path, "minLength is greater than maxLength");
+    // number
+    Node& num = nodes[index];
+    const auto bound = [&](const char* key, double& into, bool exclusive, bool& excl, bool is_min) {
+        if (!s.contains(key)) return;
+        if (!s[key].is_number()) refuse(path + "." + key, std::string(key) + " must be a number");
+        const double v = s[key].get<double>();
+        if (!std::isfinite(v)) refuse(path + "." + key, std::string(key) + " must be finite");
+        num.bounded = true;
+        // The tighter of minimum and exclusiveMinimum (maximum alike) wins.
+        const bool tighter = is_min ? (v > into || (v == into && exclusive)) : (v < into || (v == into && exclusive));
+        if (tighter) into = v, excl = exclusive;
+    };
+    bound("minimum", num.min, false, num.min_excl, true);
+    bound("exclusiveMinimum", num.min, true, num.min_excl, true);
+    bound("maximum", num.max, false, num.max_excl, false);
+    bound("exclusiveMaximum", num.max, true, num.max_excl, false);
+    if (s.contains("multipleOf")) {
+        const auto& m = s["multipleOf"];
+        if (!m.is_number() || !(m.get<double>() > 0) || !std::isfinite(m.get<double>()))
+            refuse(path + ".multipleOf", "multipleOf must be a number greater than 0");
+        num.multiple = m.get<double>();
+        if ((num.types & (t_number | t_integer)) == t_integer && std::floor(num.multiple) != num.multiple)
+            refuse(path + ".multipleOf", "multipleOf of an integer must be an integer");
+        num.bounded = true;
+    }
+    if (num.bounded) {
+        const bool integer_only = (num.types & (t_number | t_integer)) == t_integer;
+        bool some = num.min < num.max || (num.min == num.max && !num.min_excl && !num.max_excl);
+        if (integer_only) {
+            const double lo = num.min_excl ? std::floor(num.min) + 1 : std::ceil(num.min);
+            const double hi = num.max_excl ? std::ceil(num.max) - 1 : std::floor(num.max);
+            some = lo <= hi && (num.multiple == 0 || std::ceil(lo / num.multiple) <= std::floor(hi / num.multiple));
+        } else if (some && num.multiple > 0) {
+            some = has_multiple(num.min, num.max, num.min_excl, num.max_excl, num.multiple);
+        }
+        if (!some && (num.types & (t_number | t_integer))) refuse(path, "no number lies within its minimum and maximum");
+        if (std::max(std::fabs(num.min == -std::numeric_limits<double>::infinity() ? 0 : num.min),
+                     std::fabs(num.max == std::numeric_limits<double>::infinity() ? 0 : num.max)) >= 1e15)
+            refuse(path, "a bound of 1e15 or more is not supported (bounded numbers have at most 15 digits)");
+    }
+    return index;
+}
+
+namespace {
+
+constexpr int k_max_bounded_digits = 15;
+
+// An interval of values with open or closed ends.
+struct Interval {
+    long double lo, hi;
+    bool lo_open, hi_open;
+};
+
+bool overlap(const Interval& a, const Interval& b) {
+    const long double lo = std::max(a.lo, b.lo), hi = std::min(a.hi, b.hi);
+    const bool lo_open = (a.lo == lo && a.lo_open) || (b.lo == lo && b.lo_open);
+    const bool hi_open = (a.hi == hi && a.hi_open) || (b.hi == hi && b.hi_open);
+    return lo < hi || (lo == hi && !lo_open && !hi_open);
+}
+
+long double pow10l_int(int k) {
+    long double p = 1;
+    for (int i = 0; i < k; ++i) p *= 10;
+    return p;
+}
+
+}  // namespace
+
+// Whether a bounded number in frame `f` (stage, sign, digits so far) can still end within its
+// node's bounds. The values reachable from a prefix are a union of intervals: for the integer
+// part I with j more digits, [I*10^j, (I+1)*10^j) (an integer: its integer points), and after the
+// point with digits M/10^k, [M/10^k, (M+1)/10^k).
+bool number_feasible(const JsonSchemaGrammar::Impl::Node& n, const SchemaFrame& f) {
+    const bool integer = f.a & 1, neg = f.a & 2;
+    const int remaining = k_max_bounded_digits - static_cast<int>(f.count);
+    const Interval bounds{n.min, n.max, n.min_excl, n.max_excl};
+    const long double m = n.multiple;
+    const auto meets = [&](long double a, long double b, bool b_open) {  // magnitudes [a, b) or [a, b]
+        Interval v = neg ? Interval{-b, -a, b_open, false} : Interval{a, b, false, b_open};
+        if (!integer) {
+            if (!overlap(v, bounds)) return false;
+            if (m == 0) return true;
+            const long double lo = std::max(v.lo, bounds.lo), hi = std::min(v.hi, bounds.hi);
+            const bool lo_open = (v.lo == lo && v.lo_open) || (bounds.lo == lo && bounds.lo_open);
+            const bool hi_open = (v.hi == hi && v.hi_open) || (bounds.hi == hi && bounds.hi_open);
+            return has_multiple(lo, hi, lo_open, hi_open, m);
+        }
+        // Integers: the integer points of v within the bounds (multiples of m among them).
+        const long double lo = std::max(std::ceil(v.lo), bounds.lo_open ? std::floor(bounds.lo) + 1 : std::ceil(bounds.lo));
+        const long double hi = std::min(std::floor(v.hi), bounds.hi_open ? std::ceil(bounds.hi) - 1 : std::floor(bounds.hi));
+        if (m == 0 || !std::isfinite(lo) || !std::isfinite(hi)) return lo <= hi;
+        return std::ceil(lo / m) <= std::floor(hi / m);
+    };
+    const long double limit = std::max(std::fabs(static_cast<long double>(n.min)), std::fabs(static_cast<long double>(n.max)));
+    switch (f.stage) {
+        case n_start: return true;  // compile checked that some number fits
+        case n_minus: return meets(0, pow10l_int(remaining) - 1, false) || (!integer && meets(0, pow10l_int(remaining - 1), true));
+        case n_zero: return meets(0, 0, false) || (!integer && remaining >= 1 && meets(0, 1, true));
+        case n_int: {
+            const long double i = static_cast<long double>(f.used);
+            for (int j = 0; j <= remaining; ++j) {
+                const long double p = pow10l_int(j);
+                if (meets(i * p, i * p + p - 1, false)) return true;
+                if (!integer && j < remaining && meets(i * p, (i + 1) * p, true)) return true;
+                if (std::isfinite(limit) && i * p > limit) break;
+            }
+            return false;
+        }
+        case n_dot:
+        case n_frac: {
+            const long double scale = pow10l_int(f.aux);
+            const long double d = static_cast<long double>(f.used);
+            if (remaining == 0) return meets(d / scale, d / scale, false);
+            return meets(d / scale, (d + 1) / scale, true) || (f.stage == n_frac && meets(d / scale, d / scale, false));
+        }
+    }
+    return false;
+}
+
+// Whether the bounded number in `f` may end here: its value, computed as a JSON reader would
+// (digits / 10^k, one correctly rounded division), is within the bounds.
+bool number_in_bounds(const JsonSchemaGrammar::Impl::Node& n, const SchemaFrame& f) {
+    double v = static_cast<double>(f.used);  // < 10^15: exact
+    if (f.aux > 0) v /= static_cast<double>(pow10l_int(f.aux));  // 10^k, k <= 15: exact
+    if (f.a & 2) v = -v;
+    if (n.multiple > 0 && !is_multiple(v, n.multiple)) return false;
+    return (n.min_excl ? v > n.min : v >= n.min) && (n.max_excl ? v < n.max : v <= n.max);
+}
+
+// Processes byte `c` on stack b.v[k], in place. A value that may start several ways (anyOf, a
+// list of types) forks: the other ways are appended to `b` and processed too. Returns false when
+// the stack dies (the caller clears it).
+bool JsonSchemaGrammar::Impl::run(SchemaStackBuf& b, size_t k, uint8_t c) const {
+    for (;;) {
+        SchemaStack& s = b.v[k];
+        SchemaFrame& f = s.back();
+        switch (f.kind) {
+            case k_tail:
+                if (f.a < tail.size() && static_cast<uint8_t>(tail[f.a]) == c) return ++f.a, true;
+                return f.a == 0 && !tail.empty() && take_ws(f.ws, c);
+
+            case k_value: {
+                if (take_ws(f.ws, c)) return true;
+                // The frames this value may begin with, each before its first byte.
+                SchemaFrame ways[8];
+                size_t n_ways = 0;
+                std::vector<SchemaFrame> more;  // past 8 (a long anyOf)
+                const auto add = [&](SchemaFrame w) {
+                    if (n_ways < 8) ways[n_ways++] = w;
+                    else more.push_back(w);
+                };
+                for (const uint32_t leaf : leaves(f.node)) {
+                    const Node& n = nodes[leaf];
+                    SchemaFrame w;
+                    w.node = leaf;
+                    if (n.literals >= 0) {
+                        if (child(static_cast<uint32_t>(n.literals), c) >= 0) {
+                            w.kind = k_literal;
+                            w.a = static_cast<uint32_t>(n.literals);
+                            add(w);
+                        }
+                        continue;
+                    }
+                    if ((n.types & t_string) && c == '"') w.kind = k_string, w.stage = s_before, add(w);
+                    if ((n.types & (t_number | t_integer)) && (c == '-' || is_digit(c))) {
+                        w.kind = k_number;
+                        w.stage = n_start;
+                        w.a = (n.types & t_number) ? 0 : 1;  // 1: an integer, no fraction or exponent
+                        add(w);
+                    }
+                    if ((n.types & t_boolean) && (c == 't' || c == 'f'))
+                        w.kind = k_literal, w.a = bool_root, add(w);
+                    if ((n.types & t_null) && c == 'n') w.kind = k_literal, w.a = null_root, add(w);
+                    if ((n.types & t_object) && c == '{') w.kind = k_object, w.stage = o_before, add(w);
+                    if ((n.types & t_array) && c == '[') w.kind = k_array, w.stage = a_before, add(w);
+                }
+                if (n_ways == 0) return false;
+                for (size_t i = 1; i < n_ways + more.size(); ++i) {
+                    SchemaStack fork = b.v[k];
+                    fork.back() = i < n_ways ? ways[i] : more[i - n_ways];
+                    const size_t j = b.push(fork);
+                    if (!run(b, j, c)) b.v[j].clear();
+                }
+                b.v[k].back() = ways[0];
+                continue;  // the chosen way reads c
+            }
+
+            case k_literal: {
+                const int32_t next = child(f.a, c);
+                if (next >= 0) return f.a = static_cast<uint32_t>(next), true;
+                if (trie[f.a].terminal < 0) return false;
+                s.pop_back();  // the value is complete; c is the parent's
+                continue;
+            }
+
+            case k_string:
+                if (f.count > 0) {
+                    if ((c & 0xC0) != 0x80) return false;
+                    return --f.count, true;
+                }
+                switch (f.stage) {
+                    case s_before:
+                        return c == '"' ? (f.stage = s_in, true) : false;
+                    case s_in: {
+                        const Node& sn = nodes[f.node];
+                        if (c == '"') {
+                            if (sn.lengths && f.used < sn.min_len) return false;
+                            return s.pop_back(), true;
+                        }
+                        if (sn.lengths && c >= 0x20) {
+                            // One more character (an escape counts once, at its backslash). Without a
+                            // maximum the count stops at the minimum, so the state stops changing.
+                            if (f.used >= sn.max_len) return false;
+                            if (sn.max_len != std::numeric_limits<uint32_t>::max() || f.used < sn.min_len) ++f.used;
+                        }
+                        if (c == '\\') return f.stage = s_escape, true;
+                        return string_byte(f.count, c);
+                    }
+                    case s_escape:
+                        if (c == 'u') return f.stage = s_hex0, true;
+                        if (std::strchr("\"\\/bfnrt", c) && c != 0) return f.stage = s_in, true;
+                        return false;
+                    default:  // s_hex0 .. s_hex0 + 3
+                        if (!is_hex(c)) return false;
+                        f.stage = f.stage == s_hex0 + 3 ? s_in : f.stage + 1;
+                        return true;
+                }
+
+            case k_number: {
+                const Node& nn = nodes[f.node];
+                const bool integer = f.a & 1;
+                const bool exponent = !integer && !nn.bounded;  // a bounded number has none
+                uint8_t next = 255;
+                switch (f.stage) {
+                    case n_start: next = c == '-' ? n_minus : c == '0' ? n_zero : is_digit(c) ? n_int : 255; break;
+                    case n_minus: next = c == '0' ? n_zero : is_digit(c) ? n_int : 255; break;
+                    case n_zero:
+                    case n_int:
+                        if (f.stage == n_int && is_digit(c)) next = n_int;
+                        else if (!integer && c == '.') next = n_dot;
+                        else if (exponent && (c == 'e' || c == 'E')) next = n_exp;
+                        break;
+                    case n_dot: next = is_digit(c) ? n_frac : 255; break;
+                    case n_frac: next = is_digit(c) ? n_frac : (exponent && (c == 'e' || c == 'E')) ? n_exp : 255; break;
+                    case n_exp: next = (c == '+' || c == '-') ? n_exp_sign : is_digit(c) ? n_exp_digits : 255; break;
+                    case n_exp_sign:
+                    case n_exp_digits: next = is_digit(c) && f.count < 2 ? n_exp_digits : 255; break;
+                }
+                if (next != 255) {
+                    if (!nn.bounded) {
+                        // An exponent has at most 2 digits, so every number reads as a finite double.
+                        if (next == n_exp_digits) ++f.count;
+                        return f.stage = next, true;
+                    }
+                    // Bounded: the digits are kept, and a byte is taken only while some completion fits.
+                    SchemaFrame g = f;
+                    g.stage = next;
+                    if (c == '-') g.a |= 2;
+                    if (is_digit(c) || c == '.') {
+                        if (g.count >= k_max_bounded_digits) return false;
+                        if (is_digit(c)) {
+                            g.used = g.used * 10 + static_cast<uint64_t>(c - '0');
+                            ++g.count;
+                            if (f.stage == n_dot || f.stage == n_frac) ++g.aux;
+                        }
+                    }
+                    if (!number_feasible(nn, g)) return false;
+                    f = g;
+                    return true;
+                }
+                const bool may_end = f.stage == n_zero || f.stage == n_int || f.stage == n_frac || f.stage == n_exp_digits;
+                if (!may_end || (nn.bounded && !number_in_bounds(nn, f))) return false;
+                s.pop_back();
+                continue;
+            }
+
+            case k_object: {
+                const Node& n = nodes[f.node];
+                const bool more_keys = !n.closed || (n.all_props & ~f.used) != 0;
+                switch (f.stage) {
+                    case o_before:
+                        return c == '{' ? (f.stage = o_open, f.ws = 0, true) : false;
+                    case o_open:
+                    case o_comma:
+                        if (take_ws(f.ws, c)) return true;
+                        if (c == '"' && more_keys) return f.stage = o_key, f.a = n.keys, f.count = 0, true;
+                        if (c == '}' && f.stage == o_open && (n.required & ~f.used) == 0) return s.pop_back(), true;
+                        return false;
+                    case o_key: {
+                        if (f.count > 0) {
+                            if ((c & 0xC0) != 0x80) return false;
+                            return --f.count, true;
+                        }
+                        if (f.a != k_off_trie) {
+                            const int32_t next = child(f.a, c);
+                            if (next >= 0) {
+                                const TrieNode& t = trie[static_cast<size_t>(next)];
+                                if (t.terminal >= 0) {  // the closing quote of a property's key
+                                    const uint64_t bit = uint64_t{1} << t.terminal;
+                                    if (f.used & bit) return false;  // a key twice
+                                    f.used |= bit;
+                                    f.a = static_cast<uint32_t>(t.terminal);
+                                    f.stage = o_colon;
+                                    f.ws = 0;
+                                    return true;
+                                }
+                                // In a closed object a key must stay on the way to a property not yet given.
+                                if (n.closed && (t.below & ~f.used) == 0) return false;
+                                f.a = static_cast<uint32_t>(next);
+                                return true;
+                            }
+                        }
+                        if (n.closed) return false;
+                        // An extra property's key: plain string bytes, no escapes.
+                        if (c == '"') return f.a = k_additional, f.stage = o_colon, f.ws = 0, true;
+                        if (c == '\\') return false;
+                        f.a = k_off_trie;
+                        return string_byte(f.count, c);
+                    }
+                    case o_colon: {
+                        if (take_ws(f.ws, c)) return true;
+                        if (c != ':') return false;
+                        SchemaFrame v;
+                        v.kind = k_value;
+                        v.node = f.a == k_additional ? n.additional : n.props[f.a];
+                        f.stage = o_after;
+                        f.ws = 0;
+                        s.push_back(v);
+                        return true;
+                    }
+                    case o_after:
+                        if (take_ws(f.ws, c)) return true;
+                        if (c == ',' && more_keys) return f.stage = o_comma, f.ws = 0, true;
+                        if (c == '}' && (n.required & ~f.used) == 0) return s.pop_back(), true;
+                        return false;
+                }
+                return false;
+            }
+
+            case k_array: {
+                const Node& n = nodes[f.node];
+                switch (f.stage) {
+                    case a_before:
+                        return c == '[' ? (f.stage = a_open, f.ws = 0, true) : false;
+                    case a_open: {
+                        if (take_ws(f.ws, c)) return true;
+                        if (c == ']') return n.min_items == 0 ? (s.pop_back(), true) : false;
+                        if (n.max_items == 0) return false;
+                        f.stage = a_after;
+                        f.count = 1;
+                        f.ws = 0;
+                        SchemaFrame v;
+                        v.kind = k_value;
+                        v.node = n.items;
+                        v.ws = k_no_ws;  // the whitespace after "[" was this frame's
+                        s.push_back(v);
+                        continue;  // the item reads c
+                    }
+                    case a_after:
+                        if (take_ws(f.ws, c)) return true;
+                        if (c == ']') return f.count >= n.min_items ? (s.pop_back(), true) : false;
+                        if (c == ',' && f.count < n.max_items) {
+                            ++f.count;
+                            f.ws = 0;
+                            SchemaFrame v;
+                            v.kind = k_value;
+                            v.node = n.items;
+                            s.push_back(v);
+                            return true;
+                        }
+                        return false;
+                }
+                return false;
+            }
+        }
+        return false;
+    }
+}
+
+void JsonSchemaGrammar::Impl::step_all(const SchemaStackBuf& in, uint8_t c, SchemaStackBuf& out) const {
+    out.n = 0;
+    for (size_t i = 0; i < in.n; ++i) {
+        const size_t k = out.push(in.v[i]);
+        if (!run(out, k, c)) out.v[k].clear();
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < out.n; ++i)
+        if (!out.v[i].empty()) {
+            if (w != i) std::swap(out.v[w], out.v[i]);
+            ++w;
+        }
+    out.n = w;
+}
+
+size_t SchemaStackBuf::push(const SchemaStack& s) {
+    if (n < v.size()) v[n] = s;
+    else v.push_back(s);
+    return n++;
+}
+
+// ---- JsonSchemaGrammar -------------------------------------------------------------------------
+
+JsonSchemaGrammar::JsonSchemaGrammar(const ordered_json& schema, std::string tail, const std::string& where)
+    : impl_(std::make_unique<Impl>()) {
+    Impl& g = *impl_;
+    g.tail = std::move(tail);
+    g.where = where;
+    g.nodes.emplace_back();  // [0]: any value (open objects, any items)
+    g.bool_root = g.new_trie_node();
+    g.insert(g.bool_root, "true", 0, 0);
+    g.insert(g.bool_root, "false", 0, 0);
+    g.null_root = g.new_trie_node();
+    g.insert(g.null_root, "null", 0, 0);
+    g.nodes[0].keys = g.new_trie_node();
+    g.root = g.compile(schema, "parameters", 0);
+}
+
+JsonSchemaGrammar::~JsonSchemaGrammar() = default;
+
+SchemaState JsonSchemaGrammar::start() const {
+    SchemaFrame tail;
+    tail.kind = k_tail;
+    SchemaFrame value;
+    value.kind = k_value;
+    value.node = impl_->root;
+    return SchemaState{{SchemaStack{tail, value}}};
+}
+
+bool JsonSchemaGrammar::advance(SchemaState& state, std::string_view text) const {
+    SchemaStackBuf a, b;
+    a.v = std::move(state.stacks);
+    a.n = a.v.size();
+    for (const char ch : text) {
+        impl_->step_all(a, static_cast<uint8_t>(ch), b);
+        std::swap(a, b);
+        if (a.n == 0) break;
+    }
+    a.v.resize(a.n);
+    // Two ways that reached the same frames have the same future: keep one.
+    std::sort(a.v.begin(), a.v.end(), [](const SchemaStack& x, const SchemaStack& y) {
+        return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end(), [](const SchemaFrame& p, const SchemaFrame& q) {
+            return std::memcmp(&p, &q, sizeof(SchemaFrame)) < 0;
+        });
+    });
+    a.v.erase(std::unique(a.v.begin(), a.v.end()), a.v.end());
+    state.stacks = std::move(a.v);
+    return !state.dead();
+}
+
+bool JsonSchemaGrammar::complete(const SchemaState& state) const {
+    const Impl& g = *impl_;
+    for (const auto& s : state.stacks) {
+        if (s.size() == 1 && s[0].kind == k_tail && s[0].a == g.tail.size()) return true;
+        if (s.size() == 2 && g.tail.empty()) {  // a number or literal that could still grow
+            const SchemaFrame& top = s[1];
+            if (top.kind == k_number &&
+                (top.stage == n_zero || top.stage == n_int || top.stage == n_frac || top.stage == n_exp_digits) &&
+                (!g.nodes[top.node].bounded || number_in_bounds(g.nodes[top.node], top)))
+                return true;
+            if (top.kind == k_literal && g.trie[top.a].terminal >= 0) return true;
+        }
+    }
+    return false;
+}
+
+bool JsonSchemaGrammar::accepts(std::string_view text) const {
+    SchemaState s = start();
+    return advance(s, text) && complete(s);
+}
+
+bool JsonSchemaGrammar::is_prefix(std::string_view text) const {
+    SchemaState s = start();
+    return advance(s, text);
+}
+
+std::string SchemaState::key() const {
+    std::string out;
+    for (const auto& s : stacks) {
+        const uint32_t n = static_cast<uint32_t>(s.size());
+        out.append(reinterpret_cast<const char*>(&n), sizeof n);
+        out.append(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(SchemaFrame));
+    }
+    return out;
+}
+
+bool json_schema_valid(const ordered_json& schema, const ordered_json& value) {
+    if (schema.is_boolean()) return schema.get<bool>();
+    if (!schema.is_object()) return false;
+    if (schema.contains("anyOf")) {
+        for (const auto& alt : schema["anyOf"])
+            if (json_schema_valid(alt, value)) return true;
+        return false;
+    }
+    if (schema.contains("const")) return value == schema["const"];
+    if (schema.contains("enum")) {
+        for (const auto& v : schema["enum"])
+            if (value == v) return true;
+        return false;
+    }
+    if (schema.contains("type")) {
+        const auto& t = schema["type"];
+        const auto is = [&](const std::string& name) {
+            if (name == "string") return value.is_string();
+            if (name == "number") return value.is_number();
+            if (name == "integer") return value.is_number_integer() || (value.is_number_float() && std::floor(value.get<double>()) == value.get<double>());
+            if (name == "boolean") return value.is_boolean();
+            if (name == "null") return value.is_null();
+            if (name == "object") return value.is_object();
+            if (name == "array") return value.is_array();
+            return false;
+        };
+        bool ok = false;
+        if (t.is_string()) ok = is(t.get<std::string>());
+        else
+            for (const auto& n : t) ok = ok || (n.is_string() && is(n.get<std::string>()));
+        if (!ok) return false;
+    }
+    if (value.is_object()) {
+        const ordered_json props = schema.value("properties", ordered_json::object());
+        if (schema.contains("required"))
+            for (const auto& r : schema["required"])
+                if (!value.contains(r.get<std::string>())) return false;
+        for (auto it = value.begin(); it != value.end(); ++it) {
+            if (props.contains(it.key())) {
+                if (!json_schema_valid(props[it.key()], it.value())) return false;
+            } else if (schema.contains("additionalProperties")) {
+                if (!json_schema_valid(schema["additionalProperties"], it.value())) return false;
+            }
+        }
+    }
+    if (value.is_number()) {
+        const double v = value.get<double>();
+        if (schema.contains("minimum") && !(v >= schema["minimum"].get<double>())) return false;
+        if (schema.contains("maximum") && !(v <= schema["maximum"].get<double>())) return false;
+        if (schema.contains("exclusiveMinimum") && !(v > schema["exclusiveMinimum"].get<double>())) return false;
+        if (schema.contains("exclusiveMaximum") && !(v < schema["exclusiveMaximum"].get<double>())) return false;
+        if (schema.contains("multipleOf") && !is_multiple(v, schema["multipleOf"].get<double>())) return false;
+    }
+    if (value.is_string()) {
+        const std::string& text = value.get_ref<const std::string&>();
+        const size_t n_chars = static_cast<size_t>(
+            std::count_if(text.begin(), text.end(), [](char ch) { return (static_cast<uint8_t>(ch) & 0xC0) != 0x80; }));
+        if (schema.contains("minLength") && n_chars < schema["minLength"].get<size_t>()) return false;
+        if (schema.contains("maxLength") && n_chars > schema["maxLength"].get<size_t>()) return false;
+    }
+    if (value.is_array()) {
+        if (schema.contains("minItems") && value.size() < schema["minItems"].get<size_t>()) return false;
+        if (schema.contains("maxItems") && value.size() > schema["maxItems"].get<size_t>()) return false;
+        if (schema.contains("items"))
+            for (const auto& item : value)
+                if (!json_schema_valid(schema["items"], item)) return false;
+    }
+    return true;
+}
+
+// ---- TokenTrie ---------------------------------------------------------------------------------
+
+TokenTrie::TokenTrie(const std::vector<std::string>& texts) : vocab_size_(texts.size()) {
+    std::vector<uint32_t> order;
+    order.reserve(texts.size());
+    for (size_t id = 0; id < texts.size(); ++id)
+        if (!texts[id].empty()) order.push_back(static_cast<uint32_t>(id));
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return texts[a] < texts[b]; });
+    // Pre-order: each text adds nodes for the bytes past its common prefix with the text before.
+    std::vector<uint32_t> path;  // the node at each depth of the previous text
+    std::vector<uint32_t> node_tokens_end;
+    std::string_view prev;
+    for (const uint32_t id : order) {
+        const std::string_view t = texts[id];
+        if (t.size() >= std::numeric_limits<uint16_t>::max())
+            throw std::invalid_argument("TokenTrie: token " + std::to_string(id) + "'s text is 65535 bytes or longer");
+        size_t lcp = 0;
+        while (lcp < prev.size() && lcp < t.size() && prev[lcp] == t[lcp]) ++lcp;
+        path.resize(lcp);
+        for (size_t d = lcp; d < t.size(); ++d) {
+            path.push_back(static_cast<uint32_t>(byte_.size()));
+            byte_.push_back(static_cast<uint8_t>(t[d]));
+            depth_.push_back(static_cast<uint16_t>(d + 1));
+            tok_off_.push_back(static_cast<uint32_t>(tok_ids_.size()));
+        }
+        // The token ends at the deepest node on its path; nodes are added in order, so its
+        // tokens are the last ones appended while it is the newest node.
+        const uint32_t at = path.back();
+        if (at + 1 != byte_.size())
+            throw std::logic_error("TokenTrie: a text repeats out of order");  // sorted input makes this unreachable
+        tok_ids_.push_back(id);
+        prev = t;
+    }
+    tok_off_.push_back(static_cast<uint32_t>(tok_ids_.size()));
+    // skip: the first later node no deeper than this one.
+    skip_.assign(byte_.size(), static_cast<uint32_t>(byte_.size()));
+    std::vector<uint32_t> open;
+    for (uint32_t i = 0; i < byte_.size(); ++i) {
+        while (!open.empty() && depth_[open.back()] >= depth_[i]) {
+            skip_[open.back()] = i;
+            open.pop_back();
+        }
+        open.push_back(i);
+    }
+}
+
+// ---- SchemaMasker ------------------------------------------------------------------------------
+
+SchemaMasker::SchemaMasker(std::shared_ptr<const JsonSchemaGrammar> grammar, std::shared_ptr<const TokenTrie> trie)
+    : grammar_(std::move(grammar)), trie_(std::move(trie)) {}
+
+std::vector<uint64_t> SchemaMasker::allowed(const SchemaState& state) {
+    std::lock_guard lock(mutex_);
+    return allowed_locked(state);
+}
+
+const std::vector<uint64_t>& SchemaMasker::allowed_locked(const SchemaState& state) {
+    std::string key = state.key();
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    if (cache_.size() >= 512) cache_.clear();  // bound the memory (512 x vocab/8 bytes)
+
+    const TokenTrie& t = *trie_;
+    const auto& g = grammar_->impl();
+    std::vector<uint64_t> bits((t.vocab_size() + 63) / 64, 0);
+    if (levels_.size() < 2) levels_.resize(2);
+    levels_[0].v = state.stacks;
+    levels_[0].n = state.stacks.size();
+    const size_t n_nodes = t.n_nodes();
+    for (size_t i = 0; i < n_nodes;) {
+        const size_t d = t.depth_[i];
+        if (levels_.size() <= d) levels_.resize(d + 1);
+        g.step_all(levels_[d - 1], t.byte_[i], levels_[d]);
+        if (levels_[d].n == 0) {
+            i = t.skip_[i];  // nothing below can be read either
+            continue;
+        }
+        for (uint32_t j = t.tok_off_[i]; j < t.tok_off_[i + 1]; ++j) bits[t.tok_ids_[j] / 64] |= uint64_t{1} << (t.tok_ids_[j] % 64);
+        ++i;
+    }
+    return cache_.emplace(std::move(key), std::move(bits)).first->second;
+}
+
+void SchemaMasker::mask(const SchemaState& state, std::vector<float>& logits) {
+    std::lock_guard lock(mutex_);
+    const std::vector<uint64_t>& bits = allowed_locked(state);
+    bool any = false;
+    const size_t n_known = std::min(logits.size(), trie_->vocab_size());
+    for (size_t id = 0; id < n_known; ++id) {
+        if (bits[id / 64] >> (id % 64) & 1) any = true;
+        else logits[id] = -std::numeric_limits<float>::infinity();
+    }
+    for (size_t id = n_known; id < logits.size(); ++id) logits[id] = -std::numeric_limits<float>::infinity();
+    if (!any) throw std::runtime_error("strict: no token of the vocabulary continues the arguments");
+}
+
+std::shared_ptr<SchemaMasker> SchemaMaskerCache::get(const ordered_json& schema, const std::string& tail,
+                                                     const std::string& where, const std::vector<std::string>& token_texts) {
+    std::lock_guard lock(mutex_);
+    std::string key = tail + '\n' + schema.dump();
+    if (auto it = maskers_.find(key); it != maskers_.end()) return it->second;
+    auto grammar = std::make_shared<const JsonSchemaGrammar>(schema, tail, where);  // throws on an unsupported keyword
+    if (!trie_ || trie_->vocab_size() != token_texts.size()) trie_ = std::make_shared<const TokenTrie>(token_texts);
+    if (maskers_.size() >= 256) maskers_.clear();
+    auto masker = std::make_shared<SchemaMasker>(std::move(grammar), trie_);
+    maskers_.emplace(std::move(key), masker);
+    return masker;
+}
+
+void SchemaMaskerCache::clear() {
+    std::lock_guard lock(mutex_);
+    trie_.reset();
+    maskers_.clear();
+}
+
+}  // namespace cc

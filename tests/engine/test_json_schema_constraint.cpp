@@ -1,0 +1,339 @@
+// The strict-call matcher (core/engine/json_schema_constraint.h): whole texts and prefixes that a
+// schema accepts or refuses, the keywords it refuses by name, the token mask against a brute force
+// over a small vocabulary, and random masked walks that always end in a schema-valid value.
+#include "core/engine/json_schema_constraint.h"
+#include "tests/test_support.h"
+
+#include <random>
+
+namespace {
+
+using cc::JsonSchemaGrammar;
+using cc::SchemaMasker;
+using cc::SchemaState;
+using cc::TokenTrie;
+using json = nlohmann::ordered_json;
+
+JsonSchemaGrammar grammar(const char* schema, std::string tail = "") {
+    return JsonSchemaGrammar(json::parse(schema), std::move(tail), "tool \"t\"");
+}
+
+const char* const kWeather = R"({"type": "object", "properties": {
+    "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]},
+    "days": {"type": "integer"}}, "required": ["city"], "additionalProperties": false})";
+
+TEST(JsonSchemaGrammar, ScalarsAndLiterals) {
+    const auto s = grammar(R"({"type": "string"})");
+    for (const char* ok : {R"("")", R"("abc")", R"("a\"b\\c\u00e9\n")", "\"\xc3\xa9t\xc3\xa9\"", R"( "x")"})
+        EXPECT_TRUE(s.accepts(ok)) << ok;
+    for (const char* bad : {R"(abc)", R"("abc)", R"("a"b")", "\"a\x01\"", R"("\q")", R"("\u12G4")", "\"\xc3\"", "\"\xff\"", "1",
+                            R"(  "x")"})
+        EXPECT_FALSE(s.accepts(bad)) << bad;
+
+    const auto n = grammar(R"({"type": "number"})");
+    for (const char* ok : {"0", "-0", "12", "-3.25", "1e5", "1.5E-3", "0.0"}) EXPECT_TRUE(n.accepts(ok)) << ok;
+    for (const char* bad : {"01", "-", "1.", ".5", "1e", "+1", "1.2.3", "\"1\"", "NaN", "1e123"}) EXPECT_FALSE(n.accepts(bad)) << bad;
+
+    const auto i = grammar(R"({"type": "integer"})");
+    EXPECT_TRUE(i.accepts("-42"));
+    EXPECT_FALSE(i.accepts("4.2"));
+    EXPECT_FALSE(i.accepts("4e2"));
+    EXPECT_FALSE(i.is_prefix("4."));
+
+    const auto b = grammar(R"({"type": ["boolean", "null"]})");
+    for (const char* ok : {"true", "false", "null"}) EXPECT_TRUE(b.accepts(ok)) << ok;
+    for (const char* bad : {"tru", "nul", "True", "0", "truee"}) EXPECT_FALSE(b.accepts(bad)) << bad;
+
+    const auto e = grammar(R"({"enum": ["red", "green", 1, 12, null]})");
+    for (const char* ok : {R"("red")", R"("green")", "1", "12", "null"}) EXPECT_TRUE(e.accepts(ok)) << ok;
+    for (const char* bad : {R"("re")", R"("blue")", "2", "123", R"("red" )"}) EXPECT_FALSE(e.accepts(bad)) << bad;
+    EXPECT_TRUE(e.is_prefix(R"("gr)"));
+    EXPECT_FALSE(e.is_prefix(R"("gx)"));
+
+    const auto c = grammar(R"({"const": {"a": [1, 2]}})");
+    EXPECT_TRUE(c.accepts(R"({"a": [1, 2]})"));
+    EXPECT_FALSE(c.accepts(R"({"a": [1, 3]})"));
+}
+
+TEST(JsonSchemaGrammar, Objects) {
+    const auto g = grammar(kWeather);
+    for (const char* ok : {R"({"city": "Oslo"})", R"({"unit": "c", "city": "Oslo", "days": 3})", R"({"city":"Oslo","days":-1})",
+                           "{\n  \"city\": \"Oslo\",\n  \"unit\": \"f\"\n}"})
+        EXPECT_TRUE(g.accepts(ok)) << ok;
+    for (const char* bad : {R"({})", R"({"unit": "c"})", R"({"city": "Oslo", "country": "NO"})", R"({"city": 3})",
+                            R"({"city": "Oslo", "unit": "k"})", R"({"city": "Oslo", "days": 1.5})",
+                            R"({"city": "Oslo", "city": "Bergen"})", R"({"city": "Oslo",})", R"({"city": "Oslo"}})"})
+        EXPECT_FALSE(g.accepts(bad)) << bad;
+    // No dead ends: a closed object's keys stay on the way to a property not given yet, and a ","
+    // needs one left.
+    EXPECT_FALSE(g.is_prefix(R"({"ci)") == false);
+    EXPECT_FALSE(g.is_prefix(R"({"co)"));
+    EXPECT_FALSE(g.is_prefix(R"({"city": "a", "ci)"));
+    EXPECT_FALSE(g.is_prefix(R"({"city": "a", "unit": "c", "days": 1,)"));
+    EXPECT_TRUE(g.is_prefix(R"({"city": "a", "unit": "c",)"));
+
+    // An object that lists properties and says nothing of others takes only those.
+    const auto listed = grammar(R"({"type": "object", "properties": {"a": {"type": "integer"}}})");
+    EXPECT_TRUE(listed.accepts(R"({"a": 2})"));
+    EXPECT_FALSE(listed.accepts(R"({"a": 2, "b": 1})"));
+    EXPECT_TRUE(grammar(R"({"type": "object"})").accepts(R"({"b": 1})"));
+    EXPECT_FALSE(grammar(R"({"type": "object", "properties": {}})").accepts(R"({"b": 1})"));
+    EXPECT_TRUE(grammar(R"({"type": "object", "properties": {}})").accepts(R"({})"));
+    // Open objects take any other key, with any value unless additionalProperties says.
+    const auto open = grammar(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": true})");
+    EXPECT_TRUE(open.accepts(R"({"b": [1, {"x": null}], "a": 2, "ab": "s"})"));
+    EXPECT_FALSE(open.accepts(R"({"a": "s"})"));
+    EXPECT_FALSE(open.accepts(R"({"a": 1, "a": 2})"));
+    const auto typed = grammar(R"({"type": "object", "additionalProperties": {"type": "string"}})");
+    EXPECT_TRUE(typed.accepts(R"({"x": "1", "y": "2"})"));
+    EXPECT_FALSE(typed.accepts(R"({"x": 1})"));
+
+    const auto nested = grammar(R"({"type": "object", "properties": {"to": {"type": "object",
+        "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}},
+        "required": ["name"], "additionalProperties": false}}, "required": ["to"], "additionalProperties": false})");
+    EXPECT_TRUE(nested.accepts(R"({"to": {"name": "Ana", "tags": ["a", "b"]}})"));
+    EXPECT_FALSE(nested.accepts(R"({"to": {"tags": []}})"));
+    EXPECT_FALSE(nested.accepts(R"({"to": {"name": "Ana", "tags": [1]}})"));
+}
+
+TEST(JsonSchemaGrammar, ArraysAnyOfAndAny) {
+    const auto a = grammar(R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})");
+    for (const char* ok : {"[1]", "[1, 2, 3]", "[ 1,2 ]", "[\n  1\n]"}) EXPECT_TRUE(a.accepts(ok)) << ok;
+    for (const char* bad : {"[]", "[1, 2, 3, 4]", "[1,]", "[\"1\"]", "[1 2]"}) EXPECT_FALSE(a.accepts(bad)) << bad;
+    EXPECT_FALSE(a.is_prefix("[1, 2, 3,"));
+
+    const auto u = grammar(R"({"anyOf": [{"type": "string"}, {"type": "object", "properties": {"k": {"type": "integer"}},
+        "required": ["k"], "additionalProperties": false}, {"type": "array", "items": {"type": "boolean"}}]})");
+    for (const char* ok : {R"("s")", R"({"k": 1})", "[true, false]"}) EXPECT_TRUE(u.accepts(ok)) << ok;
+    for (const char* bad : {"1", R"({"k": "1"})", "[1]", "null"}) EXPECT_FALSE(u.accepts(bad)) << bad;
+
+    // Two object branches both alive until a key tells them apart.
+    const auto two = grammar(R"({"anyOf": [
+        {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false},
+        {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"], "additionalProperties": false}]})");
+    EXPECT_TRUE(two.accepts(R"({"a": "x"})"));
+    EXPECT_TRUE(two.accepts(R"({"b": "x"})"));
+    EXPECT_FALSE(two.accepts(R"({"a": "x", "b": "y"})"));
+    EXPECT_FALSE(two.accepts(R"({})"));
+
+    const auto any = grammar("{}");
+    for (const char* ok : {"1", "\"s\"", "[1, [2, {\"a\": null}]]", "{\"k\": {\"k\": true}}", "-0.5e+3"})
+        EXPECT_TRUE(any.accepts(ok)) << ok;
+    EXPECT_FALSE(any.accepts("{\"a\" 1}"));
+}
+
+TEST(JsonSchemaGrammar, NumberBounds) {
+    const auto pct = grammar(R"({"type": "integer", "minimum": 0, "maximum": 100})");
+    for (const char* ok : {"0", "7", "42", "100"}) EXPECT_TRUE(pct.accepts(ok)) << ok;
+    for (const char* bad : {"-1", "101", "1000", "-0.5", "1e2"}) EXPECT_FALSE(pct.accepts(bad)) << bad;
+    // A digit is refused as soon as no completion fits: no dead ends. (-0 is 0, so "-" may start.)
+    EXPECT_TRUE(pct.accepts("-0"));
+    EXPECT_FALSE(grammar(R"({"type": "integer", "minimum": 1})").is_prefix("-"));
+    EXPECT_FALSE(pct.is_prefix("101"));
+    EXPECT_TRUE(pct.is_prefix("10"));
+    EXPECT_FALSE(pct.is_prefix("1000"));
+    const auto temp = grammar(R"({"type": "number", "minimum": -50.5, "exclusiveMaximum": 60})");
+    for (const char* ok : {"-50.5", "-50", "0.25", "59.999", "-0"}) EXPECT_TRUE(temp.accepts(ok)) << ok;
+    for (const char* bad : {"-50.6", "60", "60.0", "-51", "1e1"}) EXPECT_FALSE(temp.accepts(bad)) << bad;
+    EXPECT_FALSE(temp.is_prefix("-50.6"));
+    EXPECT_FALSE(temp.is_prefix("60."));
+    EXPECT_TRUE(temp.is_prefix("59."));
+    const auto tenth = grammar(R"({"type": "number", "minimum": 0.1, "maximum": 0.1})");
+    EXPECT_TRUE(tenth.accepts("0.1"));
+    EXPECT_TRUE(tenth.accepts("0.10"));
+    EXPECT_FALSE(tenth.accepts("0.11"));
+    EXPECT_FALSE(tenth.is_prefix("0.2"));
+    const auto big = grammar(R"({"type": "integer", "minimum": 1000})");
+    EXPECT_TRUE(big.accepts("1000"));
+    EXPECT_TRUE(big.accepts("99999"));
+    EXPECT_FALSE(big.accepts("999"));
+    EXPECT_TRUE(big.is_prefix("9"));
+    EXPECT_FALSE(big.is_prefix("-"));
+    EXPECT_FALSE(big.is_prefix("1234567890123456"));  // 16 digits
+}
+
+TEST(JsonSchemaGrammar, MultipleOf) {
+    const auto half = grammar(R"({"type": "number", "minimum": 10, "maximum": 30, "multipleOf": 0.5})");
+    for (const char* ok : {"10", "21.5", "30", "22.50", "15.0"}) EXPECT_TRUE(half.accepts(ok)) << ok;
+    for (const char* bad : {"21.3", "30.5", "9.5", "21.25"}) EXPECT_FALSE(half.accepts(bad)) << bad;
+    EXPECT_FALSE(half.is_prefix("21.3"));
+    EXPECT_TRUE(half.is_prefix("21."));
+    const auto five = grammar(R"({"type": "integer", "multipleOf": 5, "maximum": 12})");
+    for (const char* ok : {"0", "5", "10", "-15"}) EXPECT_TRUE(five.accepts(ok)) << ok;
+    for (const char* bad : {"7", "15", "12"}) EXPECT_FALSE(five.accepts(bad)) << bad;
+    const auto tenth = grammar(R"({"type": "number", "multipleOf": 0.1})");
+    EXPECT_TRUE(tenth.accepts("0.3"));
+    EXPECT_FALSE(tenth.accepts("0.35"));
+    EXPECT_TRUE(cc::json_schema_valid(json::parse(R"({"multipleOf": 0.1})"), json(0.3)));
+}
+
+TEST(JsonSchemaGrammar, StringLengths) {
+    const auto g = grammar(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+    for (const char* ok : {R"("ab")", R"("abc")", "\"\xc3\xa9\xc3\xa9\"", R"("a\n")"}) EXPECT_TRUE(g.accepts(ok)) << ok;
+    for (const char* bad : {R"("a")", R"("abcd")", R"("")"}) EXPECT_FALSE(g.accepts(bad)) << bad;
+    EXPECT_FALSE(g.is_prefix(R"("abcd)"));
+}
+
+TEST(JsonSchemaGrammar, Whitespace) {
+    const auto g = grammar(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": false})");
+    EXPECT_TRUE(g.accepts(R"( { "a" : 1 } )") == false);  // the top level takes its leading space only
+    EXPECT_TRUE(g.accepts(R"( { "a" : 1 })"));
+    EXPECT_FALSE(g.accepts(R"({  "a": 1})"));  // two spaces: one space, or a newline and an indent
+    EXPECT_TRUE(g.accepts("{\n\t\"a\": 1\n}"));
+    EXPECT_FALSE(g.is_prefix("{\n                     "));  // 21 spaces
+}
+
+TEST(JsonSchemaGrammar, Tail) {
+    const auto g = grammar(kWeather, "}\n</tool_call>");
+    SchemaState s = g.start();
+    ASSERT_TRUE(g.advance(s, R"( {"city": "Oslo"})"));
+    EXPECT_FALSE(g.complete(s));
+    ASSERT_TRUE(g.advance(s, "}\n</tool_"));
+    EXPECT_FALSE(g.complete(s));
+    ASSERT_TRUE(g.advance(s, "call>"));
+    EXPECT_TRUE(g.complete(s));
+    EXPECT_FALSE(g.advance(s, "\n"));
+    // A number ends where the tail begins.
+    const auto n = grammar(R"({"type": "integer"})", "}");
+    EXPECT_TRUE(n.accepts("12}"));
+    EXPECT_FALSE(n.accepts("12"));
+}
+
+TEST(JsonSchemaGrammar, RefusesUnsupportedKeywordsByName) {
+    const auto refused = [](const char* schema, const std::string& keyword) {
+        try {
+            JsonSchemaGrammar(json::parse(schema), "", "tool \"get_weather\"");
+            ADD_FAILURE() << schema << ": not refused";
+        } catch (const std::invalid_argument& e) {
+            const std::string what = e.what();
+            EXPECT_NE(what.find("tool \"get_weather\""), std::string::npos) << what;
+            EXPECT_NE(what.find(keyword), std::string::npos) << what;
+        }
+    };
+    refused(R"({"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]+$"}}})", "\"pattern\" at parameters.properties.zip");
+    refused(R"({"$ref": "#/$defs/x"})", "\"$ref\"");
+    refused(R"({"oneOf": [{"type": "string"}]})", "\"oneOf\"");
+    refused(R"({"allOf": [{"type": "string"}]})", "\"allOf\"");
+    refused(R"({"type": "string", "not": {"const": "x"}})", "\"not\"");
+    refused(R"({"type": "integer", "multipleOf": 0.5})", "multipleOf of an integer must be an integer");
+    refused(R"({"type": "number", "minimum": 0.1, "maximum": 0.4, "multipleOf": 0.5})", "no number lies within");
+    refused(R"({"type": "array", "uniqueItems": true})", "\"uniqueItems\"");
+    refused(R"({"type": "integer", "minimum": 1, "maximum": 0})", "no number lies within");
+    refused(R"({"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 1})", "no number lies within");
+    refused(R"({"type": "string", "minLength": 3, "maxLength": 2})", "minLength is greater than maxLength");
+    refused(R"({"type": "object", "required": ["x"], "properties": {}})", "required names \"x\"");
+    refused(R"({"type": "array", "minItems": 3, "maxItems": 1})", "minItems is greater than maxItems");
+    refused(R"({"type": "date"})", "unknown type \"date\"");
+    refused(R"({"enum": []})", "non-empty");
+    // Annotations are read past.
+    EXPECT_NO_THROW(grammar(R"({"type": "string", "description": "d", "title": "t", "default": "x", "format": "date",
+                                "examples": ["a"]})"));
+}
+
+// A toy vocabulary: every printable ASCII byte, JSON-ish multi-byte pieces, and a few UTF-8 ones.
+std::vector<std::string> toy_vocab() {
+    std::vector<std::string> v = {""};  // id 0: a special token (never allowed)
+    for (int c = 0x20; c < 0x7f; ++c) v.emplace_back(1, static_cast<char>(c));
+    for (const char* t : {"\n", "\t", "{\"", "\":", "\": \"", "\", \"", "\"}", "\"}}", "}}", "},", "true", "false", "null",
+                          "city", "unit", "days", " \"", "Oslo", "12", "3.5", "\\n", "\\u00", "e9", "\xc3\xa9", "\xc3", "\xa9",
+                          ", ", "\n  ", "],", " [", "[\"", "\"]", "}\n", "</tool_call>", "\n</tool_call>", "}\n</tool_call>",
+                          "ab\"cd", "\"\"", "{}", "[]", "-1", "e+"})
+        v.emplace_back(t);
+    v.emplace_back("city");  // the same text under two ids
+    return v;
+}
+
+std::vector<uint32_t> brute_force(const JsonSchemaGrammar& g, const SchemaState& state, const std::vector<std::string>& vocab) {
+    std::vector<uint32_t> out;
+    for (size_t id = 0; id < vocab.size(); ++id) {
+        if (vocab[id].empty()) continue;
+        SchemaState s = state;
+        if (g.advance(s, vocab[id])) out.push_back(static_cast<uint32_t>(id));
+    }
+    return out;
+}
+
+std::vector<uint32_t> from_bits(const std::vector<uint64_t>& bits, size_t n) {
+    std::vector<uint32_t> out;
+    for (size_t id = 0; id < n; ++id)
+        if (bits[id / 64] >> (id % 64) & 1) out.push_back(static_cast<uint32_t>(id));
+    return out;
+}
+
+const char* const kSchemas[] = {
+    kWeather,
+    R"({"type": "object", "properties": {"to": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+        "body": {"type": "string"}, "urgent": {"type": "boolean"}, "n": {"type": ["number", "null"]}},
+        "required": ["to", "body"], "additionalProperties": false})",
+    R"({"type": "object", "properties": {"q": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        "opts": {"type": "object"}}, "required": ["q"], "additionalProperties": true})",
+    R"({"type": "object", "properties": {}, "additionalProperties": false})",
+    R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 10, "maximum": 20},
+        "x": {"type": "number", "exclusiveMinimum": -1, "maximum": 1, "multipleOf": 0.25}, "s": {"type": "string", "maxLength": 2}},
+        "required": ["n", "x", "s"], "additionalProperties": false})",
+};
+
+TEST(SchemaMasker, MatchesBruteForceAlongRandomWalks) {
+    const auto vocab = toy_vocab();
+    auto trie = std::make_shared<const TokenTrie>(vocab);
+    std::mt19937_64 rng(7);
+    size_t n_complete = 0;
+    for (const char* schema : kSchemas) {
+        auto g = std::make_shared<const JsonSchemaGrammar>(json::parse(schema), "}\n</tool_call>", "tool \"t\"");
+        SchemaMasker masker(g, trie);
+        for (int walk = 0; walk < 20; ++walk) {
+            SchemaState state = g->start();
+            std::string text;
+            for (int step = 0; step < 200 && !g->complete(state); ++step) {
+                const auto allowed = from_bits(masker.allowed(state), vocab.size());
+                ASSERT_EQ(allowed, brute_force(*g, state, vocab)) << schema << " after " << text;
+                ASSERT_FALSE(allowed.empty()) << "a dead end after " << text;
+                // Prefer closing tokens late in the walk so most walks finish.
+                uint32_t pick = allowed[rng() % allowed.size()];
+                if (step > 40)
+                    for (const uint32_t id : allowed)
+                        if (vocab[id].find_first_of("}]\"") != std::string::npos && rng() % 2) pick = id;
+                ASSERT_TRUE(g->advance(state, vocab[pick]));
+                text += vocab[pick];
+            }
+            if (!g->complete(state)) continue;
+            ++n_complete;
+            // The value is the text before the tail, and the plain validator accepts it.
+            const std::string value = text.substr(0, text.size() - std::string("}\n</tool_call>").size());
+            json parsed;
+            ASSERT_NO_THROW(parsed = json::parse(value)) << value;
+            EXPECT_TRUE(cc::json_schema_valid(json::parse(schema), parsed)) << value;
+        }
+    }
+    EXPECT_GT(n_complete, 20u);
+}
+
+TEST(SchemaMasker, MasksLogitsAndCachesStates) {
+    const auto vocab = toy_vocab();
+    auto trie = std::make_shared<const TokenTrie>(vocab);
+    auto g = std::make_shared<const JsonSchemaGrammar>(json::parse(kWeather), "}", "tool \"t\"");
+    SchemaMasker masker(g, trie);
+    SchemaState s = g->start();
+    ASSERT_TRUE(g->advance(s, "{\"city\": \"O"));
+    std::vector<float> logits(vocab.size() + 5, 1.0f);  // padding rows past the vocabulary
+    masker.mask(s, logits);
+    for (size_t id = vocab.size(); id < logits.size(); ++id) EXPECT_TRUE(std::isinf(logits[id]));
+    EXPECT_TRUE(std::isinf(logits[0]));  // the special token
+    EXPECT_FALSE(std::isinf(logits[1 + 'x' - 0x20]));
+    // Inside a string every step is the same state: one entry.
+    const size_t before = masker.cached_states();
+    ASSERT_TRUE(g->advance(s, "sl"));
+    masker.allowed(s);
+    EXPECT_EQ(masker.cached_states(), before);
+}
+
+TEST(JsonSchemaValid, ChecksTheSupportedKeywords) {
+    const json s = json::parse(kWeather);
+    EXPECT_TRUE(cc::json_schema_valid(s, json::parse(R"({"city": "x", "unit": "f"})")));
+    EXPECT_FALSE(cc::json_schema_valid(s, json::parse(R"({"city": "x", "unit": "k"})")));
+    EXPECT_FALSE(cc::json_schema_valid(s, json::parse(R"({"unit": "f"})")));
+    EXPECT_FALSE(cc::json_schema_valid(s, json::parse(R"({"city": "x", "extra": 1})")));
+    EXPECT_FALSE(cc::json_schema_valid(s, json::parse(R"("x")")));
+}
+
+}  // namespace

@@ -1,0 +1,263 @@
+// Strict tool calls in the engine (ToolChoice::strict, "strict": true on a tool;
+// core/engine/json_schema_constraint.h): with the mask on, every call's arguments are JSON that
+// the tool's schema accepts -- on the built-in test model, whose random weights write no valid
+// arguments without it, and on the trained toolcaller -- the cached path stays == a full prefill,
+// and a schema the matcher cannot follow is refused by tool and keyword.
+#include "core/engine/engine.h"
+#include "tests/test_support.h"
+
+#include <chrono>
+#include <map>
+
+namespace {
+
+using cc::ChatMessage;
+using cc::ChatRequest;
+using cc::Engine;
+using cc::QueryMode;
+using cc::QueryOptions;
+using cc::QueryResult;
+using cc::ToolChoice;
+using cc::ToolSet;
+using json = nlohmann::ordered_json;
+
+std::string toolcaller_spec() { return (cc::test::source_dir() / "resources" / "models" / "toolcaller").string(); }
+
+Engine& engine_for(const std::string& spec) {
+    static std::map<std::string, std::unique_ptr<Engine>> engines;
+    auto& slot = engines[spec];
+    if (!slot) {
+        cc::EngineOptions o;
+        o.model_spec = spec;
+        o.n_threads = 2;
+        slot = std::make_unique<Engine>(o);
+        slot->load_model();
+    }
+    return *slot;
+}
+
+// Schemas whose every value is bounded (enums, booleans, bounded integers, closed objects, short
+// arrays), so even a model with random weights finishes a masked call within a few dozen tokens.
+const char* const kBoundedTools = R"([
+ {"type": "function", "function": {"name": "set_thermostat", "description": "Set the heating.",
+  "parameters": {"type": "object", "properties": {
+     "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+     "level": {"type": "integer", "minimum": 1, "maximum": 5},
+     "eco": {"type": "boolean"}},
+   "required": ["unit", "level", "eco"], "additionalProperties": false}}},
+ {"type": "function", "function": {"name": "toggle_lights", "description": "Lights on or off.",
+  "parameters": {"type": "object", "properties": {
+     "room": {"enum": ["kitchen", "hall", null]},
+     "on": {"type": "boolean"},
+     "modes": {"type": "array", "items": {"enum": ["dim", "warm"]}, "maxItems": 2}},
+   "required": ["room", "on"], "additionalProperties": false}}},
+ {"type": "function", "function": {"name": "grant", "description": "Grant a role.",
+  "parameters": {"type": "object", "properties": {
+     "target": {"type": "object", "properties": {"kind": {"const": "user"}, "admin": {"type": ["boolean", "null"]}},
+                "required": ["kind", "admin"], "additionalProperties": false}},
+   "required": ["target"], "additionalProperties": false}}}
+])";
+
+ToolSet bounded_tools() { return ToolSet::from_json_text(kBoundedTools, "bounded"); }
+
+ToolSet tools_file(const std::string& name) {
+    return ToolSet::from_file(cc::test::source_dir() / "resources" / "toolsets" / name);
+}
+
+// The call's arguments parse and the tool's schema accepts them.
+bool schema_valid(const ToolSet& tools, const std::optional<cc::ToolCall>& call) {
+    if (!call || !call->arguments_valid) return false;
+    for (const auto& t : tools.tools())
+        if (t.name == call->name) return cc::json_schema_valid(cc::strict_arguments_schema(t), call->arguments);
+    return false;
+}
+
+void expect_exact(const QueryResult& r, const std::string& label) {
+    ASSERT_TRUE(r.identical.has_value()) << label;
+    EXPECT_TRUE(*r.identical) << label;
+    ASSERT_TRUE(r.full) << label;
+    EXPECT_EQ(r.tokens, r.full->tokens) << label;
+    ASSERT_EQ(r.step_logits.size(), r.full->step_logits.size()) << label;
+    for (size_t i = 0; i < r.step_logits.size(); ++i)
+        EXPECT_TRUE(r.step_logits[i] == r.full->step_logits[i]) << label << ": logits differ at token " << i;
+}
+
+const std::vector<std::string> kQueries = {"Make it warmer, level 3, eco on.", "Give Ana admin rights.", "go"};
+
+// The random-weight test model: without strict its forced calls' arguments are not schema-valid;
+// with strict every one is, and compare mode finds cached == full.
+TEST(StrictCalls, TestModelWritesOnlySchemaValidArguments) {
+    Engine& engine = engine_for("builtin:qwen3-test");
+    const ToolSet tools = bounded_tools();
+    engine.set_tools(tools, "");
+    size_t n_valid_free = 0, n_valid_strict = 0, n = 0;
+    for (const auto& query : kQueries) {
+        for (const auto& name : std::vector<std::string>{"", "set_thermostat", "toggle_lights", "grant"}) {
+            QueryOptions q;
+            q.max_new_tokens = 160;
+            q.tool_choice = name.empty() ? ToolChoice::parse("required") : ToolChoice::named(name);
+            const auto free = engine.query(query, q);
+            q.tool_choice.strict = true;
+            q.mode = QueryMode::compare;
+            const auto strict = engine.query(query, q);
+            const std::string label = query + " / " + q.tool_choice.text() + " -> " + strict.text;
+            expect_exact(strict, label);
+            EXPECT_TRUE(schema_valid(tools, strict.tool_call)) << label;
+            EXPECT_NE(strict.text.find("}\n</tool_call>"), std::string::npos) << label << ": the call is closed";
+            n_valid_free += schema_valid(tools, free.tool_call);
+            n_valid_strict += schema_valid(tools, strict.tool_call);
+            ++n;
+        }
+    }
+    std::printf("test model, forced calls: schema-valid %zu/%zu without strict, %zu/%zu with\n", n_valid_free, n,
+                n_valid_strict, n);
+    EXPECT_EQ(n_valid_strict, n);
+    EXPECT_LT(n_valid_free, n);
+}
+
+// Sampling at a high temperature: the mask holds whatever the draw (seeded, reproducible).
+TEST(StrictCalls, SampledArgumentsStayValid) {
+    Engine& engine = engine_for("builtin:qwen3-test");
+    const ToolSet tools = bounded_tools();
+    engine.set_tools(tools, "");
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+        QueryOptions q;
+        q.max_new_tokens = 160;
+        q.temperature = 1.5f;
+        q.seed = seed;
+        q.tool_choice = ToolChoice::parse("required");
+        q.tool_choice.strict = true;
+        const auto r = engine.query("Which tool fits?", q);
+        EXPECT_TRUE(schema_valid(tools, r.tool_call)) << "seed " << seed << ": " << r.text;
+        EXPECT_EQ(engine.query("Which tool fits?", q).tokens, r.tokens) << "seed " << seed;
+    }
+}
+
+// The trained toolcaller on the bundled 5- and 20-tool sets: with strict, under auto (calls it
+// opens itself) and required, every call it makes is schema-valid; cached == full.
+TEST(StrictCalls, ToolcallerCallsAreSchemaValid) {
+    Engine& engine = engine_for(toolcaller_spec());
+    const std::vector<std::string> queries = {"What's the weather like in Austin, TX right now?",
+                                              "Send an email to ana@example.com saying the report is late.",
+                                              "Convert 20 euros to dollars, please.",
+                                              "Create a calendar event called Standup tomorrow 9am to 9:15am."};
+    for (const char* file : {"tools_5.json", "tools_20.json"}) {
+        const ToolSet tools = tools_file(file);
+        engine.set_tools(tools, "");
+        size_t n_calls_free = 0, n_valid_free = 0, n_calls = 0, n_valid = 0;
+        for (const auto& query : queries) {
+            for (const char* choice : {"auto", "required"}) {
+                QueryOptions q;
+                q.max_new_tokens = 128;
+                q.tool_choice = ToolChoice::parse(choice);
+                const auto free = engine.query(query, q);
+                n_calls_free += free.tool_call.has_value();
+                n_valid_free += schema_valid(tools, free.tool_call);
+                q.tool_choice.strict = true;
+                q.mode = QueryMode::compare;
+                const auto r = engine.query(query, q);
+                const std::string label = std::string(file) + " " + choice + ": " + query + " -> " + r.text;
+                expect_exact(r, label);
+                if (!r.tool_call) {
+                    EXPECT_STREQ(choice, "auto") << label;
+                    EXPECT_EQ(r.text.find("<tool_call>"), std::string::npos) << label << ": an unparsed call";
+                    continue;
+                }
+                ++n_calls;
+                n_valid += schema_valid(tools, r.tool_call);
+                EXPECT_TRUE(schema_valid(tools, r.tool_call)) << label;
+            }
+        }
+        std::printf("toolcaller %s: schema-valid calls %zu/%zu without strict, %zu/%zu with\n", file, n_valid_free,
+                    n_calls_free, n_valid, n_calls);
+        EXPECT_EQ(n_valid, n_calls);
+        EXPECT_GT(n_calls, 0u);
+    }
+}
+
+// "strict": true on one tool constrains that tool's calls without the option.
+TEST(StrictCalls, PerToolStrictFlag) {
+    Engine& engine = engine_for("builtin:qwen3-test");
+    json arr = json::parse(kBoundedTools);
+    arr[1]["function"]["strict"] = true;
+    const ToolSet tools = ToolSet::from_json_text(arr.dump(), "marked");
+    engine.set_tools(tools, "");
+    QueryOptions q;
+    q.max_new_tokens = 160;
+    q.mode = QueryMode::compare;
+    q.tool_choice = ToolChoice::named("toggle_lights");
+    const auto marked = engine.query("Lights!", q);
+    expect_exact(marked, "marked");
+    EXPECT_TRUE(schema_valid(tools, marked.tool_call)) << marked.text;
+    q.tool_choice = ToolChoice::named("grant");  // not marked: its arguments are the model's
+    const auto unmarked = engine.query("Lights!", q);
+    EXPECT_FALSE(schema_valid(tools, unmarked.tool_call)) << unmarked.text;
+}
+
+// chat(): a strict forced call, then a second turn, cached == full.
+TEST(StrictCalls, ChatStaysExact) {
+    Engine& engine = engine_for("builtin:qwen3-test");
+    const ToolSet tools = bounded_tools();
+    QueryOptions q;
+    q.max_new_tokens = 160;
+    q.mode = QueryMode::compare;
+    q.tool_choice = ToolChoice::parse("required");
+    q.tool_choice.strict = true;
+    ChatRequest req{tools, "You are terse.", {ChatMessage::user("Heat, please.")}, {}};
+    const auto first = engine.chat(req, q);
+    expect_exact(first, "first turn");
+    ASSERT_TRUE(first.reply);
+    ASSERT_FALSE(first.reply->tool_calls.empty());
+    EXPECT_TRUE(first.reply->tool_calls_valid) << first.text;
+    EXPECT_TRUE(schema_valid(tools, first.tool_call)) << first.text;
+    req.messages.push_back(cc::assistant_message(*first.reply));
+    req.messages.push_back(ChatMessage::tool_result("call_1", "{\"ok\": true}"));
+    expect_exact(engine.chat(req, q), "second turn");
+}
+
+TEST(StrictCalls, UnsupportedKeywordsAreRefusedByToolAndKeyword) {
+    Engine& engine = engine_for("builtin:qwen3-test");
+    json arr = json::parse(kBoundedTools);
+    arr[0]["function"]["parameters"]["properties"]["zip"] = {{"type", "string"}, {"pattern", "^[0-9]{5}$"}};
+    const ToolSet tools = ToolSet::from_json_text(arr.dump(), "pattern");
+    engine.set_tools(tools, "");
+    QueryOptions q;
+    q.max_new_tokens = 8;
+    q.tool_choice.strict = true;
+    try {
+        engine.query("hi", q);
+        ADD_FAILURE() << "not refused";
+    } catch (const std::invalid_argument& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("tool \"set_thermostat\""), std::string::npos) << what;
+        EXPECT_NE(what.find("\"pattern\" at parameters.properties.zip"), std::string::npos) << what;
+    }
+    EXPECT_THROW(cc::check_strict_tools(tools, true), std::invalid_argument);
+    EXPECT_NO_THROW(cc::check_strict_tools(tools, false));  // no tool is marked
+    // Without strict the same tools work as before.
+    q.tool_choice.strict = false;
+    EXPECT_NO_THROW(engine.query("hi", q));
+}
+
+// The mask over the real 151,936-token vocabulary: the first mask inside a string walks the whole
+// token trie; later steps in the same state are cached.
+TEST(StrictCalls, MaskCostOnTheFullVocabulary) {
+    Engine& engine = engine_for("builtin:qwen3-test");
+    const ToolSet tools = tools_file("tools_5.json");
+    engine.set_tools(tools, "");
+    QueryOptions q;
+    q.max_new_tokens = 48;
+    q.tool_choice = ToolChoice::named("get_current_weather");
+    q.tool_choice.strict = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = engine.query("Weather in Oslo?", q);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    q.tool_choice.strict = false;
+    const auto t1 = std::chrono::steady_clock::now();
+    engine.query("Weather in Oslo?", q);
+    const double free_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+    std::printf("48 tokens on tools_5: %.0f ms strict (first use: trie + masks), %.0f ms without\n", ms, free_ms);
+    EXPECT_EQ(r.tokens.size(), 48u);
+}
+
+}  // namespace
