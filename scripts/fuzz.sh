@@ -32,7 +32,7 @@ set +e
 rc=$?
 set -e
 echo "fuzz_$t: exit $rc after $(($(date +%s) - start)) s; log $WORK/run.log"
-grep -E "^#[0-9]+ +DONE|stat::number_of_executed_units" "$WORK/run.log" || tail -30 "$WORK/run.log"
+grep -E "^#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units" "$WORK/run.log" || tail -30 "$WORK/run.log"
 if [ "$rc" -ne 0 ]; then
   ls "$WORK"/crash-* "$WORK"/leak-* "$WORK"/timeout-* "$WORK"/oom-* 2>/dev/null || true
   exit "$rc"
