@@ -1,7 +1,9 @@
 // Runs a fuzz entry point without libFuzzer, so every ordinary build exercises it in ctest:
 // each seed file as is, then a fixed number of seeded mutations of each (bit flips, byte
 // insertions/deletions, truncations, splices). Deterministic: the same seed gives the same inputs.
-//   usage: fuzz_replay_X [--mutations N] [--seed S] CORPUS_DIR_OR_FILE...
+//   usage: fuzz_replay_X [--mutations N] [--budget M] [--seed S] CORPUS_DIR_OR_FILE...
+// --budget caps the mutated inputs over all seeds (each seed gets min(N, M / n_seeds), at least
+// one), so a corpus that grows with libFuzzer runs keeps the ctest time bounded.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -54,11 +56,13 @@ void mutate(std::vector<uint8_t>& b, std::mt19937_64& rng, const std::vector<std
 
 int main(int argc, char** argv) {
     int n_mutations = 200;
+    long budget = -1;
     uint64_t seed = 1;
     std::vector<std::filesystem::path> files;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--mutations" && i + 1 < argc) n_mutations = std::atoi(argv[++i]);
+        else if (a == "--budget" && i + 1 < argc) budget = std::atol(argv[++i]);
         else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
         else if (std::filesystem::is_directory(a)) {
             for (const auto& e : std::filesystem::directory_iterator(a)) files.push_back(e.path());
@@ -71,6 +75,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "fuzz replay: no seed inputs given\n");
         return 2;
     }
+    if (budget >= 0)
+        n_mutations = std::max(1, static_cast<int>(std::min<long>(n_mutations, budget / static_cast<long>(seeds.size()))));
     std::mt19937_64 rng(seed);
     size_t n_runs = 0;
     for (const auto& s : seeds) {

@@ -11,9 +11,10 @@ CC_PACKAGES=(
   libpcre2-dev                                   # the tokenizer's Unicode regex (the file's own pattern)
   libutf8proc-dev                                # NFC normalisation for tokenizers
   libxxhash-dev libsqlite3-dev                   # cache file checksums, cache index
-  libcpp-httplib-dev                             # the HTTP server (core/serve); nodejs + npm optional (tests/serve/openai_client)
+  libcpp-httplib-dev                             # the HTTP server (core/serve)
   libhiredis-dev                                 # the shared remote group tier on Redis (core/store/remote_tier)
   redis-server haproxy curl                      # scripts/cluster.sh and the remote-tier / cluster tests (they skip without them)
+  clang libclang-rt-14-dev                       # clang builds, scripts/sanitize.sh, libFuzzer (fuzz/); -rt is only recommended
   googletest libgtest-dev libgmock-dev           # unit tests
   libbenchmark-dev                               # bench/
   libopenblas-dev                                # bench_prefill: the machine's SGEMM throughput for comparison
@@ -24,6 +25,11 @@ missing=()
 for p in "${CC_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm run the official openai client test (tests/serve/openai_client). Debian's packages
+# only when the commands are missing: a node/npm installed otherwise (nvm, NodeSource, a tarball)
+# is used as it is, since Debian's npm would conflict with it.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "deps: installing ${missing[*]}"
   SUDO=""

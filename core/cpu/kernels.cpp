@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cpuid.h>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -29,11 +30,24 @@ Isa parse_isa(const std::string& name) {
     throw std::runtime_error("CPU instruction set \"" + name + "\" is unknown (expected scalar, avx2 or avx512)");
 }
 
+namespace {
+
+// F16C (the half <-> float conversions the AVX2 kernels use), from CPUID leaf 1, ECX bit 29.
+// Read with cpuid rather than __builtin_cpu_supports("f16c"): clang 14 (Debian 12) does not
+// know that feature name and refuses to compile it.
+bool cpu_has_f16c() {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    return (ecx & (1u << 29)) != 0;
+}
+
+}  // namespace
+
 bool isa_supported(Isa isa) {
     switch (isa) {
         case Isa::scalar: return true;
         case Isa::avx2:
-            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
         case Isa::avx512:
             return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&

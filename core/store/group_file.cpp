@@ -683,7 +683,10 @@ MappedGroupFile map_group_file(const std::filesystem::path& path) {
     // Preamble and header are copied out of the mapping (a few KB, under the guard) and parsed
     // from the copy: parsing allocates, which must not happen inside a guarded pass.
     std::vector<std::byte> head(std::min(bytes.size(), kGroupFilePreambleBytes));
-    file->read_guarded("header", [&] { std::memcpy(head.data(), bytes.data(), head.size()); });
+    // An empty file maps to no bytes: data() is null there, and memcpy from null is undefined even
+    // for 0 bytes (UBSan, GroupFile.TruncatedFileIsRefusedAtEveryCutPoint at cut 0).
+    if (!head.empty())
+        file->read_guarded("header", [&] { std::memcpy(head.data(), bytes.data(), head.size()); });
     if (head.size() == kGroupFilePreambleBytes) {
         const uint64_t header_bytes = std::min<uint64_t>(load_u64(head.data() + 16), kMaxGroupHeaderBytes);
         head.resize(std::min<size_t>(bytes.size(), kGroupFilePreambleBytes + static_cast<size_t>(header_bytes)));

@@ -51,7 +51,7 @@ Tensor make_tensor(Synth& s, std::vector<int64_t> shape, DType dt, std::mt19937&
             const uint16_t h = km::f32_to_bf16(v);
             std::memcpy(buf->data() + 2 * i, &h, 2);
         } else {
-            const _Float16 h = static_cast<_Float16>(v);
+            const uint16_t h = km::f32_to_f16(v);  // not _Float16: clang 14 has no such type on x86-64
             std::memcpy(buf->data() + 2 * i, &h, 2);
         }
     }
@@ -234,7 +234,10 @@ TEST(cpu_backend, reference_models_match_float64_goldens) {
     const auto root = test::data_dir() / "reference_models";
     if (!std::filesystem::exists(root / "goldens.json")) GTEST_SKIP() << "no reference models";
     const json goldens = json::parse(test::read_file(root / "goldens.json"));
-    for (const auto& [name, m] : goldens.at("models").items()) {
+    for (const auto& item : goldens.at("models").items()) {
+        // Not a structured binding: the lambda below captures the name, which clang 14 refuses.
+        const std::string name = item.key();
+        const json& m = item.value();
         ModelWeights w = load_model(root / m.at("dir").get<std::string>());
         for (cpu::Isa isa : isas()) {
             auto be = make_cpu_backend(w, opts(isa, 2));

@@ -30,8 +30,8 @@ QVariant HistoryModel::headerData(int section, Qt::Orientation orientation, int 
         "Request number in this session",
         "The conversation turn (empty for a single query)",
         "The query text (a turn: the user's message)",
-        "cached: link the stored prefix KV and prefill the query only; full: prefill the whole prompt; "
-        "compare: both, and check the output is bit-identical",
+        ("cached: link the stored prefix KV and prefill the query only; full: prefill the whole prompt; "
+         "compare: both, and check the output is bit-identical"),  // one tip: () tells clang it is meant
         "Where the prefix KV came from: memory, disk, or miss (computed; full runs are always a miss)",
         "Tools in the current tool set",
         "Tokens of the cacheable prefix (system prompt + tool schemas)",

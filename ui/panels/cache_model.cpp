@@ -60,8 +60,8 @@ QVariant CacheTableModel::headerData(int section, Qt::Orientation orientation, i
     static const char* const names[ColumnCount] = {"Key",  "Tools",   "Tokens",    "Size",
                                                    "Tier", "Created", "Last used", "Hits"};
     static const char* const tips[ColumnCount] = {
-        "group_key: SHA-256 of the model, chat format, numerics, system prompt and tool set (hover a key for all of "
-        "it)",
+        ("group_key: SHA-256 of the model, chat format, numerics, system prompt and tool set (hover a key for all "
+         "of it)"),  // one tip: () tells clang it is meant
         "Tools in the group",
         "Prefix tokens whose K/V are stored",
         "Bytes of the group file on disk (or of the KV in memory when not written)",

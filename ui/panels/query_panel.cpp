@@ -771,7 +771,7 @@ void QueryPanel::showNope(const QueryOutcome& outcome) {
                  .arg(n.compared_steps)
                  .arg(n.top1_agreement, 0, 'f', 3)
                  .arg(n.kl_first, 0, 'g', 4);
-    const auto callName = [this](const std::optional<cc::ToolCall>& call) {
+    const auto callName = [](const std::optional<cc::ToolCall>& call) {  // tr() is static
         return call ? QString::fromStdString(call->name) : tr("no call");
     };
     lines << tr("output: %1 · tool call: %2 (composed), %3 (full prefill)")
