@@ -11,140 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import re
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-LOG = sys.stderr
+# the helpers and the same-weights export, shared with bench/serve_concurrency.py
+from side_by_side_common import Server, export_weights, figure, free_port, http, llama_version, log, machine_info, \
+    run, set_name
 
-
-def log(msg: str) -> None:
-    print(f"[side_by_side {time.strftime('%H:%M:%S')}] {msg}", file=LOG, flush=True)
-
-
-# ---------------------------------------------------------------- helpers
-
-def figure(runs: list[float], unit: str, **extra) -> dict:
-    d = {"median": statistics.median(runs) if runs else None, "unit": unit, "runs": runs}
-    d.update(extra)
-    return d
-
-
-def run(cmd: list[str], *, cwd: Path | None = None, env: dict | None = None, rss: bool = False,
-        timeout: float = 1800) -> tuple[str, float | None]:
-    """Run a command, return (stdout, peak RSS in MiB or None). Fails loudly."""
-    rss_file = None
-    if rss:
-        rss_file = Path(f"/tmp/side_by_side_rss_{os.getpid()}.txt")
-        cmd = ["/usr/bin/time", "-o", str(rss_file), "-f", "%M"] + cmd
-    p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       timeout=timeout)
-    if p.returncode != 0:
-        sys.stderr.write(p.stderr[-4000:])
-        raise SystemExit(f"side_by_side: command failed ({p.returncode}): {' '.join(cmd[:8])} ...")
-    peak = None
-    if rss_file is not None:
-        peak = int(rss_file.read_text().strip().splitlines()[-1]) / 1024.0
-        rss_file.unlink()
-    return p.stdout, peak
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http(method: str, url: str, body=None, timeout: float = 900) -> tuple[dict, float]:
-    """-> (JSON reply, client wall time in ms). Only 127.0.0.1 is ever addressed."""
-    assert url.startswith("http://127.0.0.1:"), url
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"} if data else {})
-    t0 = time.perf_counter()
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            raw = r.read()
-    except urllib.error.HTTPError as e:
-        raise SystemExit(f"side_by_side: {method} {url} -> {e.code}: {e.read()[:2000]!r}")
-    ms = (time.perf_counter() - t0) * 1000.0
-    return (json.loads(raw) if raw else {}), ms
-
-
-class Server:
-    """A server process of ours (started here, stopped here by its pid)."""
-
-    def __init__(self, name: str, cmd: list[str], port: int, health: str, log_path: Path):
-        self.name, self.port = name, port
-        self.base = f"http://127.0.0.1:{port}"
-        self.log = open(log_path, "w")
-        log(f"start {name}: {' '.join(cmd)}")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        t0 = time.perf_counter()
-        deadline = time.time() + 300
-        while True:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"side_by_side: {name} exited ({self.proc.returncode}); see {log_path}")
-            try:
-                with urllib.request.urlopen(self.base + health, timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            if time.time() > deadline:
-                self.stop()
-                raise SystemExit(f"side_by_side: {name} not healthy after 300 s; see {log_path}")
-            time.sleep(0.25)
-        self.startup_ms = (time.perf_counter() - t0) * 1000.0
-
-    def peak_rss_mib(self) -> float | None:
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-        except OSError:
-            return None
-        return None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-
-def machine_info() -> dict:
-    info = {"cpu": None, "cores": os.cpu_count(), "memory_gib": None, "kernel": platform.release(),
-            "loadavg_start": Path("/proc/loadavg").read_text().split()[:3]}
-    try:
-        out = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout
-        for line in out.splitlines():
-            k, _, v = line.partition(":")
-            if k.strip() == "Model name":
-                info["cpu"] = v.strip()
-            if k.strip() == "Flags":
-                flags = set(v.split())
-                info["avx512"] = sorted(f for f in flags if f.startswith("avx512"))
-    except FileNotFoundError:
-        pass
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            info["memory_gib"] = round(int(line.split()[1]) / 1024 / 1024, 1)
-    return info
+set_name("side_by_side")
 
 
 # ---------------------------------------------------------------- the two sides
@@ -162,16 +39,7 @@ class Bench:
 
     # ---- setup
     def versions(self) -> None:
-        out = subprocess.run([str(self.lb / "llama-server"), "--version"], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True).stdout
-        m = re.search(r"version: (\d+) \(([0-9a-f]+)\)", out)
-        llama_commit = m.group(2) if m else None
-        if self.a.llama_commit and llama_commit and not (
-                llama_commit.startswith(self.a.llama_commit[:len(llama_commit)])
-                or self.a.llama_commit.startswith(llama_commit)):
-            raise SystemExit(f"side_by_side: llama-server reports commit {llama_commit}, not {self.a.llama_commit}")
-        self.out["llama_cpp"] = {"commit": self.a.llama_commit or llama_commit, "reported": out.strip().splitlines()[-2:],
-                                 "bin": str(self.lb)}
+        self.out["llama_cpp"] = llama_version(self.lb, self.a.llama_commit)
         self.out["contextcache"] = {"commit": self.a.cc_commit, "bin": self.a.cc_bin, "weights": self.a.cc_weights,
                                     "kv_dtype": self.a.kv_dtype}
         self.out["machine"] = machine_info()
@@ -179,32 +47,10 @@ class Bench:
         self.out["runs"] = self.R
 
     def weights(self) -> None:
-        hf = self.work / "hf"
-        if not (hf / "model.safetensors").exists():
-            log(f"export {self.a.model} -> {hf}")
-            if hf.exists():
-                shutil.rmtree(hf)
-            run([self.cli, "--model", self.a.model, "export", "--out", str(hf)])
-        self.hf = hf
-        self.gguf_bf16 = self.work / "model-bf16.gguf"
-        self.gguf_q8 = self.work / "model-q8_0.gguf"
-        env = dict(os.environ, PYTHONPATH=self.a.gguf_py)
-        if not self.gguf_bf16.exists():
-            log("export_gguf.py -> bf16 GGUF")
-            run([self.a.python, str(Path(self.a.repo) / "tools" / "export_gguf.py"), str(hf), str(self.gguf_bf16),
-                 "--outtype", "bf16", "--name", self.a.model], env=env)
-        if not self.gguf_q8.exists():
-            log("llama-quantize -> q8_0 GGUF")
-            run([str(self.lb / "llama-quantize"), str(self.gguf_bf16), str(self.gguf_q8), "q8_0", self.T])
-        cfg = json.loads((hf / "config.json").read_text())
-        st = hf / "model.safetensors"
-        self.out["weights"] = {
-            "model": self.a.model, "checkpoint_dtype": cfg.get("torch_dtype"),
-            "safetensors_bytes": st.stat().st_size,
-            "gguf_bf16_bytes": self.gguf_bf16.stat().st_size,
-            "gguf_q8_0_bytes": self.gguf_q8.stat().st_size,
-            "contextcache_loads": str(hf),
-        }
+        w = export_weights(cli=self.cli, model=self.a.model, work=self.work, repo=Path(self.a.repo),
+                           python=self.a.python, gguf_py=self.a.gguf_py, llama_bin=self.lb, threads=self.T)
+        self.hf, self.gguf_bf16, self.gguf_q8 = w["hf"], w["gguf_bf16"], w["gguf_q8"]
+        self.out["weights"] = w["info"]
 
     def prompt(self) -> None:
         repo = Path(self.a.repo)
