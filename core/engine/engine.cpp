@@ -327,6 +327,40 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
                                                      Timings* timings) {
     GroupMeta expected = expected_group(result.group_key, tools, system_prompt, prefix.ids);
 
+    // One lookup-or-compile per group at a time in this process: a request that finds another one
+    // at work on the same group waits for it, then looks again (a memory hit once that one has
+    // linked or compiled it), so concurrent misses compile once and concurrent disk or remote hits
+    // load once.
+    std::promise<void> done;
+    std::shared_future<void> theirs;
+    {
+        std::lock_guard lock(compiling_mutex_);
+        if (const auto it = compiling_.find(result.group_key); it != compiling_.end()) theirs = it->second;
+        else compiling_.emplace(result.group_key, done.get_future().share());
+    }
+    if (theirs.valid()) {
+        Stopwatch wait_clock;
+        {
+            const StepScheduler::Idle idle(scheduler_.get());  // no step waits for this request meanwhile
+            while (theirs.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready)
+                if (active_flag()->load()) throw Cancelled();
+        }
+        const double waited_ms = wait_clock.elapsed_ms();
+        auto group = link_or_compile(tools, system_prompt, prefix, result, timings);
+        if (timings) timings->lookup_ms += waited_ms;  // the wait for the other request is part of the lookup
+        return group;
+    }
+    struct Release {
+        Engine& engine;
+        const std::string& key;
+        std::promise<void>& done;
+        ~Release() {
+            std::lock_guard lock(engine.compiling_mutex_);
+            engine.compiling_.erase(key);
+            done.set_value();
+        }
+    } release{*this, result.group_key, done};
+
     // link: the cache's tiers (GPU, memory, disk, remote), checked against what the prefix must be
     auto found = cache_->find(result.group_key, prefix.ids, expected, *backend_);
     auto report = [&](const GroupStore::Lookup& f) {
@@ -348,36 +382,6 @@ std::shared_ptr<const Group> Engine::link_or_compile(const ToolSet& tools, const
         return f.group;
     };
     if (found.group) return hit(found);
-
-    // A miss. When another request of this process is compiling this group now, wait for it and
-    // link what it made (that request's compile serves both); else this request compiles it.
-    std::promise<void> compiled;
-    std::shared_future<void> theirs;
-    {
-        std::lock_guard lock(compiling_mutex_);
-        if (const auto it = compiling_.find(result.group_key); it != compiling_.end()) theirs = it->second;
-        else compiling_.emplace(result.group_key, compiled.get_future().share());
-    }
-    if (theirs.valid()) {
-        {
-            const StepScheduler::Idle idle(scheduler_.get());  // no step waits for this request meanwhile
-            while (theirs.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready)
-                if (active_flag()->load()) throw Cancelled();
-        }
-        return link_or_compile(tools, system_prompt, prefix, result, timings);
-    }
-    struct Release {
-        Engine& engine;
-        const std::string& key;
-        std::promise<void>& compiled;
-        ~Release() {
-            std::lock_guard lock(engine.compiling_mutex_);
-            engine.compiling_.erase(key);
-            compiled.set_value();
-        }
-    } release{*this, result.group_key, compiled};
-    // It may have joined the store between the lookup and the registration above.
-    if (auto again = cache_->find(result.group_key, prefix.ids, expected, *backend_); again.group) return hit(again);
 
     // Compile once per cluster: with a remote tier, another replica may be compiling this group
     // now; wait for its publish (bounded), then look again (GroupStore::claim_compile).

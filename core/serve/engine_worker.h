@@ -89,6 +89,7 @@ public:
     bool busy() const;            // a job is running
     size_t running() const;       // jobs running
     size_t parallel() const { return parallel_; }
+    const EngineOptions& options() const { return options_; }
     size_t max_queue() const { return max_queue_; }
     // The engine's step totals (zeros when it does not batch); any thread.
     SchedulerTotals step_totals() const;

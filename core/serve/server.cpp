@@ -388,6 +388,8 @@ void Server::Impl::install_routes() {
                  out["synthetic_weights"] = info.synthetic_weights;
                  out["backend"] = info.backend;
                  out["numerics"] = info.numerics;
+                 out["weights"] = info.weights;
+                 out["kv_dtype"] = kv_dtype_name(worker.options().kv_dtype);
                  out["device"] = info.device;
                  out["chat_format"] = info.chat_format;
                  out["fingerprint"] = info.fingerprint;

@@ -38,7 +38,11 @@ timeout 300 bash "$src/scripts/cluster.sh" up || fail "cluster.sh up"
 lb="http://127.0.0.1:$CC_LB_PORT"
 
 tools="$src/resources/toolsets/tools_5.json"
-key=$("$cli" --model builtin:qwen3-test --kv-dtype bf16 --json key --tools "$tools" |
+# The key binds the replicas' numerics: their KV width and weights, as GET /status reports them
+# (serve takes bf16dot weights where the CPU has AVX-512 BF16).
+read -r kv weights < <(curl -sf "$lb/status" |
+  python3 -c 'import json,sys; s=json.load(sys.stdin); print(s["kv_dtype"], s["weights"])') || fail "status"
+key=$("$cli" --model builtin:qwen3-test --kv-dtype "$kv" --weights "$weights" --json key --tools "$tools" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["group_key"])') || fail "key"
 body=$(python3 - "$tools" <<'EOF'
 import json, sys

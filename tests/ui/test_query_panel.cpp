@@ -114,7 +114,7 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(done.count(), 2, kTimeoutMs);
     }
 
-    // The "Strict calls" toggle reaches the engine: on, the request carries strict and runs (the
+    // The "Strict" toggle reaches the engine: on, the request carries strict and runs (the
     // tools_5 schemas compile); on a tool set whose schema the matcher cannot follow, the window
     // names the tool and the keyword.
     void strictToggleReachesTheEngine() {

@@ -97,7 +97,7 @@ QueryPanel::QueryPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_ignoreEos->setObjectName(QStringLiteral("ignoreEosCheck"));
     m_ignoreEos->setToolTip(tr("Keep generating past the end-of-turn token, up to the max tokens (for timing decode)"));
 
-    m_strict = new QCheckBox(tr("Strict calls"), this);
+    m_strict = new QCheckBox(tr("Strict"), this);
     m_strict->setObjectName(QStringLiteral("strictCheck"));
     m_strict->setToolTip(tr("Mask every tool call's arguments to JSON its tool's schema accepts (like --strict); "
                             "a schema with an unsupported keyword is refused by name"));

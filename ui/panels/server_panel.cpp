@@ -17,6 +17,8 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 namespace cc::ui {
 namespace {
 
@@ -69,6 +71,11 @@ ServerPanel::ServerPanel(EngineController* engine, QWidget* parent) : QWidget(pa
     m_maxQueue->setRange(1, 4096);
     m_maxQueue->setValue(16);
     m_maxQueue->setToolTip(tr("Requests waiting for the engine; more get 429 Too Many Requests"));
+    m_parallel = new QSpinBox;
+    m_parallel->setRange(1, 256);
+    m_parallel->setValue(std::clamp(4 * std::max(1, QThread::idealThreadCount()), 4, 16));
+    m_parallel->setToolTip(tr("Requests served at once: their tokens share the engine's steps (continuous "
+                              "batching), each reply still bit-identical to the request alone"));
     m_startButton = new QPushButton(tr("Start"));
     m_stopButton = new QPushButton(tr("Stop"));
     m_address = new QLabel;
@@ -80,7 +87,7 @@ ServerPanel::ServerPanel(EngineController* engine, QWidget* parent) : QWidget(pa
     m_message->setStyleSheet(QStringLiteral("color: #c62828"));
     m_log = new QTableWidget(0, NColumns);
     m_log->setHorizontalHeaderLabels({tr("time"), tr("request"), tr("status"), tr("tier"), tr("cached / prompt"),
-                                      tr("TTFT ms"), tr("queue | link | compile | prefill | decode")});
+                                      tr("TTFT ms"), tr("batch"), tr("queue | link | compile | prefill | decode")});
     m_log->horizontalHeader()->setStretchLastSection(true);
     m_log->verticalHeader()->hide();
     m_log->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -93,11 +100,13 @@ ServerPanel::ServerPanel(EngineController* engine, QWidget* parent) : QWidget(pa
     hostRow->addWidget(new QLabel(tr("port")));
     hostRow->addWidget(m_port);
     form->addRow(tr("Listen on"), hostRow);
-    auto* keyRow = new QHBoxLayout;
-    keyRow->addWidget(m_apiKey, 1);
-    keyRow->addWidget(new QLabel(tr("queue")));
-    keyRow->addWidget(m_maxQueue);
-    form->addRow(tr("API key"), keyRow);
+    form->addRow(tr("API key"), m_apiKey);
+    auto* requestsRow = new QHBoxLayout;
+    requestsRow->addWidget(m_parallel);
+    requestsRow->addWidget(new QLabel(tr("at once, queue")));
+    requestsRow->addWidget(m_maxQueue);
+    requestsRow->addStretch(1);
+    form->addRow(tr("Requests"), requestsRow);
     auto* buttons = new QHBoxLayout;
     buttons->addWidget(m_startButton);
     buttons->addWidget(m_stopButton);
@@ -146,7 +155,9 @@ void ServerPanel::start() {
     options.port = m_port->value();
     options.api_key = m_apiKey->text().toStdString();
     options.max_queue = static_cast<size_t>(m_maxQueue->value());
-    auto server = std::make_shared<cc::serve::Server>(m_engine->engineOptions(), options);
+    cc::EngineOptions engine = m_engine->engineOptions();
+    engine.parallel = m_parallel->value();
+    auto server = std::make_shared<cc::serve::Server>(engine, options);
     QPointer<ServerPanel> self(this);
     server->set_request_listener([self](const cc::serve::RequestLogEntry& entry) {
         // a handler thread: hand the entry to the GUI thread
@@ -217,6 +228,9 @@ void ServerPanel::addEntry(const cc::serve::RequestLogEntry& e) {
     m_log->setItem(0, Tokens, item(e.prompt_tokens ? QStringLiteral("%1 / %2").arg(e.cached_tokens).arg(e.prompt_tokens)
                                                    : QStringLiteral("—")));
     m_log->setItem(0, Ttft, item(e.ttft_ms > 0 ? ms(e.ttft_ms) : QStringLiteral("—")));
+    auto* batch = item(e.batch_sequences > 0 ? QString::number(e.batch_sequences) : QStringLiteral("—"));
+    batch->setToolTip(tr("the most requests that shared one engine step with this one"));
+    m_log->setItem(0, Batch, batch);
     auto* split = item(QString());
     split->setData(Qt::UserRole, QVariantList{e.queue_ms, e.link_ms, e.compile_ms, e.prefill_ms, e.decode_ms, e.total_ms});
     split->setToolTip(tr("queue %1 ms | link %2 | compile %3 | prefill %4 | decode %5 | total %6 ms")
@@ -238,7 +252,7 @@ void ServerPanel::refreshStats() {
     QStringList tiers;
     for (const auto& [tier, n] : cc::serve::by_tier_names(s.by_tier)) tiers << QStringLiteral("%1 %2").arg(QString::fromStdString(tier)).arg(n);
     m_stats->setText(tr("%1 requests · hit rate %2% (%3) · queue %4 / %5%6 · %7 tokens reused, %8 prefilled · "
-                        "%9 rejected (429), %10 cancelled")
+                        "%9 rejected (429), %10 cancelled · running %11 / %12")
                          .arg(s.requests)
                          .arg(QString::number(100.0 * s.hit_rate, 'f', 0))
                          .arg(tiers.isEmpty() ? tr("no lookups yet") : tiers.join(QStringLiteral(", ")))
@@ -248,7 +262,9 @@ void ServerPanel::refreshStats() {
                          .arg(s.reused_tokens)
                          .arg(s.prefilled_tokens)
                          .arg(s.rejected_queue_full)
-                         .arg(s.cancelled));
+                         .arg(s.cancelled)
+                         .arg(s.running)
+                         .arg(s.parallel));
 }
 
 void ServerPanel::refreshEnabled() {
@@ -256,7 +272,7 @@ void ServerPanel::refreshEnabled() {
     m_startButton->setEnabled(!on && !m_starting && m_engine->modelInfo());
     m_stopButton->setEnabled(on);
     for (QWidget* w : {static_cast<QWidget*>(m_host), static_cast<QWidget*>(m_port), static_cast<QWidget*>(m_apiKey),
-                       static_cast<QWidget*>(m_maxQueue)})
+                       static_cast<QWidget*>(m_maxQueue), static_cast<QWidget*>(m_parallel)})
         w->setEnabled(!on && !m_starting);
 }
 

@@ -38,7 +38,7 @@ public:
     void setHost(const QString& host);
 
     // Request log columns.
-    enum Column { Time, Request, Status, Tier, Tokens, Ttft, Split, NColumns };
+    enum Column { Time, Request, Status, Tier, Tokens, Ttft, Batch, Split, NColumns };
 
 public slots:
     void start();   // in the background: the server loads its model first
@@ -63,6 +63,7 @@ private:
     QSpinBox* m_port = nullptr;
     QLineEdit* m_apiKey = nullptr;
     QSpinBox* m_maxQueue = nullptr;
+    QSpinBox* m_parallel = nullptr;
     QPushButton* m_startButton = nullptr;
     QPushButton* m_stopButton = nullptr;
     QLabel* m_address = nullptr;
