@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command in a pristine Debian 12 (bookworm) root, the way CI and a new user's machine see
-# the project: only apt, ca-certificates and bash installed; this repository's committed HEAD cloned
-# to /work/main; the shared folder copied to /work/shared beside it; the host's CUDA toolkit (when
+# the project: only apt, ca-certificates (plus the host's local CAs) and bash installed; this
+# repository's committed HEAD cloned to /work/main; the shared folder copied to /work/shared beside it; the host's CUDA toolkit (when
 # /usr/local/cuda exists) bind-mounted read-only with the host's layout (cuda-X.Y + the cuda link).
 #
 # usage: scripts/fresh-machine.sh [--no-cuda] [--shared DIR] [--out DIR] [--] 'COMMAND'
@@ -133,6 +133,14 @@ else
 fi
 cp -a "$shared/." "$root/work/shared/"     # the folder's content, also when $shared is a symlink
 cp /etc/resolv.conf "$root/etc/resolv.conf"   # same network as the host, so apt-get works
+# The same trust as the host: a network that inspects TLS (a proxy with its own CA, installed on the
+# host as a local CA) would otherwise refuse every HTTPS fetch in the root (npm's registry, say).
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" /usr/sbin/update-ca-certificates >/dev/null 2>&1 ||
+    log "update-ca-certificates failed in the root; the host's local CAs are not trusted there"
+fi
 log "cloned ${branch:-HEAD} at ${head:0:12} to /work/main, $shared to /work/shared in $(since "$t2")"
 
 cuda_real=
