@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs a command in a pristine Debian 12 (bookworm) root, the way CI and a new user's machine see
 # the project: only apt, ca-certificates (plus the host's local CAs) and bash installed; this
-# repository's committed HEAD cloned to /work/main; the shared folder copied to /work/shared beside it; the host's CUDA toolkit (when
-# /usr/local/cuda exists) bind-mounted read-only with the host's layout (cuda-X.Y + the cuda link).
+# repository's committed HEAD cloned to /work/main; the shared folder copied to /work/shared beside
+# it; the host's CUDA toolkit (when /usr/local/cuda exists) bind-mounted read-only with the host's
+# layout (cuda-X.Y + the cuda link).
 #
 # usage: scripts/fresh-machine.sh [--no-cuda] [--shared DIR] [--out DIR] [--] 'COMMAND'
 #   COMMAND     run with bash -c in /work/main inside the root
