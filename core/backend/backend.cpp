@@ -1,6 +1,7 @@
 #include "core/backend/backend.h"
 
 #include <cstdint>
+#include <stdexcept>
 
 namespace cc {
 
@@ -98,6 +99,10 @@ WeightDType parse_weight_dtype(const std::string& name) {
     if (name == "q8") return WeightDType::q8;
     if (name == "bf16dot") return WeightDType::bf16dot;
     throw std::invalid_argument("weights must be stored, f32, bf16, q8 or bf16dot, not \"" + name + "\"");
+}
+
+void Backend::export_kv_layer(const KvBlock&, int, int, std::span<std::byte>) const {
+    throw std::logic_error("export_kv_layer: the " + name() + " backend exports whole images only (exports_layers() is false)");
 }
 
 size_t Backend::kv_bytes(int n_tokens) const {

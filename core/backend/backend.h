@@ -110,6 +110,12 @@ public:
     virtual void export_kv(const KvBlock& block, int n_tokens, std::span<std::byte> out) const = 0;
     virtual std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens,
                                                int capacity_tokens) = 0;
+    // One layer's slice of export_kv's image (kv_bytes(n_tokens) / n_layers bytes: its K then V),
+    // for a backend that can export a layer alone (exports_layers()); the group store then writes a
+    // group file a layer at a time and never holds a second copy of the whole KV. The default
+    // throws (callers ask exports_layers() first).
+    virtual bool exports_layers() const { return false; }
+    virtual void export_kv_layer(const KvBlock& block, int n_tokens, int layer, std::span<std::byte> out) const;
 
     // Links a canonical KV image (as export_kv writes it) for use as a read-only prefix block.
     // A backend that can attend to the canonical layout where it lies reads it in place: the block

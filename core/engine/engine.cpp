@@ -109,8 +109,9 @@ Engine::~Engine() {
 }
 
 std::vector<PersistResult> Engine::wait_for_persist() {
-    std::vector<PersistResult> results;
     std::lock_guard lock(persist_mutex_);
+    std::vector<PersistResult> results = std::move(reaped_persists_);
+    reaped_persists_.clear();
     for (auto& [key, f] : pending_persist_) {
         PersistResult r = f.get();
         if (!r.ok) warnings_.push_back("group " + key.substr(0, 12) + ": not written to the cache: " + r.error);
@@ -154,6 +155,7 @@ const ModelInfo& Engine::load_model() {
         // A reload: the cache demotes the old backend's device blocks to host memory while that
         // backend (and the weights it reads) still exist; then the old backend is freed before
         // its weights, and before the new one is made.
+        wait_for_persist();   // a background write may be reading a block through the old backend
         cache_->set_backend(nullptr);
         conversations_->clear();
         scheduler_.reset();
@@ -466,16 +468,52 @@ std::shared_ptr<const Group> Engine::compile_prefix(GroupMeta meta, const ToolSe
 
 void Engine::persist_async(const std::shared_ptr<const Group>& group) {
     if (!cache_->persistent() && !cache_->remote()) return;
-    // The canonical bytes are taken now (the block is immutable from here on); the file is
-    // written while the query goes on (wait_for_persist collects the result).
-    std::vector<std::byte> canonical(group->kv_bytes);
-    backend_->export_kv(*group->kv, static_cast<int>(group->prefix_ids.size()), canonical);
+    // The file is written while the query goes on (wait_for_persist collects the result). The
+    // block is immutable from here on, so a backend that exports a layer alone feeds the file a
+    // layer at a time from the block itself (no second copy of the group's KV); otherwise the
+    // canonical bytes are taken now.
     GroupStore* store = cache_.get();
+    const int n = static_cast<int>(group->prefix_ids.size());
+    std::future<PersistResult> done;
+    if (backend_->exports_layers()) {
+        const Backend* backend = backend_.get();   // outlives the write: a reload waits for it first
+        done = std::async(std::launch::async, [store, group, backend, n] {
+            return store->persist(group, [&](int layer, std::span<std::byte> out) {
+                backend->export_kv_layer(*group->kv, n, layer, out);
+            });
+        });
+    } else {
+        std::vector<std::byte> canonical(group->kv_bytes);
+        backend_->export_kv(*group->kv, n, canonical);
+        done = std::async(std::launch::async, [store, group, bytes = std::move(canonical)]() mutable {
+            return store->persist(group, std::move(bytes));
+        });
+    }
     std::lock_guard lock(persist_mutex_);
-    pending_persist_.emplace_back(group->group_key,
-                                  std::async(std::launch::async, [store, group, bytes = std::move(canonical)]() mutable {
-                                      return store->persist(group, std::move(bytes));
-                                  }));
+    reap_persists_locked();
+    pending_persist_.emplace_back(group->group_key, std::move(done));
+}
+
+// A finished write's future still owns what its task captured (the group, any canonical copy):
+// a long-running server that never calls wait_for_persist would keep every compiled group alive.
+// Finished ones are collected here, their failures kept as warnings.
+void Engine::reap_persists_locked() {
+    std::erase_if(pending_persist_, [this](auto& pending) {
+        auto& [key, f] = pending;
+        if (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+        PersistResult r = f.get();
+        if (!r.ok) warnings_.push_back("group " + key.substr(0, 12) + ": not written to the cache: " + r.error);
+        if (compile_ && compile_->group_key == key) {
+            compile_->persist_ms = r.persist_ms;
+            compile_->persisted = r.ok;
+            compile_->persist_error = r.error;
+        }
+        // Kept for wait_for_persist, bounded: a server that never asks keeps only the latest.
+        constexpr size_t kKeepReaped = 64;
+        if (reaped_persists_.size() >= kKeepReaped) reaped_persists_.erase(reaped_persists_.begin());
+        reaped_persists_.push_back(std::move(r));
+        return true;
+    });
 }
 
 void Engine::begin_request(CancelToken token) {

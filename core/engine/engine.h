@@ -361,6 +361,7 @@ private:
                                                 CompileResult& result);
     // Writes the group file in the background (persistent caches only); see wait_for_persist.
     void persist_async(const std::shared_ptr<const Group>& group);
+    void reap_persists_locked();   // collects finished writes (persist_mutex_ held)
     // The one place the engine renders a tool set's prefix (the current set's, a conversation's
     // group, a preview).
     RenderedPrefix render_prefix(const ToolSet& tools, const std::string& system_prompt) const;
@@ -412,6 +413,7 @@ private:
     std::unique_ptr<StepScheduler> scheduler_;  // parallel > 1: the shared steps (destroyed before backend_)
     mutable std::mutex persist_mutex_;          // pending_persist_ and warnings_ (requests persist from their threads)
     std::vector<std::pair<std::string, std::future<PersistResult>>> pending_persist_;
+    std::vector<PersistResult> reaped_persists_;   // finished writes collected early (reap_persists_locked)
     std::vector<std::string> warnings_;
     std::atomic<bool> cancel_{false};      // the flag of a call outside a request
     // The open requests' tokens (begin_request), one per thread that runs one.

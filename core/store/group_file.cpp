@@ -408,8 +408,9 @@ std::string temp_name_for(const std::filesystem::path& path) {
 
 // Writes the whole file to an open temp file: preamble + header + padding as one chunk, then each
 // layer in chunks (hashed just before each write, so the payload is read once), then the trailer.
-void write_contents(int fd, const GroupMeta& header, const std::string& json, std::span<const std::byte> payload,
-                    const GroupFileWriteOptions& options) {
+// `layer_at(l)` gives layer l's group_layer_bytes(header) bytes (valid until the next call).
+void write_contents(int fd, const GroupMeta& header, const std::string& json,
+                    const std::function<const std::byte*(int layer)>& layer_at, const GroupFileWriteOptions& options) {
     const size_t payload_offset = round_up(kGroupFilePreambleBytes + json.size(), kGroupFilePayloadAlign);
     std::vector<std::byte> head(payload_offset);  // zero padding included
     std::memcpy(head.data(), kGroupFileMagic, 8);
@@ -418,7 +419,7 @@ void write_contents(int fd, const GroupMeta& header, const std::string& json, st
     store_u64(head.data() + 16, json.size());
     store_u64(head.data() + 24, XXH3_64bits(json.data(), json.size()));
     store_u64(head.data() + 32, payload_offset);
-    store_u64(head.data() + 40, payload.size());
+    store_u64(head.data() + 40, group_payload_bytes(header));
     std::memcpy(head.data() + kGroupFilePreambleBytes, json.data(), json.size());
 
     size_t written = 0;
@@ -436,7 +437,7 @@ void write_contents(int fd, const GroupMeta& header, const std::string& json, st
     XXH3_state_t* state = owner.get();
     for (int l = 0; l < header.n_layers; ++l) {
         XXH3_64bits_reset(state);
-        const std::byte* layer = payload.data() + static_cast<size_t>(l) * layer_bytes;
+        const std::byte* layer = layer_at(l);
         for (size_t off = 0; off < layer_bytes; off += chunk) {
             const size_t n = std::min(chunk, layer_bytes - off);
             XXH3_64bits_update(state, layer + off, n);
@@ -599,12 +600,8 @@ void write_atomically(const std::filesystem::path& path, const std::string& sour
 }
 
 // The header as the file stores it, validated as a reader would.
-std::string encoded_header(const GroupMeta& header, std::span<const std::byte> payload, const std::string& source) {
+std::string encoded_header(const GroupMeta& header, const std::string& source) {
     validate_header(header, header.n_tokens(), source);
-    const size_t expected = group_payload_bytes(header);
-    if (payload.size() != expected)
-        fail(source, "payload is " + std::to_string(payload.size()) + " bytes, the header's shape needs " +
-                         std::to_string(expected));
     std::string json;
     try {
         json = header_to_json(header).dump();
@@ -616,13 +613,37 @@ std::string encoded_header(const GroupMeta& header, std::span<const std::byte> p
     return json;
 }
 
+// ... and the payload's size checked against it.
+std::string encoded_header(const GroupMeta& header, std::span<const std::byte> payload, const std::string& source) {
+    std::string json = encoded_header(header, source);
+    const size_t expected = group_payload_bytes(header);
+    if (payload.size() != expected)
+        fail(source, "payload is " + std::to_string(payload.size()) + " bytes, the header's shape needs " +
+                         std::to_string(expected));
+    return json;
+}
+
 }  // namespace
 
 void write_group_file(const std::filesystem::path& path, const GroupMeta& header,
                       std::span<const std::byte> payload, const GroupFileWriteOptions& options) {
     const std::string source = path.string();
     const std::string json = encoded_header(header, payload, source);
-    write_atomically(path, source, [&](int fd) { write_contents(fd, header, json, payload, options); });
+    const size_t layer_bytes = group_layer_bytes(header);
+    auto layer_at = [&](int l) { return payload.data() + static_cast<size_t>(l) * layer_bytes; };
+    write_atomically(path, source, [&](int fd) { write_contents(fd, header, json, layer_at, options); });
+}
+
+void write_group_file(const std::filesystem::path& path, const GroupMeta& header, const GroupLayerSource& layers,
+                      const GroupFileWriteOptions& options) {
+    const std::string source = path.string();
+    const std::string json = encoded_header(header, source);
+    std::vector<std::byte> layer(group_layer_bytes(header));  // one layer at a time: never the whole payload
+    auto layer_at = [&](int l) {
+        layers(l, layer);
+        return static_cast<const std::byte*>(layer.data());
+    };
+    write_atomically(path, source, [&](int fd) { write_contents(fd, header, json, layer_at, options); });
 }
 
 void write_group_file_bytes(const std::filesystem::path& path, std::span<const std::byte> file_bytes) {

@@ -72,6 +72,11 @@ struct GroupFileWriteOptions {
 // that is not a std::system_error propagates unchanged (after the same clean-up).
 void write_group_file(const std::filesystem::path& path, const GroupMeta& header,
                       std::span<const std::byte> payload, const GroupFileWriteOptions& options = {});
+// The same file from the canonical KV one layer at a time, so the caller never holds a second copy
+// of the whole payload: `layers(l, out)` fills layer l's group_layer_bytes(header) bytes.
+using GroupLayerSource = std::function<void(int layer, std::span<std::byte> out)>;
+void write_group_file(const std::filesystem::path& path, const GroupMeta& header, const GroupLayerSource& layers,
+                      const GroupFileWriteOptions& options = {});
 
 // The same atomic write for a whole group file's bytes as they came from elsewhere (the remote
 // tier): the preamble, header and size are checked first (the checksums are the caller's:

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <stdexcept>
 
 namespace cc {
@@ -421,6 +422,20 @@ bool GroupStore::on_device() const {
 }
 
 PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, std::vector<std::byte> canonical_kv) {
+    const size_t layer_bytes = canonical_kv.size() / static_cast<size_t>(std::max(group->n_layers, 1));
+    if (canonical_kv.size() != group_payload_bytes(*group)) {
+        PersistResult r;
+        r.error = "payload is " + std::to_string(canonical_kv.size()) + " bytes, the header's shape needs " +
+                  std::to_string(group_payload_bytes(*group));
+        if (remote_) remote_->release_compile(group->group_key);
+        return r;
+    }
+    return persist(group, [&](int layer, std::span<std::byte> out) {
+        std::memcpy(out.data(), canonical_kv.data() + static_cast<size_t>(layer) * layer_bytes, out.size());
+    });
+}
+
+PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, const GroupLayerSource& layers) {
     PersistResult r;
     if (!index_ && !remote_) {
         r.error = "no cache directory";
@@ -431,7 +446,7 @@ PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, std
     if (index_) {
         try {
             const fs::path path = group_path(group->group_key);
-            write_group_file(path, *group, canonical_kv);
+            write_group_file(path, *group, layers);
             auto entry = index_entry_from_header(*group, fs::file_size(path));
             entry.last_used_unix_ms = unix_ms_now();
             std::lock_guard lock(mutex_);
@@ -442,7 +457,7 @@ PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, std
             r.error = e.what();
         }
     }
-    if (remote_) publish_to_remote(*group, canonical_kv, written, r);
+    if (remote_) publish_to_remote(*group, layers, written, r);
     r.ok = index_ ? written : r.error.empty();
     r.persist_ms = clock.elapsed_ms();
     return r;
@@ -451,7 +466,7 @@ PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, std
 // The group file's bytes go to the remote tier: read back from the file just written (the page
 // cache's copy, mapped), or encoded in memory when there is no file. Then the compile lock is
 // released whatever happened (a failed publish leaves the group a miss for the others).
-void GroupStore::publish_to_remote(const Group& group, std::span<const std::byte> canonical_kv, bool file_written,
+void GroupStore::publish_to_remote(const Group& group, const GroupLayerSource& layers, bool file_written,
                                    PersistResult& r) {
     try {
         const RemoteTier::ManifestInfo info{group.model_fingerprint, group.n_tokens()};
@@ -459,6 +474,10 @@ void GroupStore::publish_to_remote(const Group& group, std::span<const std::byte
             const MappedFile file(group_path(group.group_key));
             remote_->publish(group.group_key, file.bytes(), info);
         } else {
+            std::vector<std::byte> canonical_kv(group_payload_bytes(group));
+            const size_t layer_bytes = group_layer_bytes(group);
+            for (int l = 0; l < group.n_layers; ++l)
+                layers(l, std::span<std::byte>(canonical_kv).subspan(static_cast<size_t>(l) * layer_bytes, layer_bytes));
             remote_->publish(group.group_key, encode_group_file(group, canonical_kv), info);
         }
     } catch (const std::exception& e) {

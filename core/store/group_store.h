@@ -17,6 +17,7 @@
 #include "core/backend/backend.h"
 #include "core/base/sha256.h"
 #include "core/base/timings.h"
+#include "core/store/group_file.h"
 #include "core/store/group_meta.h"
 #include "core/store/remote_tier.h"
 #include "core/store/tier.h"
@@ -111,6 +112,9 @@ public:
     // within budget; with a remote tier, publishes the group there too and releases the compile
     // lock claim_compile took. Safe to call from a background thread; never throws.
     PersistResult persist(const std::shared_ptr<const Group>& group, std::vector<std::byte> canonical_kv);
+    // The same from the canonical KV a layer at a time (group_file.h's GroupLayerSource): the file
+    // is written without a second copy of the whole KV in memory.
+    PersistResult persist(const std::shared_ptr<const Group>& group, const GroupLayerSource& layers);
 
     // The stored group (memory or disk) sharing the longest run of leading token ids with
     // `prefix_ids` (same model, chat format and numerics), if it shares at least one token.
@@ -193,7 +197,7 @@ private:
                         Backend& backend, Lookup& result);
     void fetch_from_remote(const std::string& group_key, std::span<const token_id> prefix_ids, const GroupMeta& expected,
                            Backend& backend, Lookup& result);
-    void publish_to_remote(const Group& group, std::span<const std::byte> canonical_kv, bool file_written, PersistResult& r);
+    void publish_to_remote(const Group& group, const GroupLayerSource& layers, bool file_written, PersistResult& r);
     static std::string disk_mismatch(const GroupMeta& header, const std::string& group_key,
                                      std::span<const token_id> prefix_ids, const GroupMeta& expected,
                                      const Backend& backend);

@@ -258,6 +258,21 @@ TEST_P(GroupFileRoundTrip, HeaderAndPayloadComeBackEqual) {
     ASSERT_EQ(back.size(), payload.size());
     EXPECT_TRUE(back == payload);
     EXPECT_EQ(dir_names(dir.path()), std::vector<std::string>{path.filename().string()}) << "temp file left behind";
+
+    // Written a layer at a time (what a persist does from a KV block, with no second copy of the
+    // payload): the very same bytes, each layer asked for once, in order.
+    const fs::path by_layer = dir.path() / "by_layer.kv";
+    const size_t layer_bytes = cc::group_layer_bytes(h);
+    std::vector<int> asked;
+    cc::write_group_file(by_layer, h, [&](int layer, std::span<std::byte> out) {
+        asked.push_back(layer);
+        ASSERT_EQ(out.size(), layer_bytes);
+        std::memcpy(out.data(), payload.data() + size_t(layer) * layer_bytes, layer_bytes);
+    });
+    std::vector<int> in_order(size_t(h.n_layers));
+    for (int l = 0; l < h.n_layers; ++l) in_order[size_t(l)] = l;
+    EXPECT_EQ(asked, in_order);
+    EXPECT_EQ(read_bytes(by_layer), read_bytes(path));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GroupFileRoundTrip,
