@@ -12,6 +12,7 @@
 #include "core/base/kernel_math.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -368,6 +369,10 @@ public:
           kernels_(cpu::kernels_for(isa_)),
           pool_(options.n_threads > 0 ? options.n_threads : cpu::ThreadPool::available_cores()),
           ws_(pool_.n_threads()) {
+        // An experiment's switch (the bits are the same either way): CC_CPU_SHARED_PREFIX=0 turns
+        // the shared-prefix attention off, to measure what it saves.
+        if (const char* env = std::getenv("CC_CPU_SHARED_PREFIX"); env != nullptr && std::string(env) == "0")
+            options_.share_prefix_attention = false;
         if (options.weights == WeightDType::bf16dot && !cpu::bf16dot::supported())
             throw std::runtime_error("cpu backend: --weights bf16dot needs AVX-512 BF16 (the vdpbf16ps instruction), which "
                                      "this CPU lacks; use --weights bf16 (BF16 weights, F32 arithmetic)");
@@ -387,6 +392,14 @@ public:
         const auto to_mat = [this](const Tensor& t, const std::string& name, int64_t rows, int64_t cols) {
             return mat(t, name, rows, cols);
         };
+        // lm_head first: its source (often the embedding, the largest matrix) is then dropped
+        // before the layers' packed copies accumulate, so the load's peak stays near the total.
+        final_norm_ = vec(weights.final_norm, "model.norm.weight", c.dim);
+        const Tensor& head = weights.lm_head.data != nullptr ? weights.lm_head : weights.embed;
+        const std::string head_name = weights.lm_head.data != nullptr ? "lm_head.weight" : "model.embed_tokens.weight (tied lm_head)";
+        lm_head_ = pack({mat(head, head_name, c.vocab_size, c.dim)}, head_name);
+        // The embedding is read a row per token from here on (faulted back in as needed).
+        if (head.file_mapped) release_mapped_pages(head.data, head.n_bytes);
         for (int l = 0; l < c.n_layers; ++l) {
             const LayerSource src = bind_layer<LayerSource>(c, weights.layers[size_t(l)], l, to_vec, to_mat);
             const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -402,12 +415,6 @@ public:
             for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
                 if (t->file_mapped) release_mapped_pages(t->data, t->n_bytes);
         }
-        final_norm_ = vec(weights.final_norm, "model.norm.weight", c.dim);
-        const Tensor& head = weights.lm_head.data != nullptr ? weights.lm_head : weights.embed;
-        const std::string head_name = weights.lm_head.data != nullptr ? "lm_head.weight" : "model.embed_tokens.weight (tied lm_head)";
-        lm_head_ = pack({mat(head, head_name, c.vocab_size, c.dim)}, head_name);
-        // The embedding is read a row per token from here on (faulted back in as needed).
-        if (head.file_mapped) release_mapped_pages(head.data, head.n_bytes);
         widened_.clear();  // F16 matrices widened for packing
 
         rope_.theta = c.rope_theta;
@@ -563,6 +570,22 @@ public:
         const size_t part = kv_bytes(n_tokens) / (2 * size_t(cfg_.n_layers));
         for (int l = 0; l < cfg_.n_layers; ++l)
             for (int which = 0; which < 2; ++which) b.export_part(l, which, n_tokens, out.data() + (2 * size_t(l) + size_t(which)) * part);
+    }
+
+    bool exports_layers() const override { return true; }
+    void export_kv_layer(const KvBlock& block, int n_tokens, int layer, std::span<std::byte> out) const override {
+        const CpuKvBlock& b = own(&block, "export_kv_layer");
+        if (n_tokens < 0 || n_tokens > b.n_tokens())
+            throw std::runtime_error("export_kv_layer: " + std::to_string(n_tokens) +
+                                     " positions requested, the block holds " + std::to_string(b.n_tokens()));
+        if (layer < 0 || layer >= cfg_.n_layers)
+            throw std::runtime_error("export_kv_layer: layer " + std::to_string(layer) + " is outside [0, " +
+                                     std::to_string(cfg_.n_layers) + ")");
+        const size_t part = kv_bytes(n_tokens) / (2 * size_t(cfg_.n_layers));
+        if (out.size() != 2 * part)
+            throw std::runtime_error("export_kv_layer: output is " + std::to_string(out.size()) + " bytes, expected " +
+                                     std::to_string(2 * part));
+        for (int which = 0; which < 2; ++which) b.export_part(layer, which, n_tokens, out.data() + size_t(which) * part);
     }
 
     std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens, int capacity_tokens) override {
@@ -731,6 +754,8 @@ private:
     ModelConfig cfg_;
     KvDType kv_dtype_;
     CpuBackendOptions options_;
+    static constexpr size_t kEmbedRowsPerRelease = 256;
+    size_t embed_rows_since_release_ = 0;   // rows looked up in a mapped embedding since its pages were dropped
     cpu::Isa isa_;
     const cpu::Kernels& kernels_;
     cpu::ThreadPool pool_;
@@ -824,10 +849,47 @@ std::vector<float> CpuBackend::forward_rows(std::span<const token_id> tokens, st
         const size_t row = size_t(tokens[size_t(t)]) * size_t(dim);
         for (int i = 0; i < dim; ++i) a.x[size_t(t) * dim + i] = element_to_f32(weights_.embed.data, weights_.embed.dtype, row + size_t(i));
     });
+    // A mapped embedding's rows fault in with their neighbours (the kernel maps up to 64 KB around
+    // each 2 KB row), so a prefill of a few thousand distinct tokens makes ~150 MB of the
+    // checkpoint resident again for nothing: drop the mapping's pages every few hundred rows (they
+    // stay in the page cache; the next lookups are minor faults).
+    if (weights_.embed.file_mapped) {
+        embed_rows_since_release_ += size_t(T);
+        if (embed_rows_since_release_ >= kEmbedRowsPerRelease) {
+            release_mapped_pages(weights_.embed.data, weights_.embed.n_bytes);
+            embed_rows_since_release_ = 0;
+        }
+    }
 
     auto check_cancel = [&] {
         if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) throw Cancelled();
     };
+
+    // Which sequences attend together: those over the same prefix block and length share one
+    // attention call per layer (options_.share_prefix_attention), the others run alone.
+    std::vector<std::vector<int>> prefix_sharing;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+        const SeqPlan& sp = seqs[s];
+        auto same = std::find_if(prefix_sharing.begin(), prefix_sharing.end(), [&](const std::vector<int>& g) {
+            const SeqPlan& o = seqs[size_t(g.front())];
+            return options_.share_prefix_attention && sp.prefix != nullptr && o.prefix == sp.prefix && o.P == sp.P;
+        });
+        if (same != prefix_sharing.end()) same->push_back(int(s));
+        else prefix_sharing.push_back({int(s)});
+    }
+    struct {
+        std::vector<cpu::KvSegment> suffixes;
+        std::vector<int> row_seq, row_pos;
+        std::vector<const float*> row_q;
+        std::vector<float*> row_out;
+        void clear() {
+            suffixes.clear();
+            row_seq.clear();
+            row_pos.clear();
+            row_q.clear();
+            row_out.clear();
+        }
+    } share;
 
     for (int l = 0; l < run_layers; ++l) {
         check_cancel();
@@ -896,16 +958,41 @@ std::vector<float> CpuBackend::forward_rows(std::span<const token_id> tokens, st
                 kernels_.attention(pool_, ws_, args);
             }
         } else {
-            for (const SeqPlan& sp : seqs) {
-                args.seg[0] = sp.prefix != nullptr ? sp.prefix->segment(l, 0, sp.P) : cpu::KvSegment{};
+            for (const std::vector<int>& shared : prefix_sharing) {
+                const SeqPlan& first = seqs[size_t(shared.front())];
+                args.seg[0] = first.prefix != nullptr ? first.prefix->segment(l, 0, first.P) : cpu::KvSegment{};
                 args.seg[0].first_pos = 0;
-                args.seg[0].n_tokens = sp.P;
-                args.seg[1] = sp.suffix->segment(l, sp.P, sp.n0 + sp.n_rows);
-                args.q = &a.q[size_t(sp.row0) * qd];
-                args.n_rows = sp.n_rows;
-                args.first_pos = sp.P + sp.n0;
-                args.out = &a.att[size_t(sp.row0) * qd];
+                args.seg[0].n_tokens = first.P;
+                if (shared.size() == 1) {
+                    args.seg[1] = first.suffix->segment(l, first.P, first.n0 + first.n_rows);
+                    args.q = &a.q[size_t(first.row0) * qd];
+                    args.n_rows = first.n_rows;
+                    args.first_pos = first.P + first.n0;
+                    args.out = &a.att[size_t(first.row0) * qd];
+                    args.suffixes = nullptr;
+                    kernels_.attention(pool_, ws_, args);
+                    continue;
+                }
+                // several sequences over this prefix: one call, each row against its own suffix
+                share.clear();
+                for (size_t k = 0; k < shared.size(); ++k) {
+                    const SeqPlan& sp = seqs[size_t(shared[k])];
+                    share.suffixes.push_back(sp.suffix->segment(l, sp.P, sp.n0 + sp.n_rows));
+                    for (int r = 0; r < sp.n_rows; ++r) {
+                        share.row_seq.push_back(int(k));
+                        share.row_pos.push_back(sp.P + sp.n0 + r);
+                        share.row_q.push_back(&a.q[size_t(sp.row0 + r) * qd]);
+                        share.row_out.push_back(&a.att[size_t(sp.row0 + r) * qd]);
+                    }
+                }
+                args.suffixes = share.suffixes.data();
+                args.row_seq = share.row_seq.data();
+                args.row_pos = share.row_pos.data();
+                args.row_q = share.row_q.data();
+                args.row_out = share.row_out.data();
+                args.n_rows = int(share.row_seq.size());
                 kernels_.attention(pool_, ws_, args);
+                args.suffixes = nullptr;
             }
         }
         kernels_.gemm(pool_, ws_, a.att.data(), T, L.wo, a.proj.data());

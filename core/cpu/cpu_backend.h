@@ -25,6 +25,11 @@ struct CpuBackendOptions {
     // depend on threads or batching; across machines they match when the path and the C library
     // (exp, cos, sin) are the same.
     std::string isa;
+    // forward_batch: sequences over the same prefix block attend in one call, so the prefix's K and
+    // V stream from memory once per step for all of them (cpu::AttentionArgs::suffixes). The bits
+    // are the same either way (a test compares them with each sequence alone); off only to measure
+    // what it saves (also with CC_CPU_SHARED_PREFIX=0 in the environment).
+    bool share_prefix_attention = true;
 };
 
 // numerics_id() of a CPU backend made with these options, without making one (for keys shown

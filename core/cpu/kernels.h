@@ -112,6 +112,17 @@ struct AttentionArgs {
     // QK and P·V with VDPBF16PS (bf16dot:: above): q and the softmax weights rounded to BF16. Needs
     // kv_bf16 and bf16dot::supported().
     bool bf16_dot = false;
+    // Several sequences over one prefix seg[0] (continuous batching: the prefix's K and V are read
+    // once per kv head for all of them). When `suffixes` is set, row t (of n_rows) belongs to
+    // sequence row_seq[t] (rows in ascending sequence order), lies at position row_pos[t] of that
+    // sequence's suffix segment suffixes[row_seq[t]], reads its query at row_q[t] and writes
+    // row_out[t]; q, first_pos and seg[1] are then unused. Each row's result is the bits it gets
+    // in a call of its own (every score, weight and accumulator is its own chain, in the same order).
+    const KvSegment* suffixes = nullptr;
+    const int* row_seq = nullptr;
+    const int* row_pos = nullptr;
+    const float* const* row_q = nullptr;
+    float* const* row_out = nullptr;
 };
 
 // Scratch owned by the backend, grown once to the largest call (never shrunk).

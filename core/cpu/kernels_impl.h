@@ -630,14 +630,52 @@ void pv_grouped(int nvr, const int* lo, const int* hi, int group, int block, con
 
 static_assert(V::qk_r <= bf16dot::kQkRows, "bf16dot::qk takes at most kQkRows vrows");
 
+// The rows of one attention call, one sequence or several over a shared prefix (AttentionArgs):
+// row t's sequence, position, query and output, and each sequence's suffix segment.
+struct AttentionRows {
+    std::vector<int> seq, pos;
+    std::vector<const float*> q;
+    std::vector<float*> out;
+    const KvSegment* suffixes = nullptr;
+
+    explicit AttentionRows(const AttentionArgs& a) {
+        if (a.suffixes != nullptr) {
+            seq.assign(a.row_seq, a.row_seq + a.n_rows);
+            pos.assign(a.row_pos, a.row_pos + a.n_rows);
+            q.assign(a.row_q, a.row_q + a.n_rows);
+            out.assign(a.row_out, a.row_out + a.n_rows);
+            suffixes = a.suffixes;
+            return;
+        }
+        const size_t row = size_t(a.n_heads) * size_t(a.head_dim);
+        seq.assign(size_t(a.n_rows), 0);
+        for (int t = 0; t < a.n_rows; ++t) {
+            pos.push_back(a.first_pos + t);
+            q.push_back(a.q + size_t(t) * row);
+            out.push_back(a.out + size_t(t) * row);
+        }
+        suffixes = &a.seg[1];
+    }
+    int n_seqs() const { return seq.empty() ? 0 : *std::max_element(seq.begin(), seq.end()) + 1; }
+};
+
 // Dot: the bf16_dot variant (KT = uint16_t): q and the softmax weights in BF16, VDPBF16PS chains
 // (bf16dot::qk / pv), pairs of key positions (2i, 2i+1) counted from position 0.
 template <class KT, bool Dot>
 struct AttentionTask {
     const AttentionArgs& a;
+    const AttentionRows& rows;
     int g, t0, nq, G, hd, hd_pad;
     size_t s_stride;
     float* buf;
+
+    int vrow_seq(int r) const { return rows.seq[size_t(t0 + r / G)]; }
+    // The end of the run of vrows from r (of `n` from the task's first) that share r's sequence.
+    int run_end(int r, int n) const {
+        int e = r + 1;
+        while (e < n && vrow_seq(e) == vrow_seq(r)) ++e;
+        return e;
+    }
 
     const KT* k_tiles(const KvSegment& s) const {
         return static_cast<const KT*>(s.k) + size_t(g) * size_t(s.capacity) * size_t(hd);
@@ -646,37 +684,59 @@ struct AttentionTask {
         return static_cast<const KT*>(s.v) + size_t(g) * size_t(s.capacity) * size_t(hd);
     }
 
-    // e_j * v_j over key positions [j0, j1), split where the prefix segment ends.
-    void pv(int rows, const float* const* e, int j0, int j1, float* const* acc) const {
-        for (int si = 0; si < 2; ++si) {
-            const KvSegment& s = a.seg[si];
-            const int lo = std::max(j0, s.first_pos), hi = std::min(j1, s.first_pos + s.n_tokens);
-            if (lo < hi) pv_rows(rows, e, lo, hi, v_rows(s) + size_t(lo - s.first_pos) * size_t(hd), hd, acc);
+    // e_j * v_j over key positions [j0, j1) for vrows [r0, r0 + n), split where the prefix segment
+    // ends: the prefix's V rows for all of them, then each sequence's run over its own suffix.
+    void pv(int n, int r0, const float* const* e, int j0, int j1, float* const* acc) const {
+        const KvSegment& p = a.seg[0];
+        int lo = std::max(j0, p.first_pos), hi = std::min(j1, p.first_pos + p.n_tokens);
+        if (lo < hi) pv_rows(n, e, lo, hi, v_rows(p) + size_t(lo - p.first_pos) * size_t(hd), hd, acc);
+        for (int r = 0; r < n;) {
+            const int e_end = run_end(r0 + r, r0 + n) - r0;
+            const KvSegment& s = rows.suffixes[vrow_seq(r0 + r)];
+            lo = std::max(j0, s.first_pos), hi = std::min(j1, s.first_pos + s.n_tokens);
+            if (lo < hi) pv_rows(e_end - r, e + r, lo, hi, v_rows(s) + size_t(lo - s.first_pos) * size_t(hd), hd, acc + r);
+            r = e_end;
         }
     }
 
-    // bf16_dot: e-pair · V over the pairs [i0, i1). A pair split between the segments, or whose
+    // bf16_dot: e-pair · V over the pairs [i0, i1) for vrows [r0, r0 + n): the pairs wholly in the
+    // prefix for all of them, the rest for each sequence's run (pv_dot_seq).
+    void pv_dot(int n, int r0, const uint32_t* const* ep, int i0, int i1, float* const* acc, uint16_t* pair_rows) const {
+        const KvSegment& p = a.seg[0];
+        const int shared_end = std::min(i1, (p.first_pos + p.n_tokens) / 2);
+        if (shared_end > i0) {
+            bf16dot::pv(n, ep, i0, shared_end, v_pair_rows(p, 2 * i0), hd, acc);
+            i0 = shared_end;
+        }
+        if (i0 >= i1) return;
+        for (int r = 0; r < n;) {
+            const int e_end = run_end(r0 + r, r0 + n) - r0;
+            pv_dot_seq(e_end - r, rows.suffixes[vrow_seq(r0 + r)], ep + r, i0, i1, acc + r, pair_rows);
+            r = e_end;
+        }
+    }
+    const uint16_t* v_pair_rows(const KvSegment& s, int pos) const {
+        return reinterpret_cast<const uint16_t*>(v_rows(s)) + size_t(pos - s.first_pos) * size_t(hd);
+    }
+    // One sequence's rows over [prefix | suffix]. A pair split between the segments, or whose
     // second row lies past the keys, runs from pair_rows (its two rows, zeros past the keys).
-    void pv_dot(int rows, const uint32_t* const* ep, int i0, int i1, float* const* acc, uint16_t* pair_rows) const {
-        const auto rows_of = [&](const KvSegment& s, int pos) {
-            return reinterpret_cast<const uint16_t*>(v_rows(s)) + size_t(pos - s.first_pos) * size_t(hd);
-        };
+    void pv_dot_seq(int n, const KvSegment& suffix, const uint32_t* const* ep, int i0, int i1, float* const* acc,
+                    uint16_t* pair_rows) const {
         for (int i = i0; i < i1;) {
             const int j = 2 * i;
-            const KvSegment& s = a.seg[j < a.seg[0].first_pos + a.seg[0].n_tokens ? 0 : 1];
+            const KvSegment& s = j < a.seg[0].first_pos + a.seg[0].n_tokens ? a.seg[0] : suffix;
             const int whole_end = std::min(i1, (s.first_pos + s.n_tokens) / 2);  // pairs with both rows in s
             if (whole_end > i) {
-                bf16dot::pv(rows, ep, i, whole_end, rows_of(s, j), hd, acc);
+                bf16dot::pv(n, ep, i, whole_end, v_pair_rows(s, j), hd, acc);
                 i = whole_end;
                 continue;
             }
-            std::memcpy(pair_rows, rows_of(s, j), size_t(hd) * sizeof(uint16_t));
-            const KvSegment& next = a.seg[1];
-            if (&s != &next && j + 1 >= next.first_pos && j + 1 < next.first_pos + next.n_tokens)
-                std::memcpy(pair_rows + hd, rows_of(next, j + 1), size_t(hd) * sizeof(uint16_t));
+            std::memcpy(pair_rows, v_pair_rows(s, j), size_t(hd) * sizeof(uint16_t));
+            if (&s != &suffix && j + 1 >= suffix.first_pos && j + 1 < suffix.first_pos + suffix.n_tokens)
+                std::memcpy(pair_rows + hd, v_pair_rows(suffix, j + 1), size_t(hd) * sizeof(uint16_t));
             else
                 std::fill(pair_rows + hd, pair_rows + 2 * hd, uint16_t(0));
-            bf16dot::pv(rows, ep, i, i + 1, pair_rows, hd, acc);
+            bf16dot::pv(n, ep, i, i + 1, pair_rows, hd, acc);
             ++i;
         }
     }
@@ -690,7 +750,7 @@ struct AttentionTask {
         float* acc[kMaxVrows];
         float l[kMaxVrows];
         for (int i = 0; i < nq; ++i) {
-            const int pos = a.first_pos + t0 + i;
+            const int pos = rows.pos[size_t(t0 + i)];
             for (int hh = 0; hh < G; ++hh) {
                 const int r = i * G + hh;
                 hi[r] = pos;
@@ -709,7 +769,7 @@ struct AttentionTask {
         [[maybe_unused]] uint16_t* const pair_rows = ebf + size_t(nvr) * s_stride;
         [[maybe_unused]] uint32_t* const qp = reinterpret_cast<uint32_t*>(qt);  // bf16_dot: (hd / 2, nvr) q pairs
         for (int r = 0; r < nvr; ++r) {
-            const float* qr = a.q + (size_t(t0 + r / G) * size_t(a.n_heads) + size_t(g * G + r % G)) * size_t(hd);
+            const float* qr = rows.q[size_t(t0 + r / G)] + size_t(g * G + r % G) * size_t(hd);
             if constexpr (Dot) {
                 uint16_t* const qrow = pair_rows + 2 * size_t(hd);
                 bf16dot::round_row(qr, hd, qrow);
@@ -721,22 +781,22 @@ struct AttentionTask {
         }
 
         // 1. scores. Key tiles outermost, so each tile is loaded from memory once for all the
-        //    task's vrows (it stays in L1 across the vrow chunks).
-        const int n_chunks = (nvr + V::qk_r - 1) / V::qk_r;
-        int clo[kMaxVrows], chi[kMaxVrows];
-        for (int c = 0; c < n_chunks; ++c) {
-            const int c0 = c * V::qk_r, cn = std::min(V::qk_r, nvr - c0);
-            clo[c] = *std::min_element(lo + c0, lo + c0 + cn);
-            chi[c] = *std::max_element(hi + c0, hi + c0 + cn);
-        }
+        //    vrows [v0, v1) (it stays in L1 across the vrow chunks): the prefix's for all the
+        //    task's vrows, each sequence's suffix for its own run.
         //    A segment whose K is in canonical rows (a group file linked in place) is moved into
         //    the tile layout one tile pair at a time (k_rows_to_tiles, into L1 scratch), then
         //    scored by the same qk_rows.
-        const int all_lo = *std::min_element(clo, clo + n_chunks), all_hi = *std::max_element(chi, chi + n_chunks);
-        for (int si = 0; si < 2; ++si) {
-            const KvSegment& s = a.seg[si];
+        const auto score = [&](const KvSegment& s, int v0, int v1) {
+            const int n_chunks = (v1 - v0 + V::qk_r - 1) / V::qk_r;
+            int clo[kMaxVrows], chi[kMaxVrows];
+            for (int c = 0; c < n_chunks; ++c) {
+                const int c0 = v0 + c * V::qk_r, cn = std::min(V::qk_r, v1 - c0);
+                clo[c] = *std::min_element(lo + c0, lo + c0 + cn);
+                chi[c] = *std::max_element(hi + c0, hi + c0 + cn);
+            }
+            const int all_lo = *std::min_element(clo, clo + n_chunks), all_hi = *std::max_element(chi, chi + n_chunks);
             const int klo = std::max(all_lo, s.first_pos), khi = std::min(all_hi, s.first_pos + s.n_tokens - 1);
-            if (klo > khi) continue;
+            if (klo > khi) return;
             const int ti0 = (klo - s.first_pos) / kKeyTile, ti1 = (khi - s.first_pos) / kKeyTile;
             const KT* kt = k_tiles(s);
             for (int ti = ti0; ti <= ti1; ti += V::qk_tt) {
@@ -745,7 +805,7 @@ struct AttentionTask {
                 bool moved = false;
                 for (int c = 0; c < n_chunks; ++c) {
                     if (tile_hi < clo[c] || tile_lo > chi[c]) continue;
-                    const int c0 = c * V::qk_r, cn = std::min(V::qk_r, nvr - c0);
+                    const int c0 = v0 + c * V::qk_r, cn = std::min(V::qk_r, v1 - c0);
                     float* out[V::qk_r];
                     for (int r = 0; r < cn; ++r) out[r] = srow[c0 + r] + tile_lo;
                     if (s.k_rows) {
@@ -765,6 +825,12 @@ struct AttentionTask {
                     }
                 }
             }
+        };
+        score(a.seg[0], 0, nvr);
+        for (int r = 0; r < nvr;) {
+            const int e = run_end(r, nvr);
+            score(rows.suffixes[vrow_seq(r)], r, e);
+            r = e;
         }
 
         // 2. softmax weights, lanes at absolute positions
@@ -803,12 +869,12 @@ struct AttentionTask {
                 plo[r] = lo[r] / 2;
                 phi[r] = hi[r] / 2;
             }
-            pv_grouped(nvr, plo, phi, bf16dot::pv_group_rows(hd), kPvBlock / 2, [&](int rows, int r0, int i0, int i1) {
-                pv_dot(rows, ep + r0, i0, i1, acc + r0, pair_rows);
+            pv_grouped(nvr, plo, phi, bf16dot::pv_group_rows(hd), kPvBlock / 2, [&](int n, int r0, int i0, int i1) {
+                pv_dot(n, r0, ep + r0, i0, i1, acc + r0, pair_rows);
             });
         } else {
             pv_grouped(nvr, lo, hi, pv_group_rows(hd), kPvBlock,
-                       [&](int rows, int r0, int j0, int j1) { pv(rows, srow + r0, j0, j1, acc + r0); });
+                       [&](int n, int r0, int j0, int j1) { pv(n, r0, srow + r0, j0, j1, acc + r0); });
         }
 
         // 4. normalise into the output rows
@@ -816,7 +882,7 @@ struct AttentionTask {
             for (int hh = 0; hh < G; ++hh) {
                 const int r = i * G + hh;
                 if constexpr (Dot) bf16dot::unpermute(acc[r], hd);
-                float* o = a.out + size_t(t0 + i) * size_t(a.n_heads) * size_t(hd) + size_t(g * G + hh) * size_t(hd);
+                float* o = rows.out[size_t(t0 + i)] + size_t(g * G + hh) * size_t(hd);
                 const typename V::reg lv = V::set1(l[r]);
                 for (int d = 0; d < hd; d += V::W) {
                     const typename V::reg y = V::div(V::load(acc[r] + d), lv);
@@ -840,7 +906,10 @@ void attention(ThreadPool& pool, Workspace& ws, const AttentionArgs& a) {
     const int hd = a.head_dim;
     const int pad = a.bf16_dot ? 32 : V::W;  // bf16_dot: P·V's accumulators come in groups of 32 columns
     const int hd_pad = (hd + pad - 1) / pad * pad;
-    const int total_keys = a.seg[1].first_pos + a.seg[1].n_tokens;
+    const AttentionRows rows(a);
+    int total_keys = a.seg[0].first_pos + a.seg[0].n_tokens;
+    for (int i = 0; i < rows.n_seqs(); ++i)
+        total_keys = std::max(total_keys, rows.suffixes[i].first_pos + rows.suffixes[i].n_tokens);
     // One row of scores: kKeyTile floats of slack before position 0 (the first softmax vector may
     // start below lo) and room for the last tile and vector past the end.
     const size_t s_stride = size_t((total_keys + kKeyTile - 1) / kKeyTile * kKeyTile + 3 * kKeyTile);
@@ -861,11 +930,11 @@ void attention(ThreadPool& pool, Workspace& ws, const AttentionArgs& a) {
         const int nq = std::min(qb, a.n_rows - t0);
         float* buf = ws.per_thread(thread, per_thread);
         if (a.bf16_dot)
-            AttentionTask<uint16_t, true>{a, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
+            AttentionTask<uint16_t, true>{a, rows, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
         else if (a.kv_bf16)
-            AttentionTask<uint16_t, false>{a, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
+            AttentionTask<uint16_t, false>{a, rows, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
         else
-            AttentionTask<float, false>{a, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
+            AttentionTask<float, false>{a, rows, g, t0, nq, G, hd, hd_pad, s_stride, buf}.run();
     });
 }
 

@@ -553,6 +553,97 @@ TEST(cpu_backend, linked_canonical_prefix_is_bit_identical_to_full_prefill) {
             }
 }
 
+// Continuous batching's shared-prefix attention (CpuBackendOptions::share_prefix_attention):
+// sequences over one prefix block attend in one call, and each still gets, bit for bit, the logits
+// and suffix K/V it gets alone: every ISA, KV dtype and weight format (bf16dot's BF16 attention
+// with an odd prefix, whose key pair straddles prefix and suffix), a sliding window, the prefix
+// tiled or linked in place, mixed with sequences over another prefix, a shorter view of the same
+// block, and no prefix at all.
+TEST(cpu_backend, sequences_sharing_a_prefix_in_one_step_get_the_bits_they_get_alone) {
+    struct Plan {
+        int prefix;   // 0: the first prefix block, 1: the second, -1: none
+        int P;        // positions of the prefix the view uses
+        int history;  // suffix positions already there
+        int n_new;
+    };
+    const int P0 = 37, P1 = 16;
+    const Plan plan[] = {{0, P0, 0, 1},  {0, P0, 1, 1}, {0, P0, 5, 3}, {-1, 0, 0, 6},  {0, P0, 9, 8}, {1, P1, 2, 1},
+                         {0, P0, 0, 20}, {0, 20, 3, 2}, {1, P1, 0, 4}, {0, P0, 3, 1}};
+    for (ModelFamily fam : {ModelFamily::qwen3, ModelFamily::mistral, ModelFamily::qwen2}) {
+        auto s = make_synth(fam, DType::bf16);
+        const int vocab = s->w.config.vocab_size;
+        for (cpu::Isa isa : isas())
+            for (KvDType kv : {KvDType::f32, KvDType::bf16})
+                for (WeightDType wd : {WeightDType::stored, WeightDType::bf16dot}) {
+                    if (wd == WeightDType::bf16dot && (isa != cpu::best_isa() || !cpu::bf16dot::supported())) continue;
+                    for (bool linked : {false, true}) {
+                        auto be = make_cpu_backend(s->w, opts(isa, 2, kv, wd));
+                        const std::string ctx = std::string(cpu::isa_name(isa)) + " " + family_str(fam) + " kv " +
+                                                kv_dtype_name(kv) + " " + weight_dtype_name(wd) +
+                                                (linked ? " linked" : " tiled");
+                        std::vector<std::unique_ptr<KvBlock>> prefixes;
+                        std::vector<std::shared_ptr<std::vector<std::byte>>> images;
+                        for (int p : {0, 1}) {
+                            const int n = p == 0 ? P0 : P1;
+                            auto block = be->allocate_kv(n);
+                            be->forward(random_tokens(n, vocab, 50 + uint32_t(p)), {nullptr, 0, block.get()}, {});
+                            if (linked) {
+                                auto image = std::make_shared<std::vector<std::byte>>(be->kv_bytes(n));
+                                be->export_kv(*block, n, *image);
+                                block = be->link_kv(*image, n, image);
+                                images.push_back(image);
+                            }
+                            prefixes.push_back(std::move(block));
+                        }
+                        // The same sequences twice: alone, then all in one forward_batch step.
+                        auto make = [&](std::vector<std::unique_ptr<KvBlock>>& suffixes) {
+                            suffixes.clear();
+                            for (size_t i = 0; i < std::size(plan); ++i) {
+                                const Plan& q = plan[i];
+                                const KvBlock* prefix = q.prefix < 0 ? nullptr : prefixes[size_t(q.prefix)].get();
+                                suffixes.push_back(be->allocate_kv(q.history + q.n_new));
+                                if (q.history > 0)
+                                    be->forward(random_tokens(q.history, vocab, 200 + uint32_t(i)),
+                                                {prefix, q.P, suffixes.back().get()}, {});
+                            }
+                        };
+                        std::vector<std::unique_ptr<KvBlock>> alone, together;
+                        make(alone);
+                        make(together);
+                        std::vector<std::vector<token_id>> tokens;
+                        std::vector<std::vector<int>> rows;
+                        std::vector<std::vector<float>> expected;
+                        std::vector<SequenceRows> step;
+                        for (size_t i = 0; i < std::size(plan); ++i) {
+                            const Plan& q = plan[i];
+                            const KvBlock* prefix = q.prefix < 0 ? nullptr : prefixes[size_t(q.prefix)].get();
+                            tokens.push_back(random_tokens(q.n_new, vocab, 300 + uint32_t(i)));
+                            rows.push_back(iota_rows(q.n_new));
+                            expected.push_back(be->forward(tokens.back(), {prefix, q.P, alone[i].get()}, rows.back()));
+                        }
+                        for (size_t i = 0; i < std::size(plan); ++i) {
+                            const Plan& q = plan[i];
+                            const KvBlock* prefix = q.prefix < 0 ? nullptr : prefixes[size_t(q.prefix)].get();
+                            step.push_back(SequenceRows{tokens[i], KvView{prefix, q.P, together[i].get()}, rows[i]});
+                        }
+                        const auto got = be->forward_batch(step);
+                        ASSERT_EQ(got.size(), std::size(plan)) << ctx;
+                        for (size_t i = 0; i < std::size(plan); ++i) {
+                            EXPECT_TRUE(same_bits(got[i], expected[i].data(), expected[i].size()) &&
+                                        got[i].size() == expected[i].size())
+                                << ctx << ": sequence " << i << "'s logits differ from the sequence alone";
+                            const int n = together[i]->n_tokens();
+                            ASSERT_EQ(n, alone[i]->n_tokens()) << ctx << " sequence " << i;
+                            std::vector<std::byte> a(be->kv_bytes(n)), b(be->kv_bytes(n));
+                            be->export_kv(*alone[i], n, a);
+                            be->export_kv(*together[i], n, b);
+                            EXPECT_TRUE(a == b) << ctx << ": sequence " << i << "'s suffix K/V differ";
+                        }
+                    }
+                }
+    }
+}
+
 TEST(cpu_backend, cancel_throws_and_leaves_the_suffix_unchanged) {
     auto s = make_synth(ModelFamily::mistral, DType::f32);
     auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), 2));
