@@ -112,18 +112,21 @@ std::vector<PersistResult> Engine::wait_for_persist() {
     std::lock_guard lock(persist_mutex_);
     std::vector<PersistResult> results = std::move(reaped_persists_);
     reaped_persists_.clear();
-    for (auto& [key, f] : pending_persist_) {
-        PersistResult r = f.get();
-        if (!r.ok) warnings_.push_back("group " + key.substr(0, 12) + ": not written to the cache: " + r.error);
-        if (compile_ && compile_->group_key == key) {
-            compile_->persist_ms = r.persist_ms;
-            compile_->persisted = r.ok;
-            compile_->persist_error = r.error;
-        }
-        results.push_back(std::move(r));
-    }
+    for (auto& [key, f] : pending_persist_) results.push_back(collect_persist_locked(key, f));
     pending_persist_.clear();
     return results;
+}
+
+// A finished write's result: a failure becomes a warning, the current tool set's fields are filled.
+PersistResult Engine::collect_persist_locked(const std::string& key, std::future<PersistResult>& done) {
+    PersistResult r = done.get();
+    if (!r.ok) warnings_.push_back("group " + key.substr(0, 12) + ": not written to the cache: " + r.error);
+    if (compile_ && compile_->group_key == key) {
+        compile_->persist_ms = r.persist_ms;
+        compile_->persisted = r.ok;
+        compile_->persist_error = r.error;
+    }
+    return r;
 }
 
 std::vector<std::string> Engine::cache_warnings() {
@@ -501,13 +504,7 @@ void Engine::reap_persists_locked() {
     std::erase_if(pending_persist_, [this](auto& pending) {
         auto& [key, f] = pending;
         if (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
-        PersistResult r = f.get();
-        if (!r.ok) warnings_.push_back("group " + key.substr(0, 12) + ": not written to the cache: " + r.error);
-        if (compile_ && compile_->group_key == key) {
-            compile_->persist_ms = r.persist_ms;
-            compile_->persisted = r.ok;
-            compile_->persist_error = r.error;
-        }
+        PersistResult r = collect_persist_locked(key, f);
         // Kept for wait_for_persist, bounded: a server that never asks keeps only the latest.
         constexpr size_t kKeepReaped = 64;
         if (reaped_persists_.size() >= kKeepReaped) reaped_persists_.erase(reaped_persists_.begin());

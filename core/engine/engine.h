@@ -362,6 +362,7 @@ private:
     // Writes the group file in the background (persistent caches only); see wait_for_persist.
     void persist_async(const std::shared_ptr<const Group>& group);
     void reap_persists_locked();   // collects finished writes (persist_mutex_ held)
+    PersistResult collect_persist_locked(const std::string& key, std::future<PersistResult>& done);
     // The one place the engine renders a tool set's prefix (the current set's, a conversation's
     // group, a preview).
     RenderedPrefix render_prefix(const ToolSet& tools, const std::string& system_prompt) const;
