@@ -589,6 +589,17 @@ void RemoteTier::release_compile(const std::string& group_key) {
     }
 }
 
+std::string RemoteTier::check() {
+    try {
+        ConnPtr c = acquire();
+        command_reply(c.get(), redisCommand(c.get(), "PING"), describe() + ": PING");
+        release(std::move(c));
+        return "";
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+}
+
 bool RemoteTier::remove(const std::string& group_key) {
     ConnPtr c = acquire();
     const std::string mkey = manifest_key(group_key);

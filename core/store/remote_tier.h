@@ -127,6 +127,10 @@ public:
     Claim claim_compile(const std::string& group_key);
     void release_compile(const std::string& group_key);  // no-op unless this process holds it
 
+    // Whether Redis answers (PING, on a pooled or new connection): "" when it does, else why not
+    // (the URL without its password and the error). Counts nothing; for a status line.
+    std::string check();
+
     // Deletes the manifest (the chunks age out under LRU). False when there was none.
     bool remove(const std::string& group_key);
 
