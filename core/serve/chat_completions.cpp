@@ -219,6 +219,15 @@ void Server::Impl::chat_completions(Call& call, httplib::Response& res) {
         return st->cv.wait_for(lock, timeout, [&] { return st->finished || st->n_tokens > 0; });
     });
 
+    // The routing header (route() sets it from call.log.group_key) goes out with the stream's
+    // headers, before the engine's result exists: the key is the one Engine::chat reports, computed
+    // the same way from the same tool set and system prompt.
+    {
+        const ModelInfo& info = worker.model_info();
+        call.log.group_key = engine_group_key(info.fingerprint, info.chat_format, info.numerics, input->tools,
+                                              input->conversation.system_prompt);
+    }
+
     // From here the handler has returned; the provider runs on the same thread while the response
     // is written, and owns everything it needs.
     call.log.status = -1;  // the provider records the entry

@@ -246,7 +246,7 @@ void GroupStore::fetch_from_remote(const std::string& group_key, std::span<const
         }
         return;
     }
-    auto bytes = std::make_shared<const std::vector<std::byte>>(std::move(fetched.bytes));
+    auto bytes = std::make_shared<const RemoteTier::Bytes>(std::move(fetched.bytes));
     VerifiedGroupBytes verified;
     const std::string source = remote_->describe() + " group " + group_key.substr(0, 12);
     try {

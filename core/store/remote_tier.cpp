@@ -9,13 +9,17 @@
 #include <xxh_x86dispatch.h>  // the runtime-dispatched (AVX2/AVX-512) XXH3, as group_file.cpp
 #endif
 
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -27,9 +31,15 @@ using ordered_json = nlohmann::ordered_json;
 
 constexpr const char* kManifestFormat = "contextcache-remote-group";
 constexpr int kManifestVersion = 1;
-// Replies in flight while fetching: enough to keep the socket busy, few enough that neither side
-// buffers a whole group (Redis keeps unsent replies in the client's output buffer).
-constexpr size_t kFetchWindow = 4;
+// Bytes of GET replies in flight while fetching: enough that Redis always has the next reply ready
+// while the socket drains the current one, few enough that neither side buffers a whole group
+// (Redis copies each reply into the client's output buffer before sending it). Measured on
+// loopback (bench_remote_tier, docs/deploy.md): 2-4 chunks of 1-4 MiB in flight are equally fast.
+constexpr size_t kBytesInFlight = size_t(8) << 20;
+// Requests in flight for chunks of `chunk_bytes` (publish bounds its SETs the same way).
+size_t fetch_window(uint64_t chunk_bytes) {
+    return std::clamp<uint64_t>(kBytesInFlight / std::max<uint64_t>(chunk_bytes, 1), 2, 16);
+}
 // A manifest is a few KB; a group file over this is not one this program wrote.
 constexpr uint64_t kMaxRemoteFileBytes = uint64_t(256) << 30;
 constexpr size_t kMaxManifestBytes = size_t(16) << 20;
@@ -74,6 +84,92 @@ Reply next_reply(redisContext* c, const std::string& what) {
     }
     return command_reply(c, raw, what);
 }
+
+// Writes the commands queued with redisAppendCommand.
+void flush_commands(redisContext* c, const std::string& where) {
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(c, &done) != REDIS_OK)
+            throw std::runtime_error(where + ": sending: " + (c->err ? std::string(c->errstr) : std::string("failed")));
+}
+
+// Reads GET replies straight from the connection's socket, each bulk string into the caller's
+// buffer. Why not hiredis's reader: it reads 16 KiB at a time into a buffer that grows in 1 MiB
+// steps past 1 MiB (a realloc and a copy each) and then copies the string once more into the reply
+// object, and with replies pipelined it moves the unread tail down after each one: a 16 MiB chunk
+// cost about 1,000 reads and several copies, and the tier loaded at ~0.5 GB/s on loopback where a
+// socket read into place does several GB/s (bench/bench_remote_tier.cpp, docs/deploy.md).
+// Only for a connection with no reply pending in hiredis's reader (checked); the socket is
+// blocking with hiredis's SO_RCVTIMEO, so a silent server is a timeout, not a hang.
+class BulkReader {
+public:
+    BulkReader(redisContext* c, std::string where) : c_(c), where_(std::move(where)) {
+        if (c_->reader && c_->reader->len > c_->reader->pos)
+            throw std::runtime_error(where_ + ": a reply is pending on the connection");
+    }
+
+    // The next reply's bulk length; nullopt for nil. An error reply or any other type throws.
+    std::optional<size_t> bulk_length(const std::string& what) {
+        size_t eol;
+        while ((eol = pending_.find("\r\n", pos_)) == std::string::npos) {
+            if (pending_.size() - pos_ > 64) throw std::runtime_error(where_ + ": " + what + ": not a Redis reply");
+            fill(what);
+        }
+        const std::string line = pending_.substr(pos_, eol - pos_);
+        pos_ = eol + 2;
+        if (line.empty()) throw std::runtime_error(where_ + ": " + what + ": empty reply line");
+        if (line[0] == '-') throw std::runtime_error(where_ + ": " + what + ": " + line.substr(1));
+        if (line[0] != '$') throw std::runtime_error(where_ + ": " + what + ": not a string reply");
+        if (line == "$-1") return std::nullopt;
+        size_t n = 0;
+        const auto [p, ec] = std::from_chars(line.data() + 1, line.data() + line.size(), n);
+        if (ec != std::errc() || p != line.data() + line.size())
+            throw std::runtime_error(where_ + ": " + what + ": bad length \"" + line + "\"");
+        return n;
+    }
+
+    // The payload announced by bulk_length (dst.size() bytes) and its "\r\n".
+    void read_payload(std::span<std::byte> dst, const std::string& what) {
+        size_t got = std::min(dst.size(), pending_.size() - pos_);
+        std::memcpy(dst.data(), pending_.data() + pos_, got);
+        pos_ += got;
+        while (got < dst.size()) got += receive(dst.data() + got, dst.size() - got, what);
+        while (pending_.size() - pos_ < 2) fill(what);
+        if (pending_.compare(pos_, 2, "\r\n") != 0) throw std::runtime_error(where_ + ": " + what + ": reply not terminated");
+        pos_ += 2;
+    }
+
+    bool drained() const { return pos_ == pending_.size(); }
+
+private:
+    // Reply lines are read in small pieces: what follows a line is usually a chunk's bytes,
+    // which go straight to their place.
+    void fill(const std::string& what) {
+        if (pos_ > 0) {
+            pending_.erase(0, pos_);
+            pos_ = 0;
+        }
+        char buf[64];
+        const size_t n = receive(reinterpret_cast<std::byte*>(buf), sizeof buf, what);
+        pending_.append(buf, n);
+    }
+
+    size_t receive(std::byte* dst, size_t n, const std::string& what) {
+        for (;;) {
+            const ssize_t r = ::recv(c_->fd, dst, n, 0);
+            if (r > 0) return static_cast<size_t>(r);
+            if (r == 0) throw std::runtime_error(where_ + ": " + what + ": connection closed by the server");
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) throw std::runtime_error(where_ + ": " + what + ": timed out");
+            throw std::runtime_error(where_ + ": " + what + ": " + std::strerror(errno));
+        }
+    }
+
+    redisContext* c_;
+    std::string where_;
+    std::string pending_;   // bytes read past a reply line, not yet consumed
+    size_t pos_ = 0;        // consumed prefix of pending_
+};
 
 struct Manifest {
     uint64_t file_bytes = 0;
@@ -261,7 +357,7 @@ RemoteTier::Fetch RemoteTier::fetch(const std::string& group_key) {
             case Status::damaged: counters_.damaged++; break;
             case Status::unavailable: counters_.errors++; break;
         }
-        if (status != Status::hit) out.bytes.clear();
+        if (status != Status::hit) out.bytes = Bytes();
         return std::move(out);
     };
     const std::string where = describe() + " group " + group_key.substr(0, 12);
@@ -309,11 +405,12 @@ RemoteTier::Fetch RemoteTier::fetch(const std::string& group_key) {
     }
     out.n_chunks = m.chunks.size();
 
-    // Chunks, pipelined: up to kFetchWindow GETs in flight, each reply checked and copied as it
-    // arrives. On any early return the connection still has replies coming, so it is closed
-    // (not returned to the pool).
+    // Chunks, pipelined: a few GETs in flight (fetch_window), each chunk read straight from the
+    // socket into its place in `out.bytes` and checked there. On any early return the connection
+    // still has replies coming, so it is closed (not returned to the pool).
     try {
         out.bytes.resize(m.file_bytes);
+        BulkReader reader(c.get(), where);
         size_t sent = 0;
         auto send_next = [&] {
             const std::string& key = m.chunks[sent].key;
@@ -321,44 +418,47 @@ RemoteTier::Fetch RemoteTier::fetch(const std::string& group_key) {
                 throw std::runtime_error(where + ": cannot queue a GET");
             ++sent;
         };
-        while (sent < std::min(kFetchWindow, m.chunks.size())) send_next();
+        const size_t window = fetch_window(m.chunks.front().bytes);
+        while (sent < std::min(window, m.chunks.size())) send_next();
+        flush_commands(c.get(), where);
         size_t offset = 0;
         for (size_t i = 0; i < m.chunks.size(); ++i) {
-            Reply r = next_reply(c.get(), where + ": GET chunk " + std::to_string(i));
-            if (sent < m.chunks.size()) send_next();
             const Manifest::Chunk& chunk = m.chunks[i];
-            if (r->type == REDIS_REPLY_NIL) {
+            const std::optional<size_t> len = reader.bulk_length("GET chunk " + std::to_string(i));
+            if (!len) {
                 forget_manifest();  // stale: the next compile republishes the group
                 return finish(Status::incomplete, where + ": chunk " + std::to_string(i) + " of " +
                                                       std::to_string(m.chunks.size()) + " is missing (evicted or flushed)");
             }
-            if (r->type != REDIS_REPLY_STRING || r->len != chunk.bytes) {
+            if (*len != chunk.bytes) {
                 forget_manifest();
-                return finish(Status::damaged, where + ": chunk " + std::to_string(i) + " is " +
-                                                   std::to_string(r->type == REDIS_REPLY_STRING ? r->len : 0) +
+                return finish(Status::damaged, where + ": chunk " + std::to_string(i) + " is " + std::to_string(*len) +
                                                    " bytes, the manifest says " + std::to_string(chunk.bytes));
             }
-            const std::span<const std::byte> got(reinterpret_cast<const std::byte*>(r->str), r->len);
+            // The next GET goes out before this chunk is read, so Redis is already sending it.
+            if (sent < m.chunks.size()) {
+                send_next();
+                flush_commands(c.get(), where);
+            }
+            const std::span<std::byte> got(out.bytes.data() + offset, chunk.bytes);
+            reader.read_payload(got, "GET chunk " + std::to_string(i));
             const std::string sum = hex128(got);
             if (sum != chunk.xxh128) {
                 forget_manifest();
                 return finish(Status::damaged, where + ": chunk " + std::to_string(i) + " checksum mismatch (manifest " +
                                                    chunk.xxh128 + ", computed " + sum + ")");
             }
-            std::memcpy(out.bytes.data() + offset, r->str, r->len);
-            offset += r->len;
+            offset += chunk.bytes;
         }
+        if (!reader.drained()) return finish(Status::unavailable, where + ": bytes after the last reply");
     } catch (const std::bad_alloc&) {
         return finish(Status::unavailable, where + ": not enough memory for " + std::to_string(m.file_bytes) + " bytes");
     } catch (const std::exception& e) {
         return finish(Status::unavailable, e.what());
     }
-    const std::string total = hex128(out.bytes);
-    if (total != m.file_xxh128) {
-        forget_manifest();
-        release(std::move(c));
-        return finish(Status::damaged, where + ": file checksum mismatch (manifest " + m.file_xxh128 + ", computed " + total + ")");
-    }
+    // Every byte is covered by exactly one chunk checksum and the sizes add up to file_bytes, so
+    // the manifest's whole-file checksum would be a second pass over the same bytes: it is
+    // written (for tools that read a group back whole) but not recomputed here.
     release(std::move(c));
     return finish(Status::hit, "");
 }
@@ -378,8 +478,8 @@ void RemoteTier::publish(const std::string& group_key, std::span<const std::byte
                 throw std::runtime_error(where + ": cannot queue a SET");
             ++n_sent;
             chunks.push_back(ordered_json{{"key", key}, {"bytes", chunk.size()}, {"xxh3_128", sum}});
-            // Bound what waits in the socket buffers: read replies once kFetchWindow are queued.
-            while (n_sent > kFetchWindow) {
+            // Bound what waits in the socket buffers: read replies once a window is queued.
+            while (n_sent > fetch_window(options_.chunk_bytes)) {
                 next_reply(c.get(), where + ": SET chunk");
                 --n_sent;
             }
@@ -486,6 +586,17 @@ void RemoteTier::release_compile(const std::string& group_key) {
         release(std::move(c));
     } catch (const std::exception&) {
         counters_.errors++;  // the lock expires by itself
+    }
+}
+
+std::string RemoteTier::check() {
+    try {
+        ConnPtr c = acquire();
+        command_reply(c.get(), redisCommand(c.get(), "PING"), describe() + ": PING");
+        release(std::move(c));
+        return "";
+    } catch (const std::exception& e) {
+        return e.what();
     }
 }
 

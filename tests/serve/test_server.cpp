@@ -429,6 +429,35 @@ TEST_F(ServerTest, GroupKeyHeaderForRouting) {
     EXPECT_EQ(r->get_header_value(cc::serve::kGroupHeader), key);
     EXPECT_FALSE(r->has_header(cc::serve::kGroupHintHeader));
 
+    // Streamed (SSE): the same header with the stream's headers, the same key the final chunk's
+    // contextcache object reports.
+    r = c.Post("/v1/chat/completions", chat_body(ordered_json::parse(kTools), 2, true).dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_NE(r->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+    EXPECT_EQ(r->get_header_value(cc::serve::kGroupHeader), key);
+    const size_t at = r->body.find("\"group_key\":\"");
+    if (at != std::string::npos) {
+        EXPECT_EQ(r->body.substr(at + 13, 64), key);
+    }
+    r = c.Post("/v1/chat/completions", httplib::Headers{{cc::serve::kGroupHeader, std::string(64, 'b')}},
+               chat_body(ordered_json::parse(kTools), 2, true).dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->get_header_value(cc::serve::kGroupHeader), key);
+    EXPECT_EQ(r->get_header_value(cc::serve::kGroupHintHeader), "mismatch");
+    // and a tool-less chat, streamed or not, names the same group both ways
+    ordered_json plain = chat_body(ordered_json::array());
+    plain.erase("tools");
+    r = c.Post("/v1/chat/completions", plain.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const std::string plain_key = r->get_header_value(cc::serve::kGroupHeader);
+    plain["stream"] = true;
+    r = c.Post("/v1/chat/completions", plain.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value(cc::serve::kGroupHeader), plain_key);
+
     const std::string other(64, 'a');
     r = c.Post("/v1/chat/completions", httplib::Headers{{cc::serve::kGroupHeader, other}}, body, "application/json");
     ASSERT_TRUE(r);

@@ -12,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <future>
+#include <random>
 #include <thread>
 
 namespace {
@@ -355,6 +357,94 @@ TEST_F(RemoteTier, WorksWithoutACacheDirectory) {
     const auto r = ask(*b);
     EXPECT_TRUE(*r.identical);
     EXPECT_EQ(r.tokens, expected);
+}
+
+
+// The tier's own read path, below the engine: chunk replies are read from the socket straight into
+// the group's buffer (remote_tier.cpp, BulkReader). Seeded bytes of awkward sizes round-trip, with
+// more chunks than are in flight at once and a last chunk that is one byte long.
+std::vector<std::byte> seeded_bytes(size_t n, uint64_t seed) {
+    std::vector<std::byte> v(n);
+    std::mt19937_64 rng(seed);
+    for (auto& b : v) b = static_cast<std::byte>(rng() & 0xff);
+    return v;
+}
+
+bool same(const cc::RemoteTier::Bytes& got, const std::vector<std::byte>& want) {
+    return std::equal(got.begin(), got.end(), want.begin(), want.end());
+}
+
+cc::RemoteTierOptions tier_options(const std::string& url, size_t chunk_bytes) {
+    cc::RemoteTierOptions o;
+    o.url = url;
+    o.chunk_bytes = chunk_bytes;
+    o.io_timeout_ms = 2000;
+    return o;
+}
+
+TEST_F(RemoteTier, BytesRoundTripThroughTheSocketReaderAtEveryChunkShape) {
+    struct Case {
+        size_t n_bytes, chunk_bytes;
+    };
+    // one short chunk; exactly one chunk; 17 x 4 KiB + 1 byte (more than the 16 in flight);
+    // 2.5 chunks of 3 MiB (2 in flight); a chunk smaller than a reply line's read
+    const std::vector<Case> cases{Case{1000, 4096}, Case{4096, 4096}, Case{17 * 4096 + 1, 4096},
+                                  Case{(size_t(15) << 19) + 7, size_t(3) << 20}, Case{100, 10}};
+    for (size_t i = 0; i < cases.size(); ++i) {
+        const Case c = cases[i];
+        cc::RemoteTier tier(tier_options(url(), c.chunk_bytes));
+        const std::string key = std::string(63, 'a') + std::to_string(i);
+        const auto bytes = seeded_bytes(c.n_bytes, c.n_bytes);
+        tier.publish(key, bytes, {"test", 0});
+        for (int round = 0; round < 2; ++round) {  // the second on the pooled connection
+            const auto f = tier.fetch(key);
+            ASSERT_EQ(f.status, cc::RemoteTier::Status::hit) << c.n_bytes << " " << f.problem;
+            EXPECT_EQ(f.n_chunks, (c.n_bytes + c.chunk_bytes - 1) / c.chunk_bytes);
+            EXPECT_TRUE(same(f.bytes, bytes)) << c.n_bytes << " bytes in chunks of " << c.chunk_bytes;
+            EXPECT_GT(f.gb_s, 0.0);
+        }
+        EXPECT_EQ(tier.counters().hits, 2u);
+        EXPECT_EQ(tier.counters().errors, 0u);
+    }
+}
+
+// Faults in the middle of a pipelined read: a chunk that is now another length, a chunk key that
+// holds another type (Redis answers an error), a chunk gone. Each is reported as what it is, and
+// the connection, with replies still unread, is closed: the next fetch on the same tier is a
+// clean hit, never a read of the previous fetch's leftovers.
+TEST_F(RemoteTier, AFaultMidReadLeavesNoReplyBehindForTheNextFetch) {
+    cc::RemoteTier tier(tier_options(url(), 4096));
+    const std::string good(64, 'c');
+    const auto good_bytes = seeded_bytes(40 * 4096, 7);
+    tier.publish(good, good_bytes, {"test", 0});
+    struct Fault {
+        std::string what;
+        cc::RemoteTier::Status expected;
+        std::function<void(const std::string& chunk_key)> apply;
+    };
+    const std::vector<Fault> faults{
+        {"shorter", cc::RemoteTier::Status::damaged,
+         [&](const std::string& k) { ASSERT_TRUE(redis_->command({"SET", k, "short"})); }},
+        {"wrong type", cc::RemoteTier::Status::unavailable,
+         [&](const std::string& k) {
+             redis_->command({"DEL", k});
+             ASSERT_TRUE(redis_->command({"HSET", k, "f", "v"}));
+         }},
+        {"gone", cc::RemoteTier::Status::incomplete, [&](const std::string& k) { redis_->command({"DEL", k}); }},
+    };
+    for (size_t i = 0; i < faults.size(); ++i) {
+        const std::string key = std::string(63, 'd') + std::to_string(i);
+        tier.publish(key, seeded_bytes(40 * 4096, 100 + i), {"test", 0});
+        const auto m = manifest(*redis_, key);
+        ASSERT_FALSE(m.is_null());
+        faults[i].apply(m["chunks"][3]["key"].get<std::string>());  // with 16 in flight, 12 unread behind it
+        const auto f = tier.fetch(key);
+        EXPECT_EQ(f.status, faults[i].expected) << faults[i].what << ": " << f.problem;
+        EXPECT_TRUE(f.bytes.empty());
+        const auto g = tier.fetch(good);
+        ASSERT_EQ(g.status, cc::RemoteTier::Status::hit) << "after " << faults[i].what << ": " << g.problem;
+        EXPECT_TRUE(same(g.bytes, good_bytes));
+    }
 }
 
 }  // namespace

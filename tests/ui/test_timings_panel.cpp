@@ -17,6 +17,8 @@
 #include <QScatterSeries>
 #include <QStandardPaths>
 #include <QTabWidget>
+#include <QTableView>
+#include <QDir>
 
 #include <cmath>
 #include <set>
@@ -210,6 +212,69 @@ private slots:
         EXACT(panel.counters().savedMs, 0.0);
     }
 
+    // A remote hit (fetched from the shared Redis tier) shows its remote load as a segment of its
+    // own, with the rate, like a disk load; nothing of it is counted as "other". A made-up
+    // outcome: the engine's side is tests/store/test_remote_tier.cpp.
+    void aRemoteHitShowsItsRemoteLoadSegmentWithItsRate() {
+        Rig rig;
+        TimingsPanel panel(&rig.controller);
+        QueryOutcome outcome;
+        outcome.requestId = 7;
+        outcome.query = "What's the weather like in Lisbon?";
+        outcome.nTools = 20;
+        cc::QueryResult& r = outcome.result;
+        r.mode = "cached";
+        r.tier = cc::Tier::remote;
+        r.cache_hit = true;
+        r.prefix_tokens = 2902;
+        r.suffix_tokens = 12;
+        r.generated_tokens = 3;
+        cc::Timings& t = r.timings;
+        t.lookup_ms = 0.25;
+        t.remote_load_ms = 40.0;
+        t.remote_load_gb_s = 1.19;
+        t.upload_ms = 0.5;
+        t.link_ms = t.lookup_ms + t.remote_load_ms + t.upload_ms;
+        t.prefill_ms = 30.0;
+        t.ttft_ms = 75.0;
+        t.decode_ms = 20.0;
+        t.total_ms = 95.0;
+        emit rig.controller.queryFinished(outcome);
+        QTRY_COMPARE_WITH_TIMEOUT(int(panel.history().size()), 1, 5000);
+
+        RequestChart* chart = panel.requestChart();
+        QString why;
+        QVERIFY2(barMatches(chart, 0, t, &why), qPrintable(why));
+        EXACT(chart->segmentSet(SegRemoteLoad)->at(0), 40.0);
+        EXACT(chart->segmentSet(SegDiskLoad)->at(0), 0.0);
+        EXACT(chart->segmentSet(SegOther)->at(0), 75.0 - (0.25 + 40.0 + 0.5 + 30.0));
+        QCOMPARE(chart->segmentSet(SegRemoteLoad)->label(), QStringLiteral("remote load"));
+        const QString label = formatMs(40.0) + QStringLiteral(" · 1.19 GB/s");
+        QCOMPARE(segmentLabel(SegRemoteLoad, t), label);
+        QVERIFY2(chart->labelTexts().contains(label), qPrintable(chart->labelTexts().join(QStringLiteral(" | "))));
+
+        // the table's tooltip and the CSV carry it too
+        auto* table = panel.findChild<QTableView*>(QStringLiteral("historyTable"));
+        QVERIFY(table);
+        const QString tip = table->model()->index(0, 0).data(Qt::ToolTipRole).toString();
+        QVERIFY2(tip.contains(QStringLiteral("remote load 40")), qPrintable(tip));
+        QVERIFY(TimingsData::requestsCsvHeader().contains(QStringLiteral("remote_load_ms")));
+        QVERIFY(TimingsData::requestsCsvHeader().contains(QStringLiteral("remote_load_gb_s")));
+        const QString csv = QDir(rig.dir.path()).filePath(QStringLiteral("remote.csv"));
+        QString error;
+        QVERIFY2(panel.exportCsv(csv, &error), qPrintable(error));
+        QFile file(csv);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QStringList lines = QString::fromUtf8(file.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        QCOMPARE(lines.size(), 2);
+        const QStringList header = lines[0].split(QLatin1Char(','));
+        const QStringList row = lines[1].split(QLatin1Char(','));
+        QCOMPARE(row.size(), header.size());
+        QCOMPARE(row[header.indexOf(QStringLiteral("tier"))], QStringLiteral("remote"));
+        QCOMPARE(row[header.indexOf(QStringLiteral("remote_load_ms"))].toDouble(), 40.0);
+        QCOMPARE(row[header.indexOf(QStringLiteral("remote_load_gb_s"))].toDouble(), 1.19);
+    }
+
     void compareModeShowsBothBars() {
         Rig rig;
         TimingsPanel panel(&rig.controller);
@@ -378,7 +443,10 @@ private slots:
         const QStringList row2 = lines[2].split(QLatin1Char(','));
         QCOMPARE(row2.size(), TimingsData::requestsCsvHeader().size() + 1);   // the query holds a quoted comma
         QCOMPARE(row2[fullTotalColumn + 1], QString::number(b->result.full->timings.total_ms, 'g', QLocale::FloatingPointShortest));
-        QCOMPARE(row1.last(), QString());   // diverged_at: a single query has none
+        const int divergedColumn = int(TimingsData::requestsCsvHeader().indexOf(QStringLiteral("diverged_at")));
+        QCOMPARE(row1[divergedColumn], QString());   // diverged_at: a single query has none
+        const int remoteColumn = int(TimingsData::requestsCsvHeader().indexOf(QStringLiteral("remote_load_ms")));
+        QCOMPARE(row1[remoteColumn], QStringLiteral("0"));   // a memory hit: nothing fetched from a remote tier
         QVERIFY(!panel.exportCsv(out.filePath(QStringLiteral("no/such/dir/x.csv")), &error));
         QVERIFY(!error.isEmpty());
     }

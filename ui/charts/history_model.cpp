@@ -32,13 +32,13 @@ QVariant HistoryModel::headerData(int section, Qt::Orientation orientation, int 
         "The query text (a turn: the user's message)",
         ("cached: link the stored prefix KV and prefill the query only; full: prefill the whole prompt; "
          "compare: both, and check the output is bit-identical"),  // one tip: () tells clang it is meant
-        "Where the prefix KV came from: memory, disk, or miss (computed; full runs are always a miss)",
+        "Where the prefix KV came from: memory, disk, remote (the shared Redis tier), or miss (computed; full runs are always a miss)",
         "Tools in the current tool set",
         "Tokens of the cacheable prefix (system prompt + tool schemas)",
         "Tokens of the query suffix (prefilled on every request)",
         "Prompt tokens reused from a stored conversation state (the turns before)",
         "Prompt tokens computed by this request (the rest of the prompt)",
-        "lookup + disk load + upload of the stored KV",
+        "lookup + disk or remote load + upload of the stored KV",
         "Forward pass over the suffix (cached) or the whole prompt (full)",
         "Time to first token: submit to the first sampled token",
         "Compare mode: the full-prefill run's TTFT",
@@ -60,12 +60,13 @@ QVariant HistoryModel::data(const QModelIndex& index, int role) const {
         return index.column() == Query ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::ToolTipRole) {
         QString tip = QStringLiteral(
-                          "#%1 %2\n%3 · tier %4\nlookup %5 · disk load %6 · upload %7 · link %8\n"
-                          "compile %9 · prefill %10 · TTFT %11 · decode %12 · total %13 ms")
+                          "#%1 %2\n%3 · tier %4\nlookup %5 · disk load %6 · remote load %7 · upload %8 · link %9\n"
+                          "compile %10 · prefill %11 · TTFT %12 · decode %13 · total %14 ms")
                           .arg(r.index)
                           .arg(r.query, r.mode, tierName(r.tier))
                           .arg(t.lookup_ms)
                           .arg(t.disk_load_ms)
+                          .arg(t.remote_load_ms)
                           .arg(t.upload_ms)
                           .arg(t.link_ms)
                           .arg(t.compile_ms)

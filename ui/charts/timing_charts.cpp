@@ -80,9 +80,11 @@ bool paletteIsDark(const QPalette& palette) {
 
 QColor segmentColor(int segment) {
     // Okabe-Ito: distinguishable with the common colour-vision deficiencies, on white and on dark grey.
+    // Remote load, a ninth, is Paul Tol's wine: apart from all eight, readable with either text colour.
     static const QColor colors[SegCount] = {
-        QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9), QColor(0x00, 0x9E, 0x73), QColor(0xF0, 0xE4, 0x42),
-        QColor(0xCC, 0x79, 0xA7), QColor(0x00, 0x72, 0xB2), QColor(0x99, 0x99, 0x99), QColor(0xD5, 0x5E, 0x00)};
+        QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9), QColor(0x88, 0x22, 0x55), QColor(0x00, 0x9E, 0x73),
+        QColor(0xF0, 0xE4, 0x42), QColor(0xCC, 0x79, 0xA7), QColor(0x00, 0x72, 0xB2), QColor(0x99, 0x99, 0x99),
+        QColor(0xD5, 0x5E, 0x00)};
     return colors[segment];
 }
 
@@ -348,7 +350,7 @@ void RequestChart::relabel() {
         for (int s = 0; s < SegCount; ++s) {
             // a value inside its segment where it fits; the small ones are in the table and the CSV
             if (v[size_t(s)] >= range * 0.07)
-                m_labels.add(QPointF(start + v[size_t(s)] / 2, double(i)), m_bars, formatMs(v[size_t(s)]),
+                m_labels.add(QPointF(start + v[size_t(s)] / 2, double(i)), m_bars, segmentLabel(s, m_shown[i]),
                              onColor(segmentColor(s)), ChartLabels::Center);
             start += v[size_t(s)];
         }

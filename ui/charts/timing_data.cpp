@@ -10,9 +10,9 @@
 namespace cc::ui {
 
 const QStringList& segmentNames() {
-    static const QStringList names{QStringLiteral("lookup"),       QStringLiteral("disk load"), QStringLiteral("upload"),
-                                   QStringLiteral("conversation"), QStringLiteral("compile"),   QStringLiteral("prefill"),
-                                   QStringLiteral("other"),        QStringLiteral("decode")};
+    static const QStringList names{QStringLiteral("lookup"),  QStringLiteral("disk load"),    QStringLiteral("remote load"),
+                                   QStringLiteral("upload"),  QStringLiteral("conversation"), QStringLiteral("compile"),
+                                   QStringLiteral("prefill"), QStringLiteral("other"),        QStringLiteral("decode")};
     return names;
 }
 
@@ -20,15 +20,23 @@ std::array<double, SegCount> segmentValues(const cc::Timings& t) {
     std::array<double, SegCount> v{};
     v[SegLookup] = t.lookup_ms;
     v[SegDiskLoad] = t.disk_load_ms;
+    v[SegRemoteLoad] = t.remote_load_ms;
     v[SegUpload] = t.upload_ms;
     v[SegConversation] = t.conversation_link_ms;
     v[SegCompile] = t.compile_ms;
     v[SegPrefill] = t.prefill_ms;
     const double beforeFirst =
-        t.lookup_ms + t.disk_load_ms + t.upload_ms + t.conversation_link_ms + t.compile_ms + t.prefill_ms;
+        t.lookup_ms + t.disk_load_ms + t.remote_load_ms + t.upload_ms + t.conversation_link_ms + t.compile_ms + t.prefill_ms;
     v[SegOther] = std::max(0.0, t.ttft_ms - beforeFirst);
     v[SegDecode] = t.decode_ms;
     return v;
+}
+
+QString segmentLabel(int segment, const cc::Timings& t) {
+    const double ms = segmentValues(t)[size_t(segment)];
+    const double gbS = segment == SegDiskLoad ? t.disk_load_gb_s : segment == SegRemoteLoad ? t.remote_load_gb_s : 0.0;
+    if (gbS > 0) return QStringLiteral("%1 · %2 GB/s").arg(formatMs(ms)).arg(gbS, 0, 'f', 2);
+    return formatMs(ms);
 }
 
 QString formatMs(double ms) {
@@ -196,7 +204,8 @@ QStringList TimingsData::requestsCsvHeader() {
             QStringLiteral("total_ms"),      QStringLiteral("identical"),      QStringLiteral("full_prefill_ms"),
             QStringLiteral("full_ttft_ms"),  QStringLiteral("full_decode_ms"), QStringLiteral("full_total_ms"),
             QStringLiteral("turn"),          QStringLiteral("group_reused_tokens"), QStringLiteral("conversation_reused_tokens"),
-            QStringLiteral("prefilled_tokens"), QStringLiteral("conversation_link_ms"), QStringLiteral("diverged_at")};
+            QStringLiteral("prefilled_tokens"), QStringLiteral("conversation_link_ms"), QStringLiteral("diverged_at"),
+            QStringLiteral("remote_load_ms"), QStringLiteral("remote_load_gb_s"), QStringLiteral("disk_load_gb_s")};
 }
 
 bool TimingsData::writeRequestsCsv(const QString& path, QString* error) const {
@@ -233,7 +242,8 @@ bool TimingsData::writeRequestsCsv(const QString& path, QString* error) const {
             row << QString() << QString() << QString() << QString();
         row << QString::number(r.turn) << QString::number(r.groupReusedTokens) << QString::number(r.conversationReusedTokens)
             << QString::number(r.prefilledTokens) << num(t.conversation_link_ms)
-            << (r.divergedAt ? QString::number(*r.divergedAt) : QString());
+            << (r.divergedAt ? QString::number(*r.divergedAt) : QString()) << num(t.remote_load_ms)
+            << num(t.remote_load_gb_s) << num(t.disk_load_gb_s);
         out << row.join(QLatin1Char(',')) << '\n';
     }
     return finish(file, out, error);

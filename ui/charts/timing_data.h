@@ -45,11 +45,17 @@ struct RequestRecord {
 // The stacked bar's segments, in drawing order. Up to the TTFT marker they add up to ttft_ms:
 // "other" is what TTFT holds besides link, compile and prefill (tokenising the query, sampling the
 // first token). compile is non-zero only for a cached-mode miss (the prefix computed in the query).
-// lookup + disk load + upload link the group prefix; "conversation" copies a stored conversation
-// state (a turn after the first); prefill computes only the new tokens.
-enum Segment { SegLookup, SegDiskLoad, SegUpload, SegConversation, SegCompile, SegPrefill, SegOther, SegDecode, SegCount };
+// lookup + disk load + remote load + upload link the group prefix (remote load: fetched from the
+// shared Redis tier and verified); "conversation" copies a stored conversation state (a turn after
+// the first); prefill computes only the new tokens.
+enum Segment {
+    SegLookup, SegDiskLoad, SegRemoteLoad, SegUpload, SegConversation, SegCompile, SegPrefill, SegOther, SegDecode,
+    SegCount
+};
 const QStringList& segmentNames();
 std::array<double, SegCount> segmentValues(const cc::Timings& t);
+// A segment's label: its duration, and for the loads their rate ("12.3 ms · 1.52 GB/s").
+QString segmentLabel(int segment, const cc::Timings& t);
 
 struct Counters {
     int queries = 0;      // every finished query

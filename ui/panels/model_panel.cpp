@@ -2,6 +2,7 @@
 
 #include "core/model/builtin_model.h"
 #include "core/base/paths.h"
+#include "core/store/remote_tier.h"
 #include "ui/widgets/icons.h"
 
 
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 
 namespace cc::ui {
@@ -122,7 +124,7 @@ ModelPanel::ModelPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     // Collapsed by default: most sessions never change it, and the dock is short at 1280x800.
     auto* expander = new QToolButton(this);
     expander->setObjectName(QStringLiteral("advancedToggle"));
-    expander->setText(tr("Advanced: cache directory and budgets"));
+    expander->setText(tr("Advanced: cache directory, budgets, remote tier"));
     expander->setCheckable(true);
     expander->setAutoRaise(true);
     expander->setArrowType(Qt::RightArrow);
@@ -179,6 +181,24 @@ ModelPanel::ModelPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     advancedForm->addRow(tr("&Host budget"), m_hostBudget);
     advancedForm->addRow(tr("&GPU budget"), m_gpuBudget);
     advancedForm->addRow(tr("D&isk budget"), m_diskBudget);
+    m_remoteUrl = new QLineEdit(advanced);
+    m_remoteUrl->setObjectName(QStringLiteral("remoteUrlEdit"));
+    m_remoteUrl->setPlaceholderText(tr("none (redis://host:port[/db])"));
+    m_remoteUrl->setClearButtonEnabled(true);
+    m_remoteUrl->setToolTip(tr("A shared remote tier on Redis (as contextcache-cli --remote): groups missed here are "
+                               "fetched from it, compiled groups published to it, shared with other machines and "
+                               "replicas running the same model. redis://[[user]:password@]host:port[/db]; empty = "
+                               "none. Applied on the next load."));
+    auto* remoteLabel = new QLabel(tr("&Remote"), advanced);
+    remoteLabel->setBuddy(m_remoteUrl);
+    advancedForm->addRow(remoteLabel, m_remoteUrl);
+    m_remoteStatus = new QLabel(advanced);
+    m_remoteStatus->setObjectName(QStringLiteral("remoteStatus"));
+    m_remoteStatus->setWordWrap(true);
+    m_remoteStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_remoteStatus->setToolTip(tr("The remote URL as typed, or whether Redis answered at the last load"));
+    advancedForm->addRow(QString(), m_remoteStatus);
+    connect(m_remoteUrl, &QLineEdit::textChanged, this, &ModelPanel::updateRemoteStatus);
     layout->addWidget(advanced);
 
     // ---- load
@@ -242,6 +262,14 @@ ModelPanel::ModelPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     connect(m_engine, &EngineController::cancelled, this, [this](const QString& task) {
         if (task == QLatin1String("load")) m_status->setText(tr("Load cancelled; the previous model stays."));
     });
+    connect(m_engine, &EngineController::remoteChecked, this, [this](const QString& where, const QString& problem) {
+        if (problem.isEmpty())
+            showRemoteStatus(tr("Connected to %1: groups are shared through it.").arg(where), false);
+        else
+            showRemoteStatus(tr("Unreachable: %1. Groups are compiled and kept on this machine until it answers.")
+                                 .arg(problem),
+                             true);
+    });
     probeCuda();
 }
 
@@ -283,6 +311,7 @@ ModelRequest ModelPanel::request() const {
     r.hostBudgetBytes = uint64_t(m_hostBudget->value() * kGiB);
     r.diskBudgetBytes = uint64_t(m_diskBudget->value() * kGiB);
     r.gpuBudgetBytes = uint64_t(m_gpuBudget->value() * kGiB);
+    r.remoteUrl = m_remoteUrl->text().trimmed().toStdString();
     return r;
 }
 
@@ -299,6 +328,8 @@ void ModelPanel::setRequest(const ModelRequest& r) {
     m_hostBudget->setValue(double(r.hostBudgetBytes) / kGiB);
     m_diskBudget->setValue(double(r.diskBudgetBytes) / kGiB);
     m_gpuBudget->setValue(double(r.gpuBudgetBytes) / kGiB);
+    m_remoteUrl->setText(QString::fromStdString(r.remoteUrl));
+    updateRemoteStatus();
 }
 
 void ModelPanel::restoreSettings(const QSettings& s) {
@@ -313,6 +344,7 @@ void ModelPanel::restoreSettings(const QSettings& s) {
     r.hostBudgetBytes = s.value(QStringLiteral("model/hostBudgetBytes"), qulonglong(defaults.hostBudgetBytes)).toULongLong();
     r.diskBudgetBytes = s.value(QStringLiteral("model/diskBudgetBytes"), qulonglong(defaults.diskBudgetBytes)).toULongLong();
     r.gpuBudgetBytes = s.value(QStringLiteral("model/gpuBudgetBytes"), qulonglong(defaults.gpuBudgetBytes)).toULongLong();
+    r.remoteUrl = s.value(QStringLiteral("model/remoteUrl"), QString()).toString().toStdString();
     setRequest(r);
 }
 
@@ -327,12 +359,47 @@ void ModelPanel::saveSettings(QSettings& s) const {
     s.setValue(QStringLiteral("model/hostBudgetBytes"), qulonglong(r.hostBudgetBytes));
     s.setValue(QStringLiteral("model/gpuBudgetBytes"), qulonglong(r.gpuBudgetBytes));
     s.setValue(QStringLiteral("model/diskBudgetBytes"), qulonglong(r.diskBudgetBytes));
+    s.setValue(QStringLiteral("model/remoteUrl"), QString::fromStdString(r.remoteUrl));
 }
 
 void ModelPanel::load() {
     const ModelRequest r = request();
+    // A bad remote URL is refused here, before anything is unloaded (the engine would refuse it too).
+    if (const QString problem = remoteUrlProblem(); !problem.isEmpty()) {
+        m_status->setText(tr("<b>Not loaded:</b> %1").arg(problem.toHtmlEscaped()));
+        showRemoteStatus(problem, true);
+        return;
+    }
     m_status->setText(tr("Loading %1…").arg(QString::fromStdString(r.spec).toHtmlEscaped()));
     m_engine->loadModel(r);
+}
+
+QString ModelPanel::remoteUrlProblem() const {
+    const std::string url = m_remoteUrl->text().trimmed().toStdString();
+    if (url.empty()) return {};
+    try {
+        cc::parse_redis_url(url);
+        return {};
+    } catch (const std::invalid_argument& e) {
+        return QString::fromStdString(e.what());
+    }
+}
+
+void ModelPanel::showRemoteStatus(const QString& text, bool error) {
+    m_remoteStatus->setText(text);
+    m_remoteStatus->setProperty("error", error);
+    // The error colour of the palette's text roles is not portable; a red readable on light and dark.
+    m_remoteStatus->setStyleSheet(error ? QStringLiteral("color: #d9534f;") : QString());
+}
+
+void ModelPanel::updateRemoteStatus() {
+    if (m_remoteUrl->text().trimmed().isEmpty()) {
+        showRemoteStatus(tr("No remote tier: groups stay on this machine."), false);
+        return;
+    }
+    const QString problem = remoteUrlProblem();
+    if (!problem.isEmpty()) showRemoteStatus(problem, true);
+    else showRemoteStatus(tr("Checked at the next load."), false);
 }
 
 void ModelPanel::chooseDirectory() {

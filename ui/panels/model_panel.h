@@ -1,5 +1,6 @@
-// Model: built-in model or an HF directory, backend, threads, KV dtype, cache directory and budgets;
-// loads in the background with progress and Cancel, and shows what was loaded (ModelInfo).
+// Model: built-in model or an HF directory, backend, threads, KV dtype, cache directory, budgets and
+// the shared remote tier (Redis URL); loads in the background with progress and Cancel, and shows
+// what was loaded (ModelInfo) and whether the remote tier answered.
 #pragma once
 
 #include "ui/worker/engine_controller.h"
@@ -44,6 +45,10 @@ private:
     void applyCudaStatus(bool deviceFound, const QString& message);
     void showInfo(const cc::ModelInfo& info);
     void setBusy(bool busy, const QString& task);
+    // The remote URL as typed: "" when empty or valid, else why not (cc::parse_redis_url's message).
+    QString remoteUrlProblem() const;
+    void showRemoteStatus(const QString& text, bool error);
+    void updateRemoteStatus();   // as typed: none / to be checked at the next load / invalid
 
     EngineController* m_engine;
     QComboBox* m_model;
@@ -57,6 +62,8 @@ private:
     QDoubleSpinBox* m_hostBudget;   // GiB
     QDoubleSpinBox* m_gpuBudget;    // GiB
     QDoubleSpinBox* m_diskBudget;   // GiB
+    QLineEdit* m_remoteUrl;         // redis://host:port[/db], empty = no remote tier
+    QLabel* m_remoteStatus;         // what the URL is, or what the last load found there
     QPushButton* m_load;
     QPushButton* m_cancel;
     QProgressBar* m_progress;

@@ -104,6 +104,7 @@ TimingsPanel::TimingsPanel(EngineController* engine, QWidget* parent) : QWidget(
            "In compare mode the full prefill and the cached run side by side."));
     m_historyModel = new HistoryModel(&m_data, this);
     m_historyView = new QTableView(split);
+    m_historyView->setObjectName(QStringLiteral("historyTable"));
     m_historyView->setModel(m_historyModel);
     m_historyView->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_historyView->setSelectionMode(QAbstractItemView::SingleSelection);

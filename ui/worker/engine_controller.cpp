@@ -2,6 +2,7 @@
 
 #include "core/base/paths.h"
 #include "core/engine/backend_select.h"
+#include "core/store/remote_tier.h"
 
 #include <QDir>
 #include <QFile>
@@ -108,6 +109,7 @@ cc::EngineOptions engineOptions(const ModelRequest& request, const std::shared_p
     options.cache.host_budget_bytes = request.hostBudgetBytes;
     options.cache.disk_budget_bytes = request.diskBudgetBytes;
     options.cache.gpu_budget_bytes = request.gpuBudgetBytes;
+    options.cache.remote.url = request.remoteUrl;   // a bad URL throws here: the load fails, the previous model stays
     return options;
 }
 
@@ -185,6 +187,14 @@ void EngineWorker::loadModel(const ModelRequest& request) {
         for (const auto& w : m_state->engine->cache_warnings()) emit warning(QString::fromStdString(w));
         emit modelLoaded(info);
         emit cacheChanged();
+        // The remote tier connects lazily: ask it once now, so an unreachable Redis is said at
+        // load, not discovered as unexplained misses.
+        if (cc::RemoteTier* remote = m_state->engine->cache().remote()) {
+            const QString problem = QString::fromStdString(remote->check());
+            emit remoteChecked(QString::fromStdString(remote->describe()), problem);
+            if (!problem.isEmpty())
+                emit warning(QStringLiteral("remote tier unreachable, groups are compiled locally: %1").arg(problem));
+        }
     });
 }
 
@@ -528,6 +538,7 @@ EngineController::EngineController(std::shared_ptr<const cc::BackendRegistry> ba
     connect(m_worker, &EngineWorker::failed, this, &EngineController::failed, q);
     connect(m_worker, &EngineWorker::cancelled, this, &EngineController::cancelled, q);
     connect(m_worker, &EngineWorker::warning, this, &EngineController::warning, q);
+    connect(m_worker, &EngineWorker::remoteChecked, this, &EngineController::remoteChecked, q);
     connect(m_worker, &EngineWorker::toolsDescribed, this, &EngineController::toolsDescribed, q);
     connect(m_worker, &EngineWorker::tokens, this, &EngineController::tokens, q);
     connect(m_worker, &EngineWorker::queryFinished, this, &EngineController::queryFinished, q);

@@ -43,6 +43,7 @@ struct ModelRequest {
     uint64_t hostBudgetBytes = uint64_t(4) << 30;
     uint64_t diskBudgetBytes = uint64_t(32) << 30;
     uint64_t gpuBudgetBytes = uint64_t(8) << 30;  // the GPU tier (CUDA backend only)
+    std::string remoteUrl;                      // the shared Redis tier, redis://host:port[/db]; "" = none
 };
 
 struct ToolsRequest {
@@ -210,6 +211,9 @@ signals:
     void warning(const QString& message);    // cache problems (quarantined files, failed writes)
 
     void modelLoaded(const cc::ModelInfo& info);
+    // After a load with a remote tier: `where` is its URL without the password, `problem` ""
+    // when Redis answered, else why not (the engine works on: lookups miss it, compiles stay local).
+    void remoteChecked(const QString& where, const QString& problem);
     void toolsDescribed(const cc::ui::ToolsDescription& description);
     void compiled(const cc::CompileResult& result);
     void tokens(const cc::ui::TokenBatch& batch);
@@ -288,6 +292,7 @@ signals:
     void cancelled(const QString& task);
     void warning(const QString& message);
     void modelLoaded(const cc::ModelInfo& info);
+    void remoteChecked(const QString& where, const QString& problem);   // EngineWorker::remoteChecked
     void toolsDescribed(const cc::ui::ToolsDescription& description);
     void compiled(const cc::CompileResult& result);
     void tokens(const cc::ui::TokenBatch& batch);

@@ -1,0 +1,139 @@
+// The Model panel's remote tier (the app's side of contextcache-cli --remote): the URL reaches the
+// engine's options and the settings, a bad URL is said at once and refused at Load (the previous
+// model stays), an unreachable Redis is said after the load while the app goes on working (a
+// compile is a local miss), and a reachable one is said connected and shares groups.
+#include "ui/panels/model_panel.h"
+
+#include "tests/redis_server.h"
+#include "tests/ui/ui_test_rig.h"
+
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSettings>
+#include <QStandardPaths>
+
+using namespace cc::ui;
+using cc::ui::test::Rig;
+
+class TestModelPanel : public QObject {
+    Q_OBJECT
+
+    static QLineEdit* urlEdit(ModelPanel& panel) { return panel.findChild<QLineEdit*>(QStringLiteral("remoteUrlEdit")); }
+    static QLabel* remoteStatus(ModelPanel& panel) { return panel.findChild<QLabel*>(QStringLiteral("remoteStatus")); }
+    static QLabel* modelStatus(ModelPanel& panel) { return panel.findChild<QLabel*>(QStringLiteral("modelStatus")); }
+    static bool isError(QLabel* label) { return label->property("error").toBool(); }
+
+    // The panel's form set to the tiny test model in the rig's cache directory, with `url`.
+    static void setForm(ModelPanel& panel, const Rig& rig, const QString& url) {
+        ModelRequest r = rig.model;
+        r.remoteUrl = url.toStdString();
+        panel.setRequest(r);
+    }
+
+private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        initResources();
+    }
+
+    void theUrlReachesTheRequestAndTheSettings() {
+        Rig rig;
+        ModelPanel panel(&rig.controller);
+        QVERIFY(urlEdit(panel));
+        QVERIFY(remoteStatus(panel));
+        QCOMPARE(panel.request().remoteUrl, std::string());
+        QVERIFY(!isError(remoteStatus(panel)));
+        urlEdit(panel)->setText(QStringLiteral("  redis://127.0.0.1:6390/2 "));
+        QCOMPARE(panel.request().remoteUrl, std::string("redis://127.0.0.1:6390/2"));
+        QVERIFY(!isError(remoteStatus(panel)));
+
+        QSettings settings(QDir(rig.dir.path()).filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+        panel.saveSettings(settings);
+        ModelPanel other(&rig.controller);
+        QCOMPARE(other.request().remoteUrl, std::string());
+        other.restoreSettings(settings);
+        QCOMPARE(other.request().remoteUrl, std::string("redis://127.0.0.1:6390/2"));
+    }
+
+    void aBadUrlIsSaidAndRefusedAtLoad() {
+        Rig rig;
+        ModelPanel panel(&rig.controller);
+        QVERIFY(rig.load());   // a model in use, which a refused load must leave in place
+        setForm(panel, rig, QStringLiteral("http://127.0.0.1:6379"));
+        QVERIFY(isError(remoteStatus(panel)));
+        QVERIFY2(remoteStatus(panel)->text().contains(QStringLiteral("redis://")), qPrintable(remoteStatus(panel)->text()));
+        QSignalSpy started(&rig.controller, &EngineController::requestLoadModel);
+        auto* loadButton = panel.findChild<QPushButton*>(QStringLiteral("loadButton"));
+        QTRY_VERIFY(loadButton->isEnabled());   // the load's end (busyChanged) arrives after modelLoaded
+        loadButton->click();
+        QVERIFY2(modelStatus(panel)->text().contains(QStringLiteral("must start with redis://")),
+                 qPrintable(modelStatus(panel)->text()));
+        QTest::qWait(200);
+        QVERIFY(started.isEmpty());   // no load job was queued
+        QVERIFY(rig.controller.modelInfo());
+        urlEdit(panel)->setText(QStringLiteral("redis://h:99999"));
+        QVERIFY(isError(remoteStatus(panel)));
+        QVERIFY(remoteStatus(panel)->text().contains(QStringLiteral("port")));
+        urlEdit(panel)->clear();
+        QVERIFY(!isError(remoteStatus(panel)));
+    }
+
+    void anUnreachableRedisIsSaidAndTheAppWorksOn() {
+        Rig rig;
+        ModelPanel panel(&rig.controller);
+        const int port = cc::test::free_loopback_port();   // nothing listens there
+        QVERIFY(port > 0);
+        setForm(panel, rig, QStringLiteral("redis://127.0.0.1:%1").arg(port));
+        QSignalSpy loaded(&rig.controller, &EngineController::modelLoaded);
+        QSignalSpy checked(&rig.controller, &EngineController::remoteChecked);
+        panel.load();
+        QVERIFY(loaded.wait(cc::ui::test::kTimeoutMs) || !loaded.isEmpty());
+        QTRY_VERIFY_WITH_TIMEOUT(!checked.isEmpty(), 20000);
+        QVERIFY(!checked.first().at(1).toString().isEmpty());
+        QTRY_VERIFY(isError(remoteStatus(panel)));
+        QVERIFY2(remoteStatus(panel)->text().startsWith(QStringLiteral("Unreachable")), qPrintable(remoteStatus(panel)->text()));
+        QVERIFY(remoteStatus(panel)->text().contains(QString::number(port)));
+        // the engine goes on: a compile is a local miss
+        const auto compiled = rig.compile();
+        QVERIFY(compiled);
+        QCOMPARE(compiled->tier, cc::Tier::miss);
+    }
+
+    void aReachableRedisIsSaidConnectedAndSharesGroups() {
+        if (cc::test::RedisServer::binary().empty()) QSKIP("redis-server is not installed (apt install redis-server)");
+        QTemporaryDir redisDir;
+        cc::test::RedisServer redis(redisDir.path().toStdString());
+        QVERIFY2(redis.ok(), redis.log().c_str());
+        const QString url = QString::fromStdString(redis.url());
+
+        Rig a;   // publishes
+        {
+            ModelPanel panel(&a.controller);
+            setForm(panel, a, url);
+            QSignalSpy checked(&a.controller, &EngineController::remoteChecked);
+            QSignalSpy loaded(&a.controller, &EngineController::modelLoaded);
+            panel.load();
+            QVERIFY(loaded.wait(cc::ui::test::kTimeoutMs) || !loaded.isEmpty());
+            QTRY_VERIFY_WITH_TIMEOUT(!checked.isEmpty(), 20000);
+            QCOMPARE(checked.first().at(1).toString(), QString());
+            QVERIFY2(remoteStatus(panel)->text().startsWith(QStringLiteral("Connected")), qPrintable(remoteStatus(panel)->text()));
+            QVERIFY(!isError(remoteStatus(panel)));
+            const auto compiled = a.compile();
+            QVERIFY(compiled);
+            QCOMPARE(compiled->tier, cc::Tier::miss);
+        }
+        Rig b;   // another cache directory, the same Redis: a remote hit
+        ModelPanel panel(&b.controller);
+        setForm(panel, b, url);
+        QSignalSpy loaded(&b.controller, &EngineController::modelLoaded);
+        panel.load();
+        QVERIFY(loaded.wait(cc::ui::test::kTimeoutMs) || !loaded.isEmpty());
+        const auto compiled = b.compile();
+        QVERIFY(compiled);
+        QCOMPARE(compiled->tier, cc::Tier::remote);
+    }
+};
+
+QTEST_MAIN(TestModelPanel)
+#include "test_model_panel.moc"
