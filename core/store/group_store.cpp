@@ -206,6 +206,8 @@ void GroupStore::link_from_disk(const std::string& group_key, std::span<const to
         const std::string mismatch = disk_mismatch(mapped.header, group_key, prefix_ids, expected, backend);
         if (!mismatch.empty()) throw std::runtime_error(path.string() + ": " + mismatch);
     } catch (const std::exception& e) {
+        // Removed by another process (gc, rm) since the exists() above: a plain miss, not damage.
+        if (!fs::exists(path, ec)) return;
         const auto moved = quarantine(group_key, e.what());
         result.problem = std::string(e.what()) + "; moved to " + moved.string() + " and recompiled";
         return;
@@ -615,6 +617,9 @@ std::vector<std::string> GroupStore::verify() {
             const auto h = map_group_file(path).header;  // verified in place, unmapped again
             if (h.group_key != key) throw std::runtime_error(path.string() + ": header group_key differs from the file name");
         } catch (const std::exception& e) {
+            // Listed, then removed by another process (gc, rm) before it was read: not damage.
+            std::error_code gone;
+            if (!fs::exists(path, gone) && !gone) continue;
             const auto moved = quarantine(key, e.what());
             problems.push_back(std::string(e.what()) + " (moved to " + moved.string() + ")");
         }
@@ -678,9 +683,16 @@ std::vector<std::string> GroupStore::gc(size_t max_bytes) {
     return gc_locked(max_bytes);
 }
 
+std::vector<std::string> GroupStore::remove_stale_temp_files() {
+    if (!index_) return {};
+    return cc::remove_stale_temp_files(options_.dir / "groups");
+}
+
 std::vector<std::string> GroupStore::gc_locked(size_t max_bytes) {
     std::vector<std::string> removed;
     if (!index_) return removed;
+    // Temp files of writers killed before their rename take disk the budget does not count.
+    cc::remove_stale_temp_files(options_.dir / "groups");
     auto entries = index_->list();  // most recently used first
     uint64_t total = 0;
     for (const auto& e : entries) total += e.file_bytes;
