@@ -238,6 +238,8 @@ def main() -> int:
     ap.add_argument("--host-budget-bytes", type=int, default=6 << 20)
     ap.add_argument("--disk-budget-bytes", type=int, default=12 << 20)
     ap.add_argument("--max-body-bytes", type=int, default=256 << 10)
+    ap.add_argument("--tool-sets", type=int, help="use only the first N tool sets (default all 12)")
+    ap.add_argument("--queries", type=int, default=len(QUERIES), help=f"queries per tool set (default {len(QUERIES)})")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--work-dir", type=Path)
     ap.add_argument("--out", type=Path)
@@ -250,6 +252,9 @@ def main() -> int:
     for d in ("cache", "expected_cache"):
         shutil.rmtree(work / d, ignore_errors=True)
     sets = tool_sets(args.src, work / "toolsets", args.seed) + edited_sets(args.src, work / "toolsets")
+    if args.tool_sets:  # keep an edited set among them
+        sets = sets[:max(1, args.tool_sets - 1)] + sets[-1:]
+    del QUERIES[max(1, args.queries):]
     tools_json = [json.loads(p.read_text()) for p in sets]
 
     # The CLI's answers, into a cache directory of their own.
@@ -263,11 +268,11 @@ def main() -> int:
                 raise SystemExit(f"{NAME}: the reference query failed: {err[-400:]}")
             expected[(ti, qi)] = expected_answer(out)
     convos = []
-    for ci in range(4):
-        ti = [0, 1, 2, len(sets) - 1][ci]
-        first = expected[(ti, ci)]
+    for ci in range(min(4, len(sets))):
+        ti = [0, 1, 2, len(sets) - 1][ci] if len(sets) >= 4 else ci
+        first = expected[(ti, ci % len(QUERIES))]
         earlier = first["text"] if first["text"] is not None else json.dumps({"name": first["call"][0]})
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUERIES[ci]},
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUERIES[ci % len(QUERIES)]},
                     {"role": "assistant", "content": "I can help with that."},
                     {"role": "user", "content": QUERIES[(ci + 1) % len(QUERIES)] + " " + str(len(earlier))}]
         mfile = work / f"convo_{ci}.json"
