@@ -226,9 +226,20 @@ void GroupStore::link_from_disk(const std::string& group_key, std::span<const to
     if (!backend.links_in_place()) result.upload_gb_s = gb_per_s(mapped.payload.size(), result.upload_ms);
     result.group = group;
     result.tier = Tier::disk;
+    IndexEntry entry = index_entry_from_header(*group, mapped.file->size());
     std::lock_guard lock(mutex_);
     insert_locked(std::move(group), 0);
-    touch_index_locked(group_key);
+    try {
+        // A file the index lacks (its writer was killed between the rename and the upsert) would
+        // stay outside the disk budget, where no gc sees it: it is indexed again when it is used.
+        if (!index_->touch(group_key)) {
+            entry.last_used_unix_ms = unix_ms_now();
+            entry.hits = 1;
+            index_->upsert(entry);
+        }
+    } catch (const std::exception&) {
+        // usage counters only: a busy or read-only index does not fail a lookup
+    }
 }
 
 // The remote tier: fetch the group file's bytes (chunk checksums checked there), verify them as a

@@ -4,6 +4,7 @@
 #include "core/engine/engine.h"
 #include "core/research/tool_edits.h"
 #include "core/store/group_file.h"
+#include "core/store/group_index.h"
 #include "core/store/group_store.h"
 #include "tests/test_support.h"
 
@@ -346,6 +347,37 @@ TEST(Cache, DiskBudgetEvictsLeastRecentlyUsed) {
     EXPECT_FALSE(fs::exists(dir.path() / "groups" / (keys[1] + ".kv")));
     EXPECT_TRUE(fs::exists(dir.path() / "groups" / (keys[2] + ".kv")));
     EXPECT_LE(e->cache().disk_bytes(), one_file * 2 + one_file / 2);
+}
+
+// A process killed between its rename and its index upsert leaves a group file that the index
+// lacks. Opening a store reconciles the index with the files, but a server opened earlier would
+// not count that file in its disk budget nor evict it: linking it indexes it again.
+TEST(Cache, AGroupFileTheIndexLacksIsIndexedAgainWhenLinked) {
+    cc::test::TempDir dir;
+    const auto tools = tools_from({0, 1});
+    auto e = make_engine(dir.path());  // opened (and reconciled) before the file appears
+    std::string key;
+    {
+        auto writer = make_engine(dir.path());
+        key = writer->set_tools(tools, "").group_key;
+        writer->wait_for_persist();
+    }
+    const fs::path file = dir.path() / "groups" / (key + ".kv");
+    ASSERT_TRUE(fs::exists(file));
+    {
+        cc::GroupIndex index(dir.path());
+        index.remove(key);  // what the killed writer left: the file, no entry
+    }
+    EXPECT_EQ(e->cache().disk_bytes(), 0u);
+    const auto c = e->set_tools(tools, "");
+    EXPECT_EQ(c.tier, cc::Tier::disk);
+    EXPECT_EQ(e->cache().disk_bytes(), fs::file_size(file));
+    cc::GroupIndex index(dir.path());
+    const auto entry = index.get(key);
+    ASSERT_TRUE(entry.has_value());
+    EXPECT_EQ(entry->file_bytes, fs::file_size(file));
+    EXPECT_EQ(entry->hits, 1u);
+    EXPECT_TRUE(*ask(*e).identical);
 }
 
 TEST(Cache, MemoryBudgetKeepsGroupsInUse) {
