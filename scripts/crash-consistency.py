@@ -18,7 +18,8 @@ After every round, with nothing running (the checks are themselves fresh process
   - every visible groups/KEY.kv verifies: `cache verify` reports no problem (a partial or damaged
     visible file would be one) and nothing was ever quarantined;
   - the index agrees with the files once verify has run (`cache ls` == the visible files), and the
-    drift before it (files the index misses, entries without a file) is counted;
+    drift the kills left before it (files the index misses, entries without a file: read from
+    index.sqlite directly, since opening a store reconciles) is counted;
   - no temp file of a killed writer is left once verify has run (they take disk the budget does not
     count; `cache verify` and every gc remove those whose writer's flock is free);
   - every actor that ended by itself exited 0 (queries `identical`, serve replies 200).
@@ -40,6 +41,7 @@ import os
 import random
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -202,11 +204,27 @@ def index_keys(cli: Cli, problems: list[str], when: str) -> set[str] | None:
     return {g["group_key"] for g in out["groups"]}
 
 
+def index_rows_as_left(cache_dir: Path) -> set[str] | None:
+    """The keys in index.sqlite as the killed processes left it, read directly (read-only): any
+    contextcache-cli process would reconcile the index with the files when it opens the store."""
+    db = cache_dir / "index.sqlite"
+    if not db.exists():
+        return None  # dropped this round and not recreated: the next opener rebuilds it
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        try:
+            return {r[0] for r in con.execute("SELECT group_key FROM groups")}
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+
+
 def check_directory(cli: Cli, problems: list[str], drift: dict, when: str) -> None:
     state = group_dir_state(cli.cache_dir)
     if state["quarantined"]:
         problems.append(f"{when}: files were quarantined: {state['quarantined']}")
-    before = index_keys(cli, problems, when)
+    before = index_rows_as_left(cli.cache_dir)
     if before is not None:
         files = set(state["visible"])
         drift["files_not_indexed"] += len(files - before)
