@@ -111,16 +111,7 @@ Engine::~Engine() {
 std::vector<PersistResult> Engine::wait_for_persist() {
     std::vector<PersistResult> results;
     std::lock_guard lock(persist_mutex_);
-    for (auto& [key, f] : pending_persist_) {
-        PersistResult r = f.get();
-        if (!r.ok) warnings_.push_back("group " + key.substr(0, 12) + ": not written to the cache: " + r.error);
-        if (compile_ && compile_->group_key == key) {
-            compile_->persist_ms = r.persist_ms;
-            compile_->persisted = r.ok;
-            compile_->persist_error = r.error;
-        }
-        results.push_back(std::move(r));
-    }
+    for (auto& [key, f] : pending_persist_) results.push_back(record_persist_locked(key, f.get()));
     pending_persist_.clear();
     return results;
 }
@@ -472,10 +463,39 @@ void Engine::persist_async(const std::shared_ptr<const Group>& group) {
     backend_->export_kv(*group->kv, static_cast<int>(group->prefix_ids.size()), canonical);
     GroupStore* store = cache_.get();
     std::lock_guard lock(persist_mutex_);
+    // Writes that have ended are collected here too, not only by wait_for_persist (which a server
+    // never calls): each pending entry would otherwise stay for the engine's lifetime.
+    collect_finished_persists_locked();
     pending_persist_.emplace_back(group->group_key,
-                                  std::async(std::launch::async, [store, group, bytes = std::move(canonical)]() mutable {
-                                      return store->persist(group, std::move(bytes));
+                                  // An init-capture: a plain copy of the const parameter would be
+                                  // a const member, which std::move below could not empty.
+                                  std::async(std::launch::async, [store, held = std::shared_ptr<const Group>(group),
+                                                                  bytes = std::move(canonical)]() mutable {
+                                      // The future's state keeps this lambda until it is collected:
+                                      // holding the group there would mark it in use and exempt it
+                                      // from the memory budget and from disk gc. So it is released here.
+                                      const std::shared_ptr<const Group> g = std::move(held);
+                                      return store->persist(g, std::move(bytes));
                                   }));
+}
+
+void Engine::collect_finished_persists_locked() {
+    std::erase_if(pending_persist_, [&](auto& pending) {
+        auto& [key, f] = pending;
+        if (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+        record_persist_locked(key, f.get());
+        return true;
+    });
+}
+
+PersistResult Engine::record_persist_locked(const std::string& key, PersistResult r) {
+    if (!r.ok) warnings_.push_back("group " + key.substr(0, 12) + ": not written to the cache: " + r.error);
+    if (compile_ && compile_->group_key == key) {
+        compile_->persist_ms = r.persist_ms;
+        compile_->persisted = r.ok;
+        compile_->persist_error = r.error;
+    }
+    return r;
 }
 
 void Engine::begin_request(CancelToken token) {

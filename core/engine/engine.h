@@ -333,8 +333,10 @@ public:
     GroupStore& cache() { return *cache_; }
     // The step scheduler's totals since load (zeros when the engine does not batch); any thread.
     SchedulerTotals step_totals() const { return scheduler_ ? scheduler_->totals() : SchedulerTotals{}; }
-    // Waits for the background writes of newly compiled groups; returns their results (and fills
-    // persist_ms / persisted / persist_error of current_tools()).
+    // Waits for the background writes of newly compiled groups; returns the results of those not
+    // collected yet (a write that has ended is collected when the next one starts; a failed one is
+    // in cache_warnings() either way) and fills persist_ms / persisted / persist_error of
+    // current_tools().
     std::vector<PersistResult> wait_for_persist();
     // Problems met by the cache (damaged files quarantined, index rebuilt, failed writes).
     std::vector<std::string> cache_warnings();
@@ -361,6 +363,8 @@ private:
                                                 CompileResult& result);
     // Writes the group file in the background (persistent caches only); see wait_for_persist.
     void persist_async(const std::shared_ptr<const Group>& group);
+    void collect_finished_persists_locked();  // persist_mutex_ held
+    PersistResult record_persist_locked(const std::string& key, PersistResult r);
     // The one place the engine renders a tool set's prefix (the current set's, a conversation's
     // group, a preview).
     RenderedPrefix render_prefix(const ToolSet& tools, const std::string& system_prompt) const;
