@@ -326,6 +326,7 @@ def main() -> int:
     args = ap.parse_args()
 
     t_start = time.monotonic()
+    commit = git_commit(args.src)  # at the start: the tree may change while a long run goes on
     rng = random.Random(args.seed)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="cc-crash-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -369,7 +370,7 @@ def main() -> int:
     final = final_checks(cli, sets, combos, tools_json, work, problems)
     record = {
         "benchmark": "crash_consistency",
-        "commit": git_commit(args.src),
+        "commit": commit,
         "machine": machine_info(),
         "date_unix": int(time.time()),
         "model": args.model,

@@ -247,6 +247,7 @@ def main() -> int:
     warmup = args.warmup_s if args.warmup_s is not None else args.duration_s / 5
 
     t_start = time.monotonic()
+    commit = git_commit(args.src)  # at the start: the tree may change while a long run goes on
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="cc-soak-"))
     work.mkdir(parents=True, exist_ok=True)
     for d in ("cache", "expected_cache"):
@@ -369,7 +370,7 @@ def main() -> int:
     n_replies = sum(n for op in ("chat", "convo") for n in load.counts.get(op, {}).values())
     record = {
         "benchmark": "soak",
-        "commit": git_commit(args.src),
+        "commit": commit,
         "machine": machine_info(),
         "date_unix": int(time.time()),
         "model": args.model,
