@@ -21,7 +21,9 @@ Every --sample-s seconds: VmRSS and Threads from /proc/PID/status, entries of /p
 the warm-up (--warmup-s) and at the end the load pauses and, once the server is idle, threads and
 descriptors are read: the end's must not exceed the warm-up's (descriptors: + 2 at most, what a
 health check in flight holds). RSS growth = (median of the last 10% of samples) / (median of the
-first 10% after the warm-up) - 1, at most --max-rss-growth (5%). Then the server is stopped
+first 10% after the warm-up) - 1, at most --max-rss-growth (5%). At the end the group files must be
+within the disk budget, give or take one group; the memory tier's bytes (/status) are recorded
+against its budget (not yet a failure: see docs/testing.md#soak). Then the server is stopped
 (SIGINT, exit 0 expected) and `cache verify` must find its directory consistent.
 
 Prints one JSON object (also to --out); exit 1 when a check fails. Standard library only.
@@ -325,8 +327,25 @@ def main() -> int:
             next_sample = now + args.sample_s
         time.sleep(0.2)
     alive = srv.proc.poll() is None
+    budgets = {}
     if alive:
         idle_checkpoint("end")
+        # The budgets hold at idle: a tier may exceed its budget by one group at most (the one a
+        # request holds is kept), and the disk's gc runs at each persist.
+        status, st = http_json(srv.base + "/status", timeout=60)
+        sizes = [f.stat().st_size for f in (work / "cache" / "groups").glob("*.kv")]
+        largest = max(sizes, default=0)
+        if status == 200 and isinstance(st, dict) and "cache" in st:
+            budgets = {"memory_bytes": st["cache"]["memory"]["bytes"], "disk_bytes_indexed": st["cache"]["disk"]["bytes"],
+                       "disk_bytes_files": sum(sizes), "group_files": len(sizes), "largest_group_file_bytes": largest}
+            # Recorded, not a failure yet: the memory tier evicts only when a group is inserted, and
+            # skips the groups requests hold then, so after concurrent use it stays over its budget
+            # until the next insert (a known issue, docs/testing.md#soak).
+            budgets["memory_over_budget"] = budgets["memory_bytes"] > args.host_budget_bytes + largest
+            if budgets["disk_bytes_files"] > args.disk_budget_bytes + largest:
+                load.error(f"group files {budgets['disk_bytes_files']} bytes over the disk budget {args.disk_budget_bytes}")
+        else:
+            load.error(f"GET /status at the end: {status}")
     load.stop.set()
     for t in threads:
         t.join(180)
@@ -385,6 +404,7 @@ def main() -> int:
         "wrong_replies": sum(c.get("wrong", 0) for c in load.counts.values()),
         "rss": rss,
         "idle_checkpoints": checkpoints,
+        "budgets_at_end": budgets,
         "cache_verify": verify,
         "groups_at_end": len(state["visible"]),
         "failures": failures,
