@@ -349,6 +349,8 @@ int cmd_cache(Args& args, const cc::EngineOptions& options, bool json) {
         const auto problems = store.verify();
         out["problems"] = problems;
         out["ok"] = problems.empty();
+        // Not a problem: what writers killed before their rename left (never visible as groups).
+        out["temp_files_removed"] = store.remove_stale_temp_files().size();
         rc = problems.empty() ? 0 : 1;
         if (!json) {
             for (const auto& p : problems) std::cout << "BAD  " << p << "\n";

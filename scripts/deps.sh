@@ -14,6 +14,7 @@ CC_PACKAGES=(
   libcpp-httplib-dev                             # the HTTP server (core/serve)
   libhiredis-dev                                 # the shared remote group tier on Redis (core/store/remote_tier)
   redis-server haproxy curl                      # scripts/cluster.sh and the remote-tier / cluster tests (they skip without them)
+  python3                                        # scripts/crash-consistency.py, scripts/soak.py and their ctests
   clang libclang-rt-14-dev                       # clang builds, scripts/sanitize.sh, libFuzzer (fuzz/); -rt is only recommended
   googletest libgtest-dev libgmock-dev           # unit tests
   libbenchmark-dev                               # bench/

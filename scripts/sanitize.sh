@@ -10,8 +10,9 @@
 #   FUZZ=1 (asan with clang): also build the libFuzzer binaries (fuzz/) in the same tree, with
 #   -DCONTEXTCACHE_FUZZ=ON, so one build serves both where CPU is short; the coverage
 #   instrumentation this adds to every object makes the tests slower.
-# Suppressions (scripts/sanitizers/*.supp) are only for reports inside third-party libraries;
-# each entry says why. See docs/testing.md#sanitizers.
+# Suppressions (scripts/sanitizers/*.supp) are only for reports inside third-party libraries, or a
+# race harmless by design (tsan.supp: PeerSocket's descriptor scan); each entry says why. See
+# docs/testing.md#sanitizers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}

@@ -478,18 +478,25 @@ void Engine::persist_async(const std::shared_ptr<const Group>& group) {
     GroupStore* store = cache_.get();
     const int n = static_cast<int>(group->prefix_ids.size());
     std::future<PersistResult> done;
+    // The future's state keeps its lambda until the write is collected: a group held there would
+    // count as in use (exempt from the memory budget and disk gc), so the task moves it out and
+    // releases it when the write ends. (An init-capture: a plain copy of the const parameter
+    // would be a const member, which std::move could not empty.)
     if (backend_->exports_layers()) {
         const Backend* backend = backend_.get();   // outlives the write: a reload waits for it first
-        done = std::async(std::launch::async, [store, group, backend, n] {
-            return store->persist(group, [&](int layer, std::span<std::byte> out) {
-                backend->export_kv_layer(*group->kv, n, layer, out);
+        done = std::async(std::launch::async, [store, held = std::shared_ptr<const Group>(group), backend, n]() mutable {
+            const std::shared_ptr<const Group> g = std::move(held);
+            return store->persist(g, [&](int layer, std::span<std::byte> out) {
+                backend->export_kv_layer(*g->kv, n, layer, out);
             });
         });
     } else {
         std::vector<std::byte> canonical(group->kv_bytes);
         backend_->export_kv(*group->kv, n, canonical);
-        done = std::async(std::launch::async, [store, group, bytes = std::move(canonical)]() mutable {
-            return store->persist(group, std::move(bytes));
+        done = std::async(std::launch::async, [store, held = std::shared_ptr<const Group>(group),
+                                               bytes = std::move(canonical)]() mutable {
+            const std::shared_ptr<const Group> g = std::move(held);
+            return store->persist(g, std::move(bytes));
         });
     }
     std::lock_guard lock(persist_mutex_);

@@ -10,6 +10,7 @@
 #endif
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -315,7 +316,19 @@ public:
     ~Fd() {
         if (fd_ >= 0) ::close(fd_);
     }
+    Fd& operator=(Fd&& other) noexcept {
+        if (this != &other) {
+            if (fd_ >= 0) ::close(fd_);
+            fd_ = other.release();
+        }
+        return *this;
+    }
     int get() const { return fd_; }
+    int release() {
+        const int fd = fd_;
+        fd_ = -1;
+        return fd;
+    }
     // close(2) can report a deferred write error (NFS); the writer checks it.
     int close() {
         const int r = ::close(fd_);
@@ -569,10 +582,28 @@ void write_atomically(const std::filesystem::path& path, const std::string& sour
                       const std::function<void(int fd)>& contents) {
     if (path.filename().empty()) fail(source, "not a file name");
     const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    const std::filesystem::path temp = dir / temp_name_for(path);
-    const int raw = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (raw < 0) fail(source, "cannot create temp file " + temp.filename().string() + ": " + std::strerror(errno));
-    Fd fd(raw);
+    std::filesystem::path temp;
+    Fd fd;
+    // The temp is locked from its creation until its rename, so that remove_stale_temp_files knows
+    // it is alive. A cleaner may lock and remove it between our open and our flock: then our name
+    // no longer points at our file (stat and fstat differ) and we start again under a new name.
+    for (int attempt = 0;; ++attempt) {
+        temp = dir / temp_name_for(path);
+        const int raw = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (raw < 0) fail(source, "cannot create temp file " + temp.filename().string() + ": " + std::strerror(errno));
+        Fd candidate(raw);
+        int locked = ::flock(candidate.get(), LOCK_EX);
+        while (locked != 0 && errno == EINTR) locked = ::flock(candidate.get(), LOCK_EX);
+        // A file system without flock: unlocked, and then no cleaner can lock it either, so none
+        // removes it (a dead writer's temp stays, as it did before there were cleaners).
+        struct stat by_fd {}, by_name {};
+        if (locked != 0 || (::fstat(candidate.get(), &by_fd) == 0 && ::stat(temp.c_str(), &by_name) == 0 &&
+                            by_fd.st_dev == by_name.st_dev && by_fd.st_ino == by_name.st_ino)) {
+            fd = Fd(candidate.release());
+            break;
+        }
+        if (attempt == 8) fail(source, "temp file " + temp.filename().string() + " keeps being removed under the writer");
+    }
     auto discard = [&] {
         if (fd.get() >= 0) fd.close();
         ::unlink(temp.c_str());
@@ -582,6 +613,10 @@ void write_atomically(const std::filesystem::path& path, const std::string& sour
         // The data must be durable before the name points at it, or a crash could leave a
         // complete-looking name over missing blocks.
         if (::fsync(fd.get()) != 0) throw_errno("fsync");
+        // The flock belongs to the open file description: a duplicate keeps it held through the
+        // rename after fd is closed (close's deferred error is checked before the name is given).
+        const Fd lock_holder(::dup(fd.get()));
+        if (lock_holder.get() < 0) throw_errno("dup");
         if (fd.close() != 0) throw_errno("close");
         if (::rename(temp.c_str(), path.c_str()) != 0) throw_errno("rename");
     } catch (const std::system_error& e) {
@@ -650,6 +685,30 @@ void write_group_file_bytes(const std::filesystem::path& path, std::span<const s
     const std::string source = path.string();
     parse_group_header(file_bytes, file_bytes.size(), source);  // at least the preamble, header and size
     write_atomically(path, source, [&](int fd) { write_all(fd, file_bytes.data(), file_bytes.size()); });
+}
+
+std::vector<std::string> remove_stale_temp_files(const std::filesystem::path& dir) {
+    std::vector<std::string> removed;
+    std::error_code ec;
+    std::vector<std::filesystem::path> temps;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.starts_with(".") && name.find(".tmp-") != std::string::npos) temps.push_back(entry.path());
+    }
+    for (const auto& temp : temps) {
+        const int raw = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (raw < 0) continue;  // renamed or removed meanwhile
+        const Fd fd(raw);
+        // Held: a writer is alive (or just created it and is about to lock it). Free: its writer died.
+        if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;
+        struct stat by_fd {}, by_name {};
+        // Still the file we locked (a live writer renames its temp away while holding the lock).
+        if (::fstat(fd.get(), &by_fd) != 0 || ::stat(temp.c_str(), &by_name) != 0 || by_fd.st_dev != by_name.st_dev ||
+            by_fd.st_ino != by_name.st_ino)
+            continue;
+        if (::unlink(temp.c_str()) == 0) removed.push_back(temp.filename().string());
+    }
+    return removed;
 }
 
 std::vector<std::byte> encode_group_file(const GroupMeta& header, std::span<const std::byte> payload) {

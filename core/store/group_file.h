@@ -65,7 +65,9 @@ struct GroupFileWriteOptions {
 };
 
 // Writes the file atomically: a temp file ".<name>.tmp-<pid>-<random>" in the same directory,
-// fsync, rename to `path`, fsync of the directory. `payload` is the canonical KV
+// held under an exclusive flock from its creation until it is renamed (so that
+// remove_stale_temp_files can tell a live writer's temp from a dead one's), fsync, rename to
+// `path`, fsync of the directory. `payload` is the canonical KV
 // (group_payload_bytes(header) bytes); the header is validated as a reader would. Throws
 // std::runtime_error "<path>: <problem>" (e.g. disk full, read-only directory) after removing the
 // temp file; never leaves a partial file at `path`. An exception thrown by options.on_progress
@@ -77,6 +79,11 @@ void write_group_file(const std::filesystem::path& path, const GroupMeta& header
 using GroupLayerSource = std::function<void(int layer, std::span<std::byte> out)>;
 void write_group_file(const std::filesystem::path& path, const GroupMeta& header, const GroupLayerSource& layers,
                       const GroupFileWriteOptions& options = {});
+
+// Removes the temp files in `dir` that a writer which died before its rename left behind (SIGKILL,
+// power cut): those whose flock nobody holds. A live writer's temp is never touched: it holds the
+// lock until its rename. Returns the names removed.
+std::vector<std::string> remove_stale_temp_files(const std::filesystem::path& dir);
 
 // The same atomic write for a whole group file's bytes as they came from elsewhere (the remote
 // tier): the preamble, header and size are checked first (the checksums are the caller's:

@@ -141,8 +141,12 @@ public:
     Tier tier_of(const std::string& group_key) const;
     std::vector<GroupInfo> list() const;          // gpu, memory and disk, most recently used first
     // Reads every group file in full (header, size, checksums); bad ones are quarantined. Returns
-    // one line per problem (empty when all are good).
+    // one line per problem (empty when all are good). A file another process removes meanwhile
+    // (gc, rm) is not a problem.
     std::vector<std::string> verify();
+    // Removes the temp files of writers that died before their rename (remove_stale_temp_files in
+    // group_file.h); also done by every gc. Returns their names.
+    std::vector<std::string> remove_stale_temp_files();
     bool remove(const std::string& group_key);    // from every tier
     bool drop_from_memory(const std::string& group_key);  // evict from the gpu and memory tiers (disk stays)
     void clear();                                 // every tier

@@ -181,9 +181,13 @@ TEST(CacheCli, ACompileKilledWithSigkillLeavesNoPartialFile) {
         kill(pid, SIGKILL);
         int status = 0;
         waitpid(pid, &status, 0);
-        // Whatever moment the kill hit, every visible group file is complete.
+        // Whatever moment the kill hit, every visible group file is complete, and verify removes
+        // the temp file a writer killed before its rename left (nobody holds its lock).
         const auto v = cli(dir.path(), {"--json", "cache", "verify"});
         EXPECT_EQ(v.exit_code, 0) << "attempt " << attempt << ": " << v.out;
+        std::error_code ec;
+        for (const auto& f : fs::directory_iterator(dir.path() / "groups", ec))
+            EXPECT_FALSE(f.path().filename().string().starts_with(".")) << "left behind: " << f.path();
     }
     auto c = cli(dir.path(), {"--json", "query", "--tools", toolset(20), "--system", "kill 0", "--query", "q", "--mode",
                               "compare", "--max-new-tokens", "2", "--ignore-eos"});

@@ -327,6 +327,24 @@ TEST_F(GpuTier, ACpuBackendKeepsTheMemoryTier) {
     EXPECT_EQ(store.memory_bytes(), group_bytes());
 }
 
+// Eviction skips the groups requests hold. A group held when another was inserted stays over the
+// budget then; once it is released, the next hit evicts it (not only the next insert).
+TEST_F(GpuTier, AHitEvictsWhatWasHeldAtTheLastInsert) {
+    auto cpu = cc::make_cpu_backend(*weights_);
+    cc::GroupStore store(budgets(0, group_bytes()));  // room for one group
+    store.set_backend(cpu.get());
+    auto a = compile('a');
+    store.insert(a);  // held here: in use
+    store.insert(compile('b'));
+    EXPECT_EQ(store.memory_size(), 2u);  // over budget: a is in use, b was just inserted
+    a.reset();
+    const auto hit = store.find(key_of('b'), prefix_of('b'), expected(), *cpu);
+    EXPECT_EQ(hit.tier, cc::Tier::memory);
+    EXPECT_EQ(store.memory_size(), 1u);
+    EXPECT_EQ(store.memory_bytes(), group_bytes());
+    EXPECT_EQ(store.tier_of(key_of('a')), cc::Tier::miss);
+}
+
 // The names results and the CLI write, and back.
 TEST(TierNames, RoundTrip) {
     for (const cc::Tier t : {cc::Tier::gpu, cc::Tier::memory, cc::Tier::disk, cc::Tier::remote, cc::Tier::miss})

@@ -656,6 +656,34 @@ TEST(GroupFile, WriterKilledMidWriteLeavesNoFileAtTheFinalPath) {
     const fs::path temp = dir.path() / names[0];
     EXPECT_GT(fs::file_size(temp), 0u);
     EXPECT_NE(error_of([&] { cc::read_group_header(temp); }).find("truncated"), std::string::npos);
+    // Its writer is dead, so nobody holds its lock: the cleaner removes it, and only it.
+    EXPECT_EQ(cc::remove_stale_temp_files(dir.path()), std::vector<std::string>{names[0]});
+    EXPECT_TRUE(dir_names(dir.path()).empty());
+}
+
+// A live writer holds its temp's lock until the rename: a cleaner running meanwhile (here from
+// inside the writer's own progress hook) leaves it alone, and the write completes.
+TEST(GroupFile, ALiveWritersTempFileIsNotRemovedByTheCleaner) {
+    cc::test::TempDir dir;
+    const fs::path p = dir.path() / "g.kv";
+    const auto h = make_header(4, 2, 16, 200, "f32");
+    const auto payload = make_payload(h);
+    cc::GroupFileWriteOptions opt;
+    opt.chunk_bytes = 4096;
+    std::vector<std::string> seen, removed;
+    opt.on_progress = [&](size_t) {
+        if (!seen.empty()) return;
+        seen = dir_names(dir.path());
+        removed = cc::remove_stale_temp_files(dir.path());
+    };
+    cc::write_group_file(p, h, payload, opt);
+    ASSERT_EQ(seen.size(), 1u);
+    EXPECT_TRUE(seen[0].starts_with(".g.kv.tmp-")) << seen[0];
+    EXPECT_TRUE(removed.empty()) << removed[0];
+    std::vector<std::byte> out;
+    EXPECT_EQ(cc::read_group_file(p, out).n_tokens(), 200u);
+    EXPECT_EQ(dir_names(dir.path()), std::vector<std::string>{"g.kv"});
+    EXPECT_TRUE(cc::remove_stale_temp_files(dir.path()).empty());  // a group file is never a temp
 }
 
 // A directory the writer may not create files in. chmod 0500 does not stop root, so as root the
