@@ -448,7 +448,8 @@ PersistResult GroupStore::persist(const std::shared_ptr<const Group>& group, std
         return r;
     }
     return persist(group, [&](int layer, std::span<std::byte> out) {
-        std::memcpy(out.data(), canonical_kv.data() + static_cast<size_t>(layer) * layer_bytes, out.size());
+        if (!out.empty())  // memcpy of nothing from a null pointer is still undefined
+            std::memcpy(out.data(), canonical_kv.data() + static_cast<size_t>(layer) * layer_bytes, out.size());
     });
 }
 
