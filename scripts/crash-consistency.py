@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness_common import Cli, Server, chat_body, git_commit, group_dir_state, http_json, log, machine_info, \
+from harness_common import Cli, Server, chat_body, finish, git_commit, group_dir_state, http_json, log, machine_info, \
     reply_text, tool_sets  # noqa: E402
 
 NAME = "crash-consistency"
@@ -385,12 +385,7 @@ def main() -> int:
         "problems": problems[:50],
         "wall_s": round(time.monotonic() - t_start, 1),
     }
-    text = json.dumps(record, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
-    if not problems and not args.work_dir:
-        shutil.rmtree(work, ignore_errors=True)
+    finish(record, args.out, work, keep_work=bool(args.work_dir), ok=not problems)
     log(NAME, f"{stats['kills']} kills in {stats['rounds']} rounds, {len(problems)} inconsistencies, "
               f"{record['wall_s']} s")
     return 1 if problems else 0

@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import subprocess
 import threading
 import time
@@ -193,3 +194,14 @@ def reply_text(resp: dict) -> str:
     """The assistant's reply as the CLI's `text` has it: content, or the raw tool call."""
     msg = resp["choices"][0]["message"]
     return msg.get("content") or ""
+
+
+def finish(record: dict, out: Path | None, work: Path, keep_work: bool, ok: bool) -> None:
+    """A run's end: its JSON record on stdout (and in `out`), and its scratch folder removed when
+    the run passed and the caller did not name the folder."""
+    text = json.dumps(record, indent=1)
+    print(text)
+    if out:
+        out.write_text(text + "\n")
+    if ok and not keep_work:
+        shutil.rmtree(work, ignore_errors=True)

@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness_common import Cli, Server, git_commit, group_dir_state, http_json, log, machine_info, \
+from harness_common import Cli, Server, finish, git_commit, group_dir_state, http_json, log, machine_info, \
     tool_sets  # noqa: E402
 
 NAME = "soak"
@@ -418,12 +418,7 @@ def main() -> int:
         "samples": samples,
         "wall_s": round(time.monotonic() - t_start, 1),
     }
-    text = json.dumps(record, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
-    if not failures and not args.work_dir:
-        shutil.rmtree(work, ignore_errors=True)
+    finish(record, args.out, work, keep_work=bool(args.work_dir), ok=not failures)
     log(NAME, f"{n_replies} checked replies, {record['wrong_replies']} wrong, RSS growth {rss.get('growth')}, "
               f"{len(failures)} failures, {record['wall_s']} s")
     return 0 if not failures else 1
