@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from qwen3_tokenizer import Qwen3Tokenizer  # noqa: E402
 from intents import INTENTS, PREPOSITIONS  # noqa: E402
 from intents_more import CHAT_MORE, DOMAIN_QUESTIONS, MORE_INTENTS  # noqa: E402
+import families  # noqa: E402
 
 # every hand-written phrasing of each bundled tool (intents.py, then intents_more.py)
 ALL_INTENTS = {n: INTENTS.get(n, []) + MORE_INTENTS.get(n, []) for n in set(INTENTS) | set(MORE_INTENTS)}
@@ -43,6 +44,8 @@ ALL_INTENTS = {n: INTENTS.get(n, []) + MORE_INTENTS.get(n, []) for n in set(INTE
 # queries per asked tool, 2-4 general requests per context); "v2" adds intents_more.py (14 more
 # phrasings per tool, asked 65% of the time), questions about the tools' own domains that no tool
 # answers, more general chat, and 2-3 queries per asked tool and 3-5 general requests per context.
+# "v3" (make_group_v3) keeps v2's bundled queries and general requests and adds the synthetic tool
+# families of families.py, name styles over every tool, and three more kinds of no-tool request.
 PHRASING = "v1"
 CHATS = None   # (lo, hi) no-tool requests per context, from --chats
 
@@ -337,7 +340,7 @@ def query_for_tool(rng, fn):
                 said.append(f"with {words_of(k)} {s}")
     rng.shuffle(said)
     r = rng.random()
-    v2 = PHRASING == "v2"
+    v2 = PHRASING in ("v2", "v3")
     intents = ALL_INTENTS if v2 else INTENTS
     if fn["name"] in intents and r < (0.65 if v2 else 0.5):
         task = rng.choice(intents[fn["name"]])
@@ -446,6 +449,8 @@ NO_TOOL_ANSWERS = {
     "chat": "I can answer that directly; no tool is needed.",
     "irrelevant": "None of the available tools can help with that.",
 }
+# kinds answered with NO_TOOL_ANSWERS["chat"]; every other no-tool kind gets "irrelevant"
+CHAT_KINDS = ("chat", "domain_question", "meta_question")
 
 
 # ---- BFCL ------------------------------------------------------------------------------------------
@@ -712,6 +717,168 @@ def make_group(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfc
     return tools, [it for it in items if holdout.ok(it[0])][:n_max]
 
 
+# ---- v3: synthetic families, name styles, more kinds of no-tool request -----------------------------
+
+class V3:
+    """What make_group_v3 needs besides make_group's arguments (set up once in main)."""
+
+    def __init__(self, rng, styles, bfcl_held_names):
+        self.styles = styles    # share of contexts whose tools are all shown in one name style
+        self.check = families.FamilyHoldOut(bfcl_held_names)
+        self.style_counts = {}
+        self.family_counts = {}
+
+
+def synthetic_schema(rng, tool, camel_params):
+    return normalise_tool(families.tool_schema(tool, rng, camel_params))
+
+
+def make_group_v3(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfcl_pool, max_prefix, n_max, max_k,
+                  args_max_tools_asked, rename, min_k, v3):
+    """make_group with --phrasing v3: one to three training families' tools (a random subset of
+    each, so some of their verbs are missing) next to bundled and BFCL tools; then, in a share of
+    the contexts, every tool renamed into one style (camelCase, kebab, dotted, MCP server prefix).
+    Held-out families never take part (families.HELD_OUT_FAMILIES; asserted per tool)."""
+    r = rng.random()
+    entries, irr = [], []
+    synth = {}   # shown-before-styling name -> (families.Tool, camel_params)
+    must = []
+    fams = rng.sample(families.TRAIN_FAMILIES, rng.choice([1, 1, 2, 2, 3] if r < 0.85 else [0, 1]))
+    for fid in fams:
+        v3.family_counts[fid] = v3.family_counts.get(fid, 0) + 1
+        ft = families.ALL_TOOLS[fid]
+        ft = rng.sample(ft, rng.randint(min(2, len(ft)), len(ft)))
+        camel_params = rng.random() < 0.3
+        for t in ft:
+            synth[t.name] = (t, camel_params)
+            must.append(synthetic_schema(rng, t, camel_params))
+    if r < 0.85:
+        k = sample_k(rng, max_k, min_k)
+        entries = rng.sample(bfcl_calls, rng.choice([0, 0, 1, 1, 2]))
+        must += [f for e in entries for f in e["functions"] if rng.random() < 0.7 or f["name"] == e["call"]["name"]]
+        tools = build_context(rng, must, [(0.8, bundled), (0.2, bfcl_pool)], max(k, len(must)))
+        mode = "mixed"
+    else:
+        k = sample_k(rng, max_k, min_k)
+        entries = rng.sample(bfcl_calls, rng.choice([1, 2]))
+        irr = rng.sample(bfcl_irrel, 2)
+        must += [f for e in entries for f in e["functions"]] + [f for e in irr for f in e["functions"]]
+        tools = build_context(rng, must, [(1.0, bfcl_pool)], max(k // 2, 1))
+        mode = "bfcl"
+    seen, uniq = set(), []
+    for t in tools:
+        if tool_name(t) not in seen:
+            seen.add(tool_name(t))
+            uniq.append(t)
+    tools = uniq
+    needed = {e["call"]["name"] for e in entries}
+    prefix_len = len(rd.prompt_ids(tools, "")[0])
+    while prefix_len > max_prefix and len(tools) > 1:
+        idx = [i for i, t in enumerate(tools) if tool_name(t) not in needed] or list(range(len(tools)))
+        tools.pop(rng.choice(idx))
+        prefix_len = len(rd.prompt_ids(tools, "")[0])
+    names = frozenset(tool_name(t) for t in tools)
+    if names in eval_sets:
+        return tools, []
+    by_name = {tool_name(t): normalise_tool(t) for t in tools}
+    synth = {n: synth[n] for n in synth if n in by_name}
+    bundled_names = {t["function"]["name"] for t in bundled}
+    shown = {n: n for n in by_name}
+    if rename and rng.random() < rename:
+        taken = set(by_name)
+        for n in by_name:
+            if n in bundled_names:
+                shown[n] = new_name(rng, n, taken)
+                taken.add(shown[n])
+    # one name style for the whole context: MCP servers / dotted namespaces are the family's server
+    # for synthetic tools, the BFCL family for BFCL functions and one to three made-up servers for
+    # the bundled tools
+    style = "as_is"
+    if rng.random() < v3.styles:
+        style = rng.choice(families.STYLES)
+        servers = rng.sample(families.BUNDLED_SERVERS, rng.choice([1, 2, 3]))
+        groups = []
+        for n in by_name:
+            if n in synth:
+                g = synth[n][0].server
+            elif n in bundled_names:
+                g = rng.choice(servers)
+            else:
+                g = families.bfcl_family(n)
+            groups.append((shown[n], g))
+        m = families.restyle(groups, style)
+        if m is None:
+            style = "as_is"
+        else:
+            shown = {n: m[shown[n]] for n in shown}
+    v3.style_counts[style] = v3.style_counts.get(style, 0) + 1
+    shown_tools = []
+    for t in tools:
+        t = normalise_tool(t)
+        n = tool_name(t)
+        if shown[n] != n:
+            t = copy.deepcopy(t)
+            t["function"]["name"] = shown[n]
+        v3.check.check_tool(t["function"])
+        shown_tools.append(t)
+    items = []
+    for e in entries:
+        fn = by_name.get(e["call"]["name"])
+        if fn is not None and fn["function"] == [f for f in e["functions"] if f["name"] == e["call"]["name"]][0]:
+            items.append((e["query"], dict(e["call"], name=shown[e["call"]["name"]]), "bfcl_call"))
+    # about as many synthetic as bundled calls: half of the asked tools are synthetic ones
+    asked = list(synth)
+    rng.shuffle(asked)
+    asked = asked[:max(3, args_max_tools_asked // 2)]
+    for n in asked:
+        t, camel_params = synth[n]
+        for _ in range(rng.choice([1, 1, 2])):
+            q, call = families.query_for(rng, t, camel_params)
+            call["name"] = shown[n]
+            items.append((q, call, "synthetic_call"))
+    cands = [by_name[n]["function"] for n in by_name if n in bundled_names]
+    rng.shuffle(cands)
+    for fn in cands[:max(2, args_max_tools_asked - len(asked))]:
+        for _ in range(rng.choice([1, 2, 2, 3])):
+            q, call = query_for_tool(rng, fn)
+            call["name"] = shown[call["name"]]
+            items.append((q, call, "bundled_call"))
+    chats = list(range(CHATS[0], CHATS[1] + 1)) if CHATS else [2, 3, 4]
+    for _ in range(rng.choice(chats)):
+        items.append((general_request(rng), None, "chat"))
+    offered_words = set().union(*(name_words(n) for n in by_name))
+    absent = [t["function"] for t in bundled
+              if t["function"]["name"] not in by_name and not (name_words(t["function"]["name"]) & offered_words)]
+    for fn in rng.sample(absent, min(len(absent), rng.choice([0, 1, 1, 2]))):
+        q, _ = query_for_tool(rng, fn)
+        items.append((q, None, "not_offered"))
+    # a tool of a training family that this context does not show
+    other = [f for f in families.TRAIN_FAMILIES if f not in fams]
+    for _ in range(rng.choice([0, 1, 1, 2])):
+        q, _ = families.query_for(rng, rng.choice(families.ALL_TOOLS[rng.choice(other)]))
+        items.append((q, None, "synthetic_not_offered"))
+    # an offered tool's noun with a verb that no offered tool has
+    offered_synth = [t for t, _ in synth.values()]
+    for _ in range(rng.choice([1, 1, 2]) if offered_synth else 0):
+        items.append((families.unsupported_request(rng, offered_synth), None, "unsupported_verb"))
+    # a question about a shown family's domain, and one about the conversation or the tools themselves
+    for _ in range(rng.choice([0, 1, 1])):
+        fid = rng.choice(sorted({t.family for t in offered_synth}) or list(families.TRAIN_FAMILIES))
+        items.append((families.domain_question(rng, fid), None, "domain_question"))
+    for _ in range(rng.choice([0, 1, 1])):
+        fid = rng.choice(sorted({t.family for t in offered_synth}) or list(families.TRAIN_FAMILIES))
+        items.append((families.meta_question(rng, fid, sorted(shown.values())), None, "meta_question"))
+    if mode == "bfcl":
+        for e in irr:
+            items.append((e["query"], None, "bfcl_irrelevant"))
+    for q, _, kind in items:
+        if kind in ("synthetic_call", "synthetic_not_offered", "unsupported_verb", "domain_question", "meta_question"):
+            m = v3.check.phrase_re.search(q.lower())
+            assert m is None, f"held-out family phrase {m.group(0)!r} in a generated {kind} query: {q!r}"
+    rng.shuffle(items)
+    return shown_tools, [it for it in items if holdout.ok(it[0])][:n_max]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -726,7 +893,9 @@ def main():
                     help="no-tool requests per context, drawn from LO..HI (default 3-5 with v2 phrasing, 2-4 with v1)")
     ap.add_argument("--tools-asked", type=int, default=12, help="most tools of a context that queries ask for")
     ap.add_argument("--dump-tools", action="store_true", help="write the first 20 contexts for check_render.py")
-    ap.add_argument("--phrasing", choices=("v1", "v2"), default="v1", help="query generator version (see PHRASING)")
+    ap.add_argument("--phrasing", choices=("v1", "v2", "v3"), default="v1", help="query generator version (see PHRASING)")
+    ap.add_argument("--styles", type=float, default=0.6,
+                    help="v3: share of contexts whose tools are all shown in one name style (families.STYLES)")
     ap.add_argument("--rename", type=float, default=0.0, help="share of contexts whose bundled tools get new names")
     ap.add_argument("--values", choices=("narrow", "wide"), default="narrow",
                     help="argument values from short fixed lists, or mostly from large made-up pools (see VALUES)")
@@ -757,6 +926,20 @@ def main():
     bfcl_calls, bfcl_irrel, bfcl_pool = load_bfcl()
     print(f"bfcl: {len(bfcl_calls)} calls, {len(bfcl_irrel)} irrelevance, {len(bfcl_pool)} distinct functions",
           file=sys.stderr)
+    v3 = None
+    if args.phrasing == "v3":
+        # BFCL functions of held-out families (families.bfcl_held_out) leave the pool, and so does
+        # every query whose function list holds one
+        bundled_names = {tool_name(t) for t in bundled}
+        held = {f["name"] for f in bfcl_pool if families.bfcl_held_out(f["name"], bundled_names)}
+        keep = [f["name"] not in held for f in bfcl_pool]
+        bfcl_pool = [f for f, k in zip(bfcl_pool, keep) if k]
+        bfcl_calls = [e for e in bfcl_calls if not any(f["name"] in held for f in e["functions"])]
+        bfcl_irrel = [e for e in bfcl_irrel if not any(f["name"] in held for f in e["functions"])]
+        print(f"bfcl after the family hold-out: {len(bfcl_calls)} calls, {len(bfcl_irrel)} irrelevance, "
+              f"{len(bfcl_pool)} functions ({len(held)} held out in "
+              f"{len({families.bfcl_family(n) for n in held})} families)", file=sys.stderr)
+        v3 = V3(rng, args.styles, held)
 
     # Check that per-line token caching equals tokenizing the whole block.
     for n, tools in sets.items():
@@ -768,9 +951,14 @@ def main():
     groups, kinds, n_prefix_tok, n_suffix_tok, n_answer_tok = [], {}, 0, 0, 0
     while len(groups) < args.groups:
         rd = renderers[0] if rng.random() < 0.5 else renderers[1]
-        tools, items = make_group(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfcl_pool,
-                                  args.max_prefix, args.max_queries, args.max_k, args.tools_asked, args.rename,
-                                  args.min_k)
+        if v3 is None:
+            tools, items = make_group(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfcl_pool,
+                                      args.max_prefix, args.max_queries, args.max_k, args.tools_asked, args.rename,
+                                      args.min_k)
+        else:
+            tools, items = make_group_v3(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, bfcl_pool,
+                                         args.max_prefix, args.max_queries, args.max_k, args.tools_asked,
+                                         args.rename, args.min_k, v3)
         if not items:
             continue
         prefix = None
@@ -783,7 +971,7 @@ def main():
                 prefix = ids[:split]
             assert ids[:split] == prefix
             answer = rd.answer_ids(call) if call is not None else rd.plain_answer_ids(
-                NO_TOOL_ANSWERS["chat" if kind == "chat" else "irrelevant"])
+                NO_TOOL_ANSWERS["chat" if kind in CHAT_KINDS else "irrelevant"])
             if len(answer) > 120 or len(ids) - split > 160:
                 continue
             suffixes.append((array.array("i", ids[split:] + answer), len(ids) - split))
@@ -807,6 +995,10 @@ def main():
              "held_out_rejections": holdout.n_rejected, "seed": args.seed, "bfcl_calls": len(bfcl_calls),
              "bfcl_irrelevance": len(bfcl_irrel), "bfcl_functions": len(bfcl_pool), "phrasing": args.phrasing,
              "rename": args.rename, "values": args.values}
+    if v3 is not None:
+        stats.update({"styles": args.styles, "style_counts": v3.style_counts, "family_contexts": v3.family_counts,
+                      "held_out_families": list(families.HELD_OUT_FAMILIES),
+                      "bfcl_held_out_functions": len(v3.check.bfcl), "tools_checked_for_hold_out": v3.check.n_checked})
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "train.pkl"), "wb") as f:
         pickle.dump({"groups": groups, "stats": stats}, f)
