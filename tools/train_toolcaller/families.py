@@ -575,7 +575,7 @@ CREATE_Q = ["create a {n} with {a}", "add a new {n}: {a}", "register a {n} - {a}
             "new {n}, {a}", "log a {n} with {a}", "I want to open a {n}: {a}", "make a {n} ({a})"]
 UPDATE_Q = ["update {n} {id}: {a}", "change {n} {id} so that {a}", "on {n} {id}, set {a}", "{n} {id} needs {a}",
             "edit {id} ({n}) - {a}", "modify the {n} {id}, {a}"]
-DELETE_Q = ["delete {n} {id}", "remove {n} {id}{r}", "get rid of {n} {id}{r}", "cancel the {n} {id}{r}",
+DELETE_Q = ["delete {n} {id}{r}", "remove {n} {id}{r}", "get rid of {n} {id}{r}", "cancel the {n} {id}{r}",
             "{n} {id} should be deleted{r}", "drop {n} {id}{r}", "archive {n} {id}{r}"]
 ACTION_Q = ["{v} {n} {id}{a}", "I need to {v} {n} {id}{a}", "please {v} the {n} {id}{a}", "can you {v} {id} ({n}){a}",
             "time to {v} {n} {id}{a}", "{n} {id}: {v} it{a}"]
@@ -618,7 +618,7 @@ def query_for(rng, tool, camel_params=False):
     elif tool.vclass == "update":
         tmpl, f = rng.choice(UPDATE_Q), dict(n=n, id=id_said, a=joined)
     elif tool.vclass == "delete":
-        r = f" because {said[0][1]}" if said else ""
+        r = rng.choice([" because ", ", reason: ", " - reason "]) + said[0][1] if said else ""
         tmpl, f = rng.choice(DELETE_Q), dict(n=n, id=id_said, r=r)
     else:
         verb, what = tool.action
@@ -628,6 +628,19 @@ def query_for(rng, tool, camel_params=False):
         a = (rng.choice([" with ", ", ", " - ", ": "]) + joined) if joined else ""
         tmpl, f = rng.choice(ACTION_Q), dict(v=v, n=n, id=id_said, a=a)
     return finish(rng, tmpl, **f), {"name": tool.name, "arguments": args}
+
+
+def leaves(v):
+    if isinstance(v, dict):
+        return [x for y in v.values() for x in leaves(y)]
+    if isinstance(v, list):
+        return [x for y in v for x in leaves(y)]
+    return [v]
+
+
+def values_in_query(q, args):
+    """True when every string and number of the arguments appears verbatim in the query."""
+    return all(isinstance(v, bool) or str(v) in q for v in leaves(args))
 
 
 def rekey_value(v, camel_params):
@@ -656,10 +669,11 @@ def finish(rng, tmpl, **fields):
 
 # ---- no-tool requests ------------------------------------------------------------------------------
 
+# (nothing a bundled tool could do either: no e-mail, messages or posts)
 UNSUPPORTED = ["export {n} {id} to PDF", "print {n} {id} for me", "merge {n} {id} into {id2}",
-               "duplicate {n} {id}", "share {n} {id} publicly on social media", "restore the deleted {n} {id}",
+               "duplicate {n} {id}", "restore the deleted {n} {id}", "lock {n} {id} so nobody can edit it",
                "undo the last change to {n} {id}", "subscribe me to every change on {n} {id}",
-               "move {n} {id} to another account", "email me a weekly digest of all {p}"]
+               "move {n} {id} to another account", "give {n} {id} a five-star rating"]
 CLASS_Q = {"delete": ["delete {n} {id}", "remove {n} {id} for good"], "create": ["create a new {n} called {t}", "add a {n} named {t}"],
            "update": ["change the {n} {id}'s details", "edit {n} {id}"], "list": ["list all {p}", "show me every {n} we have"],
            "get": ["show me {n} {id}", "pull up {n} {id}"]}

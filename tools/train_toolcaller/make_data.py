@@ -834,6 +834,7 @@ def make_group_v3(rng, rd, holdout, bundled, eval_sets, bfcl_calls, bfcl_irrel, 
         t, camel_params = synth[n]
         for _ in range(rng.choice([1, 1, 2])):
             q, call = families.query_for(rng, t, camel_params)
+            assert families.values_in_query(q, call["arguments"]), (q, call)
             call["name"] = shown[n]
             items.append((q, call, "synthetic_call"))
     cands = [by_name[n]["function"] for n in by_name if n in bundled_names]
