@@ -1,6 +1,7 @@
-// The bundled evaluation set (resources/eval/tool_calls.jsonl): it parses, has the advertised shape,
-// and every expected call is valid for its tool's JSON schema (required keys, known property
-// names, types, enums and bounds, at every nesting level).
+// The bundled evaluation sets (resources/eval/tool_calls.jsonl and the held-out tool families,
+// resources/eval/tool_families.jsonl): they parse, have the advertised shape, and every expected
+// call is valid for its tool's JSON schema (required keys, known property names, types, enums and
+// bounds, at every nesting level).
 #include "core/research/eval.h"
 #include "tests/test_support.h"
 
@@ -100,6 +101,56 @@ TEST(BundledEvalSet, BundledExpectedCallsAreValidForTheirSchemas) {
         ++n_checked;
     }
     EXPECT_EQ(n_checked, 100u);
+}
+
+std::filesystem::path families() {
+    return cc::test::source_dir() / "resources" / "eval" / "tool_families.jsonl";
+}
+
+// Every string in `v`, at any depth.
+void strings_of(const ordered_json& v, std::vector<std::string>& out) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+    if (v.is_object() || v.is_array())
+        for (const auto& x : v) strings_of(x, out);
+}
+
+TEST(FamilyEvalSet, FamilySetHasTheAdvertisedShape) {
+    // tools/train_toolcaller/make_family_eval.py: 42 tool sets of 5, 10 and 20 tools (14 each),
+    // three queries per set, a no-call query in every other set
+    const auto ds = cc::load_eval_dataset(families());
+    EXPECT_EQ(ds.n_tool_call(), 105u);
+    EXPECT_EQ(ds.n_no_call(), 21u);
+    std::map<size_t, size_t> per_size;
+    std::set<std::string> queries;
+    for (const auto& ex : ds.examples) {
+        ++per_size[ex.tools.size()];
+        EXPECT_TRUE(queries.insert(ex.query).second) << ex.source << ": the same query twice";
+    }
+    EXPECT_EQ(per_size, (std::map<size_t, size_t>{{5, 42}, {10, 42}, {20, 42}}));
+}
+
+TEST(FamilyEvalSet, FamilyExpectedCallsAreValidForTheirSchemas) {
+    const auto ds = cc::load_eval_dataset(families());
+    size_t n_checked = 0;
+    for (const auto& ex : ds.examples) {
+        if (!ex.expected) continue;
+        for (const auto& p : problems_of(ex)) ADD_FAILURE() << ex.source << " (" << ex.id << "): " << p;
+        ++n_checked;
+    }
+    EXPECT_EQ(n_checked, 105u);
+}
+
+TEST(FamilyEvalSet, FamilyExpectedStringsAreCopiedFromTheQuery) {
+    // the set measures reading: every string argument (ids, codes, e-mails, names, enum values)
+    // appears in the query verbatim
+    const auto ds = cc::load_eval_dataset(families());
+    for (const auto& ex : ds.examples) {
+        if (!ex.expected) continue;
+        std::vector<std::string> values;
+        strings_of(ex.expected->arguments, values);
+        for (const auto& v : values)
+            EXPECT_NE(ex.query.find(v), std::string::npos) << ex.source << ": \"" << v << "\" is not in the query";
+    }
 }
 
 TEST(BundledEvalSet, SchemaCheckCatchesBadArguments) {
