@@ -17,8 +17,13 @@ model has to read its context; the evaluation's own tool sets never appear as a 
 
 Output: train.pkl, a pickle of {"groups": [{"prefix", "n_tools", "suffixes": [(array('i') ids,
 n_prompt)], "system"}], "stats": {...}}.
+With --phrasing v3 also synthetic tool families (families.py; the families in
+families.HELD_OUT_FAMILIES and BFCL functions of held-out families never appear, asserted per
+tool), every tool's name in one style in a share of the contexts (--styles), and more kinds of
+no-tool request; resources/eval/tool_families.jsonl evaluates the held-out families.
+
 Usage: make_data.py --out DIR [--groups 5000] [--seed 1234] [--max-prefix 3600] [--max-queries 40]
-       [--tools-asked 20] [--max-k 26] [--dump-tools]
+       [--tools-asked 20] [--max-k 26] [--dump-tools] [--phrasing v1|v2|v3] [--styles 0.6]
 """
 import argparse
 import copy
