@@ -598,8 +598,8 @@ int cmd_export(Args& args, const std::string& model_spec, bool json) {
         throw std::runtime_error(out.string() + ": exists and is not empty");
     const auto weights = cc::generate_builtin_weights(*recipe);
     cc::save_hf_checkpoint(weights, out);
-    for (const auto& [name, text] : {std::pair{"tokenizer.json", cc::embedded::qwen3_tokenizer_json()},
-                                     std::pair{"tokenizer_config.json", cc::embedded::qwen3_tokenizer_config_json()}}) {
+    for (const auto& [name, text] : {std::pair{"tokenizer.json", cc::builtin_tokenizer_json(*recipe)},
+                                     std::pair{"tokenizer_config.json", cc::builtin_tokenizer_config_json(*recipe)}}) {
         std::ofstream f(out / name, std::ios::binary);
         f.write(text.data(), static_cast<std::streamsize>(text.size()));
         if (!f) throw std::runtime_error((out / name).string() + ": write failed");

@@ -1,6 +1,7 @@
 #include "core/model/builtin_model.h"
 
 #include "core/base/cancelled.h"
+#include "core/base/embedded_resources.h"
 #include "core/base/json_text.h"
 #include "core/base/kernel_math.h"
 #include "core/base/sha256.h"
@@ -16,11 +17,13 @@
 #include <thread>
 
 // Without cc_bundled_models in the program (only the app, the CLI and the tests that need it link
-// its 35 MB), these weak fallbacks say that no trained built-in model is there.
+// its 7 MB), these weak fallbacks say that no trained built-in model is there.
 namespace cc::embedded {
 __attribute__((weak)) std::string_view toolcaller_safetensors() { return {}; }
 __attribute__((weak)) std::string_view toolcaller_config_json() { return {}; }
 __attribute__((weak)) std::string_view toolcaller_generation_config_json() { return {}; }
+__attribute__((weak)) std::string_view toolcaller_tokenizer_json() { return {}; }
+__attribute__((weak)) std::string_view toolcaller_tokenizer_config_json() { return {}; }
 }  // namespace cc::embedded
 
 namespace cc {
@@ -100,6 +103,8 @@ BuiltinRecipe toolcaller_recipe() {
         r.config = ModelConfig::from_json(nlohmann::json(parse_json_text(embedded::toolcaller_config_json(), source, 16)), source);
         r.weight_dtype = DType::bf16;
         r.checkpoint = embedded::toolcaller_safetensors();
+        r.tokenizer_json = embedded::toolcaller_tokenizer_json();   // its own, derived from Qwen3's
+        r.tokenizer_config_json = embedded::toolcaller_tokenizer_config_json();
         const std::string gen_source = "builtin:toolcaller generation_config.json";
         r.generation_eos_ids =
             generation_eos_token_ids(nlohmann::json(parse_json_text(embedded::toolcaller_generation_config_json(), gen_source, 16)),
@@ -121,6 +126,11 @@ BuiltinRecipe synthetic(std::string name, std::string description, ModelConfig c
 
 const std::string& checkpoint_sha256(std::string_view bytes) {
     static const std::string hash = sha256_hex(bytes);   // one trained builtin today
+    return hash;
+}
+
+const std::string& tokenizer_sha256(std::string_view bytes) {
+    static const std::string hash = sha256_hex(bytes);   // one built-in tokenizer besides Qwen3's today
     return hash;
 }
 
@@ -154,11 +164,20 @@ std::optional<BuiltinRecipe> find_builtin(const std::string& name) {
     return std::nullopt;
 }
 
+std::string_view builtin_tokenizer_json(const BuiltinRecipe& recipe) {
+    return recipe.tokenizer_json.empty() ? embedded::qwen3_tokenizer_json() : recipe.tokenizer_json;
+}
+
+std::string_view builtin_tokenizer_config_json(const BuiltinRecipe& recipe) {
+    return recipe.tokenizer_json.empty() ? embedded::qwen3_tokenizer_config_json() : recipe.tokenizer_config_json;
+}
+
 std::string builtin_recipe_text(const BuiltinRecipe& recipe) {
     std::ostringstream s;
     if (recipe.trained()) {
         s << "contextcache trained builtin model\nname=" << recipe.name << "\ncheckpoint_sha256="
           << checkpoint_sha256(recipe.checkpoint) << "\nconfig=" << recipe.config.to_json().dump() << "\n";
+        if (!recipe.tokenizer_json.empty()) s << "tokenizer_sha256=" << tokenizer_sha256(recipe.tokenizer_json) << "\n";
         return s.str();
     }
     s << "contextcache builtin model\nname=" << recipe.name << "\ngenerator_version=" << kBuiltinGeneratorVersion

@@ -1,5 +1,5 @@
-// Built-in models (DESIGN §5), all with the bundled real Qwen3 tokenizer and needing no file at run
-// time:
+// Built-in models (DESIGN §5), needing no file at run time, with the bundled real Qwen3 tokenizer
+// (the toolcaller: its own, derived from it):
 // - synthetic ones: the Qwen3 architecture with deterministic, seeded weights generated in memory
 //   at load. Timings, cache behaviour and exactness are real; the generated text is not meaningful.
 // - trained ones: a checkpoint trained by this project, embedded in the program (today one:
@@ -33,11 +33,18 @@ struct BuiltinRecipe {
     // synthetic weights), and its generation_config.json eos ids.
     std::string_view checkpoint;
     std::vector<int> generation_eos_ids;
+    // Its tokenizer.json / tokenizer_config.json when they are not the bundled Qwen3 files (the
+    // toolcaller ships one derived from Qwen3's, resources/tokenizers/toolcaller); empty: Qwen3's.
+    std::string_view tokenizer_json, tokenizer_config_json;
     bool trained() const { return !checkpoint.empty(); }
 };
 
 std::vector<BuiltinRecipe> builtin_recipes();
 std::optional<BuiltinRecipe> find_builtin(const std::string& name);
+
+// The model's tokenizer files: its own, or the bundled Qwen3 ones.
+std::string_view builtin_tokenizer_json(const BuiltinRecipe& recipe);
+std::string_view builtin_tokenizer_config_json(const BuiltinRecipe& recipe);
 
 // The text the built-in model's fingerprint is the hash of: architecture, shape, seed, dtype and
 // generator version — everything that determines the weights' bits; for a trained model its

@@ -100,7 +100,10 @@ std::string default_model_spec() {
 
 Tokenizer load_model_tokenizer(const ModelSource& model, const std::optional<fs::path>& override_path) {
     if (override_path) return Tokenizer::from_file(*override_path);
-    if (model.builtin) return Tokenizer::from_json(embedded::qwen3_tokenizer_json(), "builtin:qwen3 tokenizer.json");
+    if (model.builtin) {
+        const BuiltinRecipe recipe = builtin_recipe(model.builtin_name);
+        return Tokenizer::from_json(builtin_tokenizer_json(recipe), "builtin:" + recipe.name + " tokenizer.json");
+    }
     const fs::path path = model.dir / "tokenizer.json";
     if (!fs::exists(path))
         throw std::runtime_error(path.string() + ": missing (this model directory has no tokenizer; pass --tokenizer PATH or use --prompt-ids)");

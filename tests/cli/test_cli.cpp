@@ -32,15 +32,20 @@ TEST(Cli, HelpAndUsageErrors) {
 }
 
 TEST(Cli, TokenizePlainAndTemplateOnTheBundledQwen3) {
-    auto r = run_cli({"tokenize", "--json", "--text", "<|im_end|>", "--mode", "template"});
+    // builtin:qwen3-test has the bundled Qwen3 tokenizer (the default model has its own)
+    auto r = run_cli({"--model", "builtin:qwen3-test", "tokenize", "--json", "--text", "<|im_end|>", "--mode", "template"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["ids"], nlohmann::json::array({151645}));
-    r = run_cli({"tokenize", "--json", "--text", "<|im_end|>"});
+    r = run_cli({"--model", "builtin:qwen3-test", "tokenize", "--json", "--text", "<|im_end|>"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     j = nlohmann::json::parse(r.out);
     EXPECT_GT(j["ids"].size(), 1u);
     for (const auto& id : j["ids"]) EXPECT_LT(id.get<int>(), 151643);
+    // the default model, builtin:toolcaller, tokenizes with its own 24,576-row tokenizer
+    r = run_cli({"tokenize", "--json", "--text", "<|im_end|>", "--mode", "template"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["ids"], nlohmann::json::array({24552}));
 }
 
 TEST(Cli, TokenizeJsonlBatch) {

@@ -2,6 +2,7 @@
 // bytes and the same logits as loading its directory (resources/models/toolcaller), and the
 // metadata of a trained (not synthetic) model.
 #include "core/engine/engine.h"
+#include "core/base/embedded_resources.h"
 #include "core/base/sha256.h"
 #include "core/model/builtin_model.h"
 #include "core/model/model_spec.h"
@@ -9,6 +10,8 @@
 #include "tests/test_support.h"
 
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -65,6 +68,40 @@ TEST(BuiltinTrained, FingerprintCoversTheCheckpoint) {
     EXPECT_NE(text.find("checkpoint_sha256="), std::string::npos);
     EXPECT_EQ(cc::model_fingerprint(cc::resolve_model("builtin:toolcaller")), cc::sha256_hex(text));
     EXPECT_NE(text, cc::builtin_recipe_text(*cc::find_builtin("qwen3-test")));
+}
+
+// Its tokenizer is its own (tools/train_toolcaller/derive_tokenizer.py): Qwen3's byte-level BPE
+// restricted to 24,576 rows. Where Qwen3's tokens of a text are all kept, the tokens are Qwen3's,
+// renumbered; the derivation keeps every token of the evaluation sets, so their queries must come
+// out token for token as Qwen3 cuts them.
+TEST(BuiltinTrained, TokenizerIsQwen3sRestrictedAndTheDirectorysOwn) {
+    const auto builtin = cc::load_model_tokenizer(cc::resolve_model("builtin:toolcaller"), std::nullopt);
+    const auto dir = cc::load_model_tokenizer(cc::resolve_model(toolcaller_dir().string()), std::nullopt);
+    const auto qwen3 = cc::Tokenizer::from_json(cc::embedded::qwen3_tokenizer_json(), "qwen3 tokenizer.json");
+    const auto recipe = *cc::find_builtin("toolcaller");
+    EXPECT_EQ(builtin.vocab_size(), size_t(recipe.config.vocab_size));
+    EXPECT_LT(builtin.vocab_size(), qwen3.vocab_size() / 4);
+    EXPECT_NE(cc::builtin_recipe_text(recipe).find("tokenizer_sha256="), std::string::npos);
+    size_t n = 0;
+    for (const char* file : {"tool_calls.jsonl", "tool_families.jsonl"}) {
+        std::ifstream in(cc::test::source_dir() / "resources" / "eval" / file);
+        std::string line;
+        while (std::getline(in, line)) {
+            const std::string text = "user\n" + nlohmann::json::parse(line)["query"].get<std::string>();
+            const auto ids = builtin.encode(text);
+            EXPECT_EQ(ids, dir.encode(text)) << text;
+            std::vector<cc::token_id> renumbered;
+            for (const auto id : qwen3.encode(text)) {
+                const auto kept = builtin.token_to_id(qwen3.id_to_token(id));
+                ASSERT_TRUE(kept.has_value()) << "Qwen3 token " << id << " of " << text << " was dropped";
+                renumbered.push_back(*kept);
+            }
+            EXPECT_EQ(ids, renumbered) << text;
+            EXPECT_EQ(builtin.decode(ids), qwen3.decode(qwen3.encode(text))) << text;
+            ++n;
+        }
+    }
+    EXPECT_EQ(n, 246u);   // 120 + 126 queries
 }
 
 TEST(BuiltinTrained, SameLogitsAsTheDirectoryAndCachedEqualsFull) {
