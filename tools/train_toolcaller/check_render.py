@@ -2,7 +2,10 @@
 """Check make_data.py's prompts against the project's own renderer: `contextcache-cli render`
 must give the same token ids for the dumped training contexts (make_data.py --dump-tools) and for
 every bundled tool set, with and without the default system prompt.
-Usage: check_render.py CLI DATA_DIR"""
+Usage: check_render.py CLI DATA_DIR [--tokenizer DIR --model SPEC]
+  (default: the Qwen3 tokenizer, rendered by builtin:qwen3-demo, which has it; for data made with
+  make_data.py --tokenizer resources/tokenizers/toolcaller: --model builtin:toolcaller)"""
+import argparse
 import glob
 import json
 import os
@@ -17,8 +20,18 @@ from qwen3_tokenizer import Qwen3Tokenizer  # noqa: E402
 
 
 def main():
-    cli, data_dir = sys.argv[1], sys.argv[2]
-    tok = Qwen3Tokenizer(os.path.join(ROOT, "resources/tokenizers/qwen3/tokenizer.json"))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cli")
+    ap.add_argument("data_dir")
+    ap.add_argument("--tokenizer", default=os.path.join(ROOT, "resources/tokenizers/qwen3"))
+    ap.add_argument("--model", default="")
+    args = ap.parse_args()
+    cli, data_dir = args.cli, args.data_dir
+    qwen3 = os.path.samefile(args.tokenizer, os.path.join(ROOT, "resources/tokenizers/qwen3"))
+    if not args.model and not qwen3:
+        ap.error("--tokenizer other than Qwen3's needs --model (a model with that tokenizer)")
+    model = args.model or "builtin:qwen3-demo"
+    tok = Qwen3Tokenizer(os.path.join(args.tokenizer, "tokenizer.json"))
     sys_file = os.path.join(ROOT, "resources/system_prompt.txt")
     sysp = open(sys_file, encoding="utf-8").read()
     cases = []
@@ -33,7 +46,7 @@ def main():
     for name, tools, query, with_sys, dumped in cases:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as f:
             json.dump(tools, f, ensure_ascii=False)
-        cmd = [cli, "--json", "render", "--tools", f.name, "--query", query] + (["--system-file", sys_file] if with_sys else [])
+        cmd = [cli, "--model", model, "--json", "render", "--tools", f.name, "--query", query] + (["--system-file", sys_file] if with_sys else [])
         out = json.loads(subprocess.check_output(cmd))
         os.unlink(f.name)
         ids, _ = Renderer(tok, sysp if with_sys else "").prompt_ids(tools, query)

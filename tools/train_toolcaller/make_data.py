@@ -900,6 +900,9 @@ def main():
     ap.add_argument("--tools-asked", type=int, default=12, help="most tools of a context that queries ask for")
     ap.add_argument("--dump-tools", action="store_true", help="write the first 20 contexts for check_render.py")
     ap.add_argument("--phrasing", choices=("v1", "v2", "v3"), default="v1", help="query generator version (see PHRASING)")
+    ap.add_argument("--tokenizer", default=os.path.join(ROOT, "resources/tokenizers/qwen3"),
+                    help="tokenizer directory (default Qwen3's; resources/tokenizers/toolcaller for the derived "
+                         "one, whose ids train.py --tokenizer then expects)")
     ap.add_argument("--styles", type=float, default=0.6,
                     help="v3: share of contexts whose tools are all shown in one name style (families.STYLES)")
     ap.add_argument("--rename", type=float, default=0.0, help="share of contexts whose bundled tools get new names")
@@ -916,7 +919,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     rng = random.Random(args.seed)
 
-    tok = Qwen3Tokenizer(os.path.join(ROOT, "resources/tokenizers/qwen3/tokenizer.json"))
+    tok_json = os.path.join(args.tokenizer, "tokenizer.json")
+    tok = Qwen3Tokenizer(tok_json)
     with open(os.path.join(ROOT, "resources/system_prompt.txt"), encoding="utf-8") as f:
         system_prompt = f.read()
     # The app renders resources/system_prompt.txt; `contextcache-cli` uses no system prompt unless
@@ -937,7 +941,8 @@ def main():
         # BFCL functions of held-out families (families.bfcl_held_out) leave the pool, and so does
         # every query whose function list holds one
         bundled_names = {tool_name(t) for t in bundled}
-        held = {f["name"] for f in bfcl_pool if families.bfcl_held_out(f["name"], bundled_names)}
+        held = {f["name"]: f.get("description") or "" for f in bfcl_pool
+                if families.bfcl_held_out(f["name"], bundled_names)}
         keep = [f["name"] not in held for f in bfcl_pool]
         bfcl_pool = [f for f, k in zip(bfcl_pool, keep) if k]
         bfcl_calls = [e for e in bfcl_calls if not any(f["name"] in held for f in e["functions"])]
@@ -1001,6 +1006,11 @@ def main():
              "held_out_rejections": holdout.n_rejected, "seed": args.seed, "bfcl_calls": len(bfcl_calls),
              "bfcl_irrelevance": len(bfcl_irrel), "bfcl_functions": len(bfcl_pool), "phrasing": args.phrasing,
              "rename": args.rename, "values": args.values}
+    if not os.path.samefile(args.tokenizer, os.path.join(ROOT, "resources/tokenizers/qwen3")):
+        # (Qwen3's data stays as it was, byte for byte; other tokenizers are named by hash)
+        import hashlib
+        with open(tok_json, "rb") as f:
+            stats["tokenizer_sha256"] = hashlib.sha256(f.read()).hexdigest()
     if v3 is not None:
         stats.update({"styles": args.styles, "style_counts": v3.style_counts, "family_contexts": v3.family_counts,
                       "held_out_families": list(families.HELD_OUT_FAMILIES),

@@ -31,6 +31,18 @@ builds each step's inputs in N processes ahead of the step, with a sampling seed
 export_compact.py turns into the HF directory elsewhere. With none of these flags the run is the
 CPU computation it always was.
 
+Resuming (--state DIR): a run that adds up over several sessions on different machines (a lent GPU's
+15 minutes, the CPU between them). The run's data order and each step's sampling depend only on the
+step, so the step is the data position, and the schedule runs on steps (--steps is the whole run;
+--time-limit-s and --session-steps only end a session). DIR/state.pt is the exact state (f32
+weights, AdamW moments, learning rates, log, sessions): a session resumed from it gives the bits of
+the run made in one go (check_resume.py). DIR/carry/ is what travels (bf16 weights, run.json): a
+session that finds only it starts the moments again over --rewarm steps. --branch-decay N exports a
+decayed copy for shipping and leaves the state as it was. A session of another run (other data,
+shape, schedule or seed) is refused with the difference named. run15.sh drives it.
+--tokenizer DIR: the tokenizer the data was made with (make_data.py --tokenizer); the config's rows
+and special ids and the export's tokenizer files come from it.
+
 Usage: train.py --data DIR/train.pkl --out DIR --steps N [--time-limit-s S] [--seed 1234] [--threads 2]
 (run.sh has the settings of run 2; run_gpu.sh, run_long.sh and run_gpu_long.sh the stages of the shipped model)
 """
@@ -79,6 +91,33 @@ CONFIG = {
     "eos_token_id": 151645,
     "use_cache": True,
 }
+
+
+QWEN3_TOKENIZER = os.path.join(ROOT, "resources/tokenizers/qwen3")
+
+
+class TokenizerInfo:
+    """What training needs to know of a tokenizer directory (tokenizer.json, tokenizer_config.json):
+    its rows (regular and added tokens), the ids of the special tokens the config names, and a hash
+    that the data's stats must match."""
+
+    def __init__(self, tok_dir):
+        import hashlib
+        self.dir = os.path.abspath(tok_dir)
+        path = os.path.join(self.dir, "tokenizer.json")
+        with open(path, "rb") as f:
+            raw = f.read()
+        self.sha256 = hashlib.sha256(raw).hexdigest()
+        tj = json.loads(raw)
+        ids = list(tj["model"]["vocab"].values()) + [t["id"] for t in tj["added_tokens"]]
+        self.rows = max(ids) + 1
+        self.special = {t["content"]: t["id"] for t in tj["added_tokens"]}
+        self.is_qwen3 = os.path.samefile(self.dir, QWEN3_TOKENIZER)
+
+    def config_overrides(self):
+        """vocab_size and the bos/eos ids for config.json (Qwen3's own keeps its padded 151,936 rows)."""
+        return {"vocab_size": 151936 if self.is_qwen3 else self.rows,
+                "bos_token_id": self.special["<|endoftext|>"], "eos_token_id": self.special["<|im_end|>"]}
 
 
 def rms_norm(x, w, eps):
@@ -524,8 +563,9 @@ def load_exported(model, path, vocab, remap):
     from reference_forward import read_safetensors
     w, _, _ = read_safetensors(os.path.join(path, "model.safetensors"))
     full = torch.tensor(w["model.embed_tokens.weight"], dtype=torch.float32)
-    unseen = (remap == 0).nonzero().flatten()[0]
-    sd = {"embed_tokens.weight": torch.cat((full[unseen][None], full[vocab])), "norm": w["model.norm.weight"]}
+    unseen = (remap == 0).nonzero().flatten()
+    first = full[unseen[0]][None] if len(unseen) else torch.zeros(1, full.shape[1])   # every id occurs: row 0 unused
+    sd = {"embed_tokens.weight": torch.cat((first, full[vocab])), "norm": w["model.norm.weight"]}
     hf_names = {"input_layernorm": "input_layernorm.weight", "q_norm": "self_attn.q_norm.weight",
                 "k_norm": "self_attn.k_norm.weight", "post_attention_layernorm": "post_attention_layernorm.weight"}
     for k in model.state_dict():
@@ -538,9 +578,10 @@ def load_exported(model, path, vocab, remap):
     model.load_state_dict({k: torch.as_tensor(v, dtype=torch.float32) for k, v in sd.items()})
 
 
-def export(model, remap, out_dir):
-    """HF directory: config.json, generation_config.json, model.safetensors (bf16). The compact
-    embedding is scattered back to all vocab_size rows (ids that never occurred get row 0)."""
+def export(model, remap, out_dir, tok_dir=QWEN3_TOKENIZER):
+    """HF directory: config.json, generation_config.json, model.safetensors (bf16), and links to the
+    tokenizer files of `tok_dir`. The compact embedding is scattered back to all vocab_size rows
+    (ids that never occurred get row 0)."""
     os.makedirs(out_dir, exist_ok=True)
     c = model.c
     tensors = [("model.embed_tokens.weight", model.embed_tokens.weight.detach().cpu()[remap])]
@@ -559,14 +600,91 @@ def export(model, remap, out_dir):
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(c, f, indent=2)
         f.write("\n")
+    sp = TokenizerInfo(tok_dir).special
     with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
-        json.dump({"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643,
-                   "do_sample": False}, f, indent=2)
+        json.dump({"bos_token_id": sp["<|endoftext|>"], "eos_token_id": [sp["<|im_end|>"], sp["<|endoftext|>"]],
+                   "pad_token_id": sp["<|endoftext|>"], "do_sample": False}, f, indent=2)
         f.write("\n")
     for name in ("tokenizer.json", "tokenizer_config.json"):
         link = os.path.join(out_dir, name)
         if not os.path.lexists(link):
-            os.symlink(os.path.relpath(os.path.join(ROOT, "resources/tokenizers/qwen3", name), out_dir), link)
+            os.symlink(os.path.relpath(os.path.join(tok_dir, name), out_dir), link)
+
+
+# ---- resumable runs (--state DIR) -----------------------------------------------------------------
+# DIR/state.pt: everything a session needs to continue the run exactly where the last one stopped
+# (f32 weights, AdamW moments, the step, which is also the data position: with --state the groups
+# come in a fixed order and each step samples with its own seed; the learning rates, the log, the
+# sessions). DIR/carry/: the same run in a form small enough to travel to a lent GPU and back
+# (bf16 weights as an HF directory, run.json): a session that finds only the carry continues from
+# it with fresh AdamW moments and --rewarm steps of learning-rate ramp (the one inexact step,
+# recorded in the sessions list). What identifies the run (data, shape, schedule, seed) must match.
+
+
+def git_commit():
+    import subprocess
+    try:
+        return subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True,
+                              timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def save_state(state_dir, run_id, model, opt, vocab, remap, tok_dir, step, ema, lrs, log, sessions):
+    os.makedirs(state_dir, exist_ok=True)
+    record = {"format": 1, "run": run_id, "step": step, "ema": None if ema is None else float(ema),
+              "lrs": lrs, "log": log, "sessions": sessions}
+    tmp = os.path.join(state_dir, "state.pt.tmp")
+    torch.save(dict(record, model={k: v.detach().cpu() for k, v in model.state_dict().items()},
+                    opt=mapped(opt.state_dict(), lambda t: t.detach().cpu()), vocab=vocab), tmp)
+    os.replace(tmp, os.path.join(state_dir, "state.pt"))
+    carry, tmp_dir = os.path.join(state_dir, "carry"), os.path.join(state_dir, "carry.tmp")
+    if os.path.isdir(tmp_dir):
+        import shutil
+        shutil.rmtree(tmp_dir)
+    export(model, remap, tmp_dir, tok_dir)
+    for name in ("tokenizer.json", "tokenizer_config.json"):   # the carry names its tokenizer by hash
+        os.unlink(os.path.join(tmp_dir, name))
+    with open(os.path.join(tmp_dir, "run.json"), "w") as f:
+        json.dump(record, f)
+    if os.path.isdir(carry):
+        import shutil
+        shutil.rmtree(carry)
+    os.replace(tmp_dir, carry)
+
+
+def load_state(state_dir, run_id, model, vocab, remap):
+    """The saved state of the run in `state_dir` applied to `model` (None when there is none yet):
+    {"from": "exact" | "carry", "step", "ema", "lrs", "log", "sessions", "opt" (exact only)}."""
+    full, carry = os.path.join(state_dir, "state.pt"), os.path.join(state_dir, "carry")
+    st = None
+    if os.path.exists(os.path.join(carry, "run.json")):
+        with open(os.path.join(carry, "run.json")) as f:
+            st = json.load(f)
+        source = os.path.join(carry, "run.json")
+    if os.path.exists(full):   # the exact state, unless a carry that came back from elsewhere is further on
+        exact = torch.load(full, map_location="cpu")
+        if st is None or exact["step"] >= st["step"]:
+            st, source = exact, full
+    if st is None:
+        return None
+    if st.get("format") != 1:
+        sys.exit(f"train.py: {source}: not a state this train.py writes (format {st.get('format')!r})")
+    mine = json.loads(json.dumps(run_id))
+    for key in mine:
+        if st["run"].get(key) != mine[key]:
+            sys.exit(f"train.py: {source} is another run: its {key} is {json.dumps(st['run'].get(key))[:200]}, "
+                     f"this session's {json.dumps(mine[key])[:200]}")
+    if "model" in st:
+        if not torch.equal(st["vocab"], vocab):
+            sys.exit(f"train.py: {source}: the compact vocabulary differs (other data)")
+        model.load_state_dict(st["model"])
+        st["from"] = "exact"
+    else:
+        load_exported(model, carry, vocab, remap)
+        st["from"] = "carry"
+    print(json.dumps({"resumed": source, "from": st["from"], "step": st["step"]}), flush=True)
+    return st
 
 
 def remapped_batch(g, max_queries, lead_weight, remap):
@@ -681,6 +799,21 @@ def main():
                          "then has its own seed, so a run differs from --workers 0); needs --short-first 0")
     ap.add_argument("--eval-only", action="store_true",
                     help="with --init-from: print the validation figures of those weights on --data's validation groups and stop")
+    ap.add_argument("--tokenizer", default=QWEN3_TOKENIZER,
+                    help="tokenizer directory the data was made with (default the Qwen3 one; "
+                         "resources/tokenizers/toolcaller for the derived one); the export links to it")
+    ap.add_argument("--state", default="",
+                    help="resumable run: keep the run's state in DIR and continue from it when it is there "
+                         "(see Resuming in the docstring)")
+    ap.add_argument("--state-every", type=int, default=200, help="write the state every N steps (and at the end)")
+    ap.add_argument("--session-steps", type=int, default=0, help="stop this session after N steps (0: no limit)")
+    ap.add_argument("--rewarm", type=int, default=50,
+                    help="steps over which the learning rate ramps up again after resuming from a carry "
+                         "(its optimizer state starts at zero)")
+    ap.add_argument("--branch-decay", type=int, default=0,
+                    help="with --state: from where the run stands, N steps with the learning rate decaying "
+                         "linearly to 10%% of its value there, exported to --out; the run's state is left as it "
+                         "was (a WSD run ships such a branch and goes on from the state)")
     ap.add_argument("--save-compact", action="store_true",
                     help="also write compact.npz (the f32 training weights, ~10 MB) beside each export")
     args = ap.parse_args()
@@ -690,16 +823,21 @@ def main():
         ap.error("--eval-only needs --init-from")
     if args.workers and args.short_first:
         ap.error("--workers needs --short-first 0 (the curriculum picks groups by the elapsed time)")
+    if args.state and (args.short_first or args.replay_lrs or args.init_from or args.eval_only):
+        ap.error("--state cannot be combined with --short-first, --replay-lrs, --init-from or --eval-only")
+    if args.branch_decay and not args.state:
+        ap.error("--branch-decay needs --state (the run to branch from)")
     dev = torch.device(args.device)
 
     torch.set_num_threads(args.threads)
     global PREFIX_CHUNK
     PREFIX_CHUNK = args.prefix_chunk
-    names = NameTokens(os.path.join(ROOT, "resources/tokenizers/qwen3/tokenizer.json"))
+    tok = TokenizerInfo(args.tokenizer)
+    names = NameTokens(os.path.join(tok.dir, "tokenizer.json"))
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     np.random.seed(args.seed)
-    c = dict(CONFIG)
+    c = dict(CONFIG, **tok.config_overrides())
     if args.eval_only and args.init_from and not args.config:   # the shape of the weights evaluated
         args.config = open(os.path.join(args.init_from, "config.json")).read()
     if args.config:
@@ -712,6 +850,12 @@ def main():
     groups = data["groups"]
     val, train = groups[:args.val_groups], groups[args.val_groups:]
     rng = random.Random(args.seed + args.data_seed_offset)
+    made_with = data["stats"].get("tokenizer_sha256")
+    if made_with and made_with != tok.sha256:
+        sys.exit(f"train.py: {args.data} was tokenized with another tokenizer than {args.tokenizer} (pass --tokenizer)")
+    top = max(max(max(g["prefix"]), max(max(ids) for ids, _ in g["suffixes"])) for g in groups)
+    if top >= c["vocab_size"]:
+        sys.exit(f"train.py: {args.data} holds token id {top}, past the {c['vocab_size']} rows of {args.tokenizer}")
 
     vocab, remap = compact_vocab(groups, c["vocab_size"])
     print(json.dumps({"softmax_vocab": len(vocab) + 1}), flush=True)
@@ -725,18 +869,28 @@ def main():
             nn.init.normal_(p, 0.0, std)
     if args.init_from:   # continue from an exported directory (bf16 weights; optimizer state starts fresh)
         load_exported(model, args.init_from, vocab, remap)
+    # A resumable run (--state): what must match for a session to continue it, and where it stands.
+    run_id = {"seed": args.seed, "data_seed_offset": args.data_seed_offset, "steps": args.steps, "lr": args.lr,
+              "warmup": args.warmup, "schedule": args.schedule, "decay_frac": args.decay_frac, "config": c,
+              "tokenizer_sha256": tok.sha256, "data_groups": len(groups), "val_groups": args.val_groups,
+              "data_stats": data["stats"]}
+    resumed = load_state(args.state, run_id, model, vocab, remap) if args.state else None
+    step0 = resumed["step"] if resumed else 0
+    last = step0 + args.branch_decay if args.branch_decay else args.steps   # this session's last step
+    seq = None
+    if args.workers or args.state:   # the groups in the order the loop below takes them, step by step
+        seq, order = [], list(range(len(train)))
+        while len(seq) < last:
+            rng.shuffle(order)
+            seq += order
     pool = None
     if args.workers:   # fork the input builders before CUDA is touched
         import collections
         import multiprocessing
-        seq, order = [], list(range(len(train)))
-        while len(seq) < args.steps:   # the groups in the order the loop below would take them
-            rng.shuffle(order)
-            seq += order
         _W.update(args=args, train=train, seq=seq, remap=remap, names=names)
         pool = multiprocessing.get_context("fork").Pool(args.workers, initializer=_worker_init)
         pending = collections.deque(pool.apply_async(step_inputs_of, (i,))
-                                    for i in range(min(args.steps, 3 * args.workers)))
+                                    for i in range(step0, min(last, step0 + 3 * args.workers)))
     model.to(dev)
     non_emb = model.n_params()[1]
     total = non_emb + c["vocab_size"] * c["hidden_size"]
@@ -747,6 +901,8 @@ def main():
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8, **({"fused": True} if dev.type == "cuda" else {}))
+    if resumed and resumed.get("opt"):
+        opt.load_state_dict(resumed["opt"])
 
     # Cosine decay to 10% after a linear warm-up. Progress is steps/steps, or with --time-limit-s
     # elapsed/limit when that is further along (the shared machine's speed varies), and every
@@ -809,21 +965,32 @@ def main():
         print("EVAL " + json.dumps(dict(evaluate(), init_from=args.init_from)), flush=True)
         return
 
-    log = []
+    log = resumed["log"] if resumed else []
+    if resumed:
+        lrs[:] = resumed["lrs"]
+    sessions = resumed["sessions"] if resumed else []
+    session = {"start_step": step0, "resumed_from": resumed["from"] if resumed else "start",
+               "branch_decay": args.branch_decay,
+               "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": git_commit()}
     t0 = time.time()
     order = list(range(len(train)))
-    if not pool:
+    if not pool and not args.state:
         rng.shuffle(order)
-    step, pos, ema = 0, 0, None
+    step, pos = step0, 0
+    ema = torch.tensor(resumed["ema"]) if resumed and resumed["ema"] is not None else None
     sup_w = {"point": args.point_weight, "gather": args.gather_weight, "match": args.match_weight,
              "collect": args.collect_weight}
-    while step < args.steps:
+    while step < last:
         if pool:   # built ahead by the workers; queue the step that many steps later
             inputs = pending.popleft().get()
-            if step + len(pending) + 1 < args.steps:
+            if step + len(pending) + 1 < last:
                 pending.append(pool.apply_async(step_inputs_of, (step + len(pending) + 1,)))
             g = train[seq[step]]
             inputs = mapped(inputs, torch.from_numpy, np.ndarray)
+        elif args.state:   # the workers' order and sampling, built here
+            g = train[seq[step]]
+            inputs = step_inputs(g, random.Random(args.seed * 1000003 + step), args, remap, names)
         else:
             if pos == len(order):
                 rng.shuffle(order)
@@ -836,7 +1003,11 @@ def main():
             if progress < args.short_first and len(g["prefix"]) > args.short_prefix:
                 continue
             inputs = step_inputs(g, rng, args, remap, names)
-        lr = lr_at(step, time.time() - t0)
+        lr = lr_at(step, 0.0 if args.state else time.time() - t0)
+        if args.branch_decay:
+            lr = lr_at(step0) * (1.0 - 0.9 * (step - step0) / args.branch_decay)
+        if resumed and resumed["from"] == "carry" and step - step0 < args.rewarm:
+            lr *= (step - step0 + 1) / args.rewarm   # its AdamW moments start again from zero
         lrs.append(lr)
         for pg in opt.param_groups:
             pg["lr"] = lr
@@ -863,28 +1034,35 @@ def main():
                   f"lr {lr:.2e} prefix {len(g['prefix'])} s/step {elapsed / step:.3f} t {elapsed:.0f}s",
                   flush=True)
         done = step == args.steps or (replay is not None and step == len(replay)) or \
-            (args.time_limit_s and replay is None and elapsed > args.time_limit_s)
+            (args.time_limit_s and replay is None and elapsed > args.time_limit_s) or \
+            (args.session_steps and step - step0 >= args.session_steps) or \
+            (args.branch_decay and step - step0 >= args.branch_decay)
         if step % args.eval_every == 0 or done:
             ev = evaluate()
             ev.update({"step": step, "train_loss_ema": ema.item(), "elapsed_s": round(time.time() - t0, 1)})
             log.append(ev)
             print("EVAL " + json.dumps(ev), flush=True)
         if args.export_every and step % args.export_every == 0 and not done:
-            export(model, remap, os.path.join(args.out, f"ckpt-{step}"))
+            export(model, remap, os.path.join(args.out, f"ckpt-{step}"), tok.dir)
             if args.save_compact:
                 save_compact(model, vocab, os.path.join(args.out, f"ckpt-{step}", "compact.npz"))
+        if args.state and not args.branch_decay and (step % args.state_every == 0 or done):
+            session.update(end_step=step, seconds=round(time.time() - t0, 1))
+            save_state(args.state, run_id, model, opt, vocab, remap, tok.dir, step, ema, lrs, log,
+                       sessions + [session])
         if done:
             break
     if pool:
         pool.terminate()
-    export(model, remap, args.out)
+    export(model, remap, args.out, tok.dir)
     if args.save_compact:
         save_compact(model, vocab, os.path.join(args.out, "compact.npz"))
     with open(os.path.join(args.out, "train_log.json"), "w") as f:
         json.dump({"args": vars(args), "steps": step, "train_seconds": round(time.time() - t0, 1), "params": total,
                    "non_embedding_params": non_emb, "seed": args.seed, "lr": args.lr, "warmup": args.warmup,
                    "max_queries": args.max_queries, "softmax_vocab": len(vocab) + 1, "config": c, "data_stats": data["stats"], "evals": log,
-                   "lrs": lrs, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}, f)
+                   "lrs": lrs, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+                   "sessions": sessions + [dict(session, end_step=step, seconds=round(time.time() - t0, 1))]}, f)
     print(f"done: {step} steps in {time.time() - t0:.0f}s", flush=True)
 
 
