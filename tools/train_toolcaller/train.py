@@ -1031,7 +1031,7 @@ def main():
             aux_text = f" aux {aux_loss.item():.3f}" if aux_loss is not None else ""
             aux_text += "".join(f" {name} {l.item():.3f}" for name, l in sup_loss.items())
             print(f"step {step} loss {loss.item():.4f} ema {ema.item():.4f}{aux_text} acc {ok.float().mean().item():.3f} "
-                  f"lr {lr:.2e} prefix {len(g['prefix'])} s/step {elapsed / step:.3f} t {elapsed:.0f}s",
+                  f"lr {lr:.2e} prefix {len(g['prefix'])} s/step {elapsed / (step - step0):.3f} t {elapsed:.0f}s",
                   flush=True)
         done = step == args.steps or (replay is not None and step == len(replay)) or \
             (args.time_limit_s and replay is None and elapsed > args.time_limit_s) or \
