@@ -15,16 +15,4 @@ for i in $(seq 0 11); do
       --tools-asked 20 --phrasing v2 --rename 0.5 --values wide 2>"$DATA/s$i.log" & pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
-"$PY" - "$DATA" <<'PY'
-import pickle, sys
-d = sys.argv[1]
-groups, stats = [], []
-for i in range(12):
-    with open(f"{d}/s{i}/train.pkl", "rb") as f:
-        part = pickle.load(f)
-    groups += part["groups"]
-    stats.append(part["stats"])
-with open(f"{d}/train.pkl", "wb") as f:
-    pickle.dump({"groups": groups, "stats": {"shards": stats}}, f)
-print(f"{len(groups)} contexts")
-PY
+"$PY" tools/train_toolcaller/merge_shards.py "$DATA" 12
