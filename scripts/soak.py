@@ -21,7 +21,7 @@ Every --sample-s seconds: VmRSS and Threads from /proc/PID/status, entries of /p
 the warm-up (--warmup-s) and at the end the load pauses and, once the server is idle, threads and
 descriptors are read: the end's must not exceed the warm-up's (descriptors: + 2 at most, what a
 health check in flight holds). RSS growth = (median of the last 10% of samples) / (median of the
-first 10% after the warm-up) - 1, at most --max-rss-growth (5%). At the end the group files must be
+first 10% after the warm-up) - 1, at most --max-rss-growth (5%) unless under --min-rss-growth-kib (16 MiB). At the end the group files must be
 within the disk budget, give or take one group; the memory tier's bytes (/status) are recorded
 against its budget (not yet a failure: see docs/testing.md#soak). Then the server is stopped
 (SIGINT, exit 0 expected) and `cache verify` must find its directory consistent.
@@ -240,6 +240,9 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--sample-s", type=float, default=5)
     ap.add_argument("--max-rss-growth", type=float, default=0.05)
+    ap.add_argument("--min-rss-growth-kib", type=int, default=16384,
+                    help="growth below this many KiB never fails (allocator arenas warming up are a fixed "
+                         "amount: with the 7 MB toolcaller the base is ~240 MB, so 9 MB was already 5%%)")
     ap.add_argument("--host-budget-bytes", type=int, default=6 << 20)
     ap.add_argument("--disk-budget-bytes", type=int, default=12 << 20)
     ap.add_argument("--max-body-bytes", type=int, default=256 << 10)
@@ -365,7 +368,7 @@ def main() -> int:
             a0 = statistics.median(s["rss_anon_kib"] for s in after[:k])
             a1 = statistics.median(s["rss_anon_kib"] for s in after[-k:])
             rss["anon_growth"] = round(a1 / a0 - 1, 4)  # reported beside the limit on VmRSS
-        if rss["growth"] > args.max_rss_growth:
+        if rss["growth"] > args.max_rss_growth and final - base > args.min_rss_growth_kib:
             failures.append(f"RSS grew {rss['growth']:.1%} after the warm-up (limit {args.max_rss_growth:.0%})")
     else:
         failures.append(f"too few samples after the warm-up ({len(after)}) to judge RSS")
