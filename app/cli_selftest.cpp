@@ -160,21 +160,11 @@ void check_bf16(std::vector<Row>& rows) {
 
 // ---- CPU instruction-set paths -----------------------------------------------------------------
 
-cc::ModelWeights load_model_weights(const std::string& spec) {
-    const auto source = cc::resolve_model(spec);
-    if (source.builtin) {
-        const auto recipe = cc::find_builtin(source.builtin_name);
-        if (!recipe) throw std::runtime_error(spec + ": unknown built-in model");
-        return cc::generate_builtin_weights(*recipe);
-    }
-    return cc::load_weights(source.dir, cc::ModelConfig::from_json(source.config, (source.dir / "config.json").string()));
-}
-
 // Per ISA: the last row's logits from a prefix block + suffix equal (==) a full prefill's; and the
 // path's logits stay close to the scalar path's (they round in a different order, so not equal;
 // bound: 1e-3 of the largest logit, far above float32 reordering and far below any real bug).
 void check_isas(std::vector<Row>& rows, const std::string& spec, bool quick) {
-    const auto weights = load_model_weights(spec);
+    const auto weights = cc::load_model_weights(spec);
     const int vocab = weights.config.vocab_size;
     std::vector<cc::token_id> ids;
     const int n_prefix = quick ? 24 : 96, n_suffix = quick ? 5 : 17;

@@ -150,7 +150,7 @@ class Bench:
         self.work = Path(a.work)
         self.work.mkdir(parents=True, exist_ok=True)
         self.cli = str(Path(a.cc_bin) / "contextcache-cli")
-        self.lb = Path(a.llama_bin)
+        self.lb = Path(a.llama_bin) if a.llama_bin else None
         self.T = str(a.threads)
         self.clients = [int(x) for x in a.clients.split(",") if x]
         self.sides = [s for s in a.sides.split(",") if s]
@@ -162,14 +162,16 @@ class Bench:
 
     # ---- setup
     def setup(self) -> None:
-        self.out["llama_cpp"] = llama_version(self.lb, self.a.llama_commit)
+        llama = "llama" in self.sides
+        if llama:
+            self.out["llama_cpp"] = llama_version(self.lb, self.a.llama_commit)
         self.out["contextcache"] = {"commit": self.a.cc_commit, "bin": self.a.cc_bin,
                                     "weights": self.a.cc_weights or "serve's default",
                                     "kv_dtype": self.a.kv_dtype or "serve's default"}
         self.out["machine"] = machine_info()
         self.out["threads"] = self.a.threads
         w = export_weights(cli=self.cli, model=self.a.model, work=self.work, repo=Path(self.a.repo),
-                           python=self.a.python, gguf_py=self.a.gguf_py, quantize=False)
+                           python=self.a.python, gguf_py=self.a.gguf_py, quantize=False, gguf=llama)
         self.hf, self.gguf = w["hf"], w["gguf_bf16"]
         self.out["weights"] = w["info"]
         repo = Path(self.a.repo)
@@ -186,7 +188,7 @@ class Bench:
             "client_stagger_ms": self.a.stagger_ms,
             "warmup": "1 request (max_tokens as the load), then 1 concurrent round of C requests (max_tokens 1)",
             "request_timeout_s": self.a.timeout}
-        self.prompt_check()
+        self.prompt_check(llama)
 
     def body(self, query: str, max_tokens: int, llama: bool) -> dict:
         b = {"model": "bench", "messages": [{"role": "system", "content": self.system},
@@ -198,9 +200,10 @@ class Bench:
             b.update({"chat_template_kwargs": {"enable_thinking": False}, "cache_prompt": True})
         return b
 
-    def prompt_check(self) -> None:
+    def prompt_check(self, llama: bool) -> None:
         """Each side's rendering of the first query's prompt: ContextCache's `render` ids against
-        llama-server's /apply-template + /tokenize (a probe server, -np 1). Sizes llama-server's -c."""
+        llama-server's /apply-template + /tokenize (a probe server, -np 1). Sizes llama-server's -c.
+        Without the llama side: ContextCache's rendering and the canonical tool order only."""
         out, _ = run([self.cli, "--model", str(self.hf), "--json", "render", "--tools", str(self.tools_file),
                       "--system-file", str(Path(self.a.repo) / "resources" / "system_prompt.txt"),
                       "--query", self.queries[0]])
@@ -211,6 +214,13 @@ class Bench:
         pos = {t["function"]["name"]: r["prefix_text"].find(f'"name": "{t["function"]["name"]}"') for t in self.tools}
         if all(v >= 0 for v in pos.values()):
             self.tools = sorted(self.tools, key=lambda t: pos[t["function"]["name"]])
+        if not llama:
+            self.out["prompt_check"] = {
+                "query": self.queries[0], "contextcache_render_tokens": len(ours),
+                "contextcache_prefix_tokens": len(r["prefix_ids"]),
+                "tools_sent_in_order": [t["function"]["name"] for t in self.tools], "llama_side": "not run"}
+            log(f"prompt: ContextCache {len(ours)} ids ({len(r['prefix_ids'])} prefix); no llama side")
+            return
         port = free_port()
         cmd = [str(self.lb / "llama-server"), "-m", str(self.gguf), "-t", self.T, "-c", "8192", "-np", "1",
                "--jinja", "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
@@ -485,9 +495,9 @@ def main() -> int:
     ap.add_argument("--repo", required=True)
     ap.add_argument("--cc-bin", required=True)
     ap.add_argument("--cc-commit", default=None)
-    ap.add_argument("--llama-bin", required=True)
+    ap.add_argument("--llama-bin", default="")
     ap.add_argument("--llama-commit", default=None)
-    ap.add_argument("--gguf-py", required=True)
+    ap.add_argument("--gguf-py", default="")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--work", required=True)
     ap.add_argument("--model", default="builtin:qwen3-0.6b")

@@ -7,8 +7,9 @@
 #
 # What it needs (it builds nothing):
 #   --llama-bin DIR      a CPU Release build of llama.cpp holding llama-server (its --version must
-#                        report --llama-commit)
-#   --gguf-py DIR        that checkout's gguf-py folder (tools/export_gguf.py uses it as a library)
+#                        report --llama-commit); not needed when --sides has no llama
+#   --gguf-py DIR        that checkout's gguf-py folder (tools/export_gguf.py uses it as a library);
+#                        not needed when --sides has no llama
 #   ContextCache binaries: --cc-bin DIR holding contextcache-cli with `serve --parallel` (default build/app)
 #   python3 with numpy (Debian: python3-numpy), lscpu
 #
@@ -99,11 +100,13 @@ while [[ $# -gt 0 ]]; do
 done
 
 die() { echo "serve_concurrency.sh: $*" >&2; exit 1; }
-[[ -n "$llama_bin" ]] || die "--llama-bin DIR is required (llama-server)"
-[[ -n "$gguf_py" ]] || die "--gguf-py DIR is required (the llama.cpp checkout's gguf-py)"
-[[ -x "$llama_bin/llama-server" ]] || die "$llama_bin/llama-server not found"
+if [[ ",$sides," == *,llama,* ]]; then
+    [[ -n "$llama_bin" ]] || die "--llama-bin DIR is required (llama-server; or --sides without llama)"
+    [[ -n "$gguf_py" ]] || die "--gguf-py DIR is required (the llama.cpp checkout's gguf-py)"
+    [[ -x "$llama_bin/llama-server" ]] || die "$llama_bin/llama-server not found"
+    [[ -d "$gguf_py/gguf" ]] || die "$gguf_py has no gguf package (--gguf-py)"
+fi
 [[ -x "$cc_bin/contextcache-cli" ]] || die "$cc_bin/contextcache-cli not found (--cc-bin)"
-[[ -d "$gguf_py/gguf" ]] || die "$gguf_py has no gguf package (--gguf-py)"
 if [[ -z "$python" ]]; then
     for p in python3 /usr/bin/python3; do
         if "$p" -c 'import numpy' 2>/dev/null; then python="$(command -v "$p")"; break; fi

@@ -194,10 +194,12 @@ def llama_version(llama_bin: Path, expected_commit: str | None) -> dict:
 
 
 def export_weights(*, cli: str, model: str, work: Path, repo: Path, python: str, gguf_py: str,
-                   llama_bin: Path | None = None, threads: str = "2", quantize: bool = True) -> dict:
+                   llama_bin: Path | None = None, threads: str = "2", quantize: bool = True,
+                   gguf: bool = True) -> dict:
     """The same weights on both sides: `contextcache-cli --model SPEC export` -> WORK/hf (ContextCache
     loads that directory), tools/export_gguf.py -> WORK/model-bf16.gguf (same bf16 bits), and with
-    quantize llama-quantize -> WORK/model-q8_0.gguf. Files already in WORK are reused.
+    quantize llama-quantize -> WORK/model-q8_0.gguf. Files already in WORK are reused. gguf=False
+    (a sitting without llama.cpp): the safetensors directory only.
 
     -> {"hf": Path, "gguf_bf16": Path, "gguf_q8": Path | None, "info": the JSON's "weights" object}"""
     hf = work / "hf"
@@ -209,7 +211,7 @@ def export_weights(*, cli: str, model: str, work: Path, repo: Path, python: str,
     gguf_bf16 = work / "model-bf16.gguf"
     gguf_q8 = work / "model-q8_0.gguf"
     env = dict(os.environ, PYTHONPATH=gguf_py)
-    if not gguf_bf16.exists():
+    if gguf and not gguf_bf16.exists():
         log("export_gguf.py -> bf16 GGUF")
         run([python, str(Path(repo) / "tools" / "export_gguf.py"), str(hf), str(gguf_bf16),
              "--outtype", "bf16", "--name", model], env=env)
@@ -221,9 +223,10 @@ def export_weights(*, cli: str, model: str, work: Path, repo: Path, python: str,
     info = {
         "model": model, "checkpoint_dtype": cfg.get("torch_dtype"),
         "safetensors_bytes": st.stat().st_size,
-        "gguf_bf16_bytes": gguf_bf16.stat().st_size,
     }
+    if gguf:
+        info["gguf_bf16_bytes"] = gguf_bf16.stat().st_size
     if quantize:
         info["gguf_q8_0_bytes"] = gguf_q8.stat().st_size
     info["contextcache_loads"] = str(hf)
-    return {"hf": hf, "gguf_bf16": gguf_bf16, "gguf_q8": gguf_q8 if quantize else None, "info": info}
+    return {"hf": hf, "gguf_bf16": gguf_bf16 if gguf else None, "gguf_q8": gguf_q8 if quantize else None, "info": info}

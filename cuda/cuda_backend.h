@@ -11,6 +11,7 @@
 #include "core/model/weights.h"
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -73,8 +74,9 @@ size_t device_free_bytes(int device);
 std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights, const CudaBackendOptions& options);
 
 // The CUDA backend's registry entry ("cuda"): its probe (device 0, with the free memory), numerics
-// id, required bytes and factory, for app/ to register (cuda/registry_entry.cpp).
-BackendEntry cuda_backend_entry();
+// id, required bytes, factory and self-test (cuda/registry_entry.cpp). The programs load it from
+// the plugin (cuda/plugin_entry.cpp, app/backends.cpp); `load_model` as in SelftestOptions.
+BackendEntry cuda_backend_entry(std::function<ModelWeights(const std::string& spec)> load_model = {});
 
 // ---- self-test -----------------------------------------------------------------------------
 
@@ -84,6 +86,9 @@ struct SelftestOptions {
     std::string model_spec;    // "" = builtin:qwen3-test only; else that model too (builtin:NAME or an HF directory)
     bool ops = true;           // the per-op checks
     bool models = true;        // the whole-model checks
+    // Loads a --model SPEC; empty: cc::load_model_weights. The plugin's host passes its own, so
+    // that the models embedded in the program (builtin:toolcaller) are found from the plugin too.
+    std::function<ModelWeights(const std::string& spec)> load_model;
 };
 
 // One line of the self-test's table.

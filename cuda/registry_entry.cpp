@@ -51,7 +51,7 @@ CudaProbeSummary probe_summary() {
 
 }  // namespace
 
-BackendEntry cuda_backend_entry() {
+BackendEntry cuda_backend_entry(std::function<ModelWeights(const std::string& spec)> load_model) {
     BackendEntry e;
     e.name = "cuda";
     e.probe = probe_summary;
@@ -64,8 +64,9 @@ BackendEntry cuda_backend_entry() {
     };
     e.required_bytes = [](const ModelConfig& config, const BackendOptions& o) { return cuda_required_bytes(config, cuda_options(o)); };
     e.make = [](const ModelWeights& w, const BackendOptions& o) { return make_cuda_backend(w, cuda_options(o)); };
-    e.selftest = [](bool quick, const std::string& model_spec) {
+    e.selftest = [load_model](bool quick, const std::string& model_spec) {
         SelftestOptions o;
+        o.load_model = load_model;
         o.quick = quick;
         o.model_spec = model_spec;
         std::vector<cc::SelftestRow> rows;

@@ -646,17 +646,6 @@ void check_argmax_sampling(const Context& ctx, Table& t) {
 
 // ---- whole model ---------------------------------------------------------------------------------
 
-ModelWeights load_model(const std::string& spec) {
-    const ModelSource src = resolve_model(spec);
-    if (src.builtin) {
-        const auto recipe = find_builtin(src.builtin_name);
-        if (!recipe) throw std::runtime_error(spec + ": unknown built-in model");
-        return generate_builtin_weights(*recipe);
-    }
-    const ModelConfig config = ModelConfig::from_json(src.config, (src.dir / "config.json").string());
-    return load_weights(src.dir, config);
-}
-
 std::vector<float> slice_rows(const std::vector<float>& logits, int vocab, int first, int n) {
     return std::vector<float>(logits.begin() + ptrdiff_t(first) * vocab, logits.begin() + ptrdiff_t(first + n) * vocab);
 }
@@ -665,7 +654,7 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
     const std::string name = "model " + spec;
     ModelWeights weights;
     try {
-        weights = load_model(spec);
+        weights = options.load_model ? options.load_model(spec) : load_model_weights(spec);
     } catch (const std::exception& e) {
         t.add(name + ": load", spec, NAN, 0, std::string("threw: ") + e.what(), false);
         return;

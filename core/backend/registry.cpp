@@ -34,4 +34,8 @@ CudaProbeSummary BackendRegistry::probe_gpu() const {
     return cuda->probe();
 }
 
+std::string backend_plugin_abi() {
+    return std::string("contextcache-backend-plugin/1 build=") + CC_BACKEND_PLUGIN_BUILD_ID + " compiler=" + __VERSION__;
+}
+
 }  // namespace cc

@@ -69,4 +69,28 @@ private:
     std::vector<BackendEntry> entries_;
 };
 
+// ---- backends built as plugins ------------------------------------------------------------------
+// The CUDA backend is a shared object (libcontextcache-cuda.so, cuda/plugin_entry.cpp) that app/
+// opens with dlopen only when the NVIDIA driver is installed, so a program on a machine without
+// one never maps the CUDA libraries. A plugin exports two C symbols:
+//   const char* contextcache_backend_plugin_abi();   // backend_plugin_abi() as the plugin was built
+//   void contextcache_backend_plugin_entry(const BackendPluginHost*, BackendEntry*);
+// C++ types cross (BackendEntry, std::function, ModelWeights), so the host opens a plugin only
+// when the two ABI strings are equal: built by the same compiler in the same build tree.
+inline constexpr const char* kBackendPluginAbiSymbol = "contextcache_backend_plugin_abi";
+inline constexpr const char* kBackendPluginEntrySymbol = "contextcache_backend_plugin_entry";
+
+// What the host lends a plugin.
+struct BackendPluginHost {
+    // Loads a --model SPEC with the program's own built-in models (the embedded toolcaller is
+    // the program's, not the plugin's): the self-test's models.
+    std::function<ModelWeights(const std::string& spec)> load_model;
+};
+
+using BackendPluginAbiFn = const char* (*)();
+using BackendPluginEntryFn = void (*)(const BackendPluginHost*, BackendEntry*);
+
+// "contextcache-backend-plugin/1 build=<id of the build tree> compiler=<__VERSION__>".
+std::string backend_plugin_abi();
+
 }  // namespace cc

@@ -4,6 +4,7 @@
 #include "core/text/chat_format.h"
 #include "core/base/embedded_resources.h"
 #include "core/model/model_config.h"
+#include "core/model/weights.h"
 #include "core/base/sha256.h"
 
 #include <algorithm>
@@ -96,6 +97,16 @@ ModelSource resolve_model(const std::string& spec) {
 
 std::string default_model_spec() {
     return find_builtin("toolcaller") ? "builtin:toolcaller" : "builtin:qwen3-demo";
+}
+
+ModelWeights load_model_weights(const std::string& spec) {
+    const ModelSource source = resolve_model(spec);
+    if (source.builtin) {
+        const auto recipe = find_builtin(source.builtin_name);
+        if (!recipe) throw std::runtime_error(spec + ": unknown built-in model");
+        return generate_builtin_weights(*recipe);
+    }
+    return load_weights(source.dir, ModelConfig::from_json(source.config, (source.dir / "config.json").string()));
 }
 
 Tokenizer load_model_tokenizer(const ModelSource& model, const std::optional<fs::path>& override_path) {

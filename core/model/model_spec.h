@@ -2,6 +2,7 @@
 // and fingerprint. The weights themselves are loaded by core/model/weights.h.
 #pragma once
 
+#include "core/model/weights.h"
 #include "core/text/tokenizer.h"
 
 #include <nlohmann/json.hpp>
@@ -40,6 +41,11 @@ std::vector<std::string> builtin_model_names();
 // Throws std::runtime_error naming the spec/file and the problem (unknown builtin, missing
 // directory, missing or malformed config.json).
 ModelSource resolve_model(const std::string& spec);
+
+// The weights of a --model SPEC: a built-in model's generated (or embedded) weights, else the
+// directory's safetensors checked against its config.json. For the self-tests and tools that
+// load a model without an engine; throws naming the spec or the file.
+ModelWeights load_model_weights(const std::string& spec);
 
 // The model's tokenizer: the bundled Qwen3 one for builtin models, else DIR/tokenizer.json.
 // `override_path` (tokenize --tokenizer) replaces it. Throws naming the file when it is absent.
