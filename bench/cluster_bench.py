@@ -9,6 +9,9 @@ and records, per run: where each request's group came from (memory / disk / remo
 hit rate, the share of local hits (memory + disk), TTFT per tier (the engine's ttft_ms, which
 includes linking or compiling the group), the remote tier's load rate, and compiles per tool set
 (a `miss` is a compile; after one per tool set every further one is a duplicate).
+Then, in the affinity run, the three replicas are restarted (SIGTERM, then `cluster.sh up` again:
+Redis and HAProxy keep running, each replica keeps its cache directory) and each tool set is asked
+once more: the disk tier's hits, with their TTFT (`after_restart` in the JSON).
 
 usage: bench/cluster_bench.py --cli build/app/contextcache-cli [--model builtin:qwen3-demo]
        [--tool-sets 10] [--requests 120] [--out bench/results_cluster_cpu.json]
@@ -76,6 +79,42 @@ def post(url, body, header_key, timeout=600):
     return data, group, (time.perf_counter() - t0) * 1000
 
 
+def ask(lb, sets, keys, s, with_header, i):
+    body = {"tools": sets[s], "query": "What's the weather in Paris?", "max_new_tokens": 1, "ignore_eos": True}
+    data, group, latency_ms = post(lb, body, keys[s] if with_header else None)
+    t = data["timings"]
+    return {"i": i, "tool_set": s, "tier": data["tier"], "ttft_ms": t["ttft_ms"], "link_ms": t["link_ms"],
+            "disk_load_ms": t.get("disk_load_ms", 0), "remote_load_ms": t.get("remote_load_ms", 0),
+            "remote_load_gb_s": t.get("remote_load_gb_s", 0), "compile_ms": t["compile_ms"], "latency_ms": latency_ms,
+            "group_ok": group == keys[s]}
+
+
+def restart_replicas(cluster, env):
+    """SIGTERM to the three replicas (their pid files), then `cluster.sh up`, which starts only what
+    is not running: the replicas, on their cache directories."""
+    for i in (1, 2, 3):
+        pid_file = os.path.join(env["CC_CLUSTER_DIR"], "replica%d.pid" % i)
+        pid = int(open(pid_file).read())
+        os.kill(pid, 15)
+        for _ in range(200):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("replica %d (pid %d) did not stop" % (i, pid))
+    subprocess.run(["bash", cluster, "up"], env=env, check=True, timeout=900, stdout=subprocess.DEVNULL)
+
+
+def tier_summary(rows):
+    tiers = {}
+    for r in rows:
+        tiers.setdefault(r["tier"], []).append(r)
+    return {"by_tier": {k: len(v) for k, v in sorted(tiers.items())},
+            "ttft_ms_median_by_tier": {k: statistics.median(r["ttft_ms"] for r in v) for k, v in sorted(tiers.items())}}
+
+
 def run(args, label, with_header, sets, keys, order, workdir):
     env = dict(os.environ)
     env.update({
@@ -86,15 +125,14 @@ def run(args, label, with_header, sets, keys, order, workdir):
     cluster = os.path.join(ROOT, "scripts", "cluster.sh")
     subprocess.run(["bash", cluster, "up"], env=env, check=True, timeout=900, stdout=subprocess.DEVNULL)
     lb = "http://127.0.0.1:%s/query" % env["CC_LB_PORT"]
-    rows = []
+    rows, after_restart = [], []
     try:
         for i, s in enumerate(order):
-            body = {"tools": sets[s], "query": "What's the weather in Paris?", "max_new_tokens": 1, "ignore_eos": True}
-            data, group, latency_ms = post(lb, body, keys[s] if with_header else None)
-            t = data["timings"]
-            rows.append({"i": i, "tool_set": s, "tier": data["tier"], "ttft_ms": t["ttft_ms"], "link_ms": t["link_ms"],
-                         "remote_load_ms": t.get("remote_load_ms", 0), "remote_load_gb_s": t.get("remote_load_gb_s", 0),
-                         "compile_ms": t["compile_ms"], "latency_ms": latency_ms, "group_ok": group == keys[s]})
+            rows.append(ask(lb, sets, keys, s, with_header, i))
+        if with_header:
+            restart_replicas(cluster, env)
+            for s in range(len(sets)):
+                after_restart.append(ask(lb, sets, keys, s, with_header, len(rows) + s))
     finally:
         subprocess.run(["bash", cluster, "down"], env=env, timeout=120, stdout=subprocess.DEVNULL)
     tiers = {}
@@ -119,7 +157,12 @@ def run(args, label, with_header, sets, keys, order, workdir):
         "duplicate_compiles": sum(v - 1 for v in compiles.values()),
         "group_header_ok": all(r["group_ok"] for r in rows),
     }
-    return {"summary": summary, "requests": rows}
+    out = {"summary": summary, "requests": rows}
+    if after_restart:
+        out["after_restart"] = {"what": "the 3 replicas restarted on their cache directories (Redis and HAProxy kept), "
+                                        "each tool set asked once, with the header",
+                                "summary": tier_summary(after_restart), "requests": after_restart}
+    return out
 
 
 def main():
@@ -149,6 +192,8 @@ def main():
         for label, with_header in (("affinity", True), ("random", False)):
             results[label] = run(args, label, with_header, sets, keys, order, tmp)
             print(label, json.dumps(results[label]["summary"]), file=sys.stderr)
+            if "after_restart" in results[label]:
+                print(label, "after restart", json.dumps(results[label]["after_restart"]["summary"]), file=sys.stderr)
 
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     cpu = ""

@@ -6,6 +6,10 @@
 #   bash scripts/sanitize.sh tsan  [--subset] [ctest args...]   # ThreadSanitizer          -> build-tsan/
 # --subset builds only the target sanitize_subset and runs the tests labelled `sanitize` (what CI
 # runs; the list is in tests/CMakeLists.txt). Other arguments go to ctest, e.g. `-R test_server`.
+# TARGETS="t1 t2 ..." builds only those targets (e.g. TARGETS="test_remote_tier contextcache-cli"
+# with `-R 'test_remote_tier|serve_cluster'`: the Redis tier and the cluster's servers sanitized).
+# Every sanitized process, the servers and CLIs the tests start included, writes its reports to
+# BUILD/sanitizer-reports/ (emptied first); the summary counts them and prints the first.
 # Environment: CC/CXX (default clang/clang++; GCC works too), BUILD_DIR, JOBS (default nproc),
 #   FUZZ=1 (asan with clang): also build the libFuzzer binaries (fuzz/) in the same tree, with
 #   -DCONTEXTCACHE_FUZZ=ON, so one build serves both where CPU is short; the coverage
@@ -50,14 +54,19 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
   -DCONTEXTCACHE_UI=OFF -DCONTEXTCACHE_CUDA=OFF -DCONTEXTCACHE_BENCH=OFF "${launcher[@]}" "${extra[@]}"
-cmake --build "$BUILD" -j "$JOBS" --target "$target"
+[ -z "${TARGETS:-}" ] || target="$TARGETS"
+# shellcheck disable=SC2086 # a list of targets
+cmake --build "$BUILD" -j "$JOBS" --target $target
 
 supp="$PWD/scripts/sanitizers"
+reports_dir="$PWD/$BUILD/sanitizer-reports"
+rm -rf "$reports_dir" && mkdir -p "$reports_dir"
 # halt_on_error: the first report ends the process with an error (ctest counts it as failed).
-export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:suppressions=$supp/asan.supp"
+# log_path: each process's reports in reports_dir/<mode>.<pid>, whichever process it was.
+export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:suppressions=$supp/asan.supp:log_path=$reports_dir/asan"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
-export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp:log_path=$reports_dir/ubsan"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp:log_path=$reports_dir/tsan"
 cd "$BUILD"
 log="ctest-$mode.log"
 start=$(date +%s)
@@ -68,6 +77,12 @@ set -e
 end=$(date +%s)
 echo "=== sanitize.sh $mode summary ($(git -C .. rev-parse --short HEAD), $(nproc) cores) ==="
 grep -E "tests passed|tests failed|Total Test time" "$log" || true
-reports=$(grep -cE "^(==[0-9]+==ERROR: |SUMMARY: (Address|Undefined|Thread|Leak)Sanitizer)|runtime error: |WARNING: ThreadSanitizer" "$log" || true)
-echo "sanitizer reports in the log: $reports; wall: $((end - start)) s; log: $BUILD/$log"
+reports=$(find "$reports_dir" -type f | wc -l)
+echo "sanitizer reports: $reports process(es) reported (files in $BUILD/sanitizer-reports/); wall: $((end - start)) s; log: $BUILD/$log"
+if [ "$reports" -gt 0 ]; then
+  first=$(find "$reports_dir" -type f | sort | head -1)
+  echo "--- the first: $first"
+  head -60 "$first"
+  [ "$rc" -ne 0 ] || rc=1  # a report in a process whose test still passed is a failure too
+fi
 exit "$rc"
