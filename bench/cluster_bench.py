@@ -105,6 +105,18 @@ def restart_replicas(cluster, env):
         else:
             raise RuntimeError("replica %d (pid %d) did not stop" % (i, pid))
     subprocess.run(["bash", cluster, "up"], env=env, check=True, timeout=900, stdout=subprocess.DEVNULL)
+    # HAProxy marked them down while they were stopped; it sends to a replica again after two
+    # passed health checks (deploy/haproxy.cfg: inter 1s rise 2). Its stats CSV says when.
+    stats = "http://127.0.0.1:%s/;csv" % env["CC_STATS_PORT"]
+    for _ in range(300):
+        with urllib.request.urlopen(stats, timeout=10) as r:
+            lines = r.read().decode().splitlines()
+        header = lines[0].lstrip("# ").split(",")
+        servers = [dict(zip(header, l.split(","))) for l in lines[1:] if l and not l.split(",")[1] in ("FRONTEND", "BACKEND")]
+        if servers and all(x["status"] == "UP" for x in servers):
+            return
+        time.sleep(0.1)
+    raise RuntimeError("HAProxy did not see the restarted replicas up")
 
 
 def tier_summary(rows):
@@ -115,7 +127,22 @@ def tier_summary(rows):
             "ttft_ms_median_by_tier": {k: statistics.median(r["ttft_ms"] for r in v) for k, v in sorted(tiers.items())}}
 
 
-def run(args, label, with_header, sets, keys, order, workdir):
+def group_keys(args, lb, sets, workdir):
+    """Each tool set's group key as a client computes it (docs/deploy.md): `contextcache-cli key`
+    with the replicas' KV width and weights, which GET /status reports."""
+    with urllib.request.urlopen(lb.replace("/query", "/status"), timeout=30) as r:
+        status = json.load(r)
+    keys = []
+    for i, s in enumerate(sets):
+        path = os.path.join(workdir, "set%d.json" % i)
+        json.dump(s, open(path, "w"))
+        out = subprocess.run([args.cli, "--model", args.model, "--kv-dtype", status["kv_dtype"], "--weights", status["weights"],
+                              "--json", "key", "--tools", path], check=True, capture_output=True, text=True).stdout
+        keys.append(json.loads(out)["group_key"])
+    return keys
+
+
+def run(args, label, with_header, sets, order, workdir):
     env = dict(os.environ)
     env.update({
         "CC_CLI": args.cli, "CC_MODEL": args.model, "CC_CLUSTER_DIR": os.path.join(workdir, label),
@@ -127,6 +154,7 @@ def run(args, label, with_header, sets, keys, order, workdir):
     lb = "http://127.0.0.1:%s/query" % env["CC_LB_PORT"]
     rows, after_restart = [], []
     try:
+        keys = group_keys(args, lb, sets, workdir)
         for i, s in enumerate(order):
             rows.append(ask(lb, sets, keys, s, with_header, i))
         if with_header:
@@ -178,19 +206,12 @@ def main():
     args = ap.parse_args()
 
     sets = tool_sets(args.tool_sets, args.tools_per_set)
-    keys = []
     with tempfile.TemporaryDirectory() as tmp:
-        for i, s in enumerate(sets):
-            path = os.path.join(tmp, "set%d.json" % i)
-            json.dump(s, open(path, "w"))
-            out = subprocess.run([args.cli, "--model", args.model, "--kv-dtype", "bf16", "--json", "key", "--tools", path],
-                                 check=True, capture_output=True, text=True).stdout
-            keys.append(json.loads(out)["group_key"])
         rng = random.Random(args.seed)
         order = [rng.randrange(len(sets)) for _ in range(args.requests)]
         results = {}
         for label, with_header in (("affinity", True), ("random", False)):
-            results[label] = run(args, label, with_header, sets, keys, order, tmp)
+            results[label] = run(args, label, with_header, sets, order, tmp)
             print(label, json.dumps(results[label]["summary"]), file=sys.stderr)
             if "after_restart" in results[label]:
                 print(label, "after restart", json.dumps(results[label]["after_restart"]["summary"]), file=sys.stderr)
