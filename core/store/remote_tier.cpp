@@ -171,19 +171,9 @@ private:
     size_t pos_ = 0;        // consumed prefix of pending_
 };
 
-struct Manifest {
-    uint64_t file_bytes = 0;
-    std::string file_xxh128;
-    struct Chunk {
-        std::string key;
-        uint64_t bytes = 0;
-        std::string xxh128;
-    };
-    std::vector<Chunk> chunks;
-};
+}  // namespace
 
-// Parses and checks a manifest; throws std::runtime_error naming the problem.
-Manifest parse_manifest(std::string_view text, const std::string& group_key, const RemoteTier& tier) {
+RemoteManifest parse_remote_manifest(std::string_view text, std::string_view group_key, std::string_view key_prefix) {
     ordered_json j;
     try {
         j = ordered_json::parse(text);
@@ -193,23 +183,30 @@ Manifest parse_manifest(std::string_view text, const std::string& group_key, con
     try {
         if (!j.is_object() || j.value("format", "") != kManifestFormat)
             throw std::runtime_error("manifest format is not \"" + std::string(kManifestFormat) + "\"");
-        if (j.at("version").get<int>() != kManifestVersion)
+        // Sizes and the version must be JSON integers: nlohmann would cast a float (1e300, -1.5)
+        // to the integer type, which is undefined behaviour past its range.
+        auto unsigned_field = [](const ordered_json& o, const char* name) {
+            const auto& v = o.at(name);
+            if (!v.is_number_unsigned()) throw std::runtime_error(std::string("manifest field ") + name + " is not an unsigned integer");
+            return v.get<uint64_t>();
+        };
+        if (!j.at("version").is_number_integer() || j.at("version").get<int64_t>() != kManifestVersion)
             throw std::runtime_error("manifest version " + j.at("version").dump() + ", expected " +
                                      std::to_string(kManifestVersion));
         if (j.at("group_key").get<std::string>() != group_key) throw std::runtime_error("manifest names another group_key");
-        Manifest m;
-        m.file_bytes = j.at("file_bytes").get<uint64_t>();
+        RemoteManifest m;
+        m.file_bytes = unsigned_field(j, "file_bytes");
         m.file_xxh128 = j.at("file_xxh3_128").get<std::string>();
         if (m.file_bytes == 0 || m.file_bytes > kMaxRemoteFileBytes) throw std::runtime_error("file_bytes out of range");
         if (!is_hex(m.file_xxh128, 32)) throw std::runtime_error("file_xxh3_128 is not 32 hex digits");
         uint64_t total = 0;
         for (const auto& c : j.at("chunks")) {
-            Manifest::Chunk chunk;
-            chunk.bytes = c.at("bytes").get<uint64_t>();
+            RemoteManifest::Chunk chunk;
+            chunk.bytes = unsigned_field(c, "bytes");
             chunk.xxh128 = c.at("xxh3_128").get<std::string>();
             chunk.key = c.at("key").get<std::string>();
             if (!is_hex(chunk.xxh128, 32)) throw std::runtime_error("a chunk's xxh3_128 is not 32 hex digits");
-            if (chunk.key != tier.chunk_key(chunk.xxh128)) throw std::runtime_error("a chunk's key is not its content's");
+            if (chunk.key != std::string(key_prefix) + "chunk:" + chunk.xxh128) throw std::runtime_error("a chunk's key is not its content's");
             if (chunk.bytes == 0 || chunk.bytes > m.file_bytes - total) throw std::runtime_error("chunk sizes do not add up");
             total += chunk.bytes;
             m.chunks.push_back(std::move(chunk));
@@ -220,8 +217,6 @@ Manifest parse_manifest(std::string_view text, const std::string& group_key, con
         throw std::runtime_error(std::string("manifest field: ") + e.what());
     }
 }
-
-}  // namespace
 
 const char* remote_status_name(RemoteTier::Status status) {
     switch (status) {
@@ -363,7 +358,7 @@ RemoteTier::Fetch RemoteTier::fetch(const std::string& group_key) {
     const std::string where = describe() + " group " + group_key.substr(0, 12);
     ConnPtr c;
     std::string manifest_text;
-    Manifest m;
+    RemoteManifest m;
     try {
         c = acquire();
         const std::string mkey = manifest_key(group_key);
@@ -397,7 +392,7 @@ RemoteTier::Fetch RemoteTier::fetch(const std::string& group_key) {
         }
     };
     try {
-        m = parse_manifest(manifest_text, group_key, *this);
+        m = parse_remote_manifest(manifest_text, group_key, options_.key_prefix);
     } catch (const std::exception& e) {
         forget_manifest();
         release(std::move(c));
@@ -423,7 +418,7 @@ RemoteTier::Fetch RemoteTier::fetch(const std::string& group_key) {
         flush_commands(c.get(), where);
         size_t offset = 0;
         for (size_t i = 0; i < m.chunks.size(); ++i) {
-            const Manifest::Chunk& chunk = m.chunks[i];
+            const RemoteManifest::Chunk& chunk = m.chunks[i];
             const std::optional<size_t> len = reader.bulk_length("GET chunk " + std::to_string(i));
             if (!len) {
                 forget_manifest();  // stale: the next compile republishes the group

@@ -169,6 +169,24 @@ private:
     } counters_;
 };
 
+// A group's manifest (docs/file-formats.md, "The remote tier's keys"), as parse_remote_manifest() checked it:
+// the chunk keys are their contents' (KEY_PREFIX "chunk:" + XXH3-128), and the chunk sizes, each
+// at least one byte, add up to file_bytes.
+struct RemoteManifest {
+    uint64_t file_bytes = 0;
+    std::string file_xxh128;
+    struct Chunk {
+        std::string key;
+        uint64_t bytes = 0;
+        std::string xxh128;
+    };
+    std::vector<Chunk> chunks;
+};
+
+// Parses and checks a manifest read from Redis (outside input: anything could have written it)
+// for `group_key`; throws std::runtime_error naming the problem.
+RemoteManifest parse_remote_manifest(std::string_view text, std::string_view group_key, std::string_view key_prefix);
+
 const char* remote_status_name(RemoteTier::Status status);  // "hit" | "absent" | "incomplete" | "damaged" | "unavailable"
 
 }  // namespace cc

@@ -116,6 +116,45 @@ TEST(RemoteTierUrl, ParsesHostPortDbAndCredentials) {
         EXPECT_THROW(cc::parse_redis_url(bad), std::invalid_argument) << bad;
 }
 
+// The manifest parser alone (no Redis): what a replica publishes parses back; every field of the
+// wrong type, size or content is refused naming it, never cast (fuzz/fuzz_remote_manifest.cpp
+// covers the rest).
+TEST(RemoteManifest, ParsesAGoodOneAndRefusesEveryBadFieldByName) {
+    const std::string key(64, 'a'), h1(32, '1'), h2(32, '2'), whole(32, 'f');
+    auto manifest = [&](const std::string& file_bytes, const std::string& b1, const std::string& version = "1",
+                        const std::string& k1 = "cc:chunk:" + std::string(32, '1')) {
+        return "{\"format\":\"contextcache-remote-group\",\"version\":" + version + ",\"group_key\":\"" + key +
+               "\",\"file_bytes\":" + file_bytes + ",\"file_xxh3_128\":\"" + whole + "\",\"chunks\":[{\"key\":\"" + k1 +
+               "\",\"bytes\":" + b1 + ",\"xxh3_128\":\"" + h1 + "\"},{\"key\":\"cc:chunk:" + h2 +
+               "\",\"bytes\":10,\"xxh3_128\":\"" + h2 + "\"}]}";
+    };
+    const auto m = cc::parse_remote_manifest(manifest("30", "20"), key, "cc:");
+    EXPECT_EQ(m.file_bytes, 30u);
+    ASSERT_EQ(m.chunks.size(), 2u);
+    EXPECT_EQ(m.chunks[0].key, "cc:chunk:" + h1);
+    EXPECT_EQ(m.chunks[1].bytes, 10u);
+    auto refused = [&](const std::string& text, const std::string& why, const std::string& group = "") {
+        try {
+            cc::parse_remote_manifest(text, group.empty() ? key : group, "cc:");
+            ADD_FAILURE() << "accepted: " << text;
+        } catch (const std::runtime_error& e) {
+            EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+        }
+    };
+    refused(manifest("1e300", "20"), "file_bytes is not an unsigned integer");  // a float is not cast
+    refused(manifest("30", "-1.5"), "bytes is not an unsigned integer");
+    refused(manifest("30", "-20"), "bytes is not an unsigned integer");
+    refused(manifest("30", "20", "1.0"), "manifest version");
+    refused(manifest("30", "20", "2"), "manifest version 2");
+    refused(manifest("31", "20"), "do not add up");
+    refused(manifest("30", "25"), "do not add up");
+    refused(manifest("30", "0"), "do not add up");
+    refused(manifest("30", "20", "1", "cc:chunk:" + h2), "not its content's");
+    refused(manifest("30", "20"), "another group_key", std::string(64, 'b'));
+    refused("{\"fo", "not JSON");
+    refused("[1]", "format");
+}
+
 TEST_F(RemoteTier, AGroupCompiledByOneReplicaIsARemoteHitForAnotherAndPromotedToItsDisk) {
     const auto tools = tools_from({0, 1, 2});
     const std::string key = publish(dir("a"), url(), tools, "sys");
