@@ -102,8 +102,10 @@ commands:
                                               model.safetensors, the Qwen3 tokenizer files)
   tokenize (--text T | --file F | --jsonl F)  token ids; [--mode plain|template] [--add-special-tokens]
            [--tokenizer PATH] [--decode]      (--jsonl: one {"text": ...} per line in, {"ids": [...]} out)
-  key --tools FILE [--system S | --system-file F]
-                                              tools_hash and group_key of a tool set
+  key --tools FILE [--system S | --system-file F] [--serve]
+                                              tools_hash and group_key of a tool set; --serve: the key
+                                              `serve` uses here (its BF16 KV and weights defaults), the
+                                              one to send in X-ContextCache-Group
   render --tools FILE --query Q [--system S | --system-file F]
                                               prefix/suffix text and ids exactly as the model sees them
   why --tools FILE [--system S | --system-file F] [--nearest N]
@@ -620,7 +622,7 @@ int main(int argc, char** argv) {
             if (std::string_view(a) == "-i") a = interactive_flag;
         Args args(static_cast<int>(argv_long.size()), argv_long.data(),
                   {"json", "help", "add-special-tokens", "decode", "ignore-eos", "csv", "quiet", "quick", "interactive",
-                   "each-turn", "thinking", "strict"});
+                   "each-turn", "thinking", "strict", "serve"});
         if (args.flag("help") || args.positional().empty()) {
             std::cout << kUsage;
             return args.flag("help") ? 0 : 2;
@@ -638,7 +640,9 @@ int main(int argc, char** argv) {
         // the 0.6B shape a faster cache hit and decode at depth (docs/benchmarks.md); the research
         // commands keep the F32 reference (the NoPE experiment's RoPE check is exact there).
         // And where the CPU has AVX-512 BF16, bf16dot weights (the fastest exact path it has).
-        const auto options = command == "serve"
+        // `key --serve`: the key a `serve` with the same options computes (its routing header).
+        const bool serve_numerics = command == "serve" || (command == "key" && args.flag("serve"));
+        const auto options = serve_numerics
                                  ? engine_options(args, model_spec, backend, "bf16",
                                                   args.has("weights") ? "stored" : serve_default_weights(model_spec, backend))
                                  : engine_options(args, model_spec, backend, "f32");

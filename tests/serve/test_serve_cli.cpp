@@ -96,6 +96,29 @@ TEST(ServeCli, PrintsItsAddressAnswersAndStopsOnSigint) {
     busy.join();
 }
 
+// A client computes the routing header with `key --serve` (docs/deploy.md): it must be the key the
+// server answers with, whatever weights and KV width `serve` chose by default on this CPU.
+TEST(ServeCli, KeyServeIsTheGroupKeyTheServerAnswersWith) {
+    const auto tools = (cc::test::source_dir() / "resources" / "toolsets" / "tools_5.json").string();
+    const auto k = cc::test::run_cli({"--model", "builtin:qwen3-test", "--json", "key", "--serve", "--tools", tools});
+    ASSERT_EQ(k.exit_code, 0) << k.out;
+    const std::string key = ordered_json::parse(k.out).at("group_key");
+    const auto plain = cc::test::run_cli({"--model", "builtin:qwen3-test", "--json", "key", "--tools", tools});
+    ASSERT_EQ(plain.exit_code, 0) << plain.out;
+    EXPECT_NE(ordered_json::parse(plain.out).at("group_key"), key) << "key without --serve takes F32 KV: another key";
+
+    ServeProcess server({});
+    ASSERT_GT(server.port, 0);
+    httplib::Client c("127.0.0.1", server.port);
+    c.set_read_timeout(120, 0);
+    const std::string body = R"({"tools": )" + cc::test::read_file(tools) + R"(, "query": "q", "max_new_tokens": 1})";
+    auto r = c.Post("/query", body, "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("X-ContextCache-Group"), key);
+    EXPECT_EQ(server.interrupt_and_wait(30s), 0);
+}
+
 TEST(ServeCli, BadOptionsAreUsageErrors) {
     const auto r = cc::test::run_cli({"serve", "--port", "70000"});
     EXPECT_EQ(r.exit_code, 2) << r.err;
