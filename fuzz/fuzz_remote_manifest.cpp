@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             uint64_t total = 0;
             for (const auto& c : m.chunks) {
                 if (c.bytes == 0 || c.xxh128.size() != 32) __builtin_trap();
-                if (c.key != std::string(prefix) + "chunk:" + c.xxh128) __builtin_trap();
+                if (c.key != cc::remote_chunk_key(prefix, c.xxh128)) __builtin_trap();
                 total += c.bytes;
             }
             if (m.file_bytes == 0 || total != m.file_bytes || m.file_xxh128.size() != 32) __builtin_trap();

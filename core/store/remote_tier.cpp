@@ -206,7 +206,7 @@ RemoteManifest parse_remote_manifest(std::string_view text, std::string_view gro
             chunk.xxh128 = c.at("xxh3_128").get<std::string>();
             chunk.key = c.at("key").get<std::string>();
             if (!is_hex(chunk.xxh128, 32)) throw std::runtime_error("a chunk's xxh3_128 is not 32 hex digits");
-            if (chunk.key != std::string(key_prefix) + "chunk:" + chunk.xxh128) throw std::runtime_error("a chunk's key is not its content's");
+            if (chunk.key != remote_chunk_key(key_prefix, chunk.xxh128)) throw std::runtime_error("a chunk's key is not its content's");
             if (chunk.bytes == 0 || chunk.bytes > m.file_bytes - total) throw std::runtime_error("chunk sizes do not add up");
             total += chunk.bytes;
             m.chunks.push_back(std::move(chunk));

@@ -48,6 +48,11 @@ struct redisContext;
 
 namespace cc {
 
+// A chunk's Redis key: KEY_PREFIX "chunk:" + its XXH3-128 in hex (content-addressed).
+inline std::string remote_chunk_key(std::string_view key_prefix, std::string_view xxh128_hex) {
+    return std::string(key_prefix) + "chunk:" + std::string(xxh128_hex);
+}
+
 struct RemoteTierOptions {
     std::string url;                           // redis://[[user]:password@]host[:port][/db]; empty = none
     // Per chunk value (tests use small ones). 4 MiB: loads measured 2x faster than with 8 or
@@ -141,7 +146,7 @@ public:
 
     std::string manifest_key(const std::string& group_key) const { return options_.key_prefix + "group:" + group_key; }
     std::string lock_key(const std::string& group_key) const { return options_.key_prefix + "lock:" + group_key; }
-    std::string chunk_key(std::string_view xxh128_hex) const { return options_.key_prefix + "chunk:" + std::string(xxh128_hex); }
+    std::string chunk_key(std::string_view xxh128_hex) const { return remote_chunk_key(options_.key_prefix, xxh128_hex); }
 
 private:
     struct ConnDeleter {
