@@ -30,7 +30,7 @@ std::string dl_error() {
 std::optional<std::string> nvidia_driver_missing() {
     static const std::optional<std::string> why = []() -> std::optional<std::string> {
         if (dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) return std::nullopt;
-        return "the NVIDIA driver is not installed (libcuda.so.1: " + dl_error() + ")";
+        return "the NVIDIA driver is not installed (" + dl_error() + ")";  // dlerror names libcuda.so.1
     }();
     return why;
 }
