@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 extern char** environ;
@@ -25,6 +26,7 @@ struct ServeProcess {
     pid_t pid = -1;
     int out_fd = -1;
     int port = 0;
+    ordered_json first_line;  // what it printed first: {"address", "port", ...}
 
     explicit ServeProcess(const std::vector<std::string>& extra) {
         int pipefd[2];
@@ -47,7 +49,10 @@ struct ServeProcess {
         std::string line;
         char c;
         while (read(out_fd, &c, 1) == 1 && c != '\n') line += c;
-        if (!line.empty()) port = ordered_json::parse(line).value("port", 0);
+        if (!line.empty()) {
+            first_line = ordered_json::parse(line);
+            port = first_line.value("port", 0);
+        }
     }
     // SIGINT, then the exit status (or -1 when it did not end within the limit).
     int interrupt_and_wait(std::chrono::seconds limit) {
@@ -94,6 +99,41 @@ TEST(ServeCli, PrintsItsAddressAnswersAndStopsOnSigint) {
     }
     EXPECT_EQ(server.interrupt_and_wait(30s), 0);
     busy.join();
+}
+
+// glibc's malloc arenas are capped at 2 unless told otherwise (docs/testing.md, "Soak": more only
+// let RSS creep up); 0 leaves glibc's default; a bad value is refused by the option's name.
+TEST(ServeCli, CapsMallocArenasByDefaultAndOnRequest) {
+    {
+        ServeProcess server({});
+        ASSERT_GT(server.port, 0);
+        EXPECT_EQ(server.first_line.at("malloc_arenas"), 2);
+        EXPECT_EQ(server.interrupt_and_wait(30s), 0);
+    }
+    {
+        ServeProcess server({"--malloc-arenas", "5"});
+        ASSERT_GT(server.port, 0);
+        EXPECT_EQ(server.first_line.at("malloc_arenas"), 5);
+        EXPECT_EQ(server.interrupt_and_wait(30s), 0);
+    }
+    {
+        ServeProcess server({"--malloc-arenas", "0"});
+        ASSERT_GT(server.port, 0);
+        EXPECT_TRUE(server.first_line.at("malloc_arenas").is_null());
+        EXPECT_EQ(server.interrupt_and_wait(30s), 0);
+    }
+    {
+        // the user's MALLOC_ARENA_MAX (glibc reads it at start) is kept when the option is not given
+        ASSERT_EQ(setenv("MALLOC_ARENA_MAX", "3", 1), 0);
+        ServeProcess server({});
+        unsetenv("MALLOC_ARENA_MAX");
+        ASSERT_GT(server.port, 0);
+        EXPECT_TRUE(server.first_line.at("malloc_arenas").is_null());
+        EXPECT_EQ(server.interrupt_and_wait(30s), 0);
+    }
+    const auto bad = cc::test::run_cli({"--model", "builtin:qwen3-test", "serve", "--port", "0", "--malloc-arenas", "-1"});
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find("--malloc-arenas"), std::string::npos) << bad.err;
 }
 
 // A client computes the routing header with `key --serve` (docs/deploy.md): it must be the key the
