@@ -42,6 +42,7 @@ constexpr int kMR = 12;        // tokens per micro-tile: 24 accumulators, 2 load
 constexpr int kKC = 256;       // pairs per k block: an X micro-panel (KC x MR x 4 bytes) stays in L1
 constexpr int kNB = 4 * kNR;   // features per task: a W block (NB x KC x 4 bytes) stays in L2
 constexpr int kGemvNP = 4;     // decode: 4 panels x 2 vectors = 8 chains in flight
+constexpr int kPrefetchNear = 16, kPrefetchFar = 64;  // pairs ahead in a panel (micro's prefetch)
 
 inline __m512 dp(__m512 acc, __m512i x, __m512i w) {
     return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(x), reinterpret_cast<__m512bh&>(w));
@@ -104,11 +105,17 @@ void micro(const uint32_t* xp, const uint32_t* wp, int kc, float* y, int64_t ldy
         }
     for (int kk = 0; kk < kc; ++kk) {
         __m512i wv[kNV];
-        // the panel 16 pairs ahead: with a few rows (a cache hit's suffix) the hardware prefetcher
-        // alone does not keep up with the arithmetic
+        // the panel 16 and 64 pairs (2 and 8 KiB) ahead: with a few rows (decode steps of a few
+        // sequences, a cache hit's suffix) the hardware prefetcher alone does not keep the memory
+        // busy while the arithmetic runs, and the time is the sum of the two instead of the larger
+        // (measured in docs/benchmarks.md, "Decode steps of several sequences"); past the panel's
+        // end the far line is the next panel's (the next block's at the last: harmless)
         if constexpr (Prefetch)
 #pragma GCC unroll 2
-            for (int v = 0; v < kNV; ++v) _mm_prefetch(reinterpret_cast<const char*>(wp + size_t(kk + 16) * kNR + v * kW), _MM_HINT_T0);
+            for (int v = 0; v < kNV; ++v) {
+                _mm_prefetch(reinterpret_cast<const char*>(wp + size_t(kk + kPrefetchNear) * kNR + v * kW), _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char*>(wp + size_t(kk + kPrefetchFar) * kNR + v * kW), _MM_HINT_T0);
+            }
 #pragma GCC unroll 2
         for (int v = 0; v < kNV; ++v) wv[v] = _mm512_loadu_si512(wp + size_t(kk) * kNR + v * kW);
 #pragma GCC unroll 16
@@ -140,6 +147,71 @@ void micro_rows(int rows, const uint32_t* xp, const uint32_t* wp, int kc, float*
         micro<R, true>(xp, wp, kc, y, ldy, n_valid, accumulate);
     else
         micro<R, false>(xp, wp, kc, y, ldy, n_valid, accumulate);
+}
+
+// A decode step of a few sequences (R <= kFewRows rows): NP panels side by side over the whole of
+// K, so NP weight streams are in flight on each core. micro's one stream at a time leaves the
+// memory idle while the arithmetic runs: its time is the sum of the two. Each element's chain is
+// micro's (every pair in order from +0), so the bits are the same. xp: the X panel ([k2][kMR]
+// pairs); wp: the first panel; y: (row 0, the first panel's feature 0); n_valid: features of the
+// NP panels that exist.
+constexpr int kFewRows = 6;
+constexpr int few_rows_panels(int rows) { return rows <= 3 ? 4 : rows == 4 ? 3 : 2; }  // 24 accumulators at most
+
+template <int R, int NP>
+void micro_panels(const uint32_t* xp, const uint32_t* wp, size_t panel_stride, int k2, float* y, int64_t ldy, int n_valid) {
+    __m512 acc[R][NP][kNV];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 2
+            for (int v = 0; v < kNV; ++v) acc[r][p][v] = _mm512_setzero_ps();
+    for (int kk = 0; kk < k2; ++kk) {
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; ++p) {
+            const uint32_t* w = wp + size_t(p) * panel_stride + size_t(kk) * kNR;
+            _mm_prefetch(reinterpret_cast<const char*>(w + size_t(kPrefetchFar) * kNR), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(w + size_t(kPrefetchFar) * kNR + kW), _MM_HINT_T0);
+            const __m512i w0 = _mm512_loadu_si512(w), w1 = _mm512_loadu_si512(w + kW);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+                const __m512i b = _mm512_set1_epi32(int(xp[size_t(kk) * kMR + r]));
+                acc[r][p][0] = dp(acc[r][p][0], b, w0);
+                acc[r][p][1] = dp(acc[r][p][1], b, w1);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 2
+            for (int v = 0; v < kNV; ++v) {
+                const int cnt = n_valid - p * kNR - v * kW;
+                if (cnt >= kW)
+                    _mm512_storeu_ps(y + r * ldy + p * kNR + v * kW, acc[r][p][v]);
+                else if (cnt > 0)
+                    _mm512_mask_storeu_ps(y + r * ldy + p * kNR + v * kW, __mmask16((1u << cnt) - 1u), acc[r][p][v]);
+            }
+}
+
+template <int R, int NP>
+void micro_panels_n(int np, const uint32_t* xp, const uint32_t* wp, size_t panel_stride, int k2, float* y, int64_t ldy,
+                    int n_valid) {
+    if constexpr (NP > 1) {
+        if (np < NP) return micro_panels_n<R, NP - 1>(np, xp, wp, panel_stride, k2, y, ldy, n_valid);
+    }
+    micro_panels<R, NP>(xp, wp, panel_stride, k2, y, ldy, n_valid);
+}
+
+template <int R>
+void few_rows(int rows, int np, const uint32_t* xp, const uint32_t* wp, size_t panel_stride, int k2, float* y, int64_t ldy,
+              int n_valid) {
+    if constexpr (R > 1) {
+        if (rows < R) return few_rows<R - 1>(rows, np, xp, wp, panel_stride, k2, y, ldy, n_valid);
+    }
+    micro_panels_n<R, few_rows_panels(R)>(np, xp, wp, panel_stride, k2, y, ldy, n_valid);
 }
 
 // 13..24 rows (a short suffix; R of them) against one vector of 16 features: each weight line read
@@ -332,14 +404,32 @@ void gemm(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& 
     pool.parallel_for(n_tp, [&](int64_t tp, int thread) {
         pack_x_panel(x, m, k, k2, int(tp), reinterpret_cast<uint32_t*>(ws.per_thread(thread, size_t(k2))), xp);
     });
+    if (m <= kFewRows) {
+        // tasks of a few groups of NP panels (qkv of a 0.6B model: 32 tasks at NP 2)
+        const int np_group = few_rows_panels(m);
+        const int64_t per_task = np_group == 4 ? 4 : 2 * np_group;
+        pool.parallel_for((n_panels + per_task - 1) / per_task, [&](int64_t t, int) {
+            const int64_t end = std::min(n_panels, (t + 1) * per_task);
+            for (int64_t p = t * per_task; p < end; p += np_group) {
+                const int np = int(std::min<int64_t>(np_group, end - p));
+                few_rows<kFewRows>(m, np, xp, panels + size_t(p) * panel_stride, panel_stride, k2, y + p * kNR, n,
+                                   int(std::min<int64_t>(int64_t(np) * kNR, n - p * kNR)));
+            }
+        });
+        return;
+    }
     const int64_t n_blocks = (n + kNB - 1) / kNB;
+    // One row tile (a decode step of a few sequences): no k blocks, so a block's panels are one
+    // contiguous stream from memory (the X panel, 12 rows x K/2 pairs, stays in L1 or L2). With
+    // several tiles the later ones find the block's weights in L2, which k blocks keep small.
+    const int k_block = n_tp == 1 ? k2 : kKC;
     pool.parallel_for(n_blocks, [&](int64_t b, int) {
         const int64_t f0 = b * kNB;
         const int nb = int(std::min<int64_t>(kNB, n - f0));
         const int np = (nb + kNR - 1) / kNR;
         const uint32_t* block = panels + size_t(f0 / kNR) * panel_stride;
-        for (int k0 = 0; k0 < k2; k0 += kKC) {
-            const int kc = std::min(kKC, k2 - k0);
+        for (int k0 = 0; k0 < k2; k0 += k_block) {
+            const int kc = std::min(k_block, k2 - k0);
             for (int tp = 0; tp < n_tp; ++tp) {
                 const int rows = std::min(kMR, m - tp * kMR);
                 const uint32_t* xpanel = xp + (size_t(tp) * size_t(k2) + size_t(k0)) * kMR;

@@ -124,7 +124,7 @@ TEST_P(CpuKernels, packed_gemm_equals_row_major_gemm_bit_for_bit) {
                     const PackedMatrix packed = pack_matrix(pool, src, f, k.gemm_nr);
                     if (f == WFormat::bf16)  // the values the packed matrix holds
                         for (auto& v : wf) v = cc::km::bf16_to_f32(cc::km::f32_to_bf16(v));
-                    for (int m : {1, 2, 3, 11, 12, 13, 23, 24, 40}) {
+                    for (int m : {1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 23, 24, 40}) {
                         auto x = random_vec(size_t(m) * kk, 40 + m);
                         std::vector<float> ref(size_t(m) * n), got(size_t(m) * n + 1, 12345.0f);
                         k.gemm(pool, ws, x.data(), m, src, ref.data());
@@ -186,7 +186,7 @@ TEST(cpu_bf16dot, gemm_rows_equal_the_decode_path_and_match_float64) {
             for (int kk : {1, 2, 7, 33, 300, 1000}) {
                 auto wf = random_vec(size_t(n) * kk, 70 + n + kk);
                 const PackedMatrix packed = pack_matrix(pool, Matrix{wf.data(), false, n, kk}, WFormat::bf16dot, bf16dot::panel_width());
-                for (int m : {1, 2, 3, 11, 12, 13, 23, 24, 40}) {
+                for (int m : {1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 23, 24, 40}) {
                     auto x = random_vec(size_t(m) * kk, 80 + m);
                     std::vector<float> got(size_t(m) * n + 1, 12345.0f);
                     bf16dot::gemm(pool, ws, x.data(), m, packed.view, got.data());
