@@ -17,16 +17,20 @@ namespace {
 // arena is not reused by another: with HTTP workers and request threads each touching a few, a
 // server's RSS climbs for tens of minutes (docs/testing.md, "30 minutes with evictions": 190 MB and
 // +7% by default, 100 MB and flat with 2). Cap them before any thread starts, unless the user set
-// MALLOC_ARENA_MAX (glibc reads it itself). 0 leaves glibc's default. Returns the cap in force, or
-// -1 where it is glibc's own.
+// MALLOC_ARENA_MAX (glibc reads it itself). 0 leaves glibc's default. Where malloc is not glibc's
+// (a sanitizer's, or jemalloc/tcmalloc preloaded) mallopt refuses and that allocator's own policy
+// stays, with a note on stderr. Returns the cap in force, or -1 where there is none of ours.
 int cap_malloc_arenas(Args& args) {
     const long arenas = parse_int(args.get_or("malloc-arenas", "2"), "--malloc-arenas", 0, 1024);
     if (args.get("malloc-arenas") == std::nullopt) {
         if (const char* env = std::getenv("MALLOC_ARENA_MAX"); env != nullptr && *env != '\0') return -1;
     }
     if (arenas == 0) return -1;
-    if (mallopt(M_ARENA_MAX, static_cast<int>(arenas)) != 1)
-        throw std::runtime_error("--malloc-arenas: mallopt(M_ARENA_MAX, " + std::to_string(arenas) + ") failed");
+    if (mallopt(M_ARENA_MAX, static_cast<int>(arenas)) != 1) {
+        std::cerr << "contextcache serve: --malloc-arenas " << arenas
+                  << " not applied: this process's malloc is not glibc's (mallopt(M_ARENA_MAX) refused)\n";
+        return -1;
+    }
     return static_cast<int>(arenas);
 }
 
