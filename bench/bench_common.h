@@ -34,6 +34,15 @@ inline std::vector<size_t> parse_size_list(const std::string& s) {
     return v;
 }
 
+// "f32,bf16" -> {"f32", "bf16"} (a list option of the benchmarks; empty items dropped).
+inline std::vector<std::string> parse_string_list(const std::string& s) {
+    std::vector<std::string> v;
+    std::stringstream ss(s);
+    for (std::string item; std::getline(ss, item, ',');)
+        if (!item.empty()) v.push_back(item);
+    return v;
+}
+
 inline nlohmann::ordered_json machine_json() {
     std::string cpu;
     std::ifstream in("/proc/cpuinfo");

@@ -38,13 +38,7 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> v;
-    std::stringstream ss(s);
-    for (std::string item; std::getline(ss, item, ',');)
-        if (!item.empty()) v.push_back(item);
-    return v;
-}
+using cc::bench::parse_string_list;
 
 // Every thread sums its slice of `buf` as 64-bit words in 16 independent sums (vectorised by the
 // compiler); returns GB/s over the whole buffer. Best of `reps`.
@@ -99,11 +93,11 @@ int main(int argc, char** argv) {
         const std::string a = argv[i], v = argv[i + 1];
         if (a == "--model") model = v;
         else if (a == "--threads") threads = std::atoi(v.c_str());
-        else if (a == "--weights") weight_formats = split(v);
-        else if (a == "--kv") kv_formats = split(v);
+        else if (a == "--weights") weight_formats = parse_string_list(v);
+        else if (a == "--kv") kv_formats = parse_string_list(v);
         else if (a == "--depths") {
             depths.clear();
-            for (const auto& d : split(v)) depths.push_back(std::atoi(d.c_str()));
+            for (const auto& d : parse_string_list(v)) depths.push_back(std::atoi(d.c_str()));
         } else if (a == "--tokens") tokens = std::atoi(v.c_str());
         else if (a == "--runs") runs = std::atoi(v.c_str());
         else if (a == "--suffix") suffix = std::atoi(v.c_str());

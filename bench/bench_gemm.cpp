@@ -33,13 +33,6 @@ using cc::cpu::Matrix;
 using cc::cpu::PackedMatrix;
 using cc::cpu::WFormat;
 
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> v;
-    std::stringstream ss(s);
-    for (std::string item; std::getline(ss, item, ',');)
-        if (!item.empty()) v.push_back(item);
-    return v;
-}
 
 struct Shape {
     std::string name;
@@ -59,7 +52,7 @@ int main(int argc, char** argv) {
         if (a == "--model") model = v;
         else if (a == "--threads") threads = std::atoi(v.c_str());
         else if (a == "--rows") rows = cc::bench::parse_size_list(v);
-        else if (a == "--formats") formats = split(v);
+        else if (a == "--formats") formats = cc::bench::parse_string_list(v);
         else if (a == "--stream-mb") stream_mb = std::atof(v.c_str());
         else if (a == "--runs") runs = std::atoi(v.c_str());
         else {

@@ -48,6 +48,15 @@ inline __m512 dp(__m512 acc, __m512i x, __m512i w) {
     return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(x), reinterpret_cast<__m512bh&>(w));
 }
 
+// The first cnt lanes of v to y (all 16 when cnt >= 16, none when cnt <= 0): a tile's last
+// features may be past the matrix's.
+inline void store_lanes(float* y, __m512 v, int cnt) {
+    if (cnt >= kW)
+        _mm512_storeu_ps(y, v);
+    else if (cnt > 0)
+        _mm512_mask_storeu_ps(y, __mmask16((1u << cnt) - 1u), v);
+}
+
 // BF16 of 16 floats, bit for bit km::f32_to_bf16 (nearest even; a NaN is quieted, its sign and
 // upper payload kept), as 16 uint16.
 inline __m256i to_bf16(__m512 v) {
@@ -128,13 +137,7 @@ void micro(const uint32_t* xp, const uint32_t* wp, int kc, float* y, int64_t ldy
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
-        for (int v = 0; v < kNV; ++v) {
-            const int cnt = n_valid - v * kW;
-            if (cnt >= kW)
-                _mm512_storeu_ps(y + r * ldy + v * kW, acc[r][v]);
-            else if (cnt > 0)
-                _mm512_mask_storeu_ps(y + r * ldy + v * kW, __mmask16((1u << cnt) - 1u), acc[r][v]);
-        }
+        for (int v = 0; v < kNV; ++v) store_lanes(y + r * ldy + v * kW, acc[r][v], n_valid - v * kW);
 }
 
 template <int R>
@@ -187,13 +190,8 @@ void micro_panels(const uint32_t* xp, const uint32_t* wp, size_t panel_stride, i
 #pragma GCC unroll 4
         for (int p = 0; p < NP; ++p)
 #pragma GCC unroll 2
-            for (int v = 0; v < kNV; ++v) {
-                const int cnt = n_valid - p * kNR - v * kW;
-                if (cnt >= kW)
-                    _mm512_storeu_ps(y + r * ldy + p * kNR + v * kW, acc[r][p][v]);
-                else if (cnt > 0)
-                    _mm512_mask_storeu_ps(y + r * ldy + p * kNR + v * kW, __mmask16((1u << cnt) - 1u), acc[r][p][v]);
-            }
+            for (int v = 0; v < kNV; ++v)
+                store_lanes(y + r * ldy + p * kNR + v * kW, acc[r][p][v], n_valid - p * kNR - v * kW);
 }
 
 template <int R, int NP>
@@ -242,13 +240,7 @@ void gemv_panels(int np, const uint32_t* xq, int k2, const uint32_t* w0, size_t 
 #pragma GCC unroll 8
     for (int p = 0; p < NP; ++p)
 #pragma GCC unroll 2
-        for (int v = 0; v < kNV; ++v) {
-            const int cnt = n_valid - p * kNR - v * kW;
-            if (cnt >= kW)
-                _mm512_storeu_ps(y + p * kNR + v * kW, acc[p][v]);
-            else if (cnt > 0)
-                _mm512_mask_storeu_ps(y + p * kNR + v * kW, __mmask16((1u << cnt) - 1u), acc[p][v]);
-        }
+        for (int v = 0; v < kNV; ++v) store_lanes(y + p * kNR + v * kW, acc[p][v], n_valid - p * kNR - v * kW);
 }
 
 // ---- attention (AttentionArgs::bf16_dot; kernels_impl.h's AttentionTask drives these) ----------
