@@ -117,7 +117,7 @@ void micro(const uint32_t* xp, const uint32_t* wp, int kc, float* y, int64_t ldy
         // the panel 16 and 64 pairs (2 and 8 KiB) ahead: with a few rows (decode steps of a few
         // sequences, a cache hit's suffix) the hardware prefetcher alone does not keep the memory
         // busy while the arithmetic runs, and the time is the sum of the two instead of the larger
-        // (measured in docs/benchmarks.md, "Decode steps of several sequences"); past the panel's
+        // (measured in docs/benchmarks.md, "A fourth sitting"); past the panel's
         // end the far line is the next panel's (the next block's at the last: harmless)
         if constexpr (Prefetch)
 #pragma GCC unroll 2
@@ -211,11 +211,6 @@ void few_rows(int rows, int np, const uint32_t* xp, const uint32_t* wp, size_t p
     }
     micro_panels_n<R, few_rows_panels(R)>(np, xp, wp, panel_stride, k2, y, ldy, n_valid);
 }
-
-// 13..24 rows (a short suffix; R of them) against one vector of 16 features: each weight line read
-// from memory then feeds every row once (two 12-row tiles would read it twice, the first from
-// memory). xp0 / xp1: the two row tiles' x panels at this k block; w: the panel's vector at this k
-// block. Each element's chain is micro's, so the bits are the same.
 
 // y[f] for the features of np panels from w0 on, one token (its pairs at xq): every pair in one
 // chain per element, np * kNV chains in flight.
