@@ -7,6 +7,7 @@
 #include "core/serve/server_impl.h"
 
 #include <algorithm>
+#include <cstring>
 #include <iostream>
 #include <stdexcept>
 
@@ -198,6 +199,39 @@ httplib::Server::Handler Server::Impl::route(const std::string& endpoint, RouteF
 
 // ---- lifecycle ------------------------------------------------------------------------------
 
+namespace {
+
+// A connection held in memory: reads one request from a string, throws the response away.
+class MemoryStream : public httplib::Stream {
+public:
+    explicit MemoryStream(std::string request) : in_(std::move(request)) {}
+    bool is_readable() const override { return true; }
+    bool is_writable() const override { return true; }
+    ssize_t read(char* ptr, size_t size) override {
+        const size_t n = std::min(size, in_.size() - pos_);
+        std::memcpy(ptr, in_.data() + pos_, n);
+        pos_ += n;
+        return static_cast<ssize_t>(n);
+    }
+    ssize_t write(const char*, size_t size) override { return static_cast<ssize_t>(size); }
+    void get_remote_ip_and_port(std::string& ip, int& port) const override { ip = "127.0.0.1", port = 0; }
+    void get_local_ip_and_port(std::string& ip, int& port) const override { ip = "127.0.0.1", port = 0; }
+    socket_t socket() const override { return INVALID_SOCKET; }
+
+private:
+    std::string in_;
+    size_t pos_ = 0;
+};
+
+}  // namespace
+
+void HttpServer::prime() {
+    // Before install_routes: no route, handler or logger sees it; httplib answers 404 into the void.
+    MemoryStream stream("GET /prime?a=b HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n");
+    bool closed = false;
+    process_request(stream, true, closed, [](httplib::Request&) {});
+}
+
 Server::Impl::Impl(EngineOptions engine_options, ServerOptions opts)
     : options(std::move(opts)), worker(std::move(engine_options), options.max_queue) {}
 
@@ -221,6 +255,7 @@ void Server::start() {
     s.http.set_payload_max_length(s.options.max_body_bytes);
     s.http.set_read_timeout(std::chrono::seconds(std::min(s.options.request_timeout_s, 60)));
     s.http.set_write_timeout(std::chrono::seconds(std::min(s.options.request_timeout_s, 60)));
+    s.http.prime();
     s.install_routes();
 
     const int port = s.options.port == 0 ? s.http.bind_to_any_port(s.options.host)

@@ -16,13 +16,24 @@
 
 namespace cc::serve {
 
+// httplib::Server plus prime(): one request run through its parser in memory, on the thread that
+// starts the server. cpp-httplib builds function-local statics on the first request a worker
+// parses (the set of methods parse_request_line accepts); built here, before the listener and its
+// workers exist, they are ordered before every worker by thread creation. Otherwise the first
+// worker builds them and the others read them through the static's guard, whose acquire load
+// inside the uninstrumented library ThreadSanitizer cannot see (docs/testing.md, "Sanitizers").
+class HttpServer : public httplib::Server {
+public:
+    void prime();
+};
+
 struct Server::Impl {
     Impl(EngineOptions engine_options, ServerOptions options);
 
     ServerOptions options;
     EngineWorker worker;
     ServerStats stats;
-    httplib::Server http;
+    HttpServer http;
     std::thread listener;
     std::string model_id;            // what /v1/models lists and responses name
     std::string system_fingerprint;  // "cc-" + the model fingerprint's first 12 hex digits
