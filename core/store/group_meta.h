@@ -28,6 +28,7 @@ struct GroupSummary {
     int64_t created_unix_ms = 0;
 
     size_t n_tokens() const { return prefix_ids.size(); }
+    bool operator==(const GroupSummary&) const = default;
 };
 
 struct GroupMeta : GroupSummary {
@@ -38,6 +39,7 @@ struct GroupMeta : GroupSummary {
     KvDType kv_dtype = KvDType::f32;
     std::vector<int> tool_token_boundaries;  // token index where each tool's text starts (canonical order); empty = not known
     std::vector<std::string> tool_texts;     // Tool::canonical_text of each tool (canonical order); empty = not recorded
+    bool operator==(const GroupMeta&) const = default;
 };
 
 }  // namespace cc
