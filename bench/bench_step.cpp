@@ -1,0 +1,152 @@
+// bench_step: the CPU backend's multi-sequence decode step (Backend::forward_batch) alone, without
+// the server around it: N sequences over one shared prefix block (a cached tool group of `depth`
+// positions), each with its private suffix, decoding together one token each per step, as
+// `serve --parallel` runs them. Prints one JSON object.
+//   bench_step [--model SPEC] [--threads N] [--weights bf16dot] [--kv bf16] [--depth 2985]
+//              [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3] [--share on,off]
+//
+// Per sequence count: ms per step (median over --runs, each run `tokens` steps after a warm-up
+// run), aggregate tok/s = N x steps/s, and `over_one`: that aggregate over the one-sequence run's
+// (issue 36's "8 clients >= 4x one" asked of the backend alone). `--share off` turns off the
+// shared-prefix attention (CpuBackendOptions::share_prefix_attention) to show what it saves.
+// Each sequence starts from its own token and greedily decodes, so the steps run real
+// (different) rows; the bits each gets are the tests' business (test_cpu_backend, forward_batch).
+#include "bench/bench_common.h"
+#include "core/backend/backend.h"
+#include "core/cpu/cpu_backend.h"
+#include "core/model/builtin_model.h"
+#include "core/model/model_spec.h"
+#include "core/model/weights.h"
+#include "core/research/sample_stats.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string model = "builtin:qwen3-0.6b", weights_name = "bf16dot", kv_name = "bf16";
+    std::vector<int> sequences{1, 2, 4, 8, 16};
+    std::vector<std::string> shares{"on", "off"};
+    int threads = 2, depth = 2985, tokens = 16, runs = 3;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string a = argv[i], v = argv[i + 1];
+        if (a == "--model") model = v;
+        else if (a == "--threads") threads = std::atoi(v.c_str());
+        else if (a == "--weights") weights_name = v;
+        else if (a == "--kv") kv_name = v;
+        else if (a == "--depth") depth = std::atoi(v.c_str());
+        else if (a == "--sequences") {
+            sequences.clear();
+            for (const auto& s : cc::bench::parse_string_list(v)) sequences.push_back(std::atoi(s.c_str()));
+        } else if (a == "--tokens") tokens = std::atoi(v.c_str());
+        else if (a == "--runs") runs = std::atoi(v.c_str());
+        else if (a == "--share") shares = cc::bench::parse_string_list(v);
+        else {
+            std::cerr << "bench_step: unknown option " << a << "\n";
+            return 2;
+        }
+    }
+    if (threads < 1 || depth < 1 || tokens < 1 || runs < 1 || sequences.empty() ||
+        std::any_of(sequences.begin(), sequences.end(), [](int n) { return n < 1; }) ||
+        std::any_of(shares.begin(), shares.end(), [](const std::string& s) { return s != "on" && s != "off"; })) {
+        std::cerr << "bench_step: --threads, --depth, --tokens, --runs and every --sequences entry must be >= 1; "
+                     "--share takes on and/or off\n";
+        return 2;
+    }
+    try {
+        const cc::ModelSource source = cc::resolve_model(model);
+        cc::ModelWeights weights;
+        if (source.builtin) {
+            const auto recipe = cc::find_builtin(source.builtin_name);
+            if (!recipe) throw std::runtime_error(model + ": unknown built-in model");
+            weights = cc::generate_builtin_weights(*recipe, threads);
+        } else {
+            weights = cc::load_weights(source.dir, cc::ModelConfig::from_json(source.config, (source.dir / "config.json").string()));
+        }
+        const cc::ModelConfig& c = weights.config;
+
+        nlohmann::ordered_json out;
+        out["benchmark"] = "bench_step";
+        out["machine"] = cc::bench::machine_json();
+        out["model"] = model;
+        out["threads"] = threads;
+        out["weights"] = weights_name;
+        out["kv"] = kv_name;
+        out["depth"] = depth;
+        out["steps_per_run"] = tokens;
+        out["runs"] = runs;
+
+        std::mt19937 rng(7);
+        std::uniform_int_distribution<int> pick(0, c.vocab_size - 1);
+        std::vector<cc::token_id> prefix(static_cast<size_t>(depth));
+        for (auto& t : prefix) t = pick(rng);
+        const int max_seqs = *std::max_element(sequences.begin(), sequences.end());
+        std::vector<cc::token_id> first(static_cast<size_t>(max_seqs));
+        for (auto& t : first) t = pick(rng);
+
+        for (const std::string& share : shares) {
+            cc::CpuBackendOptions o;
+            o.n_threads = threads;
+            o.weights = cc::parse_weight_dtype(weights_name);
+            o.kv_dtype = cc::parse_kv_dtype(kv_name);
+            o.share_prefix_attention = share == "on";
+            auto be = cc::make_cpu_backend(weights, o);
+            auto group = be->allocate_kv(depth);  // the shared prefix, as a linked group is
+            be->forward(prefix, {nullptr, 0, group.get()}, {});
+            std::vector<std::unique_ptr<cc::KvBlock>> suffixes;
+            for (int s = 0; s < max_seqs; ++s) suffixes.push_back(be->allocate_kv(tokens + 1));
+
+            double one_tok_s = 0;
+            for (int n : sequences) {
+                std::vector<double> step_ms;
+                for (int r = 0; r < runs + 1; ++r) {  // the first run warms up and is not counted
+                    std::vector<cc::token_id> next(first.begin(), first.begin() + n);
+                    for (int s = 0; s < n; ++s) suffixes[size_t(s)]->truncate(0);
+                    const std::vector<int> last{0};
+                    const auto t0 = Clock::now();
+                    for (int i = 0; i < tokens; ++i) {
+                        std::vector<cc::SequenceRows> rows;
+                        for (int s = 0; s < n; ++s)
+                            rows.push_back({std::span<const cc::token_id>(&next[size_t(s)], 1),
+                                            {group.get(), depth, suffixes[size_t(s)].get()},
+                                            last});
+                        const auto logits = be->forward_batch(rows);
+                        for (int s = 0; s < n; ++s)
+                            next[size_t(s)] = cc::token_id(std::max_element(logits[size_t(s)].begin(), logits[size_t(s)].end()) -
+                                                           logits[size_t(s)].begin());
+                    }
+                    if (r > 0) step_ms.push_back(ms_since(t0) / tokens);
+                }
+                const double ms = cc::median(step_ms);
+                const double tok_s = n * 1000.0 / ms;
+                if (n == 1) one_tok_s = tok_s;
+                nlohmann::ordered_json row{{"share_prefix_attention", share == "on"},
+                                           {"sequences", n},
+                                           {"numerics", be->numerics_id()},
+                                           {"step_ms", ms},
+                                           {"step_ms_runs", step_ms},
+                                           {"aggregate_tok_s", tok_s}};
+                if (one_tok_s > 0) row["over_one"] = tok_s / one_tok_s;
+                out["rows"].push_back(row);
+                std::cerr << "share " << share << ", " << n << " sequences: " << ms << " ms/step, " << tok_s << " tok/s\n";
+            }
+        }
+        std::cout << out.dump(2) << "\n";
+    } catch (const std::exception& e) {
+        std::cerr << "bench_step: " << e.what() << "\n";
+        return 1;
+    }
+    return 0;
+}
