@@ -2,6 +2,10 @@
 // percentiles: core/research/sample_stats.h).
 #pragma once
 
+#include "core/model/builtin_model.h"
+#include "core/model/model_spec.h"
+#include "core/model/weights.h"
+
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -9,11 +13,23 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace cc::bench {
+
+// The weights of `model`: a built-in spec (generated on `threads` threads) or a model directory.
+inline ModelWeights load_model_weights(const std::string& model, int threads) {
+    const ModelSource source = resolve_model(model);
+    if (source.builtin) {
+        const auto recipe = find_builtin(source.builtin_name);
+        if (!recipe) throw std::runtime_error(model + ": unknown built-in model");
+        return generate_builtin_weights(*recipe, threads);
+    }
+    return load_weights(source.dir, ModelConfig::from_json(source.config, (source.dir / "config.json").string()));
+}
 
 inline std::string run_command(const std::string& cmd) {
     std::string out;

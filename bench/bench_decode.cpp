@@ -15,9 +15,6 @@
 #include "bench/bench_common.h"
 #include "core/backend/backend.h"
 #include "core/cpu/cpu_backend.h"
-#include "core/model/builtin_model.h"
-#include "core/model/model_spec.h"
-#include "core/model/weights.h"
 #include "core/research/sample_stats.h"
 
 #include <algorithm>
@@ -111,15 +108,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     try {
-        const cc::ModelSource source = cc::resolve_model(model);
-        cc::ModelWeights weights;
-        if (source.builtin) {
-            const auto recipe = cc::find_builtin(source.builtin_name);
-            if (!recipe) throw std::runtime_error(model + ": unknown built-in model");
-            weights = cc::generate_builtin_weights(*recipe, threads);
-        } else {
-            weights = cc::load_weights(source.dir, cc::ModelConfig::from_json(source.config, (source.dir / "config.json").string()));
-        }
+        const cc::ModelWeights weights = cc::bench::load_model_weights(model, threads);
         const cc::ModelConfig& c = weights.config;
 
         nlohmann::ordered_json out;
