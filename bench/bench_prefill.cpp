@@ -614,6 +614,7 @@ void register_cpu() {
         ->Args({512, 0, 2})
         ->Args({1, 3000, 1})
         ->Args({1, 3000, 2})
+        ->Args({8, 2985, 2})  // the rows of 8 decoding sequences over a shared 20-tool group (bench_step)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
     benchmark::RegisterBenchmark("BM_decode", BM_decode)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
