@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
             be->forward(prefix, {nullptr, 0, group.get()}, {});
             std::vector<std::unique_ptr<cc::KvBlock>> suffixes;
             for (int s = 0; s < max_seqs; ++s) suffixes.push_back(be->allocate_kv(tokens + 1));
+            // Each sequence's logits storage, kept from step to step as the server's requests keep theirs.
+            std::vector<std::vector<float>> logits(static_cast<size_t>(max_seqs), std::vector<float>(static_cast<size_t>(c.vocab_size)));
 
             double one_tok_s = 0;
             for (int n : sequences) {
@@ -110,8 +112,9 @@ int main(int argc, char** argv) {
                         for (int s = 0; s < n; ++s)
                             rows.push_back({std::span<const cc::token_id>(&next[size_t(s)], 1),
                                             {group.get(), depth, suffixes[size_t(s)].get()},
-                                            last});
-                        const auto logits = be->forward_batch(rows);
+                                            last,
+                                            logits[size_t(s)]});
+                        be->forward_batch(rows);
                         for (int s = 0; s < n; ++s)
                             next[size_t(s)] = cc::token_id(std::max_element(logits[size_t(s)].begin(), logits[size_t(s)].end()) -
                                                            logits[size_t(s)].begin());

@@ -1,5 +1,6 @@
 #include "core/backend/backend.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 
@@ -40,11 +41,16 @@ void check_forward_request(std::span<const token_id> tokens, const KvView& kv, c
                                  " suffix slots, the block has " + std::to_string(suffix.capacity_tokens()));
 }
 
-void check_batch_request(std::span<const SequenceRows> seqs) {
+void check_batch_request(std::span<const SequenceRows> seqs, int vocab_size) {
     if (seqs.empty()) throw std::runtime_error("forward_batch: no sequences");
     for (size_t i = 0; i < seqs.size(); ++i) {
         if (seqs[i].kv.suffix == nullptr)
             throw std::runtime_error("forward_batch: sequence " + std::to_string(i) + " has no suffix block");
+        const size_t want = seqs[i].logit_rows.size() * size_t(vocab_size);
+        if (seqs[i].logits.size() != want)
+            throw std::runtime_error("forward_batch: sequence " + std::to_string(i) + " gives " +
+                                     std::to_string(seqs[i].logits.size()) + " floats for its logits, its " +
+                                     std::to_string(seqs[i].logit_rows.size()) + " logit rows need " + std::to_string(want));
         for (size_t j = 0; j < seqs.size(); ++j) {
             if (i == j) continue;
             const KvBlock* other_prefix = seqs[j].kv.prefix_tokens > 0 ? seqs[j].kv.prefix : nullptr;
@@ -55,20 +61,22 @@ void check_batch_request(std::span<const SequenceRows> seqs) {
     }
 }
 
-std::vector<std::vector<float>> Backend::forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel) {
-    check_batch_request(seqs);
+void Backend::forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel) {
+    check_batch_request(seqs, config().vocab_size);
     // One after another; on a failure the sequences already run are put back as they were.
     std::vector<int> before;
     for (const auto& s : seqs) before.push_back(s.kv.suffix->n_tokens());
-    std::vector<std::vector<float>> out;
-    out.reserve(seqs.size());
+    size_t done = 0;
     try {
-        for (const auto& s : seqs) out.push_back(forward(s.tokens, s.kv, s.logit_rows, cancel));
+        for (; done < seqs.size(); ++done) {
+            const SequenceRows& s = seqs[done];
+            const std::vector<float> logits = forward(s.tokens, s.kv, s.logit_rows, cancel);
+            std::copy(logits.begin(), logits.end(), s.logits.begin());
+        }
     } catch (...) {
-        for (size_t i = 0; i < out.size(); ++i) seqs[i].kv.suffix->truncate(before[i]);
+        for (size_t i = 0; i < done; ++i) seqs[i].kv.suffix->truncate(before[i]);
         throw;
     }
-    return out;
 }
 
 std::unique_ptr<KvBlock> Backend::link_kv(std::span<const std::byte> data, int n_tokens, std::shared_ptr<const void>) {

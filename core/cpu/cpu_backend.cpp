@@ -352,6 +352,7 @@ struct Activations {
     BigVector<float> gate;   // (T, ffn_dim)   silu(gate) * up
     BigVector<float> cos_t;  // (T, head_dim / 2)
     BigVector<float> sin_t;  // (T, head_dim / 2)
+    BigVector<float> logits; // (R, vocab)     forward_batch's stacked logits (several sequences)
 
     static void grow(BigVector<float>& b, size_t n) {
         if (b.size() < n) b.resize(n);
@@ -448,8 +449,8 @@ public:
         return forward_impl(tokens, kv, logit_rows, cancel, nullptr, cfg_.n_layers);
     }
 
-    std::vector<std::vector<float>> forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel) override {
-        check_batch_request(seqs);
+    void forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel) override {
+        check_batch_request(seqs, cfg_.vocab_size);
         // Every sequence's rows stacked, each matrix product run once over all of them.
         std::vector<SeqPlan> plans;
         std::vector<token_id> tokens;
@@ -459,20 +460,25 @@ public:
             for (int r : s.logit_rows) rows.push_back(plans.back().row0 + r);
             tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
         }
-        std::vector<float> stacked;
-        {
-            std::lock_guard lock(mutex_);
-            stacked = forward_rows(tokens, plans, rows, cancel, nullptr, cfg_.n_layers, nullptr);
+        std::lock_guard lock(mutex_);
+        if (seqs.size() == 1) {  // the lm_head writes straight into the caller's storage
+            forward_rows(tokens, plans, rows, seqs[0].logits.data(), cancel, nullptr, cfg_.n_layers, nullptr);
+            return;
         }
-        const size_t vocab = size_t(cfg_.vocab_size);
-        std::vector<std::vector<float>> out;
-        size_t at = 0;
+        // Several: the lm_head's one GEMM writes every sequence's rows into the step's logits
+        // buffer, then each sequence's go to its storage. The buffer is kept from step to step (no
+        // fresh pages) while it is decode-sized; a step asking for more rows (a chunk of a prompt
+        // whose every row's logits are kept) gets one for itself.
+        const size_t need = rows.size() * size_t(cfg_.vocab_size);
+        BigVector<float> once;
+        BigVector<float>& buffer = rows.size() <= kKeptLogitRows ? act_.logits : once;
+        Activations::grow(buffer, need);
+        forward_rows(tokens, plans, rows, buffer.data(), cancel, nullptr, cfg_.n_layers, nullptr);
+        const float* at = buffer.data();
         for (const SequenceRows& s : seqs) {
-            const size_t n = s.logit_rows.size() * vocab;
-            out.emplace_back(stacked.begin() + std::ptrdiff_t(at), stacked.begin() + std::ptrdiff_t(at + n));
-            at += n;
+            std::copy_n(at, s.logits.size(), s.logits.data());
+            at += s.logits.size();
         }
-        return out;
     }
 
     void forward_at_positions(std::span<const token_id> tokens, std::span<const int> positions, std::span<std::byte> image,
@@ -699,10 +705,12 @@ private:
     std::vector<float> forward_impl(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
                                     const std::atomic<bool>* cancel, CpuKvBlock* unrotated, int run_layers,
                                     const SparseRows* sparse = nullptr);
-    // The forward pass over the stacked rows of one or more sequences; logit_rows index the stack.
-    std::vector<float> forward_rows(std::span<const token_id> tokens, std::span<const SeqPlan> seqs,
-                                    std::span<const int> logit_rows, const std::atomic<bool>* cancel,
-                                    CpuKvBlock* unrotated, int run_layers, const SparseRows* sparse);
+    // The forward pass over the stacked rows of one or more sequences; logit_rows index the stack,
+    // and their logits go to `logits` (logit_rows.size() x vocab floats; unused when run_layers
+    // stops short of the last layer).
+    void forward_rows(std::span<const token_id> tokens, std::span<const SeqPlan> seqs, std::span<const int> logit_rows,
+                      float* logits, const std::atomic<bool>* cancel, CpuKvBlock* unrotated, int run_layers,
+                      const SparseRows* sparse);
     // One position's K and V rows of one kv head into a canonical image of n_tokens positions,
     // rounded as a block stores them (bf16: to nearest even).
     void write_canonical(std::byte* image, int n_tokens, int layer, int kvh, int pos, const float* k, const float* v) const {
@@ -755,6 +763,7 @@ private:
     KvDType kv_dtype_;
     CpuBackendOptions options_;
     static constexpr size_t kEmbedRowsPerRelease = 256;
+    static constexpr size_t kKeptLogitRows = 32;  // act_.logits' largest size in rows (19 MB at a 152k vocabulary)
     size_t embed_rows_since_release_ = 0;   // rows looked up in a mapped embedding since its pages were dropped
     cpu::Isa isa_;
     const cpu::Kernels& kernels_;
@@ -804,15 +813,18 @@ std::vector<float> CpuBackend::forward_impl(std::span<const token_id> tokens, co
                 throw std::runtime_error("forward_at_positions: token id " + std::to_string(id) + " is outside [0, " +
                                          std::to_string(cfg_.vocab_size) + ")");
     }
-    return forward_rows(tokens, std::span<const SeqPlan>(&plan, 1), logit_rows, cancel, unrotated, run_layers, sparse);
+    std::vector<float> logits;
+    if (!logit_rows.empty() && run_layers == cfg_.n_layers) logits.resize(logit_rows.size() * size_t(cfg_.vocab_size));
+    forward_rows(tokens, std::span<const SeqPlan>(&plan, 1), logit_rows, logits.data(), cancel, unrotated, run_layers, sparse);
+    return logits;
 }
 
-std::vector<float> CpuBackend::forward_rows(std::span<const token_id> tokens, std::span<const SeqPlan> seqs,
-                                            std::span<const int> logit_rows, const std::atomic<bool>* cancel,
-                                            CpuKvBlock* unrotated, int run_layers, const SparseRows* sparse) {
+void CpuBackend::forward_rows(std::span<const token_id> tokens, std::span<const SeqPlan> seqs, std::span<const int> logit_rows,
+                              float* logits, const std::atomic<bool>* cancel, CpuKvBlock* unrotated, int run_layers,
+                              const SparseRows* sparse) {
     const ModelConfig& c = cfg_;
     const int T = int(tokens.size());
-    if (T == 0) return {};
+    if (T == 0) return;
 
     const int dim = c.dim, hd = c.head_dim, half = hd / 2, ffn = c.ffn_dim;
     const int qd = c.n_heads * hd, kvd = c.n_kv_heads * hd;
@@ -1016,19 +1028,16 @@ std::vector<float> CpuBackend::forward_rows(std::span<const token_id> tokens, st
     check_cancel();
 
     // final norm and lm_head, only for the requested rows
-    std::vector<float> logits;
     if (!logit_rows.empty() && run_layers == c.n_layers) {
         const int R = int(logit_rows.size());
         Activations::grow(a.xn, size_t(R) * dim);  // rows may repeat, so R can exceed T
         for (int r = 0; r < R; ++r)
             kernels_.rmsnorm(&a.x[size_t(logit_rows[size_t(r)]) * dim], final_norm_, &a.xn[size_t(r) * dim], dim, eps);
-        logits.resize(size_t(R) * size_t(c.vocab_size));
-        kernels_.gemm(pool_, ws_, a.xn.data(), R, lm_head_, logits.data());
+        kernels_.gemm(pool_, ws_, a.xn.data(), R, lm_head_, logits);
     }
     if (sparse == nullptr)
         for (const SeqPlan& sp : seqs) sp.suffix->set_n_tokens(sp.n0 + sp.n_rows);
     if (unrotated != nullptr) unrotated->set_n_tokens(u0 + T);
-    return logits;
 }
 
 }  // namespace

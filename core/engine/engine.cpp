@@ -820,23 +820,34 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
     return result;
 }
 
-std::vector<float> Engine::run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows) {
-    if (scheduler_) return scheduler_->forward(ids, view, logit_rows, active_flag(), tl_request_steps);
-    return backend_->forward(ids, view, logit_rows, active_flag());
+void Engine::run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows,
+                         std::vector<float>& logits) {
+    logits.resize(logit_rows.size() * static_cast<size_t>(info_.config.vocab_size));
+    if (scheduler_) {
+        scheduler_->forward(ids, view, logit_rows, logits, active_flag(), tl_request_steps);
+        return;
+    }
+    const SequenceRows seq{ids, view, logit_rows, logits};
+    backend_->forward_batch(std::span<const SequenceRows>(&seq, 1), active_flag());
 }
 
-std::vector<float> Engine::forward_rows(std::span<const token_id> ids, const KvView& view, bool keep_all,
-                                       std::vector<std::vector<float>>& kept) {
+std::vector<float> Engine::run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows) {
+    std::vector<float> logits;
+    run_forward(ids, view, logit_rows, logits);
+    return logits;
+}
+
+void Engine::forward_rows(std::span<const token_id> ids, const KvView& view, bool keep_all,
+                          std::vector<std::vector<float>>& kept, std::vector<float>& logits) {
     // Rows before the last are the logits before ids[1..]; the last row is the next token's.
     std::vector<int> rows;
     for (size_t r = keep_all ? 0 : ids.size() - 1; r < ids.size(); ++r) rows.push_back(static_cast<int>(r));
-    std::vector<float> out = run_forward(ids, view, rows);
+    run_forward(ids, view, rows, logits);
     const size_t vocab = static_cast<size_t>(info_.config.vocab_size);
     for (size_t r = 0; r + 1 < rows.size(); ++r)
-        kept.emplace_back(out.begin() + static_cast<std::ptrdiff_t>(r * vocab),
-                          out.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
-    out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(vocab));
-    return out;
+        kept.emplace_back(logits.begin() + static_cast<std::ptrdiff_t>(r * vocab),
+                          logits.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
+    logits.erase(logits.begin(), logits.end() - static_cast<std::ptrdiff_t>(vocab));
 }
 
 void Engine::decode_loop(std::vector<float> logits, const KvView& view, const QueryOptions& options,
@@ -868,7 +879,7 @@ void Engine::decode_loop(std::vector<float> logits, const KvView& view, const Qu
             next.resize(std::min(next.size(), max_tokens - result.tokens.size()));
             if (keep_logits) result.step_logits.push_back(logits);
             try {
-                logits = forward_rows(next, view, keep_logits, result.step_logits);
+                forward_rows(next, view, keep_logits, result.step_logits, logits);
             } catch (const Cancelled&) {
                 result.step_logits.resize(n_logits_before);
                 result.stop_reason = StopReason::cancelled;
@@ -920,7 +931,7 @@ void Engine::decode_loop(std::vector<float> logits, const KvView& view, const Qu
         if (stopped || result.tokens.size() == max_tokens) break;
         if (forced) continue;  // already fed
         try {
-            logits = forward_rows(next, view, false, result.step_logits);
+            forward_rows(next, view, false, result.step_logits, logits);
         } catch (const Cancelled&) {
             result.stop_reason = StopReason::cancelled;
             break;

@@ -386,12 +386,16 @@ private:
     void decode_loop(std::vector<float> first_logits, const KvView& view, const QueryOptions& options,
                      std::span<const token_id> stop_ids, const std::function<void(const TokenEvent&)>& on_token,
                      QueryResult& result, const Stopwatch& submit_clock, ToolCallConstraint* constraint = nullptr);
-    // Runs `ids` through the model; returns the last row's logits (the next token's). With
-    // keep_all, the rows before it are appended to `kept`.
-    std::vector<float> forward_rows(std::span<const token_id> ids, const KvView& view, bool keep_all,
-                                    std::vector<std::vector<float>>& kept);
+    // Runs `ids` through the model; leaves the last row's logits (the next token's) in `logits`.
+    // With keep_all, the rows before it are appended to `kept`.
+    void forward_rows(std::span<const token_id> ids, const KvView& view, bool keep_all,
+                      std::vector<std::vector<float>>& kept, std::vector<float>& logits);
     // Every forward call of a request goes through here: to the backend, or into a shared step
-    // when the engine batches (parallel > 1), under the calling thread's cancel flag.
+    // when the engine batches (parallel > 1), under the calling thread's cancel flag. The logits
+    // go to `logits`, resized to logit_rows.size() x vocab: the decode loop passes the same vector
+    // every step, so its storage is reused rather than faulted in fresh each token.
+    void run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows,
+                     std::vector<float>& logits);
     std::vector<float> run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows);
     // The constraint options.tool_choice asks for over `tools` (null for auto/none); throws
     // std::invalid_argument naming what is wrong (no tools, a name not offered, no call markup).

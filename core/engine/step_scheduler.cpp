@@ -32,7 +32,7 @@ struct StepScheduler::Call {
     Clock::time_point arrived = Clock::now();
     double busy_ms = 0;              // time inside the steps that ran its rows
     StepStats stats;
-    std::vector<float> logits;       // logit_rows.size() x vocab, filled chunk by chunk
+    std::span<float> logits;         // the caller's, logit_rows.size() x vocab, filled chunk by chunk
     bool finished = false;
     std::exception_ptr error;
     int remaining() const { return int(tokens.size()) - done; }
@@ -53,12 +53,16 @@ StepScheduler::~StepScheduler() {
     thread_.join();
 }
 
-std::vector<float> StepScheduler::forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
-                                          const std::atomic<bool>* cancel, StepStats* stats) {
+void StepScheduler::forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
+                            std::span<float> logits, const std::atomic<bool>* cancel, StepStats* stats) {
     if (kv.suffix == nullptr) throw std::runtime_error("forward: the view has no suffix block");
-    check_forward_request(tokens, kv, kv.prefix_tokens > 0 ? kv.prefix : nullptr, *kv.suffix, logit_rows,
-                          backend_.config().vocab_size);
-    if (tokens.empty()) return {};
+    const int vocab = backend_.config().vocab_size;
+    check_forward_request(tokens, kv, kv.prefix_tokens > 0 ? kv.prefix : nullptr, *kv.suffix, logit_rows, vocab);
+    if (logits.size() != logit_rows.size() * size_t(vocab))
+        throw std::runtime_error("forward: " + std::to_string(logits.size()) + " floats for the logits of " +
+                                 std::to_string(logit_rows.size()) + " rows, which need " +
+                                 std::to_string(logit_rows.size() * size_t(vocab)));
+    if (tokens.empty()) return;
     if (cancel != nullptr && cancel->load()) throw Cancelled();
 
     Call call;
@@ -67,7 +71,7 @@ std::vector<float> StepScheduler::forward(std::span<const token_id> tokens, cons
     call.logit_rows = logit_rows;
     call.cancel = cancel;
     call.n0_before = kv.suffix->n_tokens();
-    call.logits.resize(logit_rows.size() * size_t(backend_.config().vocab_size));
+    call.logits = logits;
     {
         std::unique_lock lock(mutex_);
         if (stopping_) throw std::runtime_error("the engine is shutting down");
@@ -79,7 +83,6 @@ std::vector<float> StepScheduler::forward(std::span<const token_id> tokens, cons
     }
     if (stats != nullptr) stats->add(call.stats);
     if (call.error) std::rethrow_exception(call.error);
-    return std::move(call.logits);
 }
 
 void StepScheduler::add_active(int delta) {
@@ -181,9 +184,13 @@ void StepScheduler::run() {
 
 void StepScheduler::run_step(const std::vector<std::pair<Call*, int>>& take) {
     const size_t vocab = size_t(backend_.config().vocab_size);
-    // Per call: the rows of this chunk that want logits (local to the chunk) and where they go.
+    // Per call: the rows of this chunk that want logits (local to the chunk), which of the call's
+    // logit rows they are, and where the step writes them: straight into the call's storage when
+    // they are consecutive there (always, for logit rows in ascending order), else into `staged`
+    // and copied into place after the step.
     std::vector<std::vector<int>> rows(take.size());
     std::vector<std::vector<size_t>> slots(take.size());
+    std::vector<std::vector<float>> staged(take.size());
     std::vector<SequenceRows> seqs;
     for (size_t i = 0; i < take.size(); ++i) {
         const auto& [c, n] = take[i];
@@ -194,18 +201,25 @@ void StepScheduler::run_step(const std::vector<std::pair<Call*, int>>& take) {
                 slots[i].push_back(k);
             }
         }
-        seqs.push_back(SequenceRows{c->tokens.subspan(size_t(c->done), size_t(n)), c->kv, rows[i]});
+        const bool consecutive = slots[i].empty() || slots[i].back() - slots[i].front() + 1 == slots[i].size();
+        std::span<float> out;
+        if (consecutive && !slots[i].empty()) {
+            out = c->logits.subspan(slots[i].front() * vocab, slots[i].size() * vocab);
+        } else if (!consecutive) {
+            staged[i].resize(slots[i].size() * vocab);
+            out = staged[i];
+        }
+        seqs.push_back(SequenceRows{c->tokens.subspan(size_t(c->done), size_t(n)), c->kv, rows[i], out});
     }
-    auto scatter = [&](size_t i, const std::vector<float>& out) {
+    auto scatter = [&](size_t i) {
         Call* c = take[i].first;
-        for (size_t j = 0; j < slots[i].size(); ++j)
-            std::copy(out.begin() + std::ptrdiff_t(j * vocab), out.begin() + std::ptrdiff_t((j + 1) * vocab),
-                      c->logits.begin() + std::ptrdiff_t(slots[i][j] * vocab));
+        for (size_t j = 0; j < slots[i].size() && !staged[i].empty(); ++j)
+            std::copy_n(staged[i].begin() + std::ptrdiff_t(j * vocab), vocab, c->logits.begin() + std::ptrdiff_t(slots[i][j] * vocab));
         c->done += take[i].second;
     };
     try {
-        const auto out = backend_.forward_batch(seqs, nullptr);
-        for (size_t i = 0; i < take.size(); ++i) scatter(i, out[i]);
+        backend_.forward_batch(seqs, nullptr);
+        for (size_t i = 0; i < take.size(); ++i) scatter(i);
     } catch (...) {
         // No suffix block changed; run each sequence alone so that only the one at fault fails.
         if (take.size() == 1) {
@@ -214,8 +228,8 @@ void StepScheduler::run_step(const std::vector<std::pair<Call*, int>>& take) {
         }
         for (size_t i = 0; i < take.size(); ++i) {
             try {
-                const auto out = backend_.forward_batch(std::span<const SequenceRows>(&seqs[i], 1), nullptr);
-                scatter(i, out[0]);
+                backend_.forward_batch(std::span<const SequenceRows>(&seqs[i], 1), nullptr);
+                scatter(i);
             } catch (...) {
                 take[i].first->error = std::current_exception();
             }

@@ -74,11 +74,13 @@ public:
     StepScheduler& operator=(const StepScheduler&) = delete;
 
     // Backend::forward's contract, run inside shared steps; blocks the calling thread until its
-    // last row has run. `cancel` is checked before every step: when set, the call throws
-    // Cancelled and its suffix block is as it was. Validation errors (check_forward_request) are
-    // thrown at once, before the call joins a step. `stats` (optional) gets this call's steps.
-    std::vector<float> forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
-                               const std::atomic<bool>* cancel = nullptr, StepStats* stats = nullptr);
+    // last row has run. The logits go to `logits` (logit_rows.size() x vocab floats, the caller's,
+    // as in SequenceRows). `cancel` is checked before every step: when set, the call throws
+    // Cancelled and its suffix block is as it was. Validation errors (check_forward_request, the
+    // size of `logits`) are thrown at once, before the call joins a step. `stats` (optional) gets
+    // this call's steps.
+    void forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows, std::span<float> logits,
+                 const std::atomic<bool>* cancel = nullptr, StepStats* stats = nullptr);
 
     SchedulerTotals totals() const;
     int max_step_tokens() const { return options_.max_step_tokens; }

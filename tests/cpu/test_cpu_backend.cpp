@@ -614,6 +614,8 @@ TEST(cpu_backend, sequences_sharing_a_prefix_in_one_step_get_the_bits_they_get_a
                         std::vector<std::vector<int>> rows;
                         std::vector<std::vector<float>> expected;
                         std::vector<SequenceRows> step;
+                        std::vector<std::vector<float>> got;
+                        got.reserve(std::size(plan));  // the steps' spans point into it
                         for (size_t i = 0; i < std::size(plan); ++i) {
                             const Plan& q = plan[i];
                             const KvBlock* prefix = q.prefix < 0 ? nullptr : prefixes[size_t(q.prefix)].get();
@@ -624,9 +626,10 @@ TEST(cpu_backend, sequences_sharing_a_prefix_in_one_step_get_the_bits_they_get_a
                         for (size_t i = 0; i < std::size(plan); ++i) {
                             const Plan& q = plan[i];
                             const KvBlock* prefix = q.prefix < 0 ? nullptr : prefixes[size_t(q.prefix)].get();
-                            step.push_back(SequenceRows{tokens[i], KvView{prefix, q.P, together[i].get()}, rows[i]});
+                            got.emplace_back(rows[i].size() * size_t(vocab), -1.0f);
+                            step.push_back(SequenceRows{tokens[i], KvView{prefix, q.P, together[i].get()}, rows[i], got.back()});
                         }
-                        const auto got = be->forward_batch(step);
+                        be->forward_batch(step);
                         ASSERT_EQ(got.size(), std::size(plan)) << ctx;
                         for (size_t i = 0; i < std::size(plan); ++i) {
                             EXPECT_TRUE(same_bits(got[i], expected[i].data(), expected[i].size()) &&

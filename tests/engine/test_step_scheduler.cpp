@@ -56,6 +56,24 @@ std::vector<int> all_rows(size_t n) {
     return rows;
 }
 
+// forward_batch with fresh storage for each sequence's logits, returned in order; `base` runs the
+// Backend's own (one sequence after another) instead of the backend's override.
+std::vector<std::vector<float>> batch(Backend& b, std::vector<SequenceRows> seqs, bool base = false) {
+    std::vector<std::vector<float>> out;
+    for (const auto& s : seqs) out.emplace_back(s.logit_rows.size() * size_t(b.config().vocab_size), -1.0f);
+    for (size_t i = 0; i < seqs.size(); ++i) seqs[i].logits = out[i];
+    if (base) b.Backend::forward_batch(seqs);
+    else b.forward_batch(seqs);
+    return out;
+}
+
+std::vector<float> scheduled(StepScheduler& s, std::span<const token_id> ids, const KvView& view, std::span<const int> rows,
+                             const std::atomic<bool>* cancel = nullptr, StepStats* stats = nullptr) {
+    std::vector<float> logits(rows.size() * size_t(engine().backend().config().vocab_size));
+    s.forward(ids, view, rows, logits, cancel, stats);
+    return logits;
+}
+
 // A prefix block holding `ids`, computed alone.
 std::unique_ptr<KvBlock> prefix_block(Backend& b, const std::vector<token_id>& ids) {
     auto block = b.allocate_kv(int(ids.size()));
@@ -109,8 +127,8 @@ TEST(ForwardBatch, each_sequence_gets_the_bits_it_gets_alone) {
     for (auto& s : alone) expected.push_back(b.forward(s.tokens, KvView{s.prefix, s.prefix_tokens, s.suffix.get()}, s.rows));
 
     std::vector<SequenceRows> rows;
-    for (auto& s : together) rows.push_back(SequenceRows{s.tokens, KvView{s.prefix, s.prefix_tokens, s.suffix.get()}, s.rows});
-    const auto got = b.forward_batch(rows);
+    for (auto& s : together) rows.push_back(SequenceRows{s.tokens, KvView{s.prefix, s.prefix_tokens, s.suffix.get()}, s.rows, {}});
+    const auto got = batch(b, rows);
     ASSERT_EQ(got.size(), alone.size());
     for (size_t i = 0; i < alone.size(); ++i) {
         EXPECT_TRUE(bits_equal(got[i], expected[i])) << "sequence " << i << ": logits differ from the sequence alone";
@@ -123,8 +141,8 @@ TEST(ForwardBatch, each_sequence_gets_the_bits_it_gets_alone) {
     std::vector<Seq> one_by_one;
     make(one_by_one);
     rows.clear();
-    for (auto& s : one_by_one) rows.push_back(SequenceRows{s.tokens, KvView{s.prefix, s.prefix_tokens, s.suffix.get()}, s.rows});
-    const auto base = b.Backend::forward_batch(rows);
+    for (auto& s : one_by_one) rows.push_back(SequenceRows{s.tokens, KvView{s.prefix, s.prefix_tokens, s.suffix.get()}, s.rows, {}});
+    const auto base = batch(b, rows, /*base=*/true);
     for (size_t i = 0; i < alone.size(); ++i) EXPECT_TRUE(bits_equal(base[i], expected[i])) << "sequence " << i;
 }
 
@@ -162,9 +180,9 @@ TEST(ForwardBatch, a_row_is_the_same_at_every_batch_size_and_position) {
             for (int s = 0; s < n_seqs; ++s) {
                 const size_t at = size_t(blocks[size_t(s)]->n_tokens());
                 step.push_back(SequenceRows{std::span<const token_id>(&streams[size_t(s)][at], 1),
-                                            KvView{nullptr, 0, blocks[size_t(s)].get()}, std::span<const int>(&row, 1)});
+                                            KvView{nullptr, 0, blocks[size_t(s)].get()}, std::span<const int>(&row, 1), {}});
             }
-            const auto out = b.forward_batch(step);
+            const auto out = batch(b, step);
             ASSERT_TRUE(bits_equal(out[0], reference[p])) << "position " << p << " in a step of " << n_seqs << " sequences";
         }
     }
@@ -177,13 +195,20 @@ TEST(ForwardBatch, a_bad_sequence_changes_no_block) {
     const auto ids = random_ids(4, 5, vocab);
     std::vector<token_id> bad_ids = ids;
     bad_ids[2] = vocab;  // outside the vocabulary
-    std::vector<SequenceRows> step{{ids, KvView{nullptr, 0, ok.get()}, {}}, {bad_ids, KvView{nullptr, 0, bad.get()}, {}}};
-    EXPECT_THROW(b.forward_batch(step), std::runtime_error);
+    std::vector<SequenceRows> step{{ids, KvView{nullptr, 0, ok.get()}, {}, {}}, {bad_ids, KvView{nullptr, 0, bad.get()}, {}, {}}};
+    EXPECT_THROW(batch(b, step), std::runtime_error);
     EXPECT_EQ(ok->n_tokens(), 0);
     EXPECT_EQ(bad->n_tokens(), 0);
     // two sequences writing one block are refused
-    std::vector<SequenceRows> shared{{ids, KvView{nullptr, 0, ok.get()}, {}}, {ids, KvView{nullptr, 0, ok.get()}, {}}};
-    EXPECT_THROW(b.forward_batch(shared), std::runtime_error);
+    std::vector<SequenceRows> shared{{ids, KvView{nullptr, 0, ok.get()}, {}, {}}, {ids, KvView{nullptr, 0, ok.get()}, {}, {}}};
+    EXPECT_THROW(batch(b, shared), std::runtime_error);
+    EXPECT_EQ(ok->n_tokens(), 0);
+    // logits storage of the wrong size is refused before anything runs, by the override and the base
+    const int row = 0;
+    std::vector<float> short_storage(size_t(vocab) - 1);
+    std::vector<SequenceRows> wrong{{ids, KvView{nullptr, 0, ok.get()}, std::span<const int>(&row, 1), short_storage}};
+    EXPECT_THROW(b.forward_batch(wrong), std::runtime_error);
+    EXPECT_THROW(b.Backend::forward_batch(wrong), std::runtime_error);
     EXPECT_EQ(ok->n_tokens(), 0);
 }
 
@@ -225,7 +250,7 @@ TEST(StepScheduler, concurrent_chunked_calls_are_exact) {
     for (int i = 0; i < kThreads; ++i)
         threads.emplace_back([&, i] {
             run(batched[size_t(i)], [&](auto ids, const KvView& view, auto rows) {
-                return scheduler.forward(ids, view, rows, nullptr, &stats[size_t(i)]);
+                return scheduled(scheduler, ids, view, rows, nullptr, &stats[size_t(i)]);
             });
         });
     for (auto& t : threads) t.join();
@@ -255,15 +280,38 @@ TEST(StepScheduler, a_cancelled_call_leaves_its_block_as_it_was) {
     auto block = b.allocate_kv(64);
     b.forward(random_ids(5, 8, vocab), KvView{nullptr, 0, block.get()}, {});
     std::atomic<bool> cancel{true};
-    EXPECT_THROW(scheduler.forward(random_ids(40, 9, vocab), KvView{nullptr, 0, block.get()}, {}, &cancel), Cancelled);
+    EXPECT_THROW(scheduled(scheduler, random_ids(40, 9, vocab), KvView{nullptr, 0, block.get()}, {}, &cancel), Cancelled);
     EXPECT_EQ(block->n_tokens(), 5);
     // a bad request is refused before it joins a step
     std::vector<token_id> bad{0, vocab};
-    EXPECT_THROW(scheduler.forward(bad, KvView{nullptr, 0, block.get()}, {}), std::runtime_error);
+    EXPECT_THROW(scheduled(scheduler, bad, KvView{nullptr, 0, block.get()}, {}), std::runtime_error);
+    EXPECT_EQ(block->n_tokens(), 5);
+    // so is logits storage of the wrong size
+    const int row = 0;
+    std::vector<float> short_storage(size_t(vocab) - 1);
+    EXPECT_THROW(scheduler.forward(random_ids(2, 9, vocab), KvView{nullptr, 0, block.get()}, std::span<const int>(&row, 1),
+                                   short_storage),
+                 std::runtime_error);
     EXPECT_EQ(block->n_tokens(), 5);
     cancel = false;
-    scheduler.forward(random_ids(40, 9, vocab), KvView{nullptr, 0, block.get()}, {}, &cancel);
+    scheduled(scheduler, random_ids(40, 9, vocab), KvView{nullptr, 0, block.get()}, {}, &cancel);
     EXPECT_EQ(block->n_tokens(), 45);
+}
+
+// Logit rows in any order, repeated, and cut across chunks (the step writes consecutive ones in
+// place and stages the others): each == the same rows from the backend alone.
+TEST(StepScheduler, logit_rows_in_any_order_land_in_their_slots) {
+    Backend& b = engine().backend();
+    const int vocab = b.config().vocab_size;
+    const auto ids = random_ids(11, 15, vocab);
+    const std::vector<int> rows{9, 2, 3, 3, 10, 0, 5};
+    auto alone = b.allocate_kv(int(ids.size()));
+    const auto expected = b.forward(ids, KvView{nullptr, 0, alone.get()}, rows);
+    StepScheduler scheduler(b, StepSchedulerOptions{.max_step_tokens = 4});
+    auto block = b.allocate_kv(int(ids.size()));
+    const auto got = scheduled(scheduler, ids, KvView{nullptr, 0, block.get()}, rows);
+    EXPECT_TRUE(bits_equal(got, expected));
+    EXPECT_GT(scheduler.totals().chunked_calls, 0u);
 }
 
 // ---- the engine: requests on several threads ------------------------------------------------
