@@ -134,11 +134,14 @@ void StepScheduler::run() {
         if (any_cancelled) cv_.notify_all();
         if (waiting_.empty()) continue;
         // The gather window: the other active requests are sampling their next token.
-        if (options_.gather_us > 0 && int(waiting_.size()) < active_) {
+        const auto window = std::clamp<Clock::duration>(
+            std::chrono::duration_cast<Clock::duration>(last_step_ * options_.gather_step_fraction),
+            std::chrono::microseconds(options_.gather_us),
+            std::chrono::microseconds(std::max(options_.gather_us, options_.gather_max_us)));
+        if (window > Clock::duration::zero() && int(waiting_.size()) < active_) {
             Clock::time_point first = waiting_.front()->arrived;
             for (const Call* c : waiting_) first = std::min(first, c->arrived);
-            cv_.wait_until(lock, first + std::chrono::microseconds(options_.gather_us),
-                           [&] { return stopping_ || int(waiting_.size()) >= active_; });
+            cv_.wait_until(lock, first + window, [&] { return stopping_ || int(waiting_.size()) >= active_; });
             if (stopping_) continue;
         }
 
@@ -160,8 +163,10 @@ void StepScheduler::run() {
         lock.unlock();
         const auto step_start = Clock::now();
         run_step(take);
-        const double step_ms = std::chrono::duration<double, std::milli>(Clock::now() - step_start).count();
+        const auto step_end = Clock::now();
+        const double step_ms = std::chrono::duration<double, std::milli>(step_end - step_start).count();
         lock.lock();
+        last_step_ = step_end - step_start;
 
         size_t rows = 0;
         for (const auto& [c, n] : take) rows += size_t(n);

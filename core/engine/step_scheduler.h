@@ -21,6 +21,7 @@
 #include "core/backend/backend.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -38,10 +39,16 @@ struct StepSchedulerOptions {
     // each, so this also bounds how long a running reply waits while prefills share its steps.
     int max_step_tokens = 256;
     // How long a step may wait, after its first call arrived, for the other active requests'
-    // calls (each samples its token between two steps): without it the stepping thread would start
-    // a step with whichever call came first and the others would ride the next one. A step never
-    // waits once every active request has a call waiting. 0 = never wait.
+    // calls (each samples its token, streams it and comes back between two steps): without it the
+    // stepping thread would start a step with whichever call came first and the others would ride
+    // the next one, a whole step later. The window is `gather_step_fraction` of the previous
+    // step's duration, within [gather_us, gather_max_us]: waiting costs at most that fraction of a
+    // step, and a request left out costs all of one. On 2 cores, 8 requests need 1-5 ms to come
+    // back (docs/benchmarks.md, "The gather window"). A step never waits once every active request
+    // has a call waiting. gather_us = 0 and gather_step_fraction = 0: never wait.
     int gather_us = 1000;
+    int gather_max_us = 10000;
+    double gather_step_fraction = 0.1;
 };
 
 // What the steps that served one call (or, added up, one request) looked like.
@@ -124,6 +131,7 @@ private:
     bool stopping_ = false;
     uint64_t next_arrival_ = 0;
     int active_ = 0;  // requests that will make forward calls (Active)
+    std::chrono::steady_clock::duration last_step_{};  // the previous step's duration (the gather window)
     SchedulerTotals totals_;
     std::thread thread_;
 };
