@@ -19,7 +19,10 @@ machine lands on every side alike):
      queries of tools_20.json, round robin), greedy, `ignore_eos` so every reply has --max-tokens
      tokens, each server rendering the prompt with its own chat template (llama-server: --jinja,
      enable_thinking false, as ContextCache's Qwen3 format renders);
-  4. read VmHWM (peak RSS) from /proc/PID/status, stop the server by its pid.
+  4. read VmHWM (peak RSS) from /proc/PID/status, stop the server by its pid. The server's page
+     faults and CPU seconds during the load (/proc/PID/stat, differenced) are recorded as
+     `server_during_load`, also per generated token: fresh memory touched per step shows there,
+     where this VM's noise does not reach.
 
 Per request: TTFT = time from sending to the first delta with content, reasoning or a tool call
 (the SSE stream parsed by hand); latency = time to `data: [DONE]`; the reply's completion tokens
@@ -319,9 +322,19 @@ class Bench:
             res["rss_mib_after_warmup"] = (srv.status_kib("VmRSS") or 0) / 1024.0
             load0 = Path("/proc/loadavg").read_text().split()[:3]
             lo0 = listen_overflows()
+            pf0 = srv.cpu_and_faults()
             t0 = time.perf_counter()
             recs = self.load(srv.base, clients, self.a.requests_per_client, self.a.max_tokens, llama)
+            pf1 = srv.cpu_and_faults()
             lo1 = listen_overflows()
+            # the server's page faults and CPU time during the load, and per generated token
+            if pf0 is not None and pf1 is not None:
+                during = {k: round(pf1[k] - pf0[k], 3) for k in pf0}
+                n_tokens = sum(r.get("completion_tokens") or 0 for r in recs)
+                if n_tokens:
+                    during["minor_faults_per_token"] = round(during["minor_faults"] / n_tokens, 1)
+                    during["cpu_ms_per_token"] = round(1000.0 * (during["cpu_user_s"] + during["cpu_sys_s"]) / n_tokens, 2)
+                res["server_during_load"] = during
             res["listen_overflows_during_load"] = None if lo0 is None or lo1 is None else lo1 - lo0
             res.update(self.summarize(recs, llama))
             res["load_wall_s_incl_threads"] = round(time.perf_counter() - t0, 2)

@@ -144,6 +144,19 @@ class Server:
             return None
         return None
 
+    def cpu_and_faults(self) -> dict | None:
+        """The process's page faults and CPU seconds so far (/proc/PID/stat: minflt, majflt, utime,
+        stime), to difference across a load: faults are what fresh memory costs, and unlike wall
+        time they do not move with the VM's noise."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        tick = os.sysconf("SC_CLK_TCK")
+        # after the command's ")": field 3 (state) is fields[0], so field N is fields[N - 3]
+        return {"minor_faults": int(fields[7]), "major_faults": int(fields[9]),
+                "cpu_user_s": int(fields[11]) / tick, "cpu_sys_s": int(fields[12]) / tick}
+
     def peak_rss_mib(self) -> float | None:
         kib = self.status_kib("VmHWM")
         return None if kib is None else kib / 1024.0
