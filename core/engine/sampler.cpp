@@ -13,7 +13,7 @@ token_id argmax_token(const std::vector<float>& logits) {
 // Sampling runs once per generated token of every request, over the whole vocabulary (152k on
 // Qwen3): it sorts only as far as the nucleus reaches, and keeps its scratch per thread, so that a
 // token costs a few passes over the logits, not a full sort into freshly allocated memory (which
-// took 16 ms a token, half a decode step, on a 2-core machine).
+// took 14 ms a token, half a decode step, on a 2-core machine: docs/benchmarks.md, "Sampling").
 token_id sample_token(const std::vector<float>& logits, float temperature, float top_p, std::mt19937_64& rng) {
     if (temperature <= 0.0f) return argmax_token(logits);
     const size_t n = logits.size();
