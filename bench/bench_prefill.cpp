@@ -500,7 +500,11 @@ const ModelWeights& cuda_model(const std::string& name) {
 Backend& cuda_backend_for(const std::string& name) {
     static std::map<std::string, std::unique_ptr<Backend>> cache;
     auto& b = cache[name];
-    if (!b) b = cuda::make_cuda_backend(cuda_model(name), cuda::CudaBackendOptions{});
+    if (!b) {
+        cuda::CudaBackendOptions o;
+        o.mma_attention = cuda::mma_attention_from_env();  // CONTEXTCACHE_CUDA_ATTENTION=mma: the tensor-core kernel
+        b = cuda::make_cuda_backend(cuda_model(name), o);
+    }
     return *b;
 }
 

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -62,7 +63,16 @@ Probe probe() {
 
 std::string cuda_numerics_id(const DeviceInfo& device, const CudaBackendOptions& options) {
     return "cuda/sm" + std::to_string(device.compute_major) + std::to_string(device.compute_minor) + "/bf16/" +
-           kv_dtype_name(options.kv_dtype);
+           kv_dtype_name(options.kv_dtype) + (options.mma_attention ? "/attn-mma" : "");
+}
+
+bool mma_attention_from_env() {
+    const char* v = std::getenv("CONTEXTCACHE_CUDA_ATTENTION");
+    const std::string s = v == nullptr ? "" : v;
+    if (s.empty() || s == "scalar") return false;
+    if (s == "mma") return true;
+    throw std::runtime_error("CONTEXTCACHE_CUDA_ATTENTION=" + s +
+                             ": takes \"scalar\" (the default) or \"mma\" (tensor cores, not yet run on a device)");
 }
 
 size_t device_free_bytes(int device) {
@@ -394,8 +404,8 @@ private:
             sin_ = std::move(s);
             rope_positions_ = positions;
         }
-        const size_t need = geom::attn_partial_floats(geom::kAttnSplitMaxRows, cfg_.n_heads, cfg_.head_dim,
-                                                      geom::rope_table_positions(n_positions));
+        const size_t need = geom::attn_partial_floats(geom::attn_split_rows(options_.mma_attention), cfg_.n_heads,
+                                                      cfg_.head_dim, geom::rope_table_positions(n_positions));
         if (need * 4 > partial_.bytes()) partial_ = ctx_.alloc(need * 4, "split-attention scratch");
     }
 
@@ -523,6 +533,7 @@ std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const 
             aa.n_rows = n;
             aa.first_pos = first_pos + c0;
             aa.out = att_.as<float>();
+            aa.kernel = options_.mma_attention ? kern::AttnKernel::mma : kern::AttnKernel::scalar;
             kern::attention(aa, partial_.as<float>(), partial_.bytes() / 4, kern::AttnPath::automatic, st);
             kern::f32_to_bf16(att_.as<const float>(), xn, int64_t(n) * qd, st);
             plan_o_->run(ctx_, xn, bf(L.wo), proj_.as<float>(), n);
@@ -569,8 +580,8 @@ size_t cuda_required_bytes(const ModelConfig& config, const CudaBackendOptions& 
     const int positions = geom::rope_table_positions(std::min(std::max(config.max_position_embeddings, 1), 8192));
     const size_t rope = 2 * size_t(positions) * size_t(config.head_dim / 2) * 4;
     size_t bytes = geom::weight_bytes(config) +
-                   geom::plan_buffers(config, options.max_batch_tokens, positions).total() + rope +
-                   options.workspace_bytes;
+                   geom::plan_buffers(config, options.max_batch_tokens, positions, options.mma_attention).total() +
+                   rope + options.workspace_bytes;
     // Each weight and activation is its own cudaMalloc, which rounds up: 256 KiB allowed per buffer.
     const size_t n_buffers = size_t(config.n_layers) * 11 + 20;
     return bytes + n_buffers * (size_t(256) << 10);

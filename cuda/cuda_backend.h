@@ -56,9 +56,17 @@ struct CudaBackendOptions {
     size_t workspace_bytes = size_t(64) << 20;  // cuBLAS(Lt) workspace
     int max_batch_tokens = 512;                  // activation buffers are sized for this many rows;
                                                  // forward() runs longer batches in chunks of it
+    // Attention on tensor cores (cuda/attention_mma.cu; bf16 operands, another numerics id). Not yet
+    // run on a device, so off by default; the programs turn it on with the environment variable
+    // CONTEXTCACHE_CUDA_ATTENTION=mma (docs/cuda.md, "Tensor-core attention").
+    bool mma_attention = false;
 };
 
-// "cuda/sm<major><minor>/bf16/<kv dtype>", e.g. "cuda/sm90/bf16/f32": enters the group_key, so a
+// CONTEXTCACHE_CUDA_ATTENTION: unset, "" or "scalar" -> false, "mma" -> true; anything else throws
+// std::runtime_error naming the variable and the values it takes.
+bool mma_attention_from_env();
+
+// "cuda/sm<major><minor>/bf16/<kv dtype>[/attn-mma]", e.g. "cuda/sm90/bf16/f32": enters the group_key, so a
 // group computed on the GPU never links on the CPU (or on another architecture), and vice versa.
 std::string cuda_numerics_id(const DeviceInfo& device, const CudaBackendOptions& options);
 

@@ -6,6 +6,8 @@
 // tiles and chunks aligned to absolute positions (launch_geometry.h); see attend_chunk.
 #include "cuda/kernels.h"
 
+#include "cuda/attention_mma.h"
+
 #include "core/base/kernel_math.h"
 #include "cuda/context.h"
 #include "cuda/launch_geometry.h"
@@ -362,6 +364,9 @@ __global__ void attn_split_kernel(AttnArgs a, float* __restrict__ partial, int n
     for (int d = threadIdx.x; d < hd; d += blockDim.x) out[2 + d] = s.acc_c[d];
 }
 
+// kCanonicalZero (the mma kernel's): + 0.0f on each output, so a -0 is written as +0 (see
+// attention_mma.cu: its tiles may add a row's zero probabilities to an accumulator of -0).
+template <bool kCanonicalZero>
 __global__ void attn_combine_kernel(AttnArgs a, const float* __restrict__ partial, int n_chunks) {
     const int hd = a.head_dim;
     const int h = blockIdx.x, t = blockIdx.y;
@@ -380,7 +385,8 @@ __global__ void attn_combine_kernel(AttnArgs a, const float* __restrict__ partia
             const km::MergeScales f = km::softmax_merge(total, chunk);
             acc = km::merge_acc(acc, f.a, part[2 + d], f.b);
         }
-        a.out[size_t(t) * qd + size_t(h) * hd + d] = acc / total.l;
+        const float o = acc / total.l;
+        a.out[size_t(t) * qd + size_t(h) * hd + d] = kCanonicalZero ? o + 0.0f : o;
     }
 }
 
@@ -492,6 +498,12 @@ void attention(const AttnArgs& a, float* partial, size_t partial_floats, AttnPat
     if (a.first_pos + a.n_rows > a.seg[0].n + a.seg[1].n)
         throw CudaError("attention: rows at positions up to " + std::to_string(a.first_pos + a.n_rows - 1) +
                         " but the view holds " + std::to_string(a.seg[0].n + a.seg[1].n) + " positions");
+    if (a.kernel == AttnKernel::mma && geom::attn_mma_head_dim_ok(a.head_dim)) {
+        attention_mma(a, partial, partial_floats,
+                      path == AttnPath::split || (path == AttnPath::automatic && geom::attn_mma_use_split(a.n_rows)),
+                      stream);
+        return;
+    }
     const bool split = path == AttnPath::split || (path == AttnPath::automatic && geom::attn_use_split(a.n_rows));
     if (!split) {
         const geom::Launch l = geom::attn_tiled(a.n_rows, a.n_heads, a.n_kv_heads, a.head_dim);
@@ -514,8 +526,15 @@ void attention(const AttnArgs& a, float* partial, size_t partial_floats, AttnPat
     const int n_chunks = int(l.grid.x);
     attn_split_kernel<<<d3(l.grid), d3(l.block), l.smem_bytes, stream>>>(a, partial, n_chunks);
     CC_CUDA_CHECK_LAUNCH("attn_split_kernel");
+    combine_partials(a, partial, n_chunks, false, stream);
+}
+
+void combine_partials(const AttnArgs& a, const float* partial, int n_chunks, bool canonical_zero, cudaStream_t stream) {
     const geom::Launch lc = geom::attn_combine(a.n_rows, a.n_heads, a.head_dim);
-    attn_combine_kernel<<<d3(lc.grid), d3(lc.block), 0, stream>>>(a, partial, n_chunks);
+    if (canonical_zero)
+        attn_combine_kernel<true><<<d3(lc.grid), d3(lc.block), 0, stream>>>(a, partial, n_chunks);
+    else
+        attn_combine_kernel<false><<<d3(lc.grid), d3(lc.block), 0, stream>>>(a, partial, n_chunks);
     CC_CUDA_CHECK_LAUNCH("attn_combine_kernel");
 }
 

@@ -57,7 +57,13 @@ struct AttnSeg {
     int cap = 0;
     int n = 0;
 };
+// scalar: f32 fmaf chains (the verified kernels, the default). mma: tensor cores, bf16 operands
+// (q, k, v and the probabilities rounded to bf16), f32 accumulation (attention_mma.cu); another
+// numerics, so cuda_numerics_id names it. Not yet run on a device (issue 34): opt-in only.
+enum class AttnKernel { scalar, mma };
+
 struct AttnArgs {
+    AttnKernel kernel = AttnKernel::scalar;
     AttnSeg seg[2];
     bool kv_bf16 = false;
     int n_heads = 0, n_kv_heads = 0, head_dim = 0;
@@ -68,8 +74,10 @@ struct AttnArgs {
     int first_pos = 0;
     float* out = nullptr;  // (n_rows, n_heads * head_dim) f32
 };
+// tiled and split give the same bits (chunks merged in the same order); automatic picks by rows.
 enum class AttnPath { automatic, tiled, split };
-// `partial`: scratch for the split path, geom::attn_partial_floats(n_rows, ...) floats.
+// `partial`: scratch for the split path, geom::attn_partial_floats(n_rows, ...) floats. With
+// AttnKernel::mma and a head_dim that geom::attn_mma_head_dim_ok refuses, the scalar kernel runs.
 void attention(const AttnArgs& args, float* partial, size_t partial_floats, AttnPath path, cudaStream_t stream);
 
 // out[r] = the index of the largest logit of row r (the lowest index among equal maxima).

@@ -132,6 +132,52 @@ inline Launch attn_split(int n_rows, int n_heads, int n_kv_heads, int head_dim, 
     check_grid(l, "attention_split");
     return l;
 }
+// ---- tensor-core attention (AttnKernel::mma; issue 34, not yet run on a device) ------------------
+// The same chunks of kAttnChunk absolute positions and the same merge in chunk order as the scalar
+// kernels, so its tiled and split launches give the same bits; inside a chunk, keys in tiles of
+// kAttnMmaKeyTile absolute positions, QK^T and P.V as bf16 mma.sync m16n8k16 with f32 accumulation.
+// A warp holds 16 (row, head) pairs of one KV head (GQA packing: pair p is row p / G, head
+// kv_head * G + p % G); a block holds kAttnMmaWarps warps and shares one K/V tile among them.
+inline constexpr int kAttnMmaKeyTile = 64;
+inline constexpr int kAttnMmaWarps = 4;
+inline constexpr int kAttnMmaPairsPerBlock = 16 * kAttnMmaWarps;
+inline constexpr int kAttnMmaSplitMaxRows = 32;  // batches of at most this many rows use the split launch
+static_assert(kAttnChunk % kAttnMmaKeyTile == 0, "a chunk is whole mma tiles");
+
+// Head dims the mma kernel is built for (its accumulators live in registers); others use the
+// scalar kernels.
+CC_HD inline bool attn_mma_head_dim_ok(int head_dim) {
+    return head_dim == 32 || head_dim == 64 || head_dim == 128;
+}
+inline bool attn_mma_use_split(int n_rows) {
+    return n_rows <= kAttnMmaSplitMaxRows;
+}
+// Rows the split scratch must hold: the most rows either kernel runs through its split launch.
+inline int attn_split_rows(bool mma) {
+    return mma ? kAttnMmaSplitMaxRows : kAttnSplitMaxRows;
+}
+// Shared memory (bf16): queries [pairs][hd + 8], one key tile [tile][hd + 8], the value tile
+// transposed [hd][tile + 8]; the padding puts a warp's 32-bit fragment loads in 32 banks.
+inline size_t attn_mma_smem_bytes(int head_dim) {
+    const size_t d = size_t(head_dim), kt = size_t(kAttnMmaKeyTile), pairs = size_t(kAttnMmaPairsPerBlock);
+    return (pairs * (d + 8) + kt * (d + 8) + d * (kt + 8)) * 2;
+}
+// grid = (chunks for the split launch else 1, KV heads, blocks of pairs); 32 * kAttnMmaWarps threads.
+inline Launch attn_mma(int n_rows, int n_heads, int n_kv_heads, int head_dim, int n_positions, bool split) {
+    check_attention_shape(n_heads, n_kv_heads, head_dim);
+    require(attn_mma_head_dim_ok(head_dim), "attention mma: head_dim must be 32, 64 or 128");
+    require(n_rows >= 1, "attention: no rows");
+    require(!split || n_rows <= kAttnMmaSplitMaxRows, "attention mma split: 1 to 32 rows");
+    const uint64_t pairs = uint64_t(n_rows) * uint64_t(n_heads / n_kv_heads);
+    Launch l;
+    l.grid = {split ? unsigned(attn_n_chunks(n_positions)) : 1u, unsigned(n_kv_heads),
+              unsigned(std::min<uint64_t>(ceil_div(pairs, kAttnMmaPairsPerBlock), kMaxGridYZ + 1))};
+    l.block = {32 * kAttnMmaWarps, 1, 1};
+    l.smem_bytes = attn_mma_smem_bytes(head_dim);
+    check_grid(l, "attention_mma");
+    return l;
+}
+
 // Partial states of the split kernel: [n_rows][n_heads][n_chunks][head_dim + 2] floats (m, l, acc).
 inline size_t attn_partial_floats(int n_rows, int n_heads, int head_dim, int n_positions) {
     return size_t(n_rows) * size_t(n_heads) * size_t(attn_n_chunks(n_positions)) * (size_t(head_dim) + 2);
@@ -222,7 +268,8 @@ inline int max_logit_rows(int max_rows) {
     return std::max(1, std::min(max_rows, 32));
 }
 
-inline ForwardBuffers plan_buffers(const ModelConfig& c, int max_rows, int max_positions) {
+// mma_attention: the backend runs AttnKernel::mma (a larger split scratch).
+inline ForwardBuffers plan_buffers(const ModelConfig& c, int max_rows, int max_positions, bool mma_attention = false) {
     require(max_rows >= 1, "max_batch_tokens must be at least 1");
     const size_t r = size_t(max_rows), qd = size_t(c.n_heads) * c.head_dim, kvd = size_t(c.n_kv_heads) * c.head_dim;
     const size_t lr = size_t(max_logit_rows(max_rows));
@@ -240,7 +287,7 @@ inline ForwardBuffers plan_buffers(const ModelConfig& c, int max_rows, int max_p
     b.tokens = r * 4;
     b.sel = lr * 4;
     b.logits = lr * c.vocab_size * 4;
-    b.partial = attn_partial_floats(kAttnSplitMaxRows, c.n_heads, c.head_dim, max_positions) * 4;
+    b.partial = attn_partial_floats(attn_split_rows(mma_attention), c.n_heads, c.head_dim, max_positions) * 4;
     return b;
 }
 

@@ -19,6 +19,7 @@ CudaBackendOptions cuda_options(const BackendOptions& o) {
     CudaBackendOptions c;
     c.device = o.device;
     c.kv_dtype = o.kv_dtype;
+    c.mma_attention = mma_attention_from_env();
     return c;
 }
 

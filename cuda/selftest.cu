@@ -482,6 +482,7 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
     };
     // n_before = positions before the first row (the prefix and earlier suffix positions)
     std::vector<Case> cases = {{7, 1, 64, 0, 42, 19, false},
+                               {6, 2, 32, 0, 200, 45, false},
                                {4, 2, 128, 0, 300, 3, false},
                                {8, 8, 64, 50, 270, 20, false},
                                {2, 1, 128, 0, 0, 33, true},
@@ -506,11 +507,14 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
             const size_t eb = c.bf16 ? 2 : 4;
             Guarded gq(ctx, q.size() * 4, "q"), out(ctx, q.size() * 4, "out"), out2(ctx, q.size() * 4, "out split");
             gq.set(q);
-            const size_t partial_floats = geom::attn_partial_floats(geom::kAttnSplitMaxRows, c.heads, c.hd, N);
+            const size_t partial_floats = geom::attn_partial_floats(geom::attn_split_rows(true), c.heads, c.hd, N);
             DeviceBuffer partial = ctx.alloc(partial_floats * 4, "split scratch");
+            const std::vector<float> poison(q.size(), NAN);  // an output never written stays NaN
 
-            // runs the rows with the keys split at P (prefix [0, P), suffix [P, N))
-            auto run = [&](int P, kern::AttnPath path, Guarded& dst) {
+            // runs the rows with the keys split at P (prefix [0, P), suffix [P, N)), in launches of
+            // `group` consecutive rows (0: the split path's most, else all rows in one launch)
+            auto run = [&](int P, kern::AttnPath path, Guarded& dst, kern::AttnKernel kernel = kern::AttnKernel::scalar,
+                           int group = 0) {
                 const int cap0 = P + 5, cap1 = N - P + 3;
                 Guarded k0(ctx, size_t(c.kv) * cap0 * c.hd * eb, "K prefix"),
                     v0(ctx, size_t(c.kv) * cap0 * c.hd * eb, "V prefix"),
@@ -518,7 +522,9 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
                     v1(ctx, size_t(c.kv) * cap1 * c.hd * eb, "V suffix");
                 put_segment(ctx, kv, c.kv, c.hd, 0, P, cap0, c.bf16, k0, v0);
                 put_segment(ctx, kv, c.kv, c.hd, P, N - P, cap1, c.bf16, k1, v1);
+                dst.set(poison);
                 kern::AttnArgs a;
+                a.kernel = kernel;
                 a.seg[0] = {k0.as<void>(), v0.as<void>(), cap0, P};
                 a.seg[1] = {k1.as<void>(), v1.as<void>(), cap1, N - P};
                 a.kv_bf16 = c.bf16;
@@ -527,20 +533,16 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
                 a.head_dim = c.hd;
                 a.window = c.window;
                 a.scale = scale;
-                if (path == kern::AttnPath::split) {  // groups of at most 4 rows
-                    for (int r0 = 0; r0 < c.rows; r0 += geom::kAttnSplitMaxRows) {
-                        a.q = gq.as<float>() + size_t(r0) * qd;
-                        a.out = dst.as<float>() + size_t(r0) * qd;
-                        a.n_rows = std::min(geom::kAttnSplitMaxRows, c.rows - r0);
-                        a.first_pos = c.n_before + r0;
-                        kern::attention(a, partial.as<float>(), partial_floats, path, ctx.stream());
-                    }
-                } else {
-                    a.q = gq.as<float>();
-                    a.out = dst.as<float>();
-                    a.n_rows = c.rows;
-                    a.first_pos = c.n_before;
-                    kern::attention(a, nullptr, 0, path, ctx.stream());
+                if (group == 0)
+                    group = path != kern::AttnPath::split               ? c.rows
+                            : kernel == kern::AttnKernel::mma ? geom::kAttnMmaSplitMaxRows
+                                                              : geom::kAttnSplitMaxRows;
+                for (int r0 = 0; r0 < c.rows; r0 += group) {
+                    a.q = gq.as<float>() + size_t(r0) * qd;
+                    a.out = dst.as<float>() + size_t(r0) * qd;
+                    a.n_rows = std::min(group, c.rows - r0);
+                    a.first_pos = c.n_before + r0;
+                    kern::attention(a, partial.as<float>(), partial_floats, path, ctx.stream());
                 }
                 ctx.sync();
                 return k0.guards_intact() && v0.guards_intact() && k1.guards_intact() && v1.guards_intact();
@@ -549,6 +551,7 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
             bool inputs_ok = run(c.n_before, kern::AttnPath::tiled, out);
             const std::vector<float> got = out.get<float>();
             // float64 reference
+            std::vector<double> ref(q.size());
             double err = 0, vmax = 0;
             for (float x : kv.v) vmax = std::max(vmax, double(std::abs(x)));
             const int group = c.heads / c.kv;
@@ -572,6 +575,7 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
                         double acc = 0;
                         for (int j = lo; j <= pos; ++j)
                             acc += s[size_t(j - lo)] * kv.v[(size_t(kvh) * N + j) * c.hd + d];
+                        ref[size_t(r) * qd + size_t(h) * c.hd + d] = acc / l;
                         err = std::max(err, std::abs(got[size_t(r) * qd + size_t(h) * c.hd + d] - acc / l));
                     }
                 }
@@ -599,6 +603,52 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
             }
             t.add_output("attention segment invariance (bits)", shape + " prefix=" + tried, double(mism), 0, 0,
                          out2.guards_intact());
+            if (!geom::attn_mma_head_dim_ok(c.hd)) return;
+
+            // The tensor-core kernel (AttnKernel::mma): against the float64 reference (bf16
+            // operands: the relative error of the whole output), its split launch == its tiled
+            // launch, the prefix/suffix boundary anywhere, and each row's bits whether it runs
+            // alone, in launches of 3 or 32 rows, or in the whole batch (its (row, head) pairs then
+            // sit in other places of the mma tiles).
+            const std::string sm = shape + " kernel=mma";
+            const auto mma = kern::AttnKernel::mma;
+            Guarded om(ctx, q.size() * 4, "out mma"), om2(ctx, q.size() * 4, "out mma 2");
+            inputs_ok = run(c.n_before, kern::AttnPath::tiled, om, mma);
+            const std::vector<float> gm = om.get<float>();
+            double num = 0, den = 0;
+            for (size_t i = 0; i < ref.size(); ++i) {
+                num += (double(gm[i]) - ref[i]) * (double(gm[i]) - ref[i]);
+                den += ref[i] * ref[i];
+            }
+            // q, k, v and the probabilities rounded to bf16 (2^-9 relative each), f32 sums
+            t.add_output("attention mma (|out - ref| / |ref|, vs float64)", sm, std::sqrt(num / std::max(den, 1e-300)),
+                         2e-2, count_nonfinite(gm), inputs_ok && om.guards_intact());
+            run(c.n_before, kern::AttnPath::split, om2, mma);
+            t.add_output("attention mma split == tiled (bits)", sm, double(count_bit_mismatch(om2.get<float>(), gm)), 0,
+                         count_nonfinite(om2.get<float>()), om2.guards_intact());
+            size_t mm = 0;
+            for (int P : splits) {
+                if (P < 0 || P > c.n_before) continue;
+                run(P, kern::AttnPath::tiled, om2, mma);
+                mm += count_bit_mismatch(om2.get<float>(), gm);
+                run(P, kern::AttnPath::split, om2, mma);
+                mm += count_bit_mismatch(om2.get<float>(), gm);
+            }
+            t.add_output("attention mma segment invariance (bits)", sm + " prefix=" + tried + " (tiled and split)",
+                         double(mm), 0, 0, om2.guards_intact());
+            mm = 0;
+            size_t nonfinite = 0;
+            for (int group : {1, 3, 32}) {
+                for (auto path : {kern::AttnPath::tiled, kern::AttnPath::split}) {
+                    if (path == kern::AttnPath::split && group > geom::kAttnMmaSplitMaxRows) continue;
+                    run(c.n_before, path, om2, mma, group);
+                    const std::vector<float> g2 = om2.get<float>();
+                    mm += count_bit_mismatch(g2, gm);
+                    nonfinite += count_nonfinite(g2);
+                }
+            }
+            t.add_output("attention mma rows alone / in 3s / in 32s == batch (bits)", sm, double(mm), 0, nonfinite,
+                         om2.guards_intact());
         });
     }
 }
@@ -708,20 +758,25 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
               std::to_string(compared) + " of " + std::to_string(N) + " rows compared", double(mism), 0);
 
         // cached == full, bit for bit: prefix block of P positions, then the rest as a suffix
-        size_t cached_mism = 0;
         std::string tried;
-        for (int P : {1, 31, 32, 63, 64, 65, 100, 256, 257, N - 1}) {
-            if (P <= 0 || P >= N) continue;
-            auto prefix = gpu->allocate_kv(P);
-            gpu->forward(std::span(tokens).first(size_t(P)), KvView{nullptr, 0, prefix.get()}, {});
-            auto suffix = gpu->allocate_kv(N - P);
-            std::vector<int> rows(size_t(N - P));
-            for (int i = 0; i < N - P; ++i) rows[size_t(i)] = i;
-            const std::vector<float> got =
-                gpu->forward(std::span(tokens).subspan(size_t(P)), KvView{prefix.get(), P, suffix.get()}, rows);
-            cached_mism += count_bit_mismatch(got, slice_rows(full, vocab, P, N - P));
-            tried += (tried.empty() ? "" : ",") + std::to_string(P);
-        }
+        auto cached_mismatch = [&](Backend& be, const std::vector<float>& want, std::initializer_list<int> prefixes) {
+            size_t mism = 0;
+            tried.clear();
+            for (int P : prefixes) {
+                if (P <= 0 || P >= N) continue;
+                auto prefix = be.allocate_kv(P);
+                be.forward(std::span(tokens).first(size_t(P)), KvView{nullptr, 0, prefix.get()}, {});
+                auto suffix = be.allocate_kv(N - P);
+                std::vector<int> rows(size_t(N - P));
+                for (int i = 0; i < N - P; ++i) rows[size_t(i)] = i;
+                const std::vector<float> got =
+                    be.forward(std::span(tokens).subspan(size_t(P)), KvView{prefix.get(), P, suffix.get()}, rows);
+                mism += count_bit_mismatch(got, slice_rows(want, vocab, P, N - P));
+                tried += (tried.empty() ? "" : ",") + std::to_string(P);
+            }
+            return mism;
+        };
+        const size_t cached_mism = cached_mismatch(*gpu, full, {1, 31, 32, 63, 64, 65, 100, 256, 257, N - 1});
         t.add(name + ": cached == full (bits)", "prefix=" + tried, double(cached_mism), 0);
 
         // through export/import (the store's path): the same bits
@@ -744,20 +799,21 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
         }
 
         // decode (one token at a time: the split attention kernel) gives the prefill's bits
-        {
-            const int D = 5;
-            auto dkv = gpu->allocate_kv(N);
-            gpu->forward(std::span(tokens).first(size_t(N - D)), KvView{nullptr, 0, dkv.get()}, {});
+        const int D = 5;
+        auto decode_mismatch = [&](Backend& be, const std::vector<float>& want) {
+            auto dkv = be.allocate_kv(N);
+            be.forward(std::span(tokens).first(size_t(N - D)), KvView{nullptr, 0, dkv.get()}, {});
             size_t m = 0;
             for (int i = N - D; i < N; ++i) {
                 const std::vector<int> row0 = {0};
                 const std::vector<float> got =
-                    gpu->forward(std::span(tokens).subspan(size_t(i), 1), KvView{nullptr, 0, dkv.get()}, row0);
-                m += count_bit_mismatch(got, slice_rows(full, vocab, i, 1));
+                    be.forward(std::span(tokens).subspan(size_t(i), 1), KvView{nullptr, 0, dkv.get()}, row0);
+                m += count_bit_mismatch(got, slice_rows(want, vocab, i, 1));
             }
-            t.add(name + ": decode steps == prefill rows (bits)",
-                  "last " + std::to_string(D) + " of " + std::to_string(N), double(m), 0);
-        }
+            return m;
+        };
+        t.add(name + ": decode steps == prefill rows (bits)", "last " + std::to_string(D) + " of " + std::to_string(N),
+              double(decode_mismatch(*gpu, full)), 0);
 
         // BF16 KV: cached == full as well
         {
@@ -776,6 +832,25 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
                 g2->forward(std::span(tokens).subspan(size_t(P)), KvView{prefix.get(), P, suffix.get()}, rows);
             t.add(name + ": kv=bf16 cached == full (bits)", "prefix=" + std::to_string(P),
                   double(count_bit_mismatch(got, slice_rows(f2, vocab, P, N - P))), 0);
+        }
+
+        // the tensor-core attention (opt-in, issue 34), with bf16 KV as it is meant to run: near
+        // the CPU (bf16 attention operands: twice the bound), cached == full, decode == prefill
+        if (geom::attn_mma_head_dim_ok(c.head_dim)) {
+            CudaBackendOptions om = o;
+            om.kv_dtype = KvDType::bf16;
+            om.mma_attention = true;
+            auto g3 = make_cuda_backend(weights, om);
+            auto fkv = g3->allocate_kv(N);
+            const std::vector<float> f3 = g3->forward(tokens, KvView{nullptr, 0, fkv.get()}, all);
+            double e3 = 0;
+            for (size_t i = 0; i < ref.size(); ++i) e3 = std::max(e3, double(std::abs(f3[i] - ref[i])));
+            t.add_output(name + ": mma attention, kv=bf16: logits vs cpu", "tokens=" + std::to_string(N), e3, 2 * bound,
+                         count_nonfinite(f3), true);
+            const size_t m3 = cached_mismatch(*g3, f3, {1, 63, 64, 65, 256, 257, N - 1});
+            t.add(name + ": mma attention: cached == full (bits)", "prefix=" + tried, double(m3), 0);
+            t.add(name + ": mma attention: decode steps == prefill rows (bits)",
+                  "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(*g3, f3)), 0);
         }
     });
 }

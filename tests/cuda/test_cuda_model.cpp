@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -156,6 +157,30 @@ TEST(CudaModel, NumericsIdNamesArchitectureAndKvDtype) {
     o.kv_dtype = cc::KvDType::bf16;
     d.compute_major = 8;
     EXPECT_EQ(cc::cuda::cuda_numerics_id(d, o), "cuda/sm80/bf16/bf16");
+    o.mma_attention = true;  // another attention arithmetic: its groups never link with the scalar kernel's
+    EXPECT_EQ(cc::cuda::cuda_numerics_id(d, o), "cuda/sm80/bf16/bf16/attn-mma");
+}
+
+TEST(CudaModel, MmaAttentionIsOptInThroughTheEnvironment) {
+    // The tensor-core attention has not run on a device yet: off unless asked for, and a value it
+    // does not know is an error that names the variable (runs without a device).
+    const char* name = "CONTEXTCACHE_CUDA_ATTENTION";
+    unsetenv(name);
+    EXPECT_FALSE(cc::cuda::mma_attention_from_env());
+    EXPECT_FALSE(cc::cuda::CudaBackendOptions{}.mma_attention);
+    setenv(name, "scalar", 1);
+    EXPECT_FALSE(cc::cuda::mma_attention_from_env());
+    setenv(name, "mma", 1);
+    EXPECT_TRUE(cc::cuda::mma_attention_from_env());
+    setenv(name, "flash", 1);
+    try {
+        cc::cuda::mma_attention_from_env();
+        ADD_FAILURE() << "an unknown value was accepted";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("CONTEXTCACHE_CUDA_ATTENTION=flash"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("\"mma\""), std::string::npos) << e.what();
+    }
+    unsetenv(name);
 }
 
 // Attention biases on the device (Qwen2 q/k/v; Llama attention_bias q/k/v/o): the tiny reference

@@ -103,6 +103,43 @@ TEST(launch_geometry, split_chunks_cover_positions_at_absolute_boundaries) {
     EXPECT_EQ(geom::kAttnChunk % geom::kAttnKeyTile, 0);
 }
 
+TEST(launch_geometry, mma_attention_packs_the_heads_of_a_kv_head) {
+    // Qwen3-8B: 32 query heads over 8 KV heads, 4 pairs a row; a block holds 64 pairs (16 rows).
+    for (int rows : {1, 16, 17, 23, 32, 512}) {
+        const geom::Launch tiled = geom::attn_mma(rows, 32, 8, 128, 3000 + rows, false);
+        expect_within_limits(tiled);
+        EXPECT_EQ(tiled.grid.x, 1u);
+        EXPECT_EQ(tiled.grid.y, 8u);
+        EXPECT_EQ(tiled.grid.z, unsigned((rows * 4 + 63) / 64));
+        EXPECT_EQ(tiled.block.x, 128u);
+        if (rows > geom::kAttnMmaSplitMaxRows) {
+            EXPECT_THROW(geom::attn_mma(rows, 32, 8, 128, 3000 + rows, true), std::invalid_argument);
+            EXPECT_FALSE(geom::attn_mma_use_split(rows));
+            continue;
+        }
+        EXPECT_TRUE(geom::attn_mma_use_split(rows));
+        const geom::Launch split = geom::attn_mma(rows, 32, 8, 128, 3000 + rows, true);
+        expect_within_limits(split);
+        EXPECT_EQ(split.grid.x, unsigned(geom::attn_n_chunks(3000 + rows)));  // one block per chunk
+        EXPECT_EQ(split.grid.z, tiled.grid.z);
+    }
+    // a group that does not divide 16 (7 heads per KV head): pairs straddle warps and blocks
+    EXPECT_EQ(geom::attn_mma(19, 7, 1, 64, 61, false).grid.z, unsigned((19 * 7 + 63) / 64));
+    // shared memory: queries and one key tile [64][hd + 8], the value tile transposed [hd][72], bf16
+    EXPECT_EQ(geom::attn_mma_smem_bytes(128), (64u * 136 + 64 * 136 + 128 * 72) * 2);
+    EXPECT_GT(geom::attn_mma_smem_bytes(128), geom::kSmemDefaultBytes);  // the launcher opts in
+    EXPECT_LE(geom::attn_mma_smem_bytes(128), geom::kSmemOptinSm80Bytes);
+    EXPECT_LE(geom::attn_mma_smem_bytes(64), geom::kSmemDefaultBytes);
+    for (int hd : {32, 64, 128}) EXPECT_TRUE(geom::attn_mma_head_dim_ok(hd));
+    for (int hd : {8, 16, 48, 96, 256}) {
+        EXPECT_FALSE(geom::attn_mma_head_dim_ok(hd));
+        EXPECT_THROW(geom::attn_mma(1, 8, 8, hd, 10, false), std::invalid_argument);
+    }
+    EXPECT_EQ(geom::kAttnChunk % geom::kAttnMmaKeyTile, 0);  // the scalar kernels' chunks, whole mma tiles
+    EXPECT_EQ(geom::attn_split_rows(false), geom::kAttnSplitMaxRows);
+    EXPECT_EQ(geom::attn_split_rows(true), geom::kAttnMmaSplitMaxRows);
+}
+
 TEST(launch_geometry, first_key_with_and_without_window) {
     EXPECT_EQ(geom::attn_first_key(0, 0), 0);
     EXPECT_EQ(geom::attn_first_key(99999, 0), 0);
@@ -154,6 +191,7 @@ TEST(launch_geometry, buffer_plan_and_required_bytes) {
     EXPECT_EQ(b.gate, 512u * 12288 * 4);
     EXPECT_EQ(b.logits, 32u * 151936 * 4);  // at most 32 logit rows per lm_head GEMM
     EXPECT_EQ(b.partial, size_t(4) * 32 * 160 * 130 * 4);
+    EXPECT_EQ(geom::plan_buffers(c, 512, 40960, true).partial, size_t(32) * 32 * 160 * 130 * 4);  // mma: 32 rows
     EXPECT_EQ(geom::max_logit_rows(1), 1);
     EXPECT_EQ(geom::max_logit_rows(7), 7);
     EXPECT_EQ(geom::max_logit_rows(4096), 32);

@@ -1,0 +1,59 @@
+#!/bin/bash
+# One call on a lent GPU, prepared by scripts/device-prepare.sh (which says how to call it). Unpacks
+# the programs, then runs, most important first and each under its own time limit so that the
+# whole stays under 8 minutes:
+#   1. the CUDA self-test, full sweep (every op and whole-model row; the tensor-core attention's
+#      rows included: vs float64, split == tiled, segment and row invariance, cached == full);
+#   2. bench_ttft on the Qwen3-8B shape (5 and 20 tools) with the scalar attention, then with
+#      CONTEXTCACHE_CUDA_ATTENTION=mma;
+#   3. bench_prefill's CUDA rows (prefill 512 / 3,000 tokens, decode), scalar then mma.
+# Everything lands in $OUT: gpu.txt (card, driver, commit), one log (and JSON) per step and
+# summary.txt (step, exit code, seconds), printed last. Run here (no device), every step answers
+# "skipped" (exit 77): a dry run of the script and the carry.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+: "${OUT:?OUT, the output folder of the device tool, must be set}"
+D=${DEVICE_DIR:-/tmp/cc-device}
+rm -rf "$D" && mkdir -p "$D"
+t_start=$(date +%s)
+python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+  build-device/carry/programs.tar.xz "$D" || { echo "cannot unpack the carry" | tee "$OUT/summary.txt"; exit 1; }
+# CUDA's libraries: the image's toolkit, or the wheels next to its PyTorch
+cuda_libs=""
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+  $(python3 -c 'import nvidia, os; p = nvidia.__path__[0]; print(" ".join(os.path.join(p, d, "lib") for d in os.listdir(p)))' 2>/dev/null); do
+  [ -e "$dir/libcublasLt.so.13" ] || [ -e "$dir/libcudart.so.13" ] && cuda_libs="$cuda_libs:$dir"
+done
+LIBS="$D/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 || true
+  echo "programs built at: $(cat "$D/commit.txt")"
+  echo "working tree: $(git log -1 --format='%H %s' 2>&1)"
+  echo "LD_LIBRARY_PATH for the programs: $LIBS"
+  for f in "$D"/bin/*; do LD_LIBRARY_PATH="$LIBS" ldd "$f" | grep "not found" | sed "s|^|$(basename "$f"): |"; done
+} > "$OUT/gpu.txt" 2>&1
+: > "$OUT/summary.txt"
+step() {  # step NAME SECONDS [VAR=VALUE...] PROGRAM ARGS...: stdout to NAME.out, stderr to NAME.log
+  local name=$1 limit=$2 t0 rc
+  shift 2
+  t0=$(date +%s)
+  timeout "$limit" env LD_LIBRARY_PATH="$LIBS" "$@" > "$OUT/$name.out" 2> "$OUT/$name.log"
+  rc=$?
+  printf '%-22s rc=%-4s %4ss\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"
+}
+step selftest 150 "$D/bin/contextcache-cli" selftest --backend cuda --json
+step ttft_scalar 100 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
+step ttft_mma 100 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
+for k in scalar mma; do
+  step "prefill_$k" 60 CONTEXTCACHE_CUDA_ATTENTION=$k "$D/bin/bench_prefill" --benchmark_filter='BM_cuda' \
+    --benchmark_out="$OUT/prefill_$k.json" --benchmark_out_format=json
+done
+# the self-test's failing rows, if any, then the summary (the tool's reply carries the end)
+python3 - "$OUT/selftest.out" <<'PY' 2>/dev/null | tee -a "$OUT/summary.txt"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d.get("checks", [])
+bad = [r for r in rows if not r.get("pass")]
+print(f"selftest: {d.get('status')}, {len(rows) - len(bad)} of {len(rows)} rows pass")
+for r in bad[:15]: print(f"  FAIL {r['check']} [{r['shape']}] {r['max_error']} > {r['bound']} {r.get('note', '')}")
+PY
+echo "total $(( $(date +%s) - t_start ))s" | tee -a "$OUT/summary.txt"
