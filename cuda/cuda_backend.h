@@ -56,9 +56,9 @@ struct CudaBackendOptions {
     size_t workspace_bytes = size_t(64) << 20;  // cuBLAS(Lt) workspace
     int max_batch_tokens = 512;                  // activation buffers are sized for this many rows;
                                                  // forward() runs longer batches in chunks of it
-    // Attention on tensor cores (cuda/attention_mma.cu; bf16 operands, another numerics id). Not yet
-    // run on a device, so off by default; the programs turn it on with the environment variable
-    // CONTEXTCACHE_CUDA_ATTENTION=mma (docs/cuda.md, "Tensor-core attention").
+    // Attention on tensor cores (cuda/attention_mma_kernels.cuh; bf16 operands, another numerics
+    // id). Not yet run on a device, so off by default; the programs turn it on with the environment
+    // variable CONTEXTCACHE_CUDA_ATTENTION=mma (docs/cuda.md, "Tensor-core attention").
     bool mma_attention = false;
 };
 

@@ -7,6 +7,7 @@
 #include "cuda/kernels.h"
 
 #include "cuda/attention_mma.h"
+#include "cuda/attention_mma_kernels.cuh"
 
 #include "core/base/kernel_math.h"
 #include "cuda/context.h"
@@ -17,6 +18,8 @@
 
 namespace cc::cuda::kern {
 namespace {
+
+using detail::attn_combine_kernel;
 
 dim3 d3(const geom::Dim3& d) {
     return dim3(d.x, d.y, d.z);
@@ -362,32 +365,6 @@ __global__ void attn_split_kernel(AttnArgs a, float* __restrict__ partial, int n
         out[1] = s.st[kLc];
     }
     for (int d = threadIdx.x; d < hd; d += blockDim.x) out[2 + d] = s.acc_c[d];
-}
-
-// kCanonicalZero (the mma kernel's): + 0.0f on each output, so a -0 is written as +0 (see
-// attention_mma.cu: its tiles may add a row's zero probabilities to an accumulator of -0).
-template <bool kCanonicalZero>
-__global__ void attn_combine_kernel(AttnArgs a, const float* __restrict__ partial, int n_chunks) {
-    const int hd = a.head_dim;
-    const int h = blockIdx.x, t = blockIdx.y;
-    const int pos = a.first_pos + t;
-    const int c_lo = geom::attn_chunk_of(geom::attn_first_key(pos, a.window)), c_hi = geom::attn_chunk_of(pos);
-    const float* base = partial + (size_t(t) * size_t(a.n_heads) + size_t(h)) * size_t(n_chunks) * (size_t(hd) + 2);
-    const size_t qd = size_t(a.n_heads) * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        km::SoftmaxState total;
-        float acc = 0.0f;
-        for (int c = c_lo; c <= c_hi; ++c) {
-            const float* part = base + size_t(c) * (size_t(hd) + 2);
-            km::SoftmaxState chunk;
-            chunk.m = part[0];
-            chunk.l = part[1];
-            const km::MergeScales f = km::softmax_merge(total, chunk);
-            acc = km::merge_acc(acc, f.a, part[2 + d], f.b);
-        }
-        const float o = acc / total.l;
-        a.out[size_t(t) * qd + size_t(h) * hd + d] = kCanonicalZero ? o + 0.0f : o;
-    }
 }
 
 // ---- argmax and sampling ---------------------------------------------------------------------------

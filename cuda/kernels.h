@@ -6,6 +6,8 @@
 // formula gives the same bits in every kernel that uses it (FMAs we want are written as fmaf).
 #pragma once
 
+#include "cuda/attention_args.h"
+
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -48,34 +50,6 @@ struct QkRopeArgs {
 };
 void qk_rope_store(const QkRopeArgs& args, cudaStream_t stream);
 
-// Attention over the two-segment view (DESIGN §6): positions [0, seg[0].n) in seg[0] (the prefix
-// block), then [seg[0].n, seg[0].n + seg[1].n) in seg[1] (the suffix block). Row r is the query at
-// position first_pos + r and sees keys j with first_key(pos) <= j <= pos.
-struct AttnSeg {
-    const void* k = nullptr;  // [n_kv_heads][cap][head_dim], f32 or bf16
-    const void* v = nullptr;
-    int cap = 0;
-    int n = 0;
-};
-// scalar: f32 fmaf chains (the verified kernels, the default). mma: tensor cores, bf16 operands
-// (q, k, v and the probabilities rounded to bf16), f32 accumulation (attention_mma.cu); another
-// numerics, so cuda_numerics_id names it. Not yet run on a device (issue 34): opt-in only.
-enum class AttnKernel { scalar, mma };
-
-struct AttnArgs {
-    AttnKernel kernel = AttnKernel::scalar;
-    AttnSeg seg[2];
-    bool kv_bf16 = false;
-    int n_heads = 0, n_kv_heads = 0, head_dim = 0;
-    int window = 0;  // sliding window (0 = none)
-    float scale = 1.0f;
-    const float* q = nullptr;  // (n_rows, n_heads * head_dim) f32
-    int n_rows = 0;
-    int first_pos = 0;
-    float* out = nullptr;  // (n_rows, n_heads * head_dim) f32
-};
-// tiled and split give the same bits (chunks merged in the same order); automatic picks by rows.
-enum class AttnPath { automatic, tiled, split };
 // `partial`: scratch for the split path, geom::attn_partial_floats(n_rows, ...) floats. With
 // AttnKernel::mma and a head_dim that geom::attn_mma_head_dim_ok refuses, the scalar kernel runs.
 void attention(const AttnArgs& args, float* partial, size_t partial_floats, AttnPath path, cudaStream_t stream);

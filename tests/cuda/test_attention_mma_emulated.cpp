@@ -1,0 +1,219 @@
+// The tensor-core attention's kernels (cuda/attention_mma_kernels.cuh, AttnKernel::mma) run on the
+// CPU, their CUDA code unchanged, through tests/cuda/warp_emulation.h: a block's 128 threads as
+// std::threads, warp shuffles and mma.sync from the PTX ISA's fragment layouts. No GPU has run
+// this kernel yet (issue 34); what runs here is its logic, on every machine and in CI:
+// - against a float64 reference (bf16 operands: the relative error of the whole output);
+// - the split launch (one block per chunk, then the combine) gives the tiled launch's bits;
+// - the keys split into prefix and suffix blocks anywhere give the same bits;
+// - every row gets the same bits whether it runs alone, in launches of 3 rows, or in the batch
+//   (its (row, head) pairs then sit elsewhere in the mma tiles and blocks).
+// The instruction's own rounding on a tensor core is not modelled: the device's self-test rows
+// (cuda/selftest.cu) check the same properties on the hardware.
+#include "tests/cuda/warp_emulation.h"
+
+#include "cuda/attention_mma_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace cc::cuda;
+using kern::AttnArgs;
+namespace km = cc::km;
+
+struct Case {
+    int heads, kv, hd, window, n_before, rows;
+    bool bf16;
+};
+
+std::string describe(const Case& c) {
+    return "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv) + " hd " + std::to_string(c.hd) + " rows " +
+           std::to_string(c.rows) + " at " + std::to_string(c.n_before) + " window " + std::to_string(c.window) +
+           (c.bf16 ? " kv bf16" : " kv f32");
+}
+
+// Queries and the keys and values of every position ([kv][N][hd], rounded through bf16 for a
+// bf16 block, so the reference sees the stored values).
+struct Data {
+    Case c;
+    int N = 0, qd = 0;
+    std::vector<float> q, k, v;
+};
+
+Data make_data(const Case& c, uint32_t seed) {
+    Data d{c, c.n_before + c.rows, c.heads * c.hd, {}, {}, {}};
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    d.q.resize(size_t(c.rows) * d.qd);
+    d.k.resize(size_t(c.kv) * d.N * c.hd);
+    d.v.resize(d.k.size());
+    for (auto* vec : {&d.q, &d.k, &d.v})
+        for (float& x : *vec) x = nd(rng);
+    if (c.bf16)
+        for (auto* vec : {&d.k, &d.v})
+            for (float& x : *vec) x = km::bf16_to_f32(km::f32_to_bf16(x));
+    return d;
+}
+
+template <int HD>
+void launch_rows(const AttnArgs& a, bool split) {
+    const int n_positions = a.first_pos + a.n_rows;
+    const geom::Launch l = geom::attn_mma(a.n_rows, a.n_heads, a.n_kv_heads, a.head_dim, n_positions, split);
+    const cc_emu::Dim grid{l.grid.x, l.grid.y, l.grid.z}, block{l.block.x, 1, 1};
+    if (!split) {
+        cc_emu::launch(grid, block, l.smem_bytes, [&] { kern::detail::attn_mma_kernel<HD, false>(a, nullptr, 0); });
+        return;
+    }
+    std::vector<float> partial(geom::attn_partial_floats(a.n_rows, a.n_heads, a.head_dim, n_positions), NAN);
+    const int n_chunks = int(l.grid.x);
+    cc_emu::launch(grid, block, l.smem_bytes,
+                   [&] { kern::detail::attn_mma_kernel<HD, true>(a, partial.data(), n_chunks); });
+    const geom::Launch lc = geom::attn_combine(a.n_rows, a.n_heads, a.head_dim);
+    cc_emu::launch({lc.grid.x, lc.grid.y, lc.grid.z}, {lc.block.x, 1, 1}, 0,
+                   [&] { kern::detail::attn_combine_kernel<true>(a, partial.data(), n_chunks); });
+}
+
+// The output of every row, with the keys split into blocks at P and the rows run in launches of
+// `group` rows (tiled or split).
+std::vector<float> run(const Data& d, int P, bool split, int group) {
+    const Case& c = d.c;
+    const int caps[2] = {P + 5, d.N - P + 3}, firsts[2] = {0, P}, ns[2] = {P, d.N - P};
+    std::vector<float> kf[2], vf[2];
+    std::vector<uint16_t> kb[2], vb[2];
+    AttnArgs a;
+    a.kernel = kern::AttnKernel::mma;
+    for (int s = 0; s < 2; ++s) {
+        kf[s].assign(size_t(c.kv) * caps[s] * c.hd, NAN);  // slots past n are never valid keys
+        vf[s].assign(kf[s].size(), NAN);
+        for (int h = 0; h < c.kv; ++h)
+            for (int j = 0; j < ns[s]; ++j)
+                for (int e = 0; e < c.hd; ++e) {
+                    kf[s][(size_t(h) * caps[s] + j) * c.hd + e] = d.k[(size_t(h) * d.N + firsts[s] + j) * c.hd + e];
+                    vf[s][(size_t(h) * caps[s] + j) * c.hd + e] = d.v[(size_t(h) * d.N + firsts[s] + j) * c.hd + e];
+                }
+        if (c.bf16) {
+            for (float x : kf[s]) kb[s].push_back(km::f32_to_bf16(x));
+            for (float x : vf[s]) vb[s].push_back(km::f32_to_bf16(x));
+            a.seg[s] = {kb[s].data(), vb[s].data(), caps[s], ns[s]};
+        } else {
+            a.seg[s] = {kf[s].data(), vf[s].data(), caps[s], ns[s]};
+        }
+    }
+    a.kv_bf16 = c.bf16;
+    a.n_heads = c.heads;
+    a.n_kv_heads = c.kv;
+    a.head_dim = c.hd;
+    a.window = c.window;
+    a.scale = float(1.0 / std::sqrt(double(c.hd)));
+    std::vector<float> out(d.q.size(), NAN);  // a row never written stays NaN
+    for (int r0 = 0; r0 < c.rows; r0 += group) {
+        a.q = d.q.data() + size_t(r0) * d.qd;
+        a.out = out.data() + size_t(r0) * d.qd;
+        a.n_rows = std::min(group, c.rows - r0);
+        a.first_pos = c.n_before + r0;
+        switch (c.hd) {
+            case 32:
+                launch_rows<32>(a, split);
+                break;
+            case 64:
+                launch_rows<64>(a, split);
+                break;
+            case 128:
+                launch_rows<128>(a, split);
+                break;
+            default:
+                ADD_FAILURE() << "head_dim " << c.hd << " is not built";
+        }
+    }
+    return out;
+}
+
+size_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) {
+    size_t n = 0;
+    for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], 4) != 0;
+    return n;
+}
+
+double relative_error_vs_float64(const Data& d, const std::vector<float>& got) {
+    const Case& c = d.c;
+    const int group = c.heads / c.kv;
+    const double scale = 1.0 / std::sqrt(double(c.hd));
+    double num = 0, den = 0;
+    for (int r = 0; r < c.rows; ++r) {
+        const int pos = c.n_before + r, lo = geom::attn_first_key(pos, c.window);
+        for (int h = 0; h < c.heads; ++h) {
+            const int kvh = h / group;
+            std::vector<double> p(size_t(pos - lo + 1));
+            double m = -1e300;
+            for (int j = lo; j <= pos; ++j) {
+                double dot = 0;
+                for (int e = 0; e < c.hd; ++e)
+                    dot +=
+                        double(d.q[size_t(r) * d.qd + size_t(h) * c.hd + e]) * d.k[(size_t(kvh) * d.N + j) * c.hd + e];
+                p[size_t(j - lo)] = dot * scale;
+                m = std::max(m, p[size_t(j - lo)]);
+            }
+            double l = 0;
+            for (double& x : p) l += (x = std::exp(x - m));
+            for (int e = 0; e < c.hd; ++e) {
+                double acc = 0;
+                for (int j = lo; j <= pos; ++j) acc += p[size_t(j - lo)] * d.v[(size_t(kvh) * d.N + j) * c.hd + e];
+                const double ref = acc / l, x = got[size_t(r) * d.qd + size_t(h) * c.hd + e];
+                num += (x - ref) * (x - ref);
+                den += ref * ref;
+            }
+        }
+    }
+    return std::sqrt(num / den);
+}
+
+class MmaAttentionEmulated : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MmaAttentionEmulated, NearFloat64AndEveryRowsBitsIndependentOfLaunchAndBoundary) {
+    const Case c = GetParam();
+    const Data d = make_data(c, 1234u + uint32_t(c.hd * 7 + c.rows));
+    const std::vector<float> tiled = run(d, c.n_before, false, c.rows);
+    size_t nan = 0;
+    for (float x : tiled) nan += std::isnan(x);
+    ASSERT_EQ(nan, 0u) << describe(c) << ": outputs not written";
+    // q, k, v and the probabilities rounded to bf16 (2^-9 relative each), f32 state
+    const double err = relative_error_vs_float64(d, tiled);
+    RecordProperty("relative_error_vs_float64", std::to_string(err));
+    EXPECT_LT(err, 2e-2) << describe(c);
+
+    const int split_group = std::min(c.rows, geom::kAttnMmaSplitMaxRows);
+    EXPECT_EQ(bit_mismatches(run(d, c.n_before, true, split_group), tiled), 0u) << describe(c) << ": split != tiled";
+    for (int P : {0, 1, 63, 64, 65, 256, c.n_before / 2}) {
+        if (P > c.n_before) continue;
+        EXPECT_EQ(bit_mismatches(run(d, P, false, c.rows), tiled), 0u) << describe(c) << ": prefix " << P << " (tiled)";
+        EXPECT_EQ(bit_mismatches(run(d, P, true, split_group), tiled), 0u)
+            << describe(c) << ": prefix " << P << " (split)";
+    }
+    for (int group : {1, 3}) {
+        EXPECT_EQ(bit_mismatches(run(d, c.n_before, false, group), tiled), 0u)
+            << describe(c) << ": rows in launches of " << group << " (tiled)";
+        EXPECT_EQ(bit_mismatches(run(d, c.n_before, true, group), tiled), 0u)
+            << describe(c) << ": rows in launches of " << group << " (split)";
+    }
+}
+
+// Small shapes (each block's threads are OS threads here): 4 heads per KV head over three chunks
+// (the merge order matters from three on); 7 per KV head (pairs straddle warps and blocks); a sliding window
+// with bf16 KV; head_dim 128 with bf16 KV.
+INSTANTIATE_TEST_SUITE_P(Shapes, MmaAttentionEmulated,
+                         ::testing::Values(Case{4, 1, 32, 0, 530, 9, false}, Case{7, 1, 64, 0, 42, 19, false},
+                                           Case{2, 2, 32, 40, 100, 20, true}, Case{4, 2, 128, 0, 61, 5, true}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                             const Case& c = i.param;
+                             return "heads" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv) + "_hd" +
+                                    std::to_string(c.hd) + "_rows" + std::to_string(c.rows) + "_at" +
+                                    std::to_string(c.n_before) + (c.window ? "_window" : "") + (c.bf16 ? "_bf16" : "");
+                         });
+
+}  // namespace
