@@ -5,6 +5,7 @@
 #include "cuda/attention_mma_kernels.cuh"
 #include "cuda/context.h"
 
+#include <cstdint>
 #include <string>
 
 namespace cc::cuda::kern {
@@ -14,6 +15,9 @@ using detail::attn_mma_kernel;
 
 template <int HD>
 void launch(const AttnArgs& a, float* partial, size_t partial_floats, bool split, cudaStream_t stream) {
+    for (const AttnSeg& sg : a.seg)  // load8's 16-byte loads
+        if (sg.n > 0 && ((reinterpret_cast<uintptr_t>(sg.k) | reinterpret_cast<uintptr_t>(sg.v)) & 15u) != 0)
+            throw CudaError("attention (mma): a K/V block is not 16-byte aligned");
     const int n_positions = a.first_pos + a.n_rows;
     const geom::Launch l = geom::attn_mma(a.n_rows, a.n_heads, a.n_kv_heads, a.head_dim, n_positions, split);
     const dim3 grid(l.grid.x, l.grid.y, l.grid.z), block(l.block.x, l.block.y, l.block.z);

@@ -68,24 +68,25 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 #endif
 }
 
-// 8 consecutive K or V values of position j (absolute), as bf16; zeros past the view's end.
-__device__ __forceinline__ void load8(const AttnArgs& a, int part, int kvh, int j, int d0, uint16_t (&out)[8]) {
+// 8 consecutive K or V values of position j (absolute) as bf16 pairs (values 2i and 2i + 1 in
+// word i, the first in the low half); zeros past the view's end. 16-byte loads: the launcher checks
+// that the blocks are 16-byte aligned (their rows are, head_dim being a multiple of 8).
+__device__ __forceinline__ uint4 load8(const AttnArgs& a, int part, int kvh, int j, int d0) {
+    uint4 r = {0u, 0u, 0u, 0u};
     const int n0 = a.seg[0].n, n_all = a.seg[0].n + a.seg[1].n;
-    if (j >= n_all) {
-        for (int i = 0; i < 8; ++i) out[i] = 0;
-        return;
-    }
+    if (j >= n_all) return r;
     const AttnSeg& sg = j < n0 ? a.seg[0] : a.seg[1];
     const int slot = j < n0 ? j : j - n0;
     const size_t idx = (size_t(kvh) * size_t(sg.cap) + size_t(slot)) * size_t(a.head_dim) + size_t(d0);
     const void* base = part == 0 ? sg.k : sg.v;
-    if (a.kv_bf16) {
-        const uint16_t* src = static_cast<const uint16_t*>(base) + idx;
-        for (int i = 0; i < 8; ++i) out[i] = src[i];
-    } else {
-        const float* src = static_cast<const float*>(base) + idx;
-        for (int i = 0; i < 8; ++i) out[i] = km::f32_to_bf16(src[i]);
-    }
+    if (a.kv_bf16) return *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + idx);
+    const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(base) + idx);
+    const float4 x = src[0], y = src[1];
+    r.x = pack_bf16(x.x, x.y);
+    r.y = pack_bf16(x.z, x.w);
+    r.z = pack_bf16(y.x, y.y);
+    r.w = pack_bf16(y.z, y.w);
+    return r;
 }
 
 template <int HD>
@@ -110,12 +111,13 @@ __device__ void load_tile(const AttnArgs& a, const Smem<HD>& s, int kvh, int k0)
     constexpr int kVec = HD / 8;
     for (int e = threadIdx.x; e < kTile * kVec; e += blockDim.x) {
         const int jj = e / kVec, d0 = (e % kVec) * 8;
-        uint16_t kv[8], vv[8];
-        load8(a, 0, kvh, k0 + jj, d0, kv);
-        load8(a, 1, kvh, k0 + jj, d0, vv);
-        uint32_t* kd = reinterpret_cast<uint32_t*>(s.k + jj * Smem<HD>::kQ + d0);
-        for (int i = 0; i < 4; ++i) kd[i] = uint32_t(kv[2 * i]) | (uint32_t(kv[2 * i + 1]) << 16);
-        for (int i = 0; i < 8; ++i) s.vt[(d0 + i) * Smem<HD>::kV + jj] = vv[i];
+        *reinterpret_cast<uint4*>(s.k + jj * Smem<HD>::kQ + d0) = load8(a, 0, kvh, k0 + jj, d0);
+        const uint4 v = load8(a, 1, kvh, k0 + jj, d0);
+        const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+        for (int i = 0; i < 4; ++i) {
+            s.vt[(d0 + 2 * i) * Smem<HD>::kV + jj] = uint16_t(vw[i] & 0xffffu);
+            s.vt[(d0 + 2 * i + 1) * Smem<HD>::kV + jj] = uint16_t(vw[i] >> 16);
+        }
     }
 }
 

@@ -27,6 +27,14 @@
 #define __launch_bounds__(...)
 #define CC_DYNAMIC_SMEM(type, name) type* name = reinterpret_cast<type*>(cc_emu::dynamic_smem())
 
+// CUDA's 16-byte vector types (the kernels load and store 16 bytes at a time)
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+
 namespace cc_emu {
 
 struct Dim {
