@@ -14,6 +14,7 @@
 #include "core/cpu/cpu_backend.h"
 #include "core/base/kernel_math.h"
 #include "core/model/model_spec.h"
+#include "cuda/attention_reference.h"
 #include "cuda/context.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
@@ -551,35 +552,11 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
             bool inputs_ok = run(c.n_before, kern::AttnPath::tiled, out);
             const std::vector<float> got = out.get<float>();
             // float64 reference
-            std::vector<double> ref(q.size());
+            const std::vector<double> ref =
+                attention_reference(q, kv.k, kv.v, c.heads, c.kv, c.hd, c.window, c.n_before, c.rows, scale);
             double err = 0, vmax = 0;
             for (float x : kv.v) vmax = std::max(vmax, double(std::abs(x)));
-            const int group = c.heads / c.kv;
-            for (int r = 0; r < c.rows; ++r) {
-                const int pos = c.n_before + r, lo = geom::attn_first_key(pos, c.window);
-                for (int h = 0; h < c.heads; ++h) {
-                    const int kvh = h / group;
-                    std::vector<double> s(size_t(pos - lo + 1));
-                    double m = -1e300;
-                    for (int j = lo; j <= pos; ++j) {
-                        double dot = 0;
-                        for (int d = 0; d < c.hd; ++d)
-                            dot += double(q[size_t(r) * qd + size_t(h) * c.hd + d]) *
-                                   kv.k[(size_t(kvh) * N + j) * c.hd + d];
-                        s[size_t(j - lo)] = dot * scale;
-                        m = std::max(m, s[size_t(j - lo)]);
-                    }
-                    double l = 0;
-                    for (double& x : s) l += (x = std::exp(x - m));
-                    for (int d = 0; d < c.hd; ++d) {
-                        double acc = 0;
-                        for (int j = lo; j <= pos; ++j)
-                            acc += s[size_t(j - lo)] * kv.v[(size_t(kvh) * N + j) * c.hd + d];
-                        ref[size_t(r) * qd + size_t(h) * c.hd + d] = acc / l;
-                        err = std::max(err, std::abs(got[size_t(r) * qd + size_t(h) * c.hd + d] - acc / l));
-                    }
-                }
-            }
+            for (size_t i = 0; i < ref.size(); ++i) err = std::max(err, std::abs(got[i] - ref[i]));
             // scores: an FMA chain over head_dim; softmax and the weighted sum over at most N keys
             // in tiles of 32 and chunks of 256
             const double bound = kEps * (8.0 * c.hd + 256.0 + 8.0 * std::log2(double(N) + 1)) * std::max(1.0, vmax);

@@ -12,6 +12,7 @@
 #include "tests/cuda/warp_emulation.h"
 
 #include "cuda/attention_mma_kernels.cuh"
+#include "cuda/attention_reference.h"
 
 #include <gtest/gtest.h>
 
@@ -142,33 +143,12 @@ size_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) 
 
 double relative_error_vs_float64(const Data& d, const std::vector<float>& got) {
     const Case& c = d.c;
-    const int group = c.heads / c.kv;
-    const double scale = 1.0 / std::sqrt(double(c.hd));
+    const std::vector<double> ref = attention_reference(d.q, d.k, d.v, c.heads, c.kv, c.hd, c.window, c.n_before,
+                                                        c.rows, 1.0 / std::sqrt(double(c.hd)));
     double num = 0, den = 0;
-    for (int r = 0; r < c.rows; ++r) {
-        const int pos = c.n_before + r, lo = geom::attn_first_key(pos, c.window);
-        for (int h = 0; h < c.heads; ++h) {
-            const int kvh = h / group;
-            std::vector<double> p(size_t(pos - lo + 1));
-            double m = -1e300;
-            for (int j = lo; j <= pos; ++j) {
-                double dot = 0;
-                for (int e = 0; e < c.hd; ++e)
-                    dot +=
-                        double(d.q[size_t(r) * d.qd + size_t(h) * c.hd + e]) * d.k[(size_t(kvh) * d.N + j) * c.hd + e];
-                p[size_t(j - lo)] = dot * scale;
-                m = std::max(m, p[size_t(j - lo)]);
-            }
-            double l = 0;
-            for (double& x : p) l += (x = std::exp(x - m));
-            for (int e = 0; e < c.hd; ++e) {
-                double acc = 0;
-                for (int j = lo; j <= pos; ++j) acc += p[size_t(j - lo)] * d.v[(size_t(kvh) * d.N + j) * c.hd + e];
-                const double ref = acc / l, x = got[size_t(r) * d.qd + size_t(h) * c.hd + e];
-                num += (x - ref) * (x - ref);
-                den += ref * ref;
-            }
-        }
+    for (size_t i = 0; i < ref.size(); ++i) {
+        num += (got[i] - ref[i]) * (got[i] - ref[i]);
+        den += ref[i] * ref[i];
     }
     return std::sqrt(num / den);
 }
