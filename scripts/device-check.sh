@@ -40,11 +40,11 @@ step() {  # step NAME SECONDS [VAR=VALUE...] PROGRAM ARGS...: stdout to NAME.out
   rc=$?
   printf '%-22s rc=%-4s %4ss\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"
 }
-step selftest 150 "$D/bin/contextcache-cli" selftest --backend cuda --json
-step ttft_scalar 100 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
-step ttft_mma 100 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
+step selftest 200 "$D/bin/contextcache-cli" selftest --backend cuda --json
+step ttft_scalar 90 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
+step ttft_mma 90 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
 for k in scalar mma; do
-  step "prefill_$k" 60 CONTEXTCACHE_CUDA_ATTENTION=$k "$D/bin/bench_prefill" --benchmark_filter='BM_cuda' \
+  step "prefill_$k" 50 CONTEXTCACHE_CUDA_ATTENTION=$k "$D/bin/bench_prefill" --benchmark_filter='BM_cuda' \
     --benchmark_out="$OUT/prefill_$k.json" --benchmark_out_format=json
 done
 # the self-test's failing rows, if any, then the summary (the tool's reply carries the end)
