@@ -1,17 +1,25 @@
-// bench_step: the CPU backend's multi-sequence decode step (Backend::forward_batch) alone, without
+// bench_step: the backend's multi-sequence decode step (Backend::forward_batch) alone, without
 // the server around it: N sequences over one shared prefix block (a cached tool group of `depth`
-// positions), each with its private suffix, decoding together one token each per step, as
-// `serve --parallel` runs them. Prints one JSON object.
-//   bench_step [--model SPEC] [--threads N] [--weights bf16dot] [--kv bf16] [--depth 2985]
-//              [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3] [--share on,off]
+// positions; 0: no prefix), each with its private suffix, decoding together one token each per
+// step, as `serve --parallel` runs them. Prints one JSON object.
+//   bench_step [--backend cpu|cuda] [--model SPEC] [--threads N] [--weights bf16dot] [--kv bf16]
+//              [--depth 2985[,0,...]] [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3] [--share on,off]
+//              [--batch serial,stacked]
 //
 // Per sequence count: ms per step (median over --runs, each run `tokens` steps after a warm-up
-// run), aggregate tok/s = N x steps/s, and `over_one`: that aggregate over the one-sequence run's
-// (issue 36's "8 clients >= 4x one" asked of the backend alone). `--share off` turns off the
-// shared-prefix attention (CpuBackendOptions::share_prefix_attention) to show what it saves.
-// Each sequence starts from its own token and greedily decodes, so the steps run real
-// (different) rows; the bits each gets are the tests' business (test_cpu_backend, forward_batch).
+// run), aggregate tok/s = N x steps/s, `over_one`: that aggregate over the one-sequence run's
+// (issue 36's "8 clients >= 4x one" asked of the backend alone), and `weight_gb_s`: the weights'
+// bytes over the step time (each step reads every weight at least once; with a device, also as a
+// fraction of its DRAM peak). CPU: `--share off` turns off the shared-prefix attention
+// (CpuBackendOptions::share_prefix_attention) to show what it saves. CUDA (default model
+// builtin:qwen3-8b, BF16 weights; CONTEXTCACHE_CUDA_ATTENTION applies): `--batch serial` runs a
+// step's sequences one after another, `stacked` in one pass (CudaBackendOptions::stacked_batch);
+// without a device it prints "skipped: <reason>" and exits 77. Each sequence starts from its own
+// token and greedily decodes, so the steps run real (different) rows; the bits each gets are the
+// tests' and the self-test's business (test_cpu_backend, forward_batch; "several sequences in one
+// step == full").
 #include "bench/bench_common.h"
+#include "bench/bench_cuda.h"
 #include "core/backend/backend.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/research/sample_stats.h"
@@ -21,6 +29,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -28,111 +37,173 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string model = "builtin:qwen3-0.6b", weights_name = "bf16dot", kv_name = "bf16";
+    std::string backend = "cpu", model, weights_name = "bf16dot", kv_name = "bf16";
     std::vector<int> sequences{1, 2, 4, 8, 16};
-    std::vector<std::string> shares{"on", "off"};
-    int threads = 2, depth = 2985, tokens = 16, runs = 3;
+    std::vector<std::string> shares{"on", "off"}, batches{"serial", "stacked"};
+    std::vector<int> depths{2985};
+    int threads = 2, tokens = 16, runs = 3;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];
-        if (a == "--model") model = v;
-        else if (a == "--threads") threads = std::atoi(v.c_str());
-        else if (a == "--weights") weights_name = v;
-        else if (a == "--kv") kv_name = v;
-        else if (a == "--depth") depth = std::atoi(v.c_str());
-        else if (a == "--sequences") {
+        if (a == "--backend")
+            backend = v;
+        else if (a == "--model")
+            model = v;
+        else if (a == "--threads")
+            threads = std::atoi(v.c_str());
+        else if (a == "--weights")
+            weights_name = v;
+        else if (a == "--kv")
+            kv_name = v;
+        else if (a == "--depth") {
+            depths.clear();
+            for (const auto& d : cc::bench::parse_string_list(v)) depths.push_back(std::atoi(d.c_str()));
+        } else if (a == "--sequences") {
             sequences.clear();
             for (const auto& s : cc::bench::parse_string_list(v)) sequences.push_back(std::atoi(s.c_str()));
-        } else if (a == "--tokens") tokens = std::atoi(v.c_str());
-        else if (a == "--runs") runs = std::atoi(v.c_str());
-        else if (a == "--share") shares = cc::bench::parse_string_list(v);
+        } else if (a == "--tokens")
+            tokens = std::atoi(v.c_str());
+        else if (a == "--runs")
+            runs = std::atoi(v.c_str());
+        else if (a == "--share")
+            shares = cc::bench::parse_string_list(v);
+        else if (a == "--batch")
+            batches = cc::bench::parse_string_list(v);
         else {
             std::cerr << "bench_step: unknown option " << a << "\n";
             return 2;
         }
     }
-    if (threads < 1 || depth < 1 || tokens < 1 || runs < 1 || sequences.empty() ||
+    if (threads < 1 || tokens < 1 || runs < 1 || sequences.empty() || depths.empty() ||
+        std::any_of(depths.begin(), depths.end(), [](int d) { return d < 0; }) ||
         std::any_of(sequences.begin(), sequences.end(), [](int n) { return n < 1; }) ||
-        std::any_of(shares.begin(), shares.end(), [](const std::string& s) { return s != "on" && s != "off"; })) {
-        std::cerr << "bench_step: --threads, --depth, --tokens, --runs and every --sequences entry must be >= 1; "
-                     "--share takes on and/or off\n";
+        std::any_of(shares.begin(), shares.end(), [](const std::string& s) { return s != "on" && s != "off"; }) ||
+        std::any_of(batches.begin(), batches.end(),
+                    [](const std::string& s) { return s != "serial" && s != "stacked"; }) ||
+        (backend != "cpu" && backend != "cuda")) {
+        std::cerr
+            << "bench_step: --threads, --tokens, --runs and every --sequences entry must be >= 1, every --depth >= 0; "
+               "--share takes on and/or off, --batch serial and/or stacked, --backend cpu or cuda\n";
         return 2;
     }
+    const bool cuda = backend == "cuda";
+    std::optional<cc::bench::CudaDevice> device;
+    if (cuda) {
+        std::string reason;
+        device = cc::bench::cuda_device(reason);
+        if (!device) return cc::bench::print_skipped("bench_step", reason);
+        weights_name = "stored";
+    }
+    if (model.empty()) model = cuda ? "builtin:qwen3-8b" : "builtin:qwen3-0.6b";
     try {
         const cc::ModelWeights weights = cc::bench::load_model_weights(model, threads);
         const cc::ModelConfig& c = weights.config;
+        const double weight_gb = double(cc::bench::weight_bytes(weights)) / 1e9;
 
         nlohmann::ordered_json out;
         out["benchmark"] = "bench_step";
         out["machine"] = cc::bench::machine_json();
+        out["backend"] = backend;
+        if (device) out["device"] = cc::bench::device_json(*device);
         out["model"] = model;
         out["threads"] = threads;
         out["weights"] = weights_name;
+        out["weight_gb"] = weight_gb;
         out["kv"] = kv_name;
-        out["depth"] = depth;
+        out["depths"] = depths;
         out["steps_per_run"] = tokens;
         out["runs"] = runs;
 
         std::mt19937 rng(7);
         std::uniform_int_distribution<int> pick(0, c.vocab_size - 1);
-        std::vector<cc::token_id> prefix(static_cast<size_t>(depth));
+        std::vector<cc::token_id> prefix(static_cast<size_t>(*std::max_element(depths.begin(), depths.end())));
         for (auto& t : prefix) t = pick(rng);
         const int max_seqs = *std::max_element(sequences.begin(), sequences.end());
         std::vector<cc::token_id> first(static_cast<size_t>(max_seqs));
         for (auto& t : first) t = pick(rng);
 
-        for (const std::string& share : shares) {
-            cc::CpuBackendOptions o;
-            o.n_threads = threads;
-            o.weights = cc::parse_weight_dtype(weights_name);
-            o.kv_dtype = cc::parse_kv_dtype(kv_name);
-            o.share_prefix_attention = share == "on";
-            auto be = cc::make_cpu_backend(weights, o);
-            auto group = be->allocate_kv(depth);  // the shared prefix, as a linked group is
-            be->forward(prefix, {nullptr, 0, group.get()}, {});
-            std::vector<std::unique_ptr<cc::KvBlock>> suffixes;
-            for (int s = 0; s < max_seqs; ++s) suffixes.push_back(be->allocate_kv(tokens + 1));
-            // Each sequence's logits storage, kept from step to step as the server's requests keep theirs.
-            std::vector<std::vector<float>> logits(static_cast<size_t>(max_seqs), std::vector<float>(static_cast<size_t>(c.vocab_size)));
-
-            double one_tok_s = 0;
-            for (int n : sequences) {
-                std::vector<double> step_ms;
-                for (int r = 0; r < runs + 1; ++r) {  // the first run warms up and is not counted
-                    std::vector<cc::token_id> next(first.begin(), first.begin() + n);
-                    for (int s = 0; s < n; ++s) suffixes[size_t(s)]->truncate(0);
-                    const std::vector<int> last{0};
-                    const auto t0 = Clock::now();
-                    for (int i = 0; i < tokens; ++i) {
-                        std::vector<cc::SequenceRows> rows;
-                        for (int s = 0; s < n; ++s)
-                            rows.push_back({std::span<const cc::token_id>(&next[size_t(s)], 1),
-                                            {group.get(), depth, suffixes[size_t(s)].get()},
-                                            last,
-                                            logits[size_t(s)]});
-                        be->forward_batch(rows);
-                        for (int s = 0; s < n; ++s)
-                            next[size_t(s)] = cc::token_id(std::max_element(logits[size_t(s)].begin(), logits[size_t(s)].end()) -
-                                                           logits[size_t(s)].begin());
-                    }
-                    if (r > 0) step_ms.push_back(ms_since(t0) / tokens);
+        // the variants compared: the CPU's shared-prefix attention on/off, or CUDA's serial/stacked step
+        for (const std::string& variant : cuda ? batches : shares) {
+            std::unique_ptr<cc::Backend> be;
+            if (cuda) {
+#ifdef CC_HAVE_CUDA
+                cc::cuda::CudaBackendOptions o;
+                o.kv_dtype = cc::parse_kv_dtype(kv_name);
+                o.mma_attention = cc::cuda::mma_attention_from_env();
+                o.stacked_batch = variant == "stacked";
+                be = cc::cuda::make_cuda_backend(weights, o);
+#endif
+            } else {
+                cc::CpuBackendOptions o;
+                o.n_threads = threads;
+                o.weights = cc::parse_weight_dtype(weights_name);
+                o.kv_dtype = cc::parse_kv_dtype(kv_name);
+                o.share_prefix_attention = variant == "on";
+                be = cc::make_cpu_backend(weights, o);
+            }
+            for (const int depth : depths) {
+                std::unique_ptr<cc::KvBlock> group;  // the shared prefix, as a linked group is
+                if (depth > 0) {
+                    group = be->allocate_kv(depth);
+                    be->forward(std::span(prefix).first(size_t(depth)), {nullptr, 0, group.get()}, {});
                 }
-                const double ms = cc::median(step_ms);
-                const double tok_s = n * 1000.0 / ms;
-                if (n == 1) one_tok_s = tok_s;
-                nlohmann::ordered_json row{{"share_prefix_attention", share == "on"},
-                                           {"sequences", n},
-                                           {"numerics", be->numerics_id()},
-                                           {"step_ms", ms},
-                                           {"step_ms_runs", step_ms},
-                                           {"aggregate_tok_s", tok_s}};
-                if (one_tok_s > 0) row["over_one"] = tok_s / one_tok_s;
-                out["rows"].push_back(row);
-                std::cerr << "share " << share << ", " << n << " sequences: " << ms << " ms/step, " << tok_s << " tok/s\n";
+                std::vector<std::unique_ptr<cc::KvBlock>> suffixes;
+                for (int s = 0; s < max_seqs; ++s) suffixes.push_back(be->allocate_kv(tokens + 1));
+                // Each sequence's logits storage, kept from step to step as the server's requests keep theirs.
+                std::vector<std::vector<float>> logits(static_cast<size_t>(max_seqs),
+                                                       std::vector<float>(static_cast<size_t>(c.vocab_size)));
+
+                double one_tok_s = 0;
+                for (int n : sequences) {
+                    std::vector<double> step_ms;
+                    for (int r = 0; r < runs + 1; ++r) {  // the first run warms up and is not counted
+                        std::vector<cc::token_id> next(first.begin(), first.begin() + n);
+                        for (int s = 0; s < n; ++s) suffixes[size_t(s)]->truncate(0);
+                        const std::vector<int> last{0};
+                        const auto t0 = Clock::now();
+                        for (int i = 0; i < tokens; ++i) {
+                            std::vector<cc::SequenceRows> rows;
+                            for (int s = 0; s < n; ++s)
+                                rows.push_back({std::span<const cc::token_id>(&next[size_t(s)], 1),
+                                                {group.get(), depth, suffixes[size_t(s)].get()},
+                                                last,
+                                                logits[size_t(s)]});
+                            be->forward_batch(rows);
+                            for (int s = 0; s < n; ++s)
+                                next[size_t(s)] =
+                                    cc::token_id(std::max_element(logits[size_t(s)].begin(), logits[size_t(s)].end()) -
+                                                 logits[size_t(s)].begin());
+                        }
+                        if (r > 0) step_ms.push_back(ms_since(t0) / tokens);
+                    }
+                    const double ms = cc::median(step_ms);
+                    const double tok_s = n * 1000.0 / ms;
+                    if (n == 1) one_tok_s = tok_s;
+                    nlohmann::ordered_json row;
+                    if (cuda)
+                        row["batch"] = variant;
+                    else
+                        row["share_prefix_attention"] = variant == "on";
+                    row["depth"] = depth;
+                    row["sequences"] = n;
+                    row["numerics"] = be->numerics_id();
+                    row["step_ms"] = ms;
+                    row["step_ms_runs"] = step_ms;
+                    row["aggregate_tok_s"] = tok_s;
+                    if (one_tok_s > 0) row["over_one"] = tok_s / one_tok_s;
+                    row["weight_gb_s"] = weight_gb / (ms / 1000.0);
+                    if (device && device->peak_dram_gb_s > 0)
+                        row["fraction_of_dram_peak"] = weight_gb / (ms / 1000.0) / device->peak_dram_gb_s;
+                    out["rows"].push_back(row);
+                    std::cerr << variant << ", depth " << depth << ", " << n << " sequences: " << ms << " ms/step, "
+                              << tok_s << " tok/s\n";
+                }
             }
         }
         std::cout << out.dump(2) << "\n";

@@ -66,13 +66,26 @@ std::string cuda_numerics_id(const DeviceInfo& device, const CudaBackendOptions&
            kv_dtype_name(options.kv_dtype) + (options.mma_attention ? "/attn-mma" : "");
 }
 
-bool mma_attention_from_env() {
-    const char* v = std::getenv("CONTEXTCACHE_CUDA_ATTENTION");
+namespace {
+
+// An opt-in switch read from the environment: unset, "" or `off` -> false, `on` -> true.
+bool env_switch(const char* name, const std::string& off, const std::string& on, const char* on_means) {
+    const char* v = std::getenv(name);
     const std::string s = v == nullptr ? "" : v;
-    if (s.empty() || s == "scalar") return false;
-    if (s == "mma") return true;
-    throw std::runtime_error("CONTEXTCACHE_CUDA_ATTENTION=" + s +
-                             ": takes \"scalar\" (the default) or \"mma\" (tensor cores, not yet run on a device)");
+    if (s.empty() || s == off) return false;
+    if (s == on) return true;
+    throw std::runtime_error(std::string(name) + "=" + s + ": takes \"" + off + "\" (the default) or \"" + on + "\" (" +
+                             on_means + ", not yet run on a device)");
+}
+
+}  // namespace
+
+bool mma_attention_from_env() {
+    return env_switch("CONTEXTCACHE_CUDA_ATTENTION", "scalar", "mma", "tensor cores");
+}
+
+bool stacked_batch_from_env() {
+    return env_switch("CONTEXTCACHE_CUDA_BATCH", "serial", "stacked", "every sequence of a step in one pass");
 }
 
 size_t device_free_bytes(int device) {
@@ -286,6 +299,9 @@ public:
 
     std::vector<float> forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
                                const std::atomic<bool>* cancel) override;
+    // With CudaBackendOptions::stacked_batch, every sequence's rows in one step (run_step);
+    // otherwise the base class's one sequence after another.
+    void forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel) override;
 
     void export_kv(const KvBlock& block, int n_tokens, std::span<std::byte> out) const override {
         std::lock_guard lock(mutex_);
@@ -321,6 +337,28 @@ public:
 
 private:
     bool bf16_kv() const { return options_.kv_dtype == KvDType::bf16; }
+
+    // One sequence of a step, checked: its new tokens against [prefix | suffix], and where the
+    // logits of logit_rows go (logit_rows.size() x vocab floats).
+    struct SeqRun {
+        std::span<const token_id> tokens;
+        const CudaKvBlock* prefix = nullptr;
+        int prefix_tokens = 0;
+        CudaKvBlock* suffix = nullptr;
+        std::span<const int> logit_rows;
+        float* logits = nullptr;
+    };
+    SeqRun checked_run(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
+                       float* logits) const {
+        auto* suffix = const_cast<CudaKvBlock*>(&own(kv.suffix, "forward (suffix block)"));
+        const CudaKvBlock* prefix = kv.prefix_tokens > 0 ? &own(kv.prefix, "forward (prefix block)") : nullptr;
+        check_forward_request(tokens, kv, prefix, *suffix, logit_rows, cfg_.vocab_size);
+        return {tokens, prefix, kv.prefix_tokens, suffix, logit_rows, logits};
+    }
+    // The forward pass of a step (mutex_ held, every sequence checked): the rows of all sequences
+    // stacked and cut into chunks (geom::plan_step_chunks). Suffix blocks grow only when the whole
+    // step has run, so an error or a cancel leaves them as they were.
+    void run_step(std::span<const SeqRun> seqs, const std::atomic<bool>* cancel);
 
     static void check(const Tensor& t, const std::string& name, std::vector<int64_t> shape) {
         if (t.data == nullptr) throw std::runtime_error("cuda backend: weight " + name + " is missing");
@@ -435,7 +473,9 @@ private:
         logits_;              // shapes: geom::ForwardBuffers
     DeviceBuffer cos_, sin_;  // (rope_positions_, head_dim / 2) f32
     int rope_positions_ = 0;
-    DeviceBuffer partial_;  // split-attention partial states
+    DeviceBuffer partial_;              // split-attention partial states
+    std::vector<int32_t> step_tokens_;  // a chunk's tokens, host side
+    std::vector<float> step_logits_;    // one lm_head GEMM's logits, host side
 
     std::map<std::string, std::shared_ptr<GemmPlan>> plans_;
     std::shared_ptr<GemmPlan> plan_q_, plan_kv_, plan_o_, plan_up_, plan_down_, plan_lm_;
@@ -445,28 +485,46 @@ std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const 
                                         std::span<const int> logit_rows, const std::atomic<bool>* cancel) {
     std::lock_guard lock(mutex_);
     ctx_.make_current();
-    const ModelConfig& c = cfg_;
-    const int T = int(tokens.size());
+    std::vector<float> logits(logit_rows.size() * size_t(cfg_.vocab_size));
+    const SeqRun one = checked_run(tokens, kv, logit_rows, logits.data());  // before touching any state
+    run_step({&one, 1}, cancel);
+    return logits;
+}
 
-    // ---- validate the request before touching any state
-    auto* suffix = const_cast<CudaKvBlock*>(&own(kv.suffix, "forward (suffix block)"));
-    const CudaKvBlock* prefix = kv.prefix_tokens > 0 ? &own(kv.prefix, "forward (prefix block)") : nullptr;
-    check_forward_request(tokens, kv, prefix, *suffix, logit_rows, c.vocab_size);
-    const int P = kv.prefix_tokens;
-    const int n0 = suffix->n_tokens();
-    if (T == 0) return {};
-    const int first_pos = P + n0;
-    ensure_positions(first_pos + T);
+void CudaBackend::forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel) {
+    if (!options_.stacked_batch) {
+        Backend::forward_batch(seqs, cancel);
+        return;
+    }
+    check_batch_request(seqs, cfg_.vocab_size);
+    std::lock_guard lock(mutex_);
+    ctx_.make_current();
+    std::vector<SeqRun> runs;
+    for (const SequenceRows& s : seqs) runs.push_back(checked_run(s.tokens, s.kv, s.logit_rows, s.logits.data()));
+    run_step(runs, cancel);
+}
+
+void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>* cancel) {
+    const ModelConfig& c = cfg_;
+    std::vector<int> rows_of;   // new rows of each sequence
+    std::vector<int> first_of;  // its first row among the stacked rows
+    int stacked = 0, max_positions = 0;
+    for (const SeqRun& s : seqs) {
+        rows_of.push_back(int(s.tokens.size()));
+        first_of.push_back(stacked);
+        stacked += int(s.tokens.size());
+        max_positions = std::max(max_positions, s.prefix_tokens + s.suffix->n_tokens() + int(s.tokens.size()));
+    }
+    if (stacked == 0) return;
+    ensure_positions(max_positions);
 
     const int dim = c.dim, hd = c.head_dim, ffn = c.ffn_dim, vocab = c.vocab_size;
-    const int qd = c.n_heads * hd;
+    const int qd = c.n_heads * hd, kvd = c.n_kv_heads * hd;
     const float eps = float(c.rms_norm_eps);
     const cudaStream_t st = ctx_.stream();
     const uint16_t* lm_head = tied_ ? bf(embed_) : bf(lm_head_);
     auto* xn = xn_.as<uint16_t>();
     auto* act = act_.as<uint16_t>();
-    const int R = int(logit_rows.size());
-    std::vector<float> logits(size_t(R) * size_t(vocab));
 
     auto check_cancel = [&] {
         if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
@@ -475,66 +533,82 @@ std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const 
         }
     };
 
-    // Chunks of max_rows_ rows: row results do not depend on the chunking (the exactness argument),
-    // so only the memory bound decides it.
-    for (int c0 = 0; c0 < T; c0 += max_rows_) {
-        const int n = std::min(max_rows_, T - c0);
-        ctx_.upload(tokens_.get(), tokens.data() + c0, size_t(n) * sizeof(token_id));
+    // Chunks of at most max_rows_ rows, each made of pieces of one sequence's consecutive rows: row
+    // results depend neither on the chunking nor on the neighbours (the exactness argument), so only
+    // the memory bound decides the cuts.
+    for (const geom::StepChunk& chunk : geom::plan_step_chunks(rows_of, max_rows_)) {
+        const int n = chunk.n;
+        step_tokens_.clear();
+        for (const geom::StepPiece& p : chunk.pieces) {
+            const auto t = seqs[size_t(p.seq)].tokens.subspan(size_t(p.seq_row), size_t(p.n));
+            step_tokens_.insert(step_tokens_.end(), t.begin(), t.end());
+        }
+        ctx_.upload(tokens_.get(), step_tokens_.data(), size_t(n) * sizeof(int32_t));
         kern::embed(bf(embed_), tokens_.as<const int32_t>(), x_.as<float>(), n, dim, st);
 
         for (int l = 0; l < c.n_layers; ++l) {
             check_cancel();
             const DevLayer& L = layers_[size_t(l)];
 
-            // attention: xn = bf16(rmsnorm(x)); q, k, v projections
+            // attention: xn = bf16(rmsnorm(x)); q, k, v projections over every row of the chunk
             kern::rmsnorm(x_.as<float>(), nullptr, f32(L.attn_norm), xn, true, n, dim, eps, st);
             plan_q_->run(ctx_, xn, bf(L.wq), q_.as<float>(), n);
             plan_kv_->run(ctx_, xn, bf(L.wk), k_.as<float>(), n);
             plan_kv_->run(ctx_, xn, bf(L.wv), v_.as<float>(), n);
             if (c.qkv_bias) {
                 kern::add_bias_rows(q_.as<float>(), f32(L.bq), n, qd, st);
-                kern::add_bias_rows(k_.as<float>(), f32(L.bk), n, c.n_kv_heads * hd, st);
-                kern::add_bias_rows(v_.as<float>(), f32(L.bv), n, c.n_kv_heads * hd, st);
+                kern::add_bias_rows(k_.as<float>(), f32(L.bk), n, kvd, st);
+                kern::add_bias_rows(v_.as<float>(), f32(L.bv), n, kvd, st);
             }
 
-            // Qwen3 q/k-norm, RoPE, this chunk's K and V into the suffix block
-            kern::QkRopeArgs qa;
-            qa.q = q_.as<float>();
-            qa.k = k_.as<float>();
-            qa.v = v_.as<const float>();
-            qa.n_rows = n;
-            qa.n_heads = c.n_heads;
-            qa.n_kv_heads = c.n_kv_heads;
-            qa.head_dim = hd;
-            qa.q_norm = c.qk_norm ? f32(L.q_norm) : nullptr;
-            qa.k_norm = c.qk_norm ? f32(L.k_norm) : nullptr;
-            qa.eps = eps;
-            qa.cos_t = f32(cos_);
-            qa.sin_t = f32(sin_);
-            qa.first_pos = first_pos + c0;
-            qa.kv_k = suffix->part(l, 0);
-            qa.kv_v = suffix->part(l, 1);
-            qa.kv_cap = suffix->capacity_tokens();
-            qa.first_slot = n0 + c0;
-            qa.kv_bf16 = bf16_kv();
-            kern::qk_rope_store(qa, st);
+            // per piece, against its own sequence's view: Qwen3 q/k-norm, RoPE, its K and V into
+            // its suffix block, then attention over [prefix | suffix]
+            for (const geom::StepPiece& p : chunk.pieces) {
+                const SeqRun& s = seqs[size_t(p.seq)];
+                const int n0 = s.suffix->n_tokens();  // positions the suffix held before this step
+                const int first_pos = s.prefix_tokens + n0 + p.seq_row;
+                kern::QkRopeArgs qa;
+                qa.q = q_.as<float>() + size_t(p.chunk_row) * qd;
+                qa.k = k_.as<float>() + size_t(p.chunk_row) * kvd;
+                qa.v = v_.as<const float>() + size_t(p.chunk_row) * kvd;
+                qa.n_rows = p.n;
+                qa.n_heads = c.n_heads;
+                qa.n_kv_heads = c.n_kv_heads;
+                qa.head_dim = hd;
+                qa.q_norm = c.qk_norm ? f32(L.q_norm) : nullptr;
+                qa.k_norm = c.qk_norm ? f32(L.k_norm) : nullptr;
+                qa.eps = eps;
+                qa.cos_t = f32(cos_);
+                qa.sin_t = f32(sin_);
+                qa.first_pos = first_pos;
+                qa.kv_k = s.suffix->part(l, 0);
+                qa.kv_v = s.suffix->part(l, 1);
+                qa.kv_cap = s.suffix->capacity_tokens();
+                qa.first_slot = n0 + p.seq_row;
+                qa.kv_bf16 = bf16_kv();
+                kern::qk_rope_store(qa, st);
 
-            // attention over [prefix | suffix], then o_proj and the residual
-            kern::AttnArgs aa;
-            if (prefix != nullptr) aa.seg[0] = {prefix->part(l, 0), prefix->part(l, 1), prefix->capacity_tokens(), P};
-            aa.seg[1] = {suffix->part(l, 0), suffix->part(l, 1), suffix->capacity_tokens(), n0 + c0 + n};
-            aa.kv_bf16 = bf16_kv();
-            aa.n_heads = c.n_heads;
-            aa.n_kv_heads = c.n_kv_heads;
-            aa.head_dim = hd;
-            aa.window = c.sliding_window;
-            aa.scale = float(1.0 / std::sqrt(double(hd)));
-            aa.q = q_.as<const float>();
-            aa.n_rows = n;
-            aa.first_pos = first_pos + c0;
-            aa.out = att_.as<float>();
-            aa.kernel = options_.mma_attention ? kern::AttnKernel::mma : kern::AttnKernel::scalar;
-            kern::attention(aa, partial_.as<float>(), partial_.bytes() / 4, kern::AttnPath::automatic, st);
+                kern::AttnArgs aa;
+                if (s.prefix != nullptr)
+                    aa.seg[0] = {s.prefix->part(l, 0), s.prefix->part(l, 1), s.prefix->capacity_tokens(),
+                                 s.prefix_tokens};
+                aa.seg[1] = {s.suffix->part(l, 0), s.suffix->part(l, 1), s.suffix->capacity_tokens(),
+                             n0 + p.seq_row + p.n};
+                aa.kv_bf16 = bf16_kv();
+                aa.n_heads = c.n_heads;
+                aa.n_kv_heads = c.n_kv_heads;
+                aa.head_dim = hd;
+                aa.window = c.sliding_window;
+                aa.scale = float(1.0 / std::sqrt(double(hd)));
+                aa.q = q_.as<const float>() + size_t(p.chunk_row) * qd;
+                aa.n_rows = p.n;
+                aa.first_pos = first_pos;
+                aa.out = att_.as<float>() + size_t(p.chunk_row) * qd;
+                aa.kernel = options_.mma_attention ? kern::AttnKernel::mma : kern::AttnKernel::scalar;
+                kern::attention(aa, partial_.as<float>(), partial_.bytes() / 4, kern::AttnPath::automatic, st);
+            }
+
+            // o_proj and the residual
             kern::f32_to_bf16(att_.as<const float>(), xn, int64_t(n) * qd, st);
             plan_o_->run(ctx_, xn, bf(L.wo), proj_.as<float>(), n);
             if (c.o_bias) kern::add_bias_rows(proj_.as<float>(), f32(L.bo), n, dim, st);
@@ -550,28 +624,35 @@ std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const 
         }
         check_cancel();
 
-        // final norm and lm_head for the requested rows of this chunk (rows may repeat)
-        std::vector<int> outs;  // indices into logit_rows
-        for (int r = 0; r < R; ++r)
-            if (logit_rows[size_t(r)] >= c0 && logit_rows[size_t(r)] < c0 + n) outs.push_back(r);
+        // final norm and lm_head for the requested rows in this chunk (rows may repeat), every
+        // sequence's in one GEMM; each row's logits then go to its sequence's storage
+        struct Out {
+            float* to;
+            int32_t chunk_row;
+        };
+        std::vector<Out> outs;
+        for (size_t si = 0; si < seqs.size(); ++si)
+            for (size_t j = 0; j < seqs[si].logit_rows.size(); ++j) {
+                const int row = first_of[si] + seqs[si].logit_rows[j] - chunk.first_row;
+                if (row >= 0 && row < n) outs.push_back({seqs[si].logits + j * size_t(vocab), row});
+            }
         const int max_sel = plan_lm_->max_m();
         for (size_t s0 = 0; s0 < outs.size(); s0 += size_t(max_sel)) {
             const int ns = int(std::min(outs.size() - s0, size_t(max_sel)));
-            std::vector<int32_t> sel(static_cast<size_t>(ns));
-            for (int i = 0; i < ns; ++i) sel[size_t(i)] = logit_rows[size_t(outs[s0 + size_t(i)])] - c0;
-            ctx_.upload(sel_.get(), sel.data(), size_t(ns) * 4);
+            step_tokens_.resize(size_t(ns));  // reused for the selected rows
+            for (int i = 0; i < ns; ++i) step_tokens_[size_t(i)] = outs[s0 + size_t(i)].chunk_row;
+            ctx_.upload(sel_.get(), step_tokens_.data(), size_t(ns) * 4);
             kern::rmsnorm(x_.as<const float>(), sel_.as<const int32_t>(), f32(final_norm_), xn, true, ns, dim, eps, st);
             plan_lm_->run(ctx_, xn, lm_head, logits_.as<float>(), ns);
-            std::vector<float> tmp(size_t(ns) * size_t(vocab));
-            ctx_.download(tmp.data(), logits_.get(), tmp.size() * 4);
+            step_logits_.resize(size_t(ns) * size_t(vocab));
+            ctx_.download(step_logits_.data(), logits_.get(), step_logits_.size() * 4);
             for (int i = 0; i < ns; ++i)
-                std::memcpy(logits.data() + size_t(outs[s0 + size_t(i)]) * size_t(vocab),
-                            tmp.data() + size_t(i) * size_t(vocab), size_t(vocab) * 4);
+                std::memcpy(outs[s0 + size_t(i)].to, step_logits_.data() + size_t(i) * size_t(vocab),
+                            size_t(vocab) * 4);
         }
     }
     ctx_.sync();
-    suffix->set_n_tokens(n0 + T);
-    return logits;
+    for (const SeqRun& s : seqs) s.suffix->set_n_tokens(s.suffix->n_tokens() + int(s.tokens.size()));
 }
 
 }  // namespace

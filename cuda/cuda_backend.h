@@ -60,11 +60,19 @@ struct CudaBackendOptions {
     // id). Not yet run on a device, so off by default; the programs turn it on with the environment
     // variable CONTEXTCACHE_CUDA_ATTENTION=mma (docs/cuda.md, "Tensor-core attention").
     bool mma_attention = false;
+    // forward_batch() stacks the rows of every sequence of a step into each GEMM (the weights read
+    // once a step for all of them), instead of running the sequences one after another. The same
+    // bits either way (a row's result does not depend on its neighbours), but not yet run on a
+    // device, so off by default; the programs turn it on with CONTEXTCACHE_CUDA_BATCH=stacked.
+    bool stacked_batch = false;
 };
 
 // CONTEXTCACHE_CUDA_ATTENTION: unset, "" or "scalar" -> false, "mma" -> true; anything else throws
 // std::runtime_error naming the variable and the values it takes.
 bool mma_attention_from_env();
+// CONTEXTCACHE_CUDA_BATCH: unset, "" or "serial" -> false, "stacked" -> true; anything else throws
+// as above.
+bool stacked_batch_from_env();
 
 // "cuda/sm<major><minor>/bf16/<kv dtype>[/attn-mma]", e.g. "cuda/sm90/bf16/f32": enters the group_key, so a
 // group computed on the GPU never links on the CPU (or on another architecture), and vice versa.

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace cc::cuda::geom {
 
@@ -240,6 +241,46 @@ inline Launch gemm_fallback(int m, int n) {
     l.block = {16, 16, 1};
     check_grid(l, "gemm_fallback");
     return l;
+}
+
+// ---- a step's rows in chunks ---------------------------------------------------------------------
+
+// forward() and forward_batch() stack the new rows of every sequence of a step, in sequence order,
+// and run them in chunks of at most max_rows rows (the activation buffers' size). A chunk is made of
+// pieces, each a run of consecutive rows of one sequence: the per-row kernels and the GEMMs run over
+// the whole chunk (the weights read once for every row), RoPE + the K/V store and attention run per
+// piece against that piece's sequence's own view. A row's result does not depend on where the cuts
+// fall (DESIGN §6), so the cuts only bound memory.
+struct StepPiece {
+    int seq = 0;        // which sequence
+    int seq_row = 0;    // its first row within that sequence's new rows
+    int chunk_row = 0;  // its first row within the chunk
+    int n = 0;          // rows
+};
+struct StepChunk {
+    int first_row = 0;  // within the stacked rows of the step
+    int n = 0;
+    std::vector<StepPiece> pieces;
+};
+
+// seq_rows[s]: sequence s's new rows (0 allowed: it gets no piece). No rows at all: no chunks.
+inline std::vector<StepChunk> plan_step_chunks(const std::vector<int>& seq_rows, int max_rows) {
+    require(max_rows >= 1, "max_batch_tokens must be at least 1");
+    std::vector<StepChunk> chunks;
+    int stacked = 0;
+    for (size_t s = 0; s < seq_rows.size(); ++s) {
+        require(seq_rows[s] >= 0, "a sequence of a step has a negative row count");
+        for (int done = 0; done < seq_rows[s];) {
+            if (chunks.empty() || chunks.back().n == max_rows) chunks.push_back({stacked, 0, {}});
+            StepChunk& c = chunks.back();
+            const int n = std::min(seq_rows[s] - done, max_rows - c.n);
+            c.pieces.push_back({int(s), done, c.n, n});
+            c.n += n;
+            done += n;
+            stacked += n;
+        }
+    }
+    return chunks;
 }
 
 // ---- buffers of one backend ----------------------------------------------------------------------

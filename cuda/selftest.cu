@@ -704,6 +704,7 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
         CudaBackendOptions o;
         o.device = options.device;
         o.max_batch_tokens = 64;  // a full prefill of N tokens runs in chunks: chunking is part of what is checked
+        o.stacked_batch = true;   // forward_batch's own step, checked below
         auto gpu = make_cuda_backend(weights, o);
         auto kv = gpu->allocate_kv(N);
         const std::vector<float> full = gpu->forward(tokens, KvView{nullptr, 0, kv.get()}, all);
@@ -792,6 +793,69 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
         t.add(name + ": decode steps == prefill rows (bits)", "last " + std::to_string(D) + " of " + std::to_string(N),
               double(decode_mismatch(*gpu, full)), 0);
 
+        // several sequences in one step (forward_batch, stacked): each a slice of the same token
+        // stream over its own view, so each row must give the bits of that row of the full prefill.
+        // Two sequences share one prefix block at different lengths, one has no prefix, one decodes
+        // after rows already in its suffix; 141 rows in chunks of 64 cut sequences mid-way; logit
+        // rows repeat and come unordered. Then a decode step of every sequence together reads the
+        // K/V the first step stored.
+        std::string batch_shape;
+        auto batch_mismatch = [&](Backend& be, const std::vector<float>& want) {
+            const int P1 = std::min(100, N - 1), P2 = std::min(257, N - 1);
+            auto g1 = be.allocate_kv(P1), g2 = be.allocate_kv(P2);
+            be.forward(std::span(tokens).first(size_t(P1)), KvView{nullptr, 0, g1.get()}, {});
+            be.forward(std::span(tokens).first(size_t(P2)), KvView{nullptr, 0, g2.get()}, {});
+            struct Seq {
+                KvView view;
+                int first, n;            // tokens [first, first + n) of the stream
+                std::vector<int> rows;   // logit rows
+                std::unique_ptr<KvBlock> suffix;
+                std::vector<float> logits;
+            };
+            std::vector<Seq> seqs;
+            auto add = [&](const KvBlock* prefix, int p, int n, std::vector<int> rows) {
+                if (p + n + 1 > N) return;
+                Seq q{{prefix, p, nullptr}, p, n, std::move(rows), be.allocate_kv(n + 4), {}};
+                q.view.suffix = q.suffix.get();
+                seqs.push_back(std::move(q));
+            };
+            std::vector<int> all40(40);
+            for (int i = 0; i < 40; ++i) all40[size_t(i)] = i;
+            add(g1.get(), P1, 40, all40);
+            add(g2.get(), P2, 1, {0});  // after 3 rows already in its suffix (below)
+            add(g2.get(), std::min(200, P2), 30, {29, 0, 29});
+            add(nullptr, 0, 70, {69, 5});
+            if (seqs.size() < 4) return size_t(1);  // the stream is too short: count it as a failure
+            be.forward(std::span(tokens).subspan(size_t(P2), 3), seqs[1].view, {});
+            seqs[1].first += 3;
+            std::vector<SequenceRows> step;
+            for (auto& q : seqs) {
+                q.logits.assign(q.rows.size() * size_t(vocab), NAN);
+                step.push_back({std::span(tokens).subspan(size_t(q.first), size_t(q.n)), q.view, q.rows, q.logits});
+            }
+            be.forward_batch(step);
+            size_t m = 0;
+            for (auto& q : seqs)
+                for (size_t j = 0; j < q.rows.size(); ++j)
+                    m += count_bit_mismatch(slice_rows(q.logits, vocab, int(j), 1),
+                                            slice_rows(want, vocab, q.first + q.rows[j], 1));
+            // one decode step for all four, at the token after each one's rows
+            step.clear();
+            const std::vector<int> row0{0};
+            for (auto& q : seqs) {
+                q.first += q.n;
+                q.n = 1;
+                q.logits.assign(size_t(vocab), NAN);
+                step.push_back({std::span(tokens).subspan(size_t(q.first), 1), q.view, row0, q.logits});
+            }
+            be.forward_batch(step);
+            for (auto& q : seqs) m += count_bit_mismatch(q.logits, slice_rows(want, vocab, q.first, 1));
+            batch_shape = "4 sequences, 141 rows in chunks of 64, then 4 decode rows";
+            return m;
+        };
+        const size_t batch_mism = batch_mismatch(*gpu, full);
+        t.add(name + ": several sequences in one step == full (bits)", batch_shape, double(batch_mism), 0);
+
         // BF16 KV: cached == full as well
         {
             CudaBackendOptions ob = o;
@@ -828,6 +892,8 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             t.add(name + ": mma attention: cached == full (bits)", "prefix=" + tried, double(m3), 0);
             t.add(name + ": mma attention: decode steps == prefill rows (bits)",
                   "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(*g3, f3)), 0);
+            const size_t mb = batch_mismatch(*g3, f3);
+            t.add(name + ": mma attention: several sequences in one step == full (bits)", batch_shape, double(mb), 0);
         }
     });
 }

@@ -6,7 +6,12 @@
 #      rows included: vs float64, split == tiled, segment and row invariance, cached == full);
 #   2. bench_ttft on the Qwen3-8B shape (5 and 20 tools) with the scalar attention, then with
 #      CONTEXTCACHE_CUDA_ATTENTION=mma;
-#   3. bench_prefill's CUDA rows (prefill 512 / 3,000 tokens, decode), scalar then mma.
+#   3. bench_step on the Qwen3-8B shape: 1, 2, 4, 8 and 16 sequences decoding together at depth 0
+#      and 2,985, one after another (serial) and in one pass (CONTEXTCACHE_CUDA_BATCH=stacked's
+#      step; the self-test's "several sequences in one step" rows check its bits);
+#   4. bench_prefill's CUDA rows (prefill 512 / 3,000 tokens, decode), scalar then mma.
+# Every step's limit is cut to what is left of BUDGET seconds (default 470), so the call ends
+# before the tool's timeout with its summary.
 # Everything lands in $OUT: gpu.txt (card, driver, commit), one log (and JSON) per step and
 # summary.txt (step, exit code, seconds), printed last. Run here (no device), every step answers
 # "skipped" (exit 77): a dry run of the script and the carry.
@@ -32,10 +37,17 @@ LIBS="$D/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   for f in "$D"/bin/*; do LD_LIBRARY_PATH="$LIBS" ldd "$f" | grep "not found" | sed "s|^|$(basename "$f"): |"; done
 } > "$OUT/gpu.txt" 2>&1
 : > "$OUT/summary.txt"
+BUDGET=${BUDGET:-470}
 step() {  # step NAME SECONDS [VAR=VALUE...] PROGRAM ARGS...: stdout to NAME.out, stderr to NAME.log
-  local name=$1 limit=$2 t0 rc
+  local name=$1 limit=$2 t0 rc left
   shift 2
   t0=$(date +%s)
+  left=$(( BUDGET - (t0 - t_start) ))
+  if [ "$left" -lt 20 ]; then
+    printf '%-22s not run: %ss of the budget left\n' "$name" "$left" | tee -a "$OUT/summary.txt"
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
   timeout "$limit" env LD_LIBRARY_PATH="$LIBS" "$@" > "$OUT/$name.out" 2> "$OUT/$name.log"
   rc=$?
   printf '%-22s rc=%-4s %4ss\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"
@@ -43,6 +55,8 @@ step() {  # step NAME SECONDS [VAR=VALUE...] PROGRAM ARGS...: stdout to NAME.out
 step selftest 200 "$D/bin/contextcache-cli" selftest --backend cuda --json
 step ttft_scalar 90 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
 step ttft_mma 90 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
+step step_decode 100 "$D/bin/bench_step" --backend cuda --depth 0,2985 --sequences 1,2,4,8,16 --tokens 8 --runs 2 \
+  --kv bf16
 for k in scalar mma; do
   step "prefill_$k" 50 CONTEXTCACHE_CUDA_ATTENTION=$k "$D/bin/bench_prefill" --benchmark_filter='BM_cuda' \
     --benchmark_out="$OUT/prefill_$k.json" --benchmark_out_format=json

@@ -2,7 +2,7 @@
 # Prepares one call on a lent GPU (the `device` tool of this workplace; docs/cuda.md, "Running on a
 # lent GPU"). Here, on the development machine (nvcc, no GPU): builds the CUDA programs in
 # build-device/ (Release, sm_80 + sm_90, no UI) and packs what the device needs into
-# build-device/carry/programs.tar.xz: contextcache-cli with its CUDA plugin, bench_ttft and
+# build-device/carry/programs.tar.xz: contextcache-cli with its CUDA plugin, bench_ttft, bench_step and
 # bench_prefill, and the Debian libraries they link that a device image may lack (not glibc, not
 # the CUDA libraries, which the image has). Compressed, so that the working tree and the carry
 # stay under the tool's 64 MiB. Then, with the device tool:
@@ -14,11 +14,12 @@ C="$B/carry"
 mkdir -p "$B"
 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONTEXTCACHE_UI=OFF -DCONTEXTCACHE_TESTS=OFF \
   -DCONTEXTCACHE_BENCH=ON -DCONTEXTCACHE_CUDA=ON > "$B/configure.log" 2>&1 || { tail -20 "$B/configure.log"; exit 1; }
-cmake --build "$B" --target contextcache-cli contextcache_cuda bench_ttft bench_prefill
+cmake --build "$B" --target contextcache-cli contextcache_cuda bench_ttft bench_prefill bench_step
 S=$(mktemp -d)
 trap 'rm -rf "$S"' EXIT
 mkdir -p "$S/bin" "$S/lib"
-cp "$B/app/contextcache-cli" "$B/app/libcontextcache-cuda.so" "$B/bench/bench_ttft" "$B/bench/bench_prefill" "$S/bin/"
+cp "$B/app/contextcache-cli" "$B/app/libcontextcache-cuda.so" "$B/bench/bench_ttft" "$B/bench/bench_prefill" \
+  "$B/bench/bench_step" "$S/bin/"
 # the libraries the programs link, less glibc's and CUDA's
 for f in "$S"/bin/*; do ldd "$f"; done | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in

@@ -97,6 +97,51 @@ TEST(CudaModel, CancelLeavesSuffixUnchanged) {
     EXPECT_EQ(kv->n_tokens(), 4);
 }
 
+TEST(CudaModel, StackedStepGivesEachSequenceItsOwnBitsAndFailsWhole) {
+    // forward_batch with stacked_batch: every sequence gets the bits forward() gives it alone
+    // (the self-test's "several sequences in one step" row checks the same against the full
+    // prefill); a cancel or a bad sequence leaves every suffix block as it was.
+    REQUIRE_DEVICE();
+    const cc::ModelWeights w = qwen3_test();
+    cc::cuda::CudaBackendOptions o;
+    o.max_batch_tokens = 16;
+    o.stacked_batch = true;
+    auto be = cc::cuda::make_cuda_backend(w, o);
+    const int vocab = w.config.vocab_size;
+    const auto tokens = seeded_tokens(60, vocab);
+    auto group = be->allocate_kv(20);
+    be->forward(std::span(tokens).first(20), cc::KvView{nullptr, 0, group.get()}, {});
+    const std::vector<int> lens{9, 1, 13};
+    const std::vector<std::vector<int>> rows{{8, 0}, {0}, {12, 3, 12}};
+    std::vector<std::unique_ptr<cc::KvBlock>> alone, stacked;
+    std::vector<std::vector<float>> want, got;
+    std::vector<cc::SequenceRows> step;
+    for (size_t s = 0; s < lens.size(); ++s) {
+        const cc::KvBlock* prefix = s == 2 ? nullptr : group.get();
+        const int p = s == 2 ? 0 : 20 - int(s);  // two views of one block, one without a prefix
+        const auto toks = std::span(tokens).subspan(size_t(p), size_t(lens[s]));
+        alone.push_back(be->allocate_kv(lens[s]));
+        stacked.push_back(be->allocate_kv(lens[s]));
+        want.push_back(be->forward(toks, cc::KvView{prefix, p, alone.back().get()}, rows[s]));
+        got.emplace_back(want.back().size(), NAN);
+        step.push_back({toks, cc::KvView{prefix, p, stacked.back().get()}, rows[s], got.back()});
+    }
+    std::atomic<bool> cancel{true};
+    EXPECT_THROW(be->forward_batch(step, &cancel), cc::Cancelled);
+    for (const auto& b : stacked) EXPECT_EQ(b->n_tokens(), 0);
+    auto cpu = cc::make_cpu_backend(w, {});
+    auto foreign = cpu->allocate_kv(8);
+    std::vector<cc::SequenceRows> bad = step;
+    bad[1].kv.suffix = foreign.get();
+    EXPECT_THROW(be->forward_batch(bad), std::runtime_error);
+    for (const auto& b : stacked) EXPECT_EQ(b->n_tokens(), 0);
+    be->forward_batch(step);
+    for (size_t s = 0; s < lens.size(); ++s) {
+        EXPECT_TRUE(same_bits(got[s], want[s])) << "sequence " << s;
+        EXPECT_EQ(stacked[s]->n_tokens(), lens[s]);
+    }
+}
+
 TEST(CudaModel, KvExportImportRoundTripAndForeignBlocks) {
     REQUIRE_DEVICE();
     const cc::ModelWeights w = qwen3_test();
@@ -161,26 +206,43 @@ TEST(CudaModel, NumericsIdNamesArchitectureAndKvDtype) {
     EXPECT_EQ(cc::cuda::cuda_numerics_id(d, o), "cuda/sm80/bf16/bf16/attn-mma");
 }
 
-TEST(CudaModel, MmaAttentionIsOptInThroughTheEnvironment) {
-    // The tensor-core attention has not run on a device yet: off unless asked for, and a value it
-    // does not know is an error that names the variable (runs without a device).
-    const char* name = "CONTEXTCACHE_CUDA_ATTENTION";
-    unsetenv(name);
-    EXPECT_FALSE(cc::cuda::mma_attention_from_env());
-    EXPECT_FALSE(cc::cuda::CudaBackendOptions{}.mma_attention);
-    setenv(name, "scalar", 1);
-    EXPECT_FALSE(cc::cuda::mma_attention_from_env());
-    setenv(name, "mma", 1);
-    EXPECT_TRUE(cc::cuda::mma_attention_from_env());
-    setenv(name, "flash", 1);
-    try {
-        cc::cuda::mma_attention_from_env();
-        ADD_FAILURE() << "an unknown value was accepted";
-    } catch (const std::runtime_error& e) {
-        EXPECT_NE(std::string(e.what()).find("CONTEXTCACHE_CUDA_ATTENTION=flash"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("\"mma\""), std::string::npos) << e.what();
+TEST(CudaModel, UnverifiedPathsAreOptInThroughTheEnvironment) {
+    // The tensor-core attention and the stacked multi-sequence step have not run on a device yet:
+    // off unless asked for, and a value the variable does not take is an error that names the
+    // variable and its values (runs without a device).
+    struct Switch {
+        const char* name;
+        const char* off;
+        const char* on;
+        bool (*read)();
+        bool default_option;
+    };
+    const Switch switches[] = {
+        {"CONTEXTCACHE_CUDA_ATTENTION", "scalar", "mma", cc::cuda::mma_attention_from_env,
+         cc::cuda::CudaBackendOptions{}.mma_attention},
+        {"CONTEXTCACHE_CUDA_BATCH", "serial", "stacked", cc::cuda::stacked_batch_from_env,
+         cc::cuda::CudaBackendOptions{}.stacked_batch},
+    };
+    for (const Switch& sw : switches) {
+        SCOPED_TRACE(sw.name);
+        unsetenv(sw.name);
+        EXPECT_FALSE(sw.read());
+        EXPECT_FALSE(sw.default_option);
+        setenv(sw.name, sw.off, 1);
+        EXPECT_FALSE(sw.read());
+        setenv(sw.name, sw.on, 1);
+        EXPECT_TRUE(sw.read());
+        setenv(sw.name, "flash", 1);
+        try {
+            sw.read();
+            ADD_FAILURE() << "an unknown value was accepted";
+        } catch (const std::runtime_error& e) {
+            EXPECT_NE(std::string(e.what()).find(std::string(sw.name) + "=flash"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("\"" + std::string(sw.on) + "\""), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("\"" + std::string(sw.off) + "\""), std::string::npos) << e.what();
+        }
+        unsetenv(sw.name);
     }
-    unsetenv(name);
 }
 
 // Attention biases on the device (Qwen2 q/k/v; Llama attention_bias q/k/v/o): the tiny reference

@@ -8,6 +8,7 @@
 
 #include <set>
 #include <stdexcept>
+#include <vector>
 
 namespace geom = cc::cuda::geom;
 
@@ -220,4 +221,48 @@ TEST(launch_geometry, fallback_gemm_tiles_cover_the_output) {
         EXPECT_GE(uint64_t(l.grid.y) * geom::kGemmTile, uint64_t(m));
     }
     EXPECT_THROW(geom::gemm_fallback(0, 5), std::invalid_argument);
+}
+
+TEST(launch_geometry, step_chunks_cover_every_row_of_every_sequence_once_in_order) {
+    const std::vector<std::vector<int>> cases{
+        {40, 1, 30, 70}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {0, 5, 0}, {64}, {65}, {128, 0, 1}, {}, {0}};
+    for (int max_rows : {1, 7, 64, 512}) {
+        for (const auto& seq_rows : cases) {
+            const auto chunks = geom::plan_step_chunks(seq_rows, max_rows);
+            std::vector<int> next(seq_rows.size(), 0);  // each sequence's next row, in order
+            int stacked = 0;
+            size_t last_seq = 0;
+            for (const auto& c : chunks) {
+                EXPECT_EQ(c.first_row, stacked);
+                EXPECT_GE(c.n, 1);
+                EXPECT_LE(c.n, max_rows);
+                int in_chunk = 0;
+                for (const auto& p : c.pieces) {
+                    ASSERT_GE(p.seq, 0);
+                    ASSERT_LT(size_t(p.seq), seq_rows.size());
+                    EXPECT_GE(size_t(p.seq), last_seq) << "sequences stay in order";
+                    last_seq = size_t(p.seq);
+                    EXPECT_GE(p.n, 1);
+                    EXPECT_EQ(p.seq_row, next[size_t(p.seq)]);
+                    EXPECT_EQ(p.chunk_row, in_chunk);
+                    next[size_t(p.seq)] += p.n;
+                    in_chunk += p.n;
+                }
+                EXPECT_EQ(in_chunk, c.n);
+                stacked += c.n;
+            }
+            EXPECT_EQ(next, seq_rows) << "max_rows " << max_rows;
+            // full chunks except the last: the fewest launches the buffers allow
+            for (size_t i = 0; i + 1 < chunks.size(); ++i) EXPECT_EQ(chunks[i].n, max_rows);
+        }
+    }
+    const auto four = geom::plan_step_chunks({40, 1, 30, 70}, 64);
+    ASSERT_EQ(four.size(), 3u);
+    ASSERT_EQ(four[0].pieces.size(), 3u);  // 40 + 1 + 23 of the third
+    EXPECT_EQ(four[0].pieces[2].n, 23);
+    EXPECT_EQ(four[1].pieces[0].seq_row, 23);  // the rest of the third, then 57 of the fourth
+    EXPECT_EQ(four[1].pieces[1].n, 57);
+    EXPECT_EQ(four[2].pieces[0].seq_row, 57);
+    EXPECT_THROW(geom::plan_step_chunks({1}, 0), std::invalid_argument);
+    EXPECT_THROW(geom::plan_step_chunks({3, -1}, 8), std::invalid_argument);
 }
