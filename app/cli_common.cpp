@@ -99,22 +99,28 @@ cc::ToolSet tools_arg(Args& args, const std::string& command, bool required) {
 }
 
 
+bool plans_gpu(const std::string& model_spec, const std::string& backend) {
+    if (backend == "cuda") return true;
+    if (backend != "auto") return false;
+    // the backend auto picks for this model (a CUDA device takes it when present)
+    cc::EngineOptions probe;
+    probe.model_spec = model_spec;
+    probe.backend = backend;
+    probe.backends = cc::app::available_backends();
+    return cc::planned_numerics(probe).rfind("cpu", 0) != 0;
+}
+
 std::string serve_default_weights(const std::string& model_spec, const std::string& backend) {
     if (!cc::cpu::bf16dot::supported()) return "stored";
     // CC_CPU_ISA may pin a narrower kernel path, which has no bf16dot GEMM.
     if (const char* isa = std::getenv("CC_CPU_ISA"); isa != nullptr && *isa != '\0' && std::string(isa) != "avx512" &&
                                                      std::string(isa) != "auto")
         return "stored";
-    if (backend == "cuda") return "stored";
-    if (backend == "auto") {
-        // the backend auto picks for this model (a CUDA device takes it when present)
-        cc::EngineOptions probe;
-        probe.model_spec = model_spec;
-        probe.backend = backend;
-        probe.backends = cc::app::available_backends();
-        if (cc::planned_numerics(probe).rfind("cpu", 0) != 0) return "stored";
-    }
-    return "bf16dot";
+    return plans_gpu(model_spec, backend) ? "stored" : "bf16dot";
+}
+
+std::string default_kv_dtype(const std::string& model_spec, const std::string& backend, bool serve) {
+    return serve || plans_gpu(model_spec, backend) ? "bf16" : "f32";
 }
 
 cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend,

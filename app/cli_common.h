@@ -89,11 +89,18 @@ std::string system_prompt(Args& args);
 cc::ToolSet tools_arg(Args& args, const std::string& command, bool required);
 // --tool-choice auto|none|required|NAME (default auto); the engine checks it against the tools.
 cc::ToolChoice tool_choice_arg(Args& args);
-// The global engine options (--threads, --kv-dtype, --chat-format, --cache-dir, budgets).
-// `default_kv_dtype` applies when --kv-dtype is not given ("bf16" for serve, "f32" elsewhere).
+// Whether `--backend` (auto, cpu or cuda) runs this model on the GPU: cuda, or auto where a CUDA
+// device takes it.
+bool plans_gpu(const std::string& model_spec, const std::string& backend);
 // The --weights a server gets when none is given: bf16dot where the CPU backend runs it (AVX-512
 // BF16; the fastest exact path the CPU has, docs/server.md), else stored.
 std::string serve_default_weights(const std::string& model_spec, const std::string& backend);
+// The --kv-dtype when none is given: bf16 for the server and on the GPU (half the bytes to store,
+// upload and read; the device's attention takes it as it is), f32 for the research commands on the
+// CPU (the reference the NoPE experiment's RoPE check is exact in).
+std::string default_kv_dtype(const std::string& model_spec, const std::string& backend, bool serve);
+// The global engine options (--threads, --kv-dtype, --chat-format, --cache-dir, budgets).
+// `default_kv_dtype` applies when --kv-dtype is not given (default_kv_dtype() above).
 
 cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend,
                                  const std::string& default_kv_dtype = "f32", const std::string& default_weights = "stored");

@@ -637,16 +637,18 @@ int main(int argc, char** argv) {
         if (backend != "auto" && backend != "cpu" && backend != "cuda")
             throw UsageError("--backend must be auto, cpu or cuda, not \"" + backend + "\"");
         const std::string model_spec = args.get_or("model", cc::default_model_spec());
-        // The server keeps BF16 KV unless told otherwise: half the memory and group files, and on
-        // the 0.6B shape a faster cache hit and decode at depth (docs/benchmarks.md); the research
-        // commands keep the F32 reference (the NoPE experiment's RoPE check is exact there).
-        // And where the CPU has AVX-512 BF16, bf16dot weights (the fastest exact path it has).
-        // `key --serve`: the key a `serve` with the same options computes (its routing header).
+        // The server and the GPU keep BF16 KV unless told otherwise: half the memory, group files
+        // and uploads, and on the 0.6B shape a faster cache hit and decode at depth
+        // (docs/benchmarks.md); the research commands on the CPU keep the F32 reference (the NoPE
+        // experiment's RoPE check is exact there). And where the CPU has AVX-512 BF16, the server
+        // takes bf16dot weights (the fastest exact path it has). `key --serve`: the key a `serve`
+        // with the same options computes (its routing header).
         const bool serve_numerics = command == "serve" || (command == "key" && args.flag("serve"));
+        const std::string kv_default = args.has("kv-dtype") ? "f32" : default_kv_dtype(model_spec, backend, serve_numerics);
         const auto options = serve_numerics
-                                 ? engine_options(args, model_spec, backend, "bf16",
+                                 ? engine_options(args, model_spec, backend, kv_default,
                                                   args.has("weights") ? "stored" : serve_default_weights(model_spec, backend))
-                                 : engine_options(args, model_spec, backend, "f32");
+                                 : engine_options(args, model_spec, backend, kv_default);
         if (command == "info" || command == "compile" || command == "query" || command == "generate" ||
             command == "logits") {
             if (command == "info") return cmd_info(args, options, json);

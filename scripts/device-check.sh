@@ -34,6 +34,8 @@ LIBS="$D/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "programs built at: $(cat "$D/commit.txt")"
   echo "working tree: $(git log -1 --format='%H %s' 2>&1)"
   echo "LD_LIBRARY_PATH for the programs: $LIBS"
+  echo "the CLI's default numerics on this device: $(LD_LIBRARY_PATH="$LIBS" "$D/bin/contextcache-cli" --backend cuda \
+    --model builtin:qwen3-test key --json --tools resources/toolsets/tools_5.json 2>&1 | grep -o '"backend_numerics":"[^"]*"')"
   for f in "$D"/bin/*; do LD_LIBRARY_PATH="$LIBS" ldd "$f" | grep "not found" | sed "s|^|$(basename "$f"): |"; done
 } > "$OUT/gpu.txt" 2>&1
 : > "$OUT/summary.txt"

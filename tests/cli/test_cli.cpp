@@ -98,6 +98,30 @@ TEST(Cli, KeyIsOrderInvariantAndSystemSensitive) {
     EXPECT_NE(js["group_key"], jb["group_key"]);
 }
 
+TEST(Cli, KvWidthDefaultsToF32OnTheCpuAndBf16ForTheServer) {
+    // The KV width a command gets when --kv-dtype is not given: F32 for the research commands on
+    // the CPU, BF16 for `serve` (and on the GPU, which this test can only reach where a device is).
+    auto numerics = [](std::vector<std::string> args) {
+        auto r = run_cli(args);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return r.exit_code == 0 ? nlohmann::json::parse(r.out)["backend_numerics"].get<std::string>() : std::string();
+    };
+    const std::vector<std::string> key{"--model", "builtin:qwen3-test", "--backend", "cpu", "key", "--json", "--tools", toolset(5)};
+    auto with = [&](std::vector<std::string> more) {
+        std::vector<std::string> a = key;
+        a.insert(a.end(), more.begin(), more.end());
+        return a;
+    };
+    const std::string cpu = numerics(key);
+    EXPECT_EQ(cpu.rfind("cpu/", 0), 0u) << cpu;
+    EXPECT_NE(cpu.find("/f32"), std::string::npos) << cpu;
+    const std::string serve = numerics(with({"--serve"}));
+    EXPECT_NE(serve.find("/bf16"), std::string::npos) << serve;
+    const std::string given = numerics(with({"--serve", "--kv-dtype", "f32"}));
+    EXPECT_EQ(given.find("/bf16/"), std::string::npos) << given;
+    EXPECT_NE(given.find("/f32"), std::string::npos) << given;
+}
+
 TEST(Cli, BadToolsFileExitsOneNamingTheFile) {
     cc::test::TempDir dir;
     const auto path = dir.path() / "tools.json";
