@@ -1,7 +1,7 @@
 // bench_ttft: full-prefill TTFT vs cache-hit TTFT (link + suffix prefill) for growing tool sets,
 // compile time, decode speed and KV size. Prints one JSON object.
 //   bench_ttft [--model SPEC] [--tools 5,10,20,50] [--runs 5] [--warmup 1] [--max-new-tokens 16]
-//              [--threads N] [--query TEXT] [--cache-dir DIR]
+//              [--threads N] [--query TEXT] [--cache-dir DIR] [--kv f32|bf16]
 // Besides the memory-tier hit it measures the disk tier: the group dropped from memory, so the
 // query links it from its file (lookup + map with checksums verified in place + link), page cache warm
 // and with the file's pages dropped first (posix_fadvise DONTNEED; the disk may still cache).
@@ -41,7 +41,7 @@ std::vector<int> parse_counts(const std::string& s) {
 int main(int argc, char** argv) {
     std::string model = "builtin:qwen3-demo", query = "What's the weather in Oslo tomorrow, in Celsius?";
     std::vector<int> counts{5, 10, 20, 50};
-    std::string cache_dir, backend = "auto";
+    std::string cache_dir, backend = "auto", kv = "f32";
     bool model_given = false;
     int runs = 5, warmup = 1, max_new = 16, threads = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
         else if (a == "--threads") threads = std::atoi(v.c_str());
         else if (a == "--query") query = v;
         else if (a == "--cache-dir") cache_dir = v;
+        else if (a == "--kv") kv = v;
         else {
             std::cerr << "bench_ttft: unknown option " << a << "\n";
             return 2;
@@ -77,6 +78,12 @@ int main(int argc, char** argv) {
     cc::EngineOptions options;
     options.model_spec = model;
     options.n_threads = threads;
+    try {
+        options.kv_dtype = cc::parse_kv_dtype(kv);
+    } catch (const std::invalid_argument& e) {
+        std::cerr << "bench_ttft: --kv: " << e.what() << "\n";
+        return 2;
+    }
     options.backend = backend;
     options.backends = cc::app::available_backends();
     options.cache.dir = cache_dir;

@@ -4,8 +4,9 @@
 # whole stays under 8 minutes:
 #   1. the CUDA self-test, full sweep (every op and whole-model row; the tensor-core attention's
 #      rows included: vs float64, split == tiled, segment and row invariance, cached == full);
-#   2. bench_ttft on the Qwen3-8B shape (5 and 20 tools) with the scalar attention, then with
-#      CONTEXTCACHE_CUDA_ATTENTION=mma;
+#   2. bench_ttft on the Qwen3-8B shape (5 and 20 tools) with the scalar attention and F32 KV (as
+#      the first device run measured it), then with CONTEXTCACHE_CUDA_ATTENTION=mma and BF16 KV (the
+#      GPU's default width now);
 #   3. bench_step on the Qwen3-8B shape: 1, 2, 4, 8 and 16 sequences decoding together at depth 0
 #      and 2,985, one after another (serial) and in one pass (CONTEXTCACHE_CUDA_BATCH=stacked's
 #      step; the self-test's "several sequences in one step" rows check its bits);
@@ -56,7 +57,7 @@ step() {  # step NAME SECONDS [VAR=VALUE...] PROGRAM ARGS...: stdout to NAME.out
 }
 step selftest 200 "$D/bin/contextcache-cli" selftest --backend cuda --json
 step ttft_scalar 90 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
-step ttft_mma 90 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
+step ttft_mma 90 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3 --kv bf16
 step step_decode 100 "$D/bin/bench_step" --backend cuda --depth 0,2985 --sequences 1,2,4,8,16 --tokens 8 --runs 2 \
   --kv bf16
 for k in scalar mma; do
