@@ -2,6 +2,8 @@
 // also be compiled for the CPU: tests/cuda/test_attention_mma_emulated.cpp runs it there.
 #pragma once
 
+#include <cstddef>
+
 namespace cc::cuda::kern {
 
 // Attention over the two-segment view (DESIGN §6): positions [0, seg[0].n) in seg[0] (the prefix
@@ -32,5 +34,25 @@ struct AttnArgs {
 };
 // tiled and split give the same bits (chunks merged in the same order); automatic picks by rows.
 enum class AttnPath { automatic, tiled, split };
+
+// Several sequences' split launches of the mma kernel in one launch (a decode step of many
+// sequences): each sequence with its own view, rows, positions, queries and outputs; the same
+// heads, head_dim, KV width and window for all. Sequence i's partial states start at row
+// partial_row0[i] of the scratch ([row][head][chunk][head_dim + 2], one n_chunks for all).
+inline constexpr int kAttnBatchMaxSeqs = 16;
+struct AttnBatch {
+    AttnArgs seq[kAttnBatchMaxSeqs];
+    int partial_row0[kAttnBatchMaxSeqs] = {};
+    int n_seqs = 0;
+    int pair_blocks = 1;  // blocks of pairs per sequence: grid.z = n_seqs * pair_blocks
+};
+
+// Where a sequence's partial states start in the scratch, in floats.
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline size_t attn_partial_offset(const AttnArgs& a, int row0, int n_chunks) {
+    return size_t(row0) * size_t(a.n_heads) * size_t(n_chunks) * (size_t(a.head_dim) + 2);
+}
 
 }  // namespace cc::cuda::kern

@@ -5,6 +5,7 @@
 #include "cuda/kernels.h"
 
 #include <cstddef>
+#include <span>
 
 namespace cc::cuda::kern {
 
@@ -12,6 +13,11 @@ namespace cc::cuda::kern {
 // block merges its chunks in order) or the split launch (one block per chunk writes its partial
 // state, then combine_partials); the two give the same bits.
 void attention_mma(const AttnArgs& a, float* partial, size_t partial_floats, bool split, cudaStream_t stream);
+
+// Several sequences' split launches (each at most 32 rows, head_dim 32, 64 or 128) in as few launches
+// as fit kern::AttnBatch: every sequence gets the bits of its own split launch. `partial` holds the
+// partial states of up to geom::kAttnMmaSplitMaxRows rows over the longest view.
+void attention_mma_batch(std::span<const AttnArgs> seqs, float* partial, size_t partial_floats, cudaStream_t stream);
 
 // out[row][head] = the partial states of the row's chunks (partial[row][head][chunk] = m, l,
 // acc[head_dim]) merged in chunk order with km::softmax_merge, divided by l. canonical_zero: + 0.0f

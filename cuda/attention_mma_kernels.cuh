@@ -216,20 +216,22 @@ __device__ void mma_chunk(const AttnArgs& a, const Smem<HD>& s, int kvh, int c, 
     __syncthreads();
 }
 
-// grid = (chunk or 1, KV head, block of pairs). kSplit: the block's chunk blockIdx.x, written to
-// partial[row][head][chunk] = (m, l, o[head_dim]) for the rows that see it; else every chunk of
-// the block, merged in order, and the output.
+// One block's work: `chunk` (split: the chunk it computes; tiled: unused), KV head `kvh`, block of
+// pairs `pair_block`. kSplit: written to partial[row][head][chunk] = (m, l, o[head_dim]) for the
+// rows that see the chunk; else every chunk of the block, merged in order, and the output. A block
+// past the rows' pairs returns at once (a batch launch sizes its grid for its longest sequence).
 template <int HD, bool kSplit>
-__global__ void __launch_bounds__(kThreads) attn_mma_kernel(AttnArgs a, float* __restrict__ partial, int n_chunks) {
+__device__ __forceinline__ void attn_mma_block(const AttnArgs& a, float* __restrict__ partial, int n_chunks, int chunk,
+                                               int kvh, int pair_block) {
     CC_DYNAMIC_SMEM(uint16_t, smem_bf16);
     Smem<HD> s;
     s.q = smem_bf16;
     s.k = s.q + kPairs * Smem<HD>::kQ;
     s.vt = s.k + kTile * Smem<HD>::kQ;
     const int group = a.n_heads / a.n_kv_heads;
-    const int kvh = blockIdx.y;
-    const int pair0 = blockIdx.z * kPairs;
+    const int pair0 = pair_block * kPairs;
     const int n_pairs = a.n_rows * group;
+    if (pair0 >= n_pairs) return;  // uniform
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const size_t qd = size_t(a.n_heads) * HD;
 
@@ -269,7 +271,7 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(AttnArgs a, float* _
 
     float m[2], l[2], o[HD / 8][4];
     if (kSplit) {
-        const int c = blockIdx.x;
+        const int c = chunk;
         if (c < geom::attn_chunk_of(block_lo) || c > geom::attn_chunk_of(block_pos_last)) return;  // uniform
         mma_chunk<HD>(a, s, kvh, c, block_lo, block_pos_last, warp_active, warp_lo, warp_pos_last, pr, m, l, o);
         for (int r = 0; r < 2; ++r) {
@@ -321,12 +323,32 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(AttnArgs a, float* _
     }
 }
 
+// grid = (chunk or 1, KV head, block of pairs).
+template <int HD, bool kSplit>
+__global__ void __launch_bounds__(kThreads) attn_mma_kernel(AttnArgs a, float* __restrict__ partial, int n_chunks) {
+    attn_mma_block<HD, kSplit>(a, partial, n_chunks, blockIdx.x, blockIdx.y, blockIdx.z);
+}
+
+// Several sequences' split launches in one (the sequences of a decode step): grid = (chunk, KV
+// head, sequence * b.pair_blocks + block of pairs). Each block computes exactly what the block at
+// (chunk, KV head, block of pairs) of the sequence's own split launch computes, into the
+// sequence's rows of the scratch, so every sequence gets the bits it gets alone.
+template <int HD>
+__global__ void __launch_bounds__(kThreads) attn_mma_batch_kernel(AttnBatch b, float* __restrict__ partial,
+                                                                  int n_chunks) {
+    const int seq = blockIdx.z / b.pair_blocks;
+    const AttnArgs& a = b.seq[seq];
+    attn_mma_block<HD, true>(a, partial + attn_partial_offset(a, b.partial_row0[seq], n_chunks), n_chunks, blockIdx.x,
+                             blockIdx.y, blockIdx.z % b.pair_blocks);
+}
+
+// One (head, row)'s combine: its chunks' partial states merged in chunk order, divided by l.
 // kCanonicalZero (the mma kernel's): + 0.0f on each output, so a -0 is written as +0 (see the
 // top of this file: the mma kernel's tiles may add a row's zero probabilities to an accumulator of -0).
 template <bool kCanonicalZero>
-__global__ void attn_combine_kernel(AttnArgs a, const float* __restrict__ partial, int n_chunks) {
+__device__ __forceinline__ void attn_combine_row(const AttnArgs& a, const float* __restrict__ partial, int n_chunks,
+                                                 int h, int t) {
     const int hd = a.head_dim;
-    const int h = blockIdx.x, t = blockIdx.y;
     const int pos = a.first_pos + t;
     const int c_lo = geom::attn_chunk_of(geom::attn_first_key(pos, a.window)), c_hi = geom::attn_chunk_of(pos);
     const float* base = partial + (size_t(t) * size_t(a.n_heads) + size_t(h)) * size_t(n_chunks) * (size_t(hd) + 2);
@@ -345,6 +367,22 @@ __global__ void attn_combine_kernel(AttnArgs a, const float* __restrict__ partia
         const float o = acc / total.l;
         a.out[size_t(t) * qd + size_t(h) * hd + d] = kCanonicalZero ? o + 0.0f : o;
     }
+}
+
+// grid = (head, row).
+template <bool kCanonicalZero>
+__global__ void attn_combine_kernel(AttnArgs a, const float* __restrict__ partial, int n_chunks) {
+    attn_combine_row<kCanonicalZero>(a, partial, n_chunks, blockIdx.x, blockIdx.y);
+}
+
+// The combine of attn_mma_batch_kernel's partial states: grid = (head, row, sequence); rows past a
+// sequence's return. (A template, as every kernel in this header, so that two programs may include it.)
+template <bool kCanonicalZero>
+__global__ void attn_combine_batch_kernel(AttnBatch b, const float* __restrict__ partial, int n_chunks) {
+    const AttnArgs& a = b.seq[blockIdx.z];
+    if (int(blockIdx.y) >= a.n_rows) return;
+    attn_combine_row<kCanonicalZero>(a, partial + attn_partial_offset(a, b.partial_row0[blockIdx.z], n_chunks), n_chunks,
+                           blockIdx.x, blockIdx.y);
 }
 
 }  // namespace cc::cuda::kern::detail

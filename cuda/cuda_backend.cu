@@ -476,6 +476,7 @@ private:
     DeviceBuffer partial_;              // split-attention partial states
     std::vector<int32_t> step_tokens_;  // a chunk's tokens, host side
     std::vector<float> step_logits_;    // one lm_head GEMM's logits, host side
+    std::vector<kern::AttnArgs> attn_;  // a layer's attention, one entry per piece of the chunk
 
     std::map<std::string, std::shared_ptr<GemmPlan>> plans_;
     std::shared_ptr<GemmPlan> plan_q_, plan_kv_, plan_o_, plan_up_, plan_down_, plan_lm_;
@@ -562,7 +563,10 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
             }
 
             // per piece, against its own sequence's view: Qwen3 q/k-norm, RoPE, its K and V into
-            // its suffix block, then attention over [prefix | suffix]
+            // its suffix block, then attention over [prefix | suffix] (every piece's in as few
+            // launches as the kernel allows: a sequence appears once in a chunk, so no piece reads
+            // K/V that another piece of the chunk writes)
+            attn_.clear();
             for (const geom::StepPiece& p : chunk.pieces) {
                 const SeqRun& s = seqs[size_t(p.seq)];
                 const int n0 = s.suffix->n_tokens();  // positions the suffix held before this step
@@ -605,8 +609,9 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
                 aa.first_pos = first_pos;
                 aa.out = att_.as<float>() + size_t(p.chunk_row) * qd;
                 aa.kernel = options_.mma_attention ? kern::AttnKernel::mma : kern::AttnKernel::scalar;
-                kern::attention(aa, partial_.as<float>(), partial_.bytes() / 4, kern::AttnPath::automatic, st);
+                attn_.push_back(aa);
             }
+            kern::attention_batch(attn_, partial_.as<float>(), partial_.bytes() / 4, st);
 
             // o_proj and the residual
             kern::f32_to_bf16(att_.as<const float>(), xn, int64_t(n) * qd, st);

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace cc::cuda::kern {
 namespace {
@@ -470,11 +471,19 @@ void qk_rope_store(const QkRopeArgs& args, cudaStream_t stream) {
     CC_CUDA_CHECK_LAUNCH("qk_rope_kernel");
 }
 
-void attention(const AttnArgs& a, float* partial, size_t partial_floats, AttnPath path, cudaStream_t stream) {
-    if (a.n_rows == 0) return;
+namespace {
+
+void check_view(const AttnArgs& a) {
     if (a.first_pos + a.n_rows > a.seg[0].n + a.seg[1].n)
         throw CudaError("attention: rows at positions up to " + std::to_string(a.first_pos + a.n_rows - 1) +
                         " but the view holds " + std::to_string(a.seg[0].n + a.seg[1].n) + " positions");
+}
+
+}  // namespace
+
+void attention(const AttnArgs& a, float* partial, size_t partial_floats, AttnPath path, cudaStream_t stream) {
+    if (a.n_rows == 0) return;
+    check_view(a);
     if (a.kernel == AttnKernel::mma && geom::attn_mma_head_dim_ok(a.head_dim)) {
         attention_mma(a, partial, partial_floats,
                       path == AttnPath::split || (path == AttnPath::automatic && geom::attn_mma_use_split(a.n_rows)),
@@ -504,6 +513,20 @@ void attention(const AttnArgs& a, float* partial, size_t partial_floats, AttnPat
     attn_split_kernel<<<d3(l.grid), d3(l.block), l.smem_bytes, stream>>>(a, partial, n_chunks);
     CC_CUDA_CHECK_LAUNCH("attn_split_kernel");
     combine_partials(a, partial, n_chunks, false, stream);
+}
+
+void attention_batch(std::span<const AttnArgs> seqs, float* partial, size_t partial_floats, cudaStream_t stream) {
+    std::vector<AttnArgs> shared;  // the mma kernel's split launches, batched
+    for (const AttnArgs& a : seqs) {
+        if (a.n_rows == 0) continue;
+        if (a.kernel == AttnKernel::mma && geom::attn_mma_head_dim_ok(a.head_dim) && geom::attn_mma_use_split(a.n_rows)) {
+            check_view(a);
+            shared.push_back(a);
+        } else {
+            attention(a, partial, partial_floats, AttnPath::automatic, stream);
+        }
+    }
+    if (!shared.empty()) attention_mma_batch(shared, partial, partial_floats, stream);
 }
 
 void combine_partials(const AttnArgs& a, const float* partial, int n_chunks, bool canonical_zero, cudaStream_t stream) {

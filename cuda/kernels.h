@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace cc::cuda::kern {
 
@@ -53,6 +54,10 @@ void qk_rope_store(const QkRopeArgs& args, cudaStream_t stream);
 // `partial`: scratch for the split path, geom::attn_partial_floats(n_rows, ...) floats. With
 // AttnKernel::mma and a head_dim that geom::attn_mma_head_dim_ok refuses, the scalar kernel runs.
 void attention(const AttnArgs& args, float* partial, size_t partial_floats, AttnPath path, cudaStream_t stream);
+// The attention of several sequences (a step's pieces, each its own view), AttnPath::automatic:
+// with AttnKernel::mma the sequences that take the split launch share launches
+// (attention_mma_batch); every other sequence, and the scalar kernels, one attention() each.
+void attention_batch(std::span<const AttnArgs> seqs, float* partial, size_t partial_floats, cudaStream_t stream);
 
 // out[r] = the index of the largest logit of row r (the lowest index among equal maxima).
 void argmax_rows(const float* logits, int n_rows, int vocab, int32_t* out, cudaStream_t stream);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cc::cuda::geom {
@@ -188,6 +189,45 @@ inline Launch attn_combine(int n_rows, int n_heads, int head_dim) {
     l.grid = {unsigned(n_heads), unsigned(n_rows), 1};
     l.block = {unsigned(std::min(256, int(ceil_div(uint64_t(head_dim), 32)) * 32)), 1, 1};
     check_grid(l, "attention_combine");
+    return l;
+}
+
+// Several sequences' split launches in one (kern::AttnBatch): grid = (the chunks of the longest view,
+// KV heads, sequences x the blocks of pairs of the sequence with the most rows). Sequences: at most
+// kAttnBatchMaxSeqs (attention_args.h), their rows together at most kAttnMmaSplitMaxRows.
+inline int attn_mma_pair_blocks(int n_rows, int n_heads, int n_kv_heads) {
+    return int(ceil_div(uint64_t(n_rows) * uint64_t(n_heads / n_kv_heads), kAttnMmaPairsPerBlock));
+}
+inline Launch attn_mma_batch(int n_seqs, int max_rows, int total_rows, int n_heads, int n_kv_heads, int head_dim,
+                             int max_positions) {
+    require(n_seqs >= 1 && n_seqs <= 16, "attention mma batch: 1 to 16 sequences");
+    require(total_rows <= kAttnMmaSplitMaxRows, "attention mma batch: at most 32 rows in all");
+    Launch l = attn_mma(max_rows, n_heads, n_kv_heads, head_dim, max_positions, true);
+    l.grid.z = unsigned(n_seqs * attn_mma_pair_blocks(max_rows, n_heads, n_kv_heads));
+    check_grid(l, "attention_mma_batch");
+    return l;
+}
+// The sequences (each 1 to kAttnMmaSplitMaxRows rows, in order) cut into consecutive runs that
+// share one batch launch: at most 16 sequences and kAttnMmaSplitMaxRows rows each. [begin, end).
+inline std::vector<std::pair<int, int>> attn_mma_batches(const std::vector<int>& rows) {
+    std::vector<std::pair<int, int>> out;
+    int total = 0;
+    for (int i = 0; i < int(rows.size()); ++i) {
+        require(rows[size_t(i)] >= 1 && rows[size_t(i)] <= kAttnMmaSplitMaxRows,
+                "attention mma batch: a sequence must have 1 to 32 rows");
+        if (out.empty() || out.back().second - out.back().first == 16 || total + rows[size_t(i)] > kAttnMmaSplitMaxRows) {
+            out.push_back({i, i});
+            total = 0;
+        }
+        ++out.back().second;
+        total += rows[size_t(i)];
+    }
+    return out;
+}
+inline Launch attn_combine_batch(int n_seqs, int max_rows, int n_heads, int head_dim) {
+    Launch l = attn_combine(max_rows, n_heads, head_dim);
+    l.grid.z = unsigned(n_seqs);
+    check_grid(l, "attention_combine_batch");
     return l;
 }
 

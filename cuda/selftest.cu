@@ -514,8 +514,10 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
 
             // runs the rows with the keys split at P (prefix [0, P), suffix [P, N)), in launches of
             // `group` consecutive rows (0: the split path's most, else all rows in one launch)
+            // batched: the groups as separate sequences of one kern::attention_batch call (the
+            // mma kernel's batch launch: up to 16 sequences and 32 rows a launch)
             auto run = [&](int P, kern::AttnPath path, Guarded& dst, kern::AttnKernel kernel = kern::AttnKernel::scalar,
-                           int group = 0) {
+                           int group = 0, bool batched = false) {
                 const int cap0 = P + 5, cap1 = N - P + 3;
                 Guarded k0(ctx, size_t(c.kv) * cap0 * c.hd * eb, "K prefix"),
                     v0(ctx, size_t(c.kv) * cap0 * c.hd * eb, "V prefix"),
@@ -538,13 +540,18 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
                     group = path != kern::AttnPath::split               ? c.rows
                             : kernel == kern::AttnKernel::mma ? geom::kAttnMmaSplitMaxRows
                                                               : geom::kAttnSplitMaxRows;
+                std::vector<kern::AttnArgs> seqs;
                 for (int r0 = 0; r0 < c.rows; r0 += group) {
                     a.q = gq.as<float>() + size_t(r0) * qd;
                     a.out = dst.as<float>() + size_t(r0) * qd;
                     a.n_rows = std::min(group, c.rows - r0);
                     a.first_pos = c.n_before + r0;
-                    kern::attention(a, partial.as<float>(), partial_floats, path, ctx.stream());
+                    if (batched)
+                        seqs.push_back(a);
+                    else
+                        kern::attention(a, partial.as<float>(), partial_floats, path, ctx.stream());
                 }
+                if (batched) kern::attention_batch(seqs, partial.as<float>(), partial_floats, ctx.stream());
                 ctx.sync();
                 return k0.guards_intact() && v0.guards_intact() && k1.guards_intact() && v1.guards_intact();
             };
@@ -626,6 +633,17 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
             }
             t.add_output("attention mma rows alone / in 3s / in 32s == batch (bits)", sm, double(mm), 0, nonfinite,
                          om2.guards_intact());
+            // several sequences in one launch (a decode step's): the rows as sequences of 1 or 3
+            mm = 0;
+            nonfinite = 0;
+            for (int group : {1, 3}) {
+                run(c.n_before, kern::AttnPath::automatic, om2, mma, group, true);
+                const std::vector<float> g2 = om2.get<float>();
+                mm += count_bit_mismatch(g2, gm);
+                nonfinite += count_nonfinite(g2);
+            }
+            t.add_output("attention mma, rows as sequences of 1 / 3 in batch launches == batch (bits)", sm, double(mm), 0,
+                         nonfinite, om2.guards_intact());
         });
     }
 }

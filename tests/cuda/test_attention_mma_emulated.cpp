@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -80,30 +81,36 @@ void launch_rows(const AttnArgs& a, bool split) {
                    [&] { kern::detail::attn_combine_kernel<true>(a, partial.data(), n_chunks); });
 }
 
-// The output of every row, with the keys split into blocks at P and the rows run in launches of
-// `group` rows (tiled or split).
-std::vector<float> run(const Data& d, int P, bool split, int group) {
-    const Case& c = d.c;
-    const int caps[2] = {P + 5, d.N - P + 3}, firsts[2] = {0, P}, ns[2] = {P, d.N - P};
+// The keys and values of d in two blocks split at position P (caps past the keys; slots past n are
+// NaN, never valid keys), and the arguments every launch over them shares.
+struct View {
     std::vector<float> kf[2], vf[2];
     std::vector<uint16_t> kb[2], vb[2];
     AttnArgs a;
+};
+
+std::unique_ptr<View> make_view(const Data& d, int P) {
+    const Case& c = d.c;
+    auto view = std::make_unique<View>();
+    View& w = *view;
+    const int caps[2] = {P + 5, d.N - P + 3}, firsts[2] = {0, P}, ns[2] = {P, d.N - P};
+    AttnArgs& a = w.a;
     a.kernel = kern::AttnKernel::mma;
     for (int s = 0; s < 2; ++s) {
-        kf[s].assign(size_t(c.kv) * caps[s] * c.hd, NAN);  // slots past n are never valid keys
-        vf[s].assign(kf[s].size(), NAN);
+        w.kf[s].assign(size_t(c.kv) * caps[s] * c.hd, NAN);
+        w.vf[s].assign(w.kf[s].size(), NAN);
         for (int h = 0; h < c.kv; ++h)
             for (int j = 0; j < ns[s]; ++j)
                 for (int e = 0; e < c.hd; ++e) {
-                    kf[s][(size_t(h) * caps[s] + j) * c.hd + e] = d.k[(size_t(h) * d.N + firsts[s] + j) * c.hd + e];
-                    vf[s][(size_t(h) * caps[s] + j) * c.hd + e] = d.v[(size_t(h) * d.N + firsts[s] + j) * c.hd + e];
+                    w.kf[s][(size_t(h) * caps[s] + j) * c.hd + e] = d.k[(size_t(h) * d.N + firsts[s] + j) * c.hd + e];
+                    w.vf[s][(size_t(h) * caps[s] + j) * c.hd + e] = d.v[(size_t(h) * d.N + firsts[s] + j) * c.hd + e];
                 }
         if (c.bf16) {
-            for (float x : kf[s]) kb[s].push_back(km::f32_to_bf16(x));
-            for (float x : vf[s]) vb[s].push_back(km::f32_to_bf16(x));
-            a.seg[s] = {kb[s].data(), vb[s].data(), caps[s], ns[s]};
+            for (float x : w.kf[s]) w.kb[s].push_back(km::f32_to_bf16(x));
+            for (float x : w.vf[s]) w.vb[s].push_back(km::f32_to_bf16(x));
+            a.seg[s] = {w.kb[s].data(), w.vb[s].data(), caps[s], ns[s]};
         } else {
-            a.seg[s] = {kf[s].data(), vf[s].data(), caps[s], ns[s]};
+            a.seg[s] = {w.kf[s].data(), w.vf[s].data(), caps[s], ns[s]};
         }
     }
     a.kv_bf16 = c.bf16;
@@ -112,6 +119,15 @@ std::vector<float> run(const Data& d, int P, bool split, int group) {
     a.head_dim = c.hd;
     a.window = c.window;
     a.scale = float(1.0 / std::sqrt(double(c.hd)));
+    return view;
+}
+
+// The output of every row, with the keys split into blocks at P and the rows run in launches of
+// `group` rows (tiled or split).
+std::vector<float> run(const Data& d, int P, bool split, int group) {
+    const Case& c = d.c;
+    const auto view = make_view(d, P);
+    AttnArgs a = view->a;
     std::vector<float> out(d.q.size(), NAN);  // a row never written stays NaN
     for (int r0 = 0; r0 < c.rows; r0 += group) {
         a.q = d.q.data() + size_t(r0) * d.qd;
@@ -195,5 +211,58 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MmaAttentionEmulated,
                                     std::to_string(c.hd) + "_rows" + std::to_string(c.rows) + "_at" +
                                     std::to_string(c.n_before) + (c.window ? "_window" : "") + (c.bf16 ? "_bf16" : "");
                          });
+
+// A decode step of several sequences in one launch (attn_mma_batch_kernel + attn_combine_batch_kernel):
+// sequences of 1 to 17 rows at different depths, one over three chunks, one needing two blocks of
+// pairs (the others' second blocks return at once), each with its own keys and prefix boundary.
+// Every sequence gets the bits of its own split launch.
+TEST(MmaAttentionEmulatedBatch, EverySequenceGetsTheBitsOfItsOwnSplitLaunch) {
+    constexpr int kHd = 64;
+    const std::vector<std::pair<int, int>> shapes{{300, 1}, {10, 1}, {0, 17}, {530, 3}, {64, 1}, {255, 2}, {5, 1}};
+    std::vector<Data> data;
+    std::vector<std::unique_ptr<View>> views;
+    std::vector<std::vector<float>> alone, together;
+    kern::AttnBatch b;
+    int max_rows = 0, total_rows = 0, max_positions = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        const auto [n_before, rows] = shapes[i];
+        data.push_back(make_data(Case{8, 2, kHd, 0, n_before, rows, true}, 77u + uint32_t(i)));
+    }
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        const Data& d = data[i];
+        views.push_back(make_view(d, d.c.n_before / 2));
+        AttnArgs a = views.back()->a;
+        a.q = d.q.data();
+        a.n_rows = d.c.rows;
+        a.first_pos = d.c.n_before;
+        alone.emplace_back(d.q.size(), NAN);
+        a.out = alone.back().data();
+        launch_rows<kHd>(a, true);
+        together.emplace_back(d.q.size(), NAN);
+        a.out = together.back().data();
+        b.seq[b.n_seqs] = a;
+        b.partial_row0[b.n_seqs] = total_rows;
+        ++b.n_seqs;
+        max_rows = std::max(max_rows, a.n_rows);
+        total_rows += a.n_rows;
+        max_positions = std::max(max_positions, a.first_pos + a.n_rows);
+    }
+    ASSERT_EQ(geom::attn_mma_batches({1, 1, 17, 3, 1, 2, 1}).size(), 1u) << "one launch for the whole step";
+    b.pair_blocks = geom::attn_mma_pair_blocks(max_rows, 8, 2);
+    const geom::Launch l = geom::attn_mma_batch(b.n_seqs, max_rows, total_rows, 8, 2, kHd, max_positions);
+    std::vector<float> partial(geom::attn_partial_floats(total_rows, 8, kHd, max_positions), NAN);
+    const int n_chunks = int(l.grid.x);
+    cc_emu::launch({l.grid.x, l.grid.y, l.grid.z}, {l.block.x, 1, 1}, l.smem_bytes,
+                   [&] { kern::detail::attn_mma_batch_kernel<kHd>(b, partial.data(), n_chunks); });
+    const geom::Launch lc = geom::attn_combine_batch(b.n_seqs, max_rows, 8, kHd);
+    cc_emu::launch({lc.grid.x, lc.grid.y, lc.grid.z}, {lc.block.x, 1, 1}, 0,
+                   [&] { kern::detail::attn_combine_batch_kernel<true>(b, partial.data(), n_chunks); });
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        size_t nan = 0;
+        for (float x : together[i]) nan += std::isnan(x);
+        EXPECT_EQ(nan, 0u) << "sequence " << i << ": outputs not written";
+        EXPECT_EQ(bit_mismatches(together[i], alone[i]), 0u) << "sequence " << i << " (" << describe(data[i].c) << ")";
+    }
+}
 
 }  // namespace

@@ -266,3 +266,29 @@ TEST(launch_geometry, step_chunks_cover_every_row_of_every_sequence_once_in_orde
     EXPECT_THROW(geom::plan_step_chunks({1}, 0), std::invalid_argument);
     EXPECT_THROW(geom::plan_step_chunks({3, -1}, 8), std::invalid_argument);
 }
+
+TEST(launch_geometry, mma_attention_batches_hold_16_sequences_and_32_rows) {
+    const auto one = geom::attn_mma_batches(std::vector<int>(16, 1));
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(one[0], std::make_pair(0, 16));
+    const auto two = geom::attn_mma_batches(std::vector<int>(17, 1));
+    ASSERT_EQ(two.size(), 2u);
+    EXPECT_EQ(two[1], std::make_pair(16, 17));
+    const auto rows = geom::attn_mma_batches({17, 15, 1, 32, 3, 30});
+    ASSERT_EQ(rows.size(), 5u);  // 17+15 | 1 (1+32 > 32) | 32 | 3 (3+30 > 32) | 30
+    EXPECT_EQ(rows[0], std::make_pair(0, 2));
+    EXPECT_EQ(rows[1], std::make_pair(2, 3));
+    EXPECT_EQ(rows[2], std::make_pair(3, 4));
+    EXPECT_EQ(rows[3], std::make_pair(4, 5));
+    EXPECT_EQ(rows[4], std::make_pair(5, 6));
+    EXPECT_TRUE(geom::attn_mma_batches({}).empty());
+    EXPECT_THROW(geom::attn_mma_batches({3, 33}), std::invalid_argument);
+    EXPECT_THROW(geom::attn_mma_batches({0}), std::invalid_argument);
+    // the launch: the longest view's chunks, every sequence's blocks of pairs
+    const geom::Launch l = geom::attn_mma_batch(7, 17, 26, 8, 2, 64, 533);
+    EXPECT_EQ(l.grid.x, 3u);
+    EXPECT_EQ(l.grid.y, 2u);
+    EXPECT_EQ(l.grid.z, 7u * 2u);  // 17 rows x 4 heads per KV head = 68 pairs: 2 blocks of 64
+    EXPECT_THROW(geom::attn_mma_batch(17, 1, 17, 8, 2, 64, 10), std::invalid_argument);
+    EXPECT_THROW(geom::attn_mma_batch(2, 20, 40, 8, 2, 64, 10), std::invalid_argument);
+}
