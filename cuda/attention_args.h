@@ -2,8 +2,6 @@
 // also be compiled for the CPU: tests/cuda/test_attention_mma_emulated.cpp runs it there.
 #pragma once
 
-#include <cstddef>
-
 namespace cc::cuda::kern {
 
 // Attention over the two-segment view (DESIGN §6): positions [0, seg[0].n) in seg[0] (the prefix
@@ -44,15 +42,18 @@ struct AttnBatch {
     AttnArgs seq[kAttnBatchMaxSeqs];
     int partial_row0[kAttnBatchMaxSeqs] = {};
     int n_seqs = 0;
-    int pair_blocks = 1;  // blocks of pairs per sequence: grid.z = n_seqs * pair_blocks
-};
+    int pair_blocks = 1;                                  // blocks of pairs per sequence: grid.z = n_seqs * pair_blocks
+    int max_rows = 0, total_rows = 0, max_positions = 0;  // what the launch is sized for
 
-// Where a sequence's partial states start in the scratch, in floats.
-#if defined(__CUDACC__)
-__host__ __device__
-#endif
-inline size_t attn_partial_offset(const AttnArgs& a, int row0, int n_chunks) {
-    return size_t(row0) * size_t(a.n_heads) * size_t(n_chunks) * (size_t(a.head_dim) + 2);
-}
+    // Appends a sequence (the caller keeps to kAttnBatchMaxSeqs and 32 rows: geom::attn_mma_batches).
+    void add(const AttnArgs& a) {
+        seq[n_seqs] = a;
+        partial_row0[n_seqs] = total_rows;
+        ++n_seqs;
+        max_rows = max_rows > a.n_rows ? max_rows : a.n_rows;
+        total_rows += a.n_rows;
+        max_positions = max_positions > a.first_pos + a.n_rows ? max_positions : a.first_pos + a.n_rows;
+    }
+};
 
 }  // namespace cc::cuda::kern

@@ -49,12 +49,11 @@ void launch(const AttnArgs& a, float* partial, size_t partial_floats, bool split
 
 // One launch of the split kernel and one of the combine for every sequence of `b`.
 template <int HD>
-void launch_batch(const AttnBatch& b, int max_rows, int total_rows, int max_positions, float* partial,
-                  size_t partial_floats, cudaStream_t stream) {
+void launch_batch(const AttnBatch& b, float* partial, size_t partial_floats, cudaStream_t stream) {
     const AttnArgs& a0 = b.seq[0];
     const geom::Launch l =
-        geom::attn_mma_batch(b.n_seqs, max_rows, total_rows, a0.n_heads, a0.n_kv_heads, HD, max_positions);
-    const size_t need = geom::attn_partial_floats(total_rows, a0.n_heads, HD, max_positions);
+        geom::attn_mma_batch(b.n_seqs, b.max_rows, b.total_rows, a0.n_heads, a0.n_kv_heads, HD, b.max_positions);
+    const size_t need = geom::attn_partial_floats(b.total_rows, a0.n_heads, HD, b.max_positions);
     if (partial == nullptr || partial_floats < need)
         throw CudaError("attention (mma batch): split scratch holds " + std::to_string(partial_floats) + " floats, " +
                         std::to_string(need) + " needed");
@@ -66,9 +65,10 @@ void launch_batch(const AttnBatch& b, int max_rows, int total_rows, int max_posi
         <<<dim3(l.grid.x, l.grid.y, l.grid.z), dim3(l.block.x, l.block.y, l.block.z), l.smem_bytes, stream>>>(
             b, partial, n_chunks);
     CC_CUDA_CHECK_LAUNCH("attn_mma_batch_kernel");
-    const geom::Launch lc = geom::attn_combine_batch(b.n_seqs, max_rows, a0.n_heads, HD);
-    detail::attn_combine_batch_kernel<true><<<dim3(lc.grid.x, lc.grid.y, lc.grid.z), dim3(lc.block.x, lc.block.y, lc.block.z),
-                                        0, stream>>>(b, partial, n_chunks);
+    const geom::Launch lc = geom::attn_combine_batch(b.n_seqs, b.max_rows, a0.n_heads, HD);
+    detail::attn_combine_batch_kernel<true>
+        <<<dim3(lc.grid.x, lc.grid.y, lc.grid.z), dim3(lc.block.x, lc.block.y, lc.block.z), 0, stream>>>(b, partial,
+                                                                                                         n_chunks);
     CC_CUDA_CHECK_LAUNCH("attn_combine_batch_kernel");
 }
 
@@ -85,29 +85,21 @@ void attention_mma_batch(std::span<const AttnArgs> seqs, float* partial, size_t 
     }
     for (const auto& [begin, end] : geom::attn_mma_batches(rows)) {
         AttnBatch b;
-        int max_rows = 0, total_rows = 0, max_positions = 0;
-        for (int i = begin; i < end; ++i) {
-            const AttnArgs& a = seqs[size_t(i)];
-            b.seq[b.n_seqs] = a;
-            b.partial_row0[b.n_seqs] = total_rows;
-            ++b.n_seqs;
-            max_rows = std::max(max_rows, a.n_rows);
-            total_rows += a.n_rows;
-            max_positions = std::max(max_positions, a.first_pos + a.n_rows);
-        }
-        b.pair_blocks = geom::attn_mma_pair_blocks(max_rows, b.seq[0].n_heads, b.seq[0].n_kv_heads);
+        for (int i = begin; i < end; ++i) b.add(seqs[size_t(i)]);
+        b.pair_blocks = geom::attn_mma_pair_blocks(b.max_rows, b.seq[0].n_heads, b.seq[0].n_kv_heads);
         switch (b.seq[0].head_dim) {
             case 32:
-                launch_batch<32>(b, max_rows, total_rows, max_positions, partial, partial_floats, stream);
+                launch_batch<32>(b, partial, partial_floats, stream);
                 break;
             case 64:
-                launch_batch<64>(b, max_rows, total_rows, max_positions, partial, partial_floats, stream);
+                launch_batch<64>(b, partial, partial_floats, stream);
                 break;
             case 128:
-                launch_batch<128>(b, max_rows, total_rows, max_positions, partial, partial_floats, stream);
+                launch_batch<128>(b, partial, partial_floats, stream);
                 break;
             default:
-                throw CudaError("attention (mma batch): head_dim " + std::to_string(b.seq[0].head_dim) + " is not built");
+                throw CudaError("attention (mma batch): head_dim " + std::to_string(b.seq[0].head_dim) +
+                                " is not built");
         }
     }
 }

@@ -323,6 +323,11 @@ __device__ __forceinline__ void attn_mma_block(const AttnArgs& a, float* __restr
     }
 }
 
+// Where a sequence of an AttnBatch has its partial states in the scratch, in floats.
+CC_HD inline size_t attn_partial_offset(const AttnArgs& a, int row0, int n_chunks) {
+    return size_t(row0) * size_t(a.n_heads) * size_t(n_chunks) * (size_t(a.head_dim) + 2);
+}
+
 // grid = (chunk or 1, KV head, block of pairs).
 template <int HD, bool kSplit>
 __global__ void __launch_bounds__(kThreads) attn_mma_kernel(AttnArgs a, float* __restrict__ partial, int n_chunks) {
@@ -334,8 +339,8 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(AttnArgs a, float* _
 // (chunk, KV head, block of pairs) of the sequence's own split launch computes, into the
 // sequence's rows of the scratch, so every sequence gets the bits it gets alone.
 template <int HD>
-__global__ void __launch_bounds__(kThreads) attn_mma_batch_kernel(AttnBatch b, float* __restrict__ partial,
-                                                                  int n_chunks) {
+__global__ void __launch_bounds__(kThreads)
+    attn_mma_batch_kernel(AttnBatch b, float* __restrict__ partial, int n_chunks) {
     const int seq = blockIdx.z / b.pair_blocks;
     const AttnArgs& a = b.seq[seq];
     attn_mma_block<HD, true>(a, partial + attn_partial_offset(a, b.partial_row0[seq], n_chunks), n_chunks, blockIdx.x,
@@ -381,8 +386,8 @@ template <bool kCanonicalZero>
 __global__ void attn_combine_batch_kernel(AttnBatch b, const float* __restrict__ partial, int n_chunks) {
     const AttnArgs& a = b.seq[blockIdx.z];
     if (int(blockIdx.y) >= a.n_rows) return;
-    attn_combine_row<kCanonicalZero>(a, partial + attn_partial_offset(a, b.partial_row0[blockIdx.z], n_chunks), n_chunks,
-                           blockIdx.x, blockIdx.y);
+    attn_combine_row<kCanonicalZero>(a, partial + attn_partial_offset(a, b.partial_row0[blockIdx.z], n_chunks),
+                                     n_chunks, blockIdx.x, blockIdx.y);
 }
 
 }  // namespace cc::cuda::kern::detail

@@ -223,7 +223,6 @@ TEST(MmaAttentionEmulatedBatch, EverySequenceGetsTheBitsOfItsOwnSplitLaunch) {
     std::vector<std::unique_ptr<View>> views;
     std::vector<std::vector<float>> alone, together;
     kern::AttnBatch b;
-    int max_rows = 0, total_rows = 0, max_positions = 0;
     for (size_t i = 0; i < shapes.size(); ++i) {
         const auto [n_before, rows] = shapes[i];
         data.push_back(make_data(Case{8, 2, kHd, 0, n_before, rows, true}, 77u + uint32_t(i)));
@@ -240,21 +239,16 @@ TEST(MmaAttentionEmulatedBatch, EverySequenceGetsTheBitsOfItsOwnSplitLaunch) {
         launch_rows<kHd>(a, true);
         together.emplace_back(d.q.size(), NAN);
         a.out = together.back().data();
-        b.seq[b.n_seqs] = a;
-        b.partial_row0[b.n_seqs] = total_rows;
-        ++b.n_seqs;
-        max_rows = std::max(max_rows, a.n_rows);
-        total_rows += a.n_rows;
-        max_positions = std::max(max_positions, a.first_pos + a.n_rows);
+        b.add(a);
     }
     ASSERT_EQ(geom::attn_mma_batches({1, 1, 17, 3, 1, 2, 1}).size(), 1u) << "one launch for the whole step";
-    b.pair_blocks = geom::attn_mma_pair_blocks(max_rows, 8, 2);
-    const geom::Launch l = geom::attn_mma_batch(b.n_seqs, max_rows, total_rows, 8, 2, kHd, max_positions);
-    std::vector<float> partial(geom::attn_partial_floats(total_rows, 8, kHd, max_positions), NAN);
+    b.pair_blocks = geom::attn_mma_pair_blocks(b.max_rows, 8, 2);
+    const geom::Launch l = geom::attn_mma_batch(b.n_seqs, b.max_rows, b.total_rows, 8, 2, kHd, b.max_positions);
+    std::vector<float> partial(geom::attn_partial_floats(b.total_rows, 8, kHd, b.max_positions), NAN);
     const int n_chunks = int(l.grid.x);
     cc_emu::launch({l.grid.x, l.grid.y, l.grid.z}, {l.block.x, 1, 1}, l.smem_bytes,
                    [&] { kern::detail::attn_mma_batch_kernel<kHd>(b, partial.data(), n_chunks); });
-    const geom::Launch lc = geom::attn_combine_batch(b.n_seqs, max_rows, 8, kHd);
+    const geom::Launch lc = geom::attn_combine_batch(b.n_seqs, b.max_rows, 8, kHd);
     cc_emu::launch({lc.grid.x, lc.grid.y, lc.grid.z}, {lc.block.x, 1, 1}, 0,
                    [&] { kern::detail::attn_combine_batch_kernel<true>(b, partial.data(), n_chunks); });
     for (size_t i = 0; i < shapes.size(); ++i) {
