@@ -273,6 +273,7 @@ public:
         act_ = ctx_.alloc(fb.act, "activations (swiglu)");
         tokens_ = ctx_.alloc(fb.tokens, "token ids");
         sel_ = ctx_.alloc(fb.sel, "logit row indices");
+        rope_rows_ = ctx_.alloc(size_t(max_rows_) * sizeof(kern::RopeRow), "the rows of a multi-sequence step");
         logits_ = ctx_.alloc(fb.logits, "logits");
         ensure_positions(std::min(std::max(c.max_position_embeddings, 1), 8192));
 
@@ -473,10 +474,12 @@ private:
         logits_;              // shapes: geom::ForwardBuffers
     DeviceBuffer cos_, sin_;  // (rope_positions_, head_dim / 2) f32
     int rope_positions_ = 0;
-    DeviceBuffer partial_;              // split-attention partial states
-    std::vector<int32_t> step_tokens_;  // a chunk's tokens, host side
-    std::vector<float> step_logits_;    // one lm_head GEMM's logits, host side
-    std::vector<kern::AttnArgs> attn_;  // a layer's attention, one entry per piece of the chunk
+    DeviceBuffer partial_;                  // split-attention partial states
+    std::vector<int32_t> step_tokens_;      // a chunk's tokens, host side
+    std::vector<float> step_logits_;        // one lm_head GEMM's logits, host side
+    std::vector<kern::AttnArgs> attn_;      // a layer's attention, one entry per piece of the chunk
+    std::vector<kern::RopeRow> step_rope_;  // a chunk's rows for qk_rope_store_rows, host side
+    DeviceBuffer rope_rows_;                // ... and on the device (max_rows_ entries)
 
     std::map<std::string, std::shared_ptr<GemmPlan>> plans_;
     std::shared_ptr<GemmPlan> plan_q_, plan_kv_, plan_o_, plan_up_, plan_down_, plan_lm_;
@@ -545,6 +548,17 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
             step_tokens_.insert(step_tokens_.end(), t.begin(), t.end());
         }
         ctx_.upload(tokens_.get(), step_tokens_.data(), size_t(n) * sizeof(int32_t));
+        if (chunk.pieces.size() > 1) {  // each row's position, slot and block, for qk_rope_store_rows
+            step_rope_.clear();
+            for (const geom::StepPiece& p : chunk.pieces) {
+                const SeqRun& s = seqs[size_t(p.seq)];
+                const int n0 = s.suffix->n_tokens();
+                for (int i = 0; i < p.n; ++i)
+                    step_rope_.push_back({s.suffix->part(0, 0), s.suffix->part_bytes(), s.suffix->capacity_tokens(),
+                                          n0 + p.seq_row + i, s.prefix_tokens + n0 + p.seq_row + i});
+            }
+            ctx_.upload(rope_rows_.get(), step_rope_.data(), step_rope_.size() * sizeof(kern::RopeRow));
+        }
         kern::embed(bf(embed_), tokens_.as<const int32_t>(), x_.as<float>(), n, dim, st);
 
         for (int l = 0; l < c.n_layers; ++l) {
@@ -566,31 +580,35 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
             // its suffix block, then attention over [prefix | suffix] (every piece's in as few
             // launches as the kernel allows: a sequence appears once in a chunk, so no piece reads
             // K/V that another piece of the chunk writes)
+            kern::QkRopeArgs qa;
+            qa.q = q_.as<float>();
+            qa.k = k_.as<float>();
+            qa.v = v_.as<const float>();
+            qa.n_rows = n;
+            qa.n_heads = c.n_heads;
+            qa.n_kv_heads = c.n_kv_heads;
+            qa.head_dim = hd;
+            qa.q_norm = c.qk_norm ? f32(L.q_norm) : nullptr;
+            qa.k_norm = c.qk_norm ? f32(L.k_norm) : nullptr;
+            qa.eps = eps;
+            qa.cos_t = f32(cos_);
+            qa.sin_t = f32(sin_);
+            qa.kv_bf16 = bf16_kv();
+            if (chunk.pieces.size() > 1)  // every sequence's rows in one launch (rope_rows_, above)
+                kern::qk_rope_store_rows(qa, rope_rows_.as<const kern::RopeRow>(), l, st);
             attn_.clear();
             for (const geom::StepPiece& p : chunk.pieces) {
                 const SeqRun& s = seqs[size_t(p.seq)];
                 const int n0 = s.suffix->n_tokens();  // positions the suffix held before this step
                 const int first_pos = s.prefix_tokens + n0 + p.seq_row;
-                kern::QkRopeArgs qa;
-                qa.q = q_.as<float>() + size_t(p.chunk_row) * qd;
-                qa.k = k_.as<float>() + size_t(p.chunk_row) * kvd;
-                qa.v = v_.as<const float>() + size_t(p.chunk_row) * kvd;
-                qa.n_rows = p.n;
-                qa.n_heads = c.n_heads;
-                qa.n_kv_heads = c.n_kv_heads;
-                qa.head_dim = hd;
-                qa.q_norm = c.qk_norm ? f32(L.q_norm) : nullptr;
-                qa.k_norm = c.qk_norm ? f32(L.k_norm) : nullptr;
-                qa.eps = eps;
-                qa.cos_t = f32(cos_);
-                qa.sin_t = f32(sin_);
-                qa.first_pos = first_pos;
-                qa.kv_k = s.suffix->part(l, 0);
-                qa.kv_v = s.suffix->part(l, 1);
-                qa.kv_cap = s.suffix->capacity_tokens();
-                qa.first_slot = n0 + p.seq_row;
-                qa.kv_bf16 = bf16_kv();
-                kern::qk_rope_store(qa, st);
+                if (chunk.pieces.size() == 1) {
+                    qa.first_pos = first_pos;
+                    qa.kv_k = s.suffix->part(l, 0);
+                    qa.kv_v = s.suffix->part(l, 1);
+                    qa.kv_cap = s.suffix->capacity_tokens();
+                    qa.first_slot = n0 + p.seq_row;
+                    kern::qk_rope_store(qa, st);
+                }
 
                 kern::AttnArgs aa;
                 if (s.prefix != nullptr)

@@ -111,12 +111,14 @@ __device__ void norm_rope_head(float* x, const float* norm_w, float eps, const f
     __syncwarp();
 }
 
-__global__ void qk_rope_kernel(QkRopeArgs a) {
-    const int r = blockIdx.x;
+// Row r of `a`: q/k-norm and RoPE at position `pos`, its K and V into slot `slot` of the block
+// parts kv_k / kv_v ([n_kv_heads][kv_cap][head_dim]).
+__device__ __forceinline__ void qk_rope_row(const QkRopeArgs& a, int r, int pos, void* kv_k, void* kv_v, int kv_cap,
+                                            int slot) {
     const int warp = threadIdx.x / 32, n_warps = blockDim.x / 32, lane = threadIdx.x & 31;
     const int hd = a.head_dim, half = hd / 2;
-    const float* cs = a.cos_t + size_t(a.first_pos + r) * size_t(half);
-    const float* sn = a.sin_t + size_t(a.first_pos + r) * size_t(half);
+    const float* cs = a.cos_t + size_t(pos) * size_t(half);
+    const float* sn = a.sin_t + size_t(pos) * size_t(half);
     const size_t qd = size_t(a.n_heads) * hd, kvd = size_t(a.n_kv_heads) * hd;
     for (int h = warp; h < a.n_heads + a.n_kv_heads; h += n_warps) {
         if (h < a.n_heads) {
@@ -127,17 +129,31 @@ __global__ void qk_rope_kernel(QkRopeArgs a) {
         float* k = a.k + size_t(r) * kvd + size_t(kvh) * hd;
         const float* v = a.v + size_t(r) * kvd + size_t(kvh) * hd;
         norm_rope_head(k, a.k_norm, a.eps, cs, sn, hd);
-        const size_t dst = (size_t(kvh) * size_t(a.kv_cap) + size_t(a.first_slot + r)) * size_t(hd);
+        const size_t dst = (size_t(kvh) * size_t(kv_cap) + size_t(slot)) * size_t(hd);
         for (int i = lane; i < hd; i += 32) {
             if (a.kv_bf16) {
-                static_cast<uint16_t*>(a.kv_k)[dst + i] = km::f32_to_bf16(k[i]);
-                static_cast<uint16_t*>(a.kv_v)[dst + i] = km::f32_to_bf16(v[i]);
+                static_cast<uint16_t*>(kv_k)[dst + i] = km::f32_to_bf16(k[i]);
+                static_cast<uint16_t*>(kv_v)[dst + i] = km::f32_to_bf16(v[i]);
             } else {
-                static_cast<float*>(a.kv_k)[dst + i] = k[i];
-                static_cast<float*>(a.kv_v)[dst + i] = v[i];
+                static_cast<float*>(kv_k)[dst + i] = k[i];
+                static_cast<float*>(kv_v)[dst + i] = v[i];
             }
         }
     }
+}
+
+__global__ void qk_rope_kernel(QkRopeArgs a) {
+    const int r = blockIdx.x;
+    qk_rope_row(a, r, a.first_pos + r, a.kv_k, a.kv_v, a.kv_cap, a.first_slot + r);
+}
+
+// Rows of several sequences: row r's position, slot and KV block from rows[r], the block's parts of
+// `layer` found as base + (2 * layer + 0 or 1) * part_bytes (CudaKvBlock's layout).
+__global__ void qk_rope_rows_kernel(QkRopeArgs a, const RopeRow* rows, int layer) {
+    const int r = blockIdx.x;
+    const RopeRow w = rows[r];
+    qk_rope_row(a, r, w.pos, w.base + (2 * size_t(layer)) * w.part_bytes, w.base + (2 * size_t(layer) + 1) * w.part_bytes,
+                w.cap, w.slot);
 }
 
 // ---- attention -----------------------------------------------------------------------------------
@@ -469,6 +485,13 @@ void qk_rope_store(const QkRopeArgs& args, cudaStream_t stream) {
     const geom::Launch l = geom::heads_per_row(args.n_rows, args.head_dim);
     qk_rope_kernel<<<d3(l.grid), d3(l.block), 0, stream>>>(args);
     CC_CUDA_CHECK_LAUNCH("qk_rope_kernel");
+}
+
+void qk_rope_store_rows(const QkRopeArgs& args, const RopeRow* rows, int layer, cudaStream_t stream) {
+    if (args.n_rows == 0) return;
+    const geom::Launch l = geom::heads_per_row(args.n_rows, args.head_dim);
+    qk_rope_rows_kernel<<<d3(l.grid), d3(l.block), 0, stream>>>(args, rows, layer);
+    CC_CUDA_CHECK_LAUNCH("qk_rope_rows_kernel");
 }
 
 namespace {

@@ -50,6 +50,18 @@ struct QkRopeArgs {
     bool kv_bf16 = false;
 };
 void qk_rope_store(const QkRopeArgs& args, cudaStream_t stream);
+// The same for rows of several sequences in one launch (a multi-sequence step): row r's position,
+// slot and KV block come from rows[r] (device memory), its block's parts for `layer` at
+// base + (2 * layer) * part_bytes (K) and base + (2 * layer + 1) * part_bytes (V); args' first_pos,
+// kv_k, kv_v, kv_cap and first_slot are not used.
+struct RopeRow {
+    std::byte* base = nullptr;  // the block's memory: per layer K then V, each part_bytes
+    size_t part_bytes = 0;
+    int cap = 0;   // the block's positions per head
+    int slot = 0;  // the row's slot in the block
+    int pos = 0;   // the row's position (RoPE table row)
+};
+void qk_rope_store_rows(const QkRopeArgs& args, const RopeRow* rows, int layer, cudaStream_t stream);
 
 // `partial`: scratch for the split path, geom::attn_partial_floats(n_rows, ...) floats. With
 // AttnKernel::mma and a head_dim that geom::attn_mma_head_dim_ok refuses, the scalar kernel runs.
