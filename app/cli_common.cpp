@@ -124,7 +124,8 @@ std::string default_kv_dtype(const std::string& model_spec, const std::string& b
 }
 
 cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend,
-                                 const std::string& default_kv_dtype, const std::string& default_weights) {
+                                 const std::string& default_kv_dtype, const std::string& default_weights,
+                                 int64_t default_remote_warm_mb) {
     cc::EngineOptions o;
     o.model_spec = model_spec;
     o.backend = backend;
@@ -158,6 +159,9 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
     if (auto v = args.get("remote-chunk-bytes"))
         o.cache.remote.chunk_bytes = static_cast<size_t>(parse_int(*v, "--remote-chunk-bytes", 4096, int64_t(512) << 20));
     if (auto v = args.get("remote-wait-ms")) o.cache.remote.wait_ms = static_cast<int>(parse_int(*v, "--remote-wait-ms", 0, 3600000));
+    int64_t warm_mb = default_remote_warm_mb;   // only with a remote tier: it is the tier's pool
+    if (auto v = args.get("remote-warm-mb")) warm_mb = parse_int(*v, "--remote-warm-mb", 0, int64_t(1) << 20);
+    if (!o.cache.remote.url.empty()) o.cache.remote.warm_bytes = static_cast<size_t>(warm_mb) << 20;
     return o;
 }
 

@@ -68,6 +68,8 @@ global options:
                       groups missed locally are fetched from it, compiled groups published to it
   --remote-chunk-bytes N  chunk size in Redis (default 4 MiB)
   --remote-wait-ms N  how long to wait for another replica compiling the same group (default 30000)
+  --remote-warm-mb N  resident memory kept warm for fetched groups (default 256 for serve, else 0;
+                      docs/deploy.md): fetches skip first-touch page faults; costs that much RSS
   --json              print one JSON object (JSON lines for --jsonl)
   --help              this text
 
@@ -647,7 +649,8 @@ int main(int argc, char** argv) {
         const std::string kv_default = args.has("kv-dtype") ? "f32" : default_kv_dtype(model_spec, backend, serve_numerics);
         const auto options = serve_numerics
                                  ? engine_options(args, model_spec, backend, kv_default,
-                                                  args.has("weights") ? "stored" : serve_default_weights(model_spec, backend))
+                                                  args.has("weights") ? "stored" : serve_default_weights(model_spec, backend),
+                                                  command == "serve" ? 256 : 0)
                                  : engine_options(args, model_spec, backend, kv_default);
         if (command == "info" || command == "compile" || command == "query" || command == "generate" ||
             command == "logits") {

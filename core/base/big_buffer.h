@@ -7,8 +7,6 @@
 #pragma once
 
 #include <cstddef>
-#include <new>
-#include <utility>
 
 namespace cc {
 
@@ -30,28 +28,6 @@ struct BigAllocator {
     void deallocate(T* p, size_t n) noexcept { big_free(p, n * sizeof(T)); }
     template <class U>
     bool operator==(const BigAllocator<U>&) const noexcept { return true; }
-};
-
-// BigAllocator for buffers filled right after they are sized (a socket read): vector::resize
-// leaves the new elements as allocated (zero when huge, from the kernel; indeterminate when small)
-// instead of writing zeros over them first, a whole pass over the buffer for nothing.
-template <class T>
-struct BigUninitAllocator : BigAllocator<T> {
-    template <class U>
-    struct rebind {
-        using other = BigUninitAllocator<U>;
-    };
-    BigUninitAllocator() noexcept = default;
-    template <class U>
-    BigUninitAllocator(const BigUninitAllocator<U>&) noexcept {}
-    template <class U>
-    void construct(U* p) noexcept {
-        ::new (static_cast<void*>(p)) U;
-    }
-    template <class U, class... Args>
-    void construct(U* p, Args&&... args) {
-        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-    }
 };
 
 }  // namespace cc

@@ -276,6 +276,10 @@ RemoteTier::RemoteTier(RemoteTierOptions options) : options_(std::move(options))
     ::gethostname(host, sizeof host - 1);
     std::random_device rd;
     owner_ = std::string(host) + ":" + std::to_string(::getpid()) + ":" + std::to_string(rd());
+    if (options_.warm_bytes >= WarmPages::kPiece) {
+        warm_ = std::make_shared<WarmPages>(options_.warm_bytes);
+        warm_filler_ = std::thread([pool = warm_] { pool->fill(); });
+    }
 }
 
 RemoteTier::~RemoteTier() {
@@ -287,6 +291,10 @@ RemoteTier::~RemoteTier() {
         for (const auto& [key, token] : held_locks_) keys.push_back(key);
     }
     for (const auto& key : keys) release_compile(key);
+    if (warm_filler_.joinable()) {
+        warm_->stop();
+        warm_filler_.join();
+    }
 }
 
 std::string RemoteTier::describe() const {
@@ -404,6 +412,7 @@ RemoteTier::Fetch RemoteTier::fetch(const std::string& group_key) {
     // socket into its place in `out.bytes` and checked there. On any early return the connection
     // still has replies coming, so it is closed (not returned to the pool).
     try {
+        out.bytes = Bytes(WarmAllocator<std::byte>(warm_));
         out.bytes.resize(m.file_bytes);
         BulkReader reader(c.get(), where);
         size_t sent = 0;
@@ -617,6 +626,13 @@ RemoteCounters RemoteTier::counters() const {
     r.locks_taken = counters_.locks_taken;
     r.waited = counters_.waited;
     r.wait_timeouts = counters_.wait_timeouts;
+    if (warm_) {
+        const WarmPages::Stats w = warm_->stats();
+        r.warm_capacity_bytes = w.capacity_bytes;
+        r.warm_held_bytes = w.held_bytes;
+        r.warm_fetched_bytes = w.warm_bytes_taken;
+        r.cold_fetched_bytes = w.cold_bytes_taken;
+    }
     return r;
 }
 

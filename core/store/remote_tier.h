@@ -30,7 +30,7 @@
 // idle for over a second is checked (PING) first, so a Redis restart costs a reconnect, not a miss.
 #pragma once
 
-#include "core/base/big_buffer.h"
+#include "core/base/warm_pages.h"
 
 #include <atomic>
 #include <chrono>
@@ -42,6 +42,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 struct redisContext;
@@ -65,6 +66,11 @@ struct RemoteTierOptions {
     int lock_ttl_ms = 120000;                  // the compile lock's expiry: longer than a compile
     int wait_ms = 30000;                       // how long a replica waits for another's compile
     int poll_ms = 20;                          // how often it looks for the manifest meanwhile
+    // Resident memory kept for fetched groups (core/base/warm_pages.h): touched on a background
+    // thread when the tier is made, refilled by the groups the memory tier lets go. A fetch into
+    // it skips the first-touch page faults that bound a fresh process's fetches on the VMs we
+    // measure on (docs/deploy.md). Costs this much RSS beyond the memory tier. 0 = none.
+    size_t warm_bytes = 0;
 };
 
 struct RedisEndpoint {
@@ -91,6 +97,11 @@ struct RemoteCounters {
     uint64_t locks_taken = 0;      // compiles this process did for the cluster
     uint64_t waited = 0;           // another replica's compile waited for (and published)
     uint64_t wait_timeouts = 0;    // waited wait_ms, then compiled locally
+    // The warm pool (RemoteTierOptions::warm_bytes; all 0 without one).
+    uint64_t warm_capacity_bytes = 0;
+    uint64_t warm_held_bytes = 0;      // resident, waiting for a fetch
+    uint64_t warm_fetched_bytes = 0;   // fetched into the pool's pages
+    uint64_t cold_fetched_bytes = 0;   // fetched into fresh pages (the pool was empty)
 };
 
 class RemoteTier {
@@ -101,10 +112,10 @@ public:
     RemoteTier& operator=(const RemoteTier&) = delete;
 
     enum class Status { hit, absent, incomplete, damaged, unavailable };
-    // A fetched group file: fresh memory on every fetch (it becomes the group's storage), so it is
-    // huge-page backed and not zero-filled before the socket reads fill it (core/base/big_buffer.h):
-    // 4 KiB page faults alone cost ~0.8 ms per MB on the VMs we measure on.
-    using Bytes = std::vector<std::byte, BigUninitAllocator<std::byte>>;
+    // A fetched group file (it becomes the group's storage): the warm pool's resident pages where
+    // it has them, else fresh huge-page backed memory; never zero-filled before the socket reads
+    // fill it. 4 KiB page faults alone cost ~0.8 ms per MB on the VMs we measure on.
+    using Bytes = std::vector<std::byte, WarmAllocator<std::byte>>;
     struct Fetch {
         Status status = Status::absent;
         Bytes bytes;                    // the group file's bytes (hit only)
@@ -167,6 +178,9 @@ private:
     std::vector<Pooled> pool_;
     std::map<std::string, std::string> held_locks_;  // group_key -> token
     uint64_t lock_serial_ = 0;
+
+    std::shared_ptr<WarmPages> warm_;  // null without warm_bytes; buffers out hold it too
+    std::thread warm_filler_;
 
     struct AtomicCounters {
         std::atomic<uint64_t> hits{0}, misses{0}, incomplete{0}, damaged{0}, errors{0}, published{0}, publish_errors{0},

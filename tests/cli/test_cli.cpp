@@ -29,6 +29,13 @@ TEST(Cli, HelpAndUsageErrors) {
     EXPECT_EQ(r.exit_code, 2);
     r = run_cli({"tokenize", "--text", "a", "--mode", "fancy"});
     EXPECT_EQ(r.exit_code, 2);
+    // the remote tier's options are checked before anything connects
+    r = run_cli({"--remote", "http://127.0.0.1:6379", "key", "--tools", toolset(5)});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--remote:"), std::string::npos) << r.err;
+    r = run_cli({"--remote", "redis://127.0.0.1:1", "--remote-warm-mb", "-1", "key", "--tools", toolset(5)});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--remote-warm-mb"), std::string::npos) << r.err;
 }
 
 TEST(Cli, TokenizePlainAndTemplateOnTheBundledQwen3) {

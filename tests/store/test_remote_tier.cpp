@@ -447,6 +447,48 @@ TEST_F(RemoteTier, BytesRoundTripThroughTheSocketReaderAtEveryChunkShape) {
     }
 }
 
+// The warm pool (RemoteTierOptions::warm_bytes): fetches take its resident pieces while it has
+// them and fresh memory after, the bytes are right either way (also in pieces that held another
+// group's bytes), and fetched groups give their pieces back when they are let go.
+TEST_F(RemoteTier, FetchesUseTheWarmPoolAndGiveItBack) {
+    constexpr size_t MiB = size_t(1) << 20;
+    auto options = tier_options(url(), MiB);
+    options.warm_bytes = 16 * MiB;   // 8 pieces of 2 MiB
+    cc::RemoteTier tier(options);
+    for (int i = 0; i < 1000 && tier.counters().warm_held_bytes < 16 * MiB; ++i)   // filled in the background
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(tier.counters().warm_held_bytes, 16 * MiB);
+    EXPECT_EQ(tier.counters().warm_capacity_bytes, 16 * MiB);
+
+    const std::string key_a(64, 'a'), key_b(64, 'b');
+    const auto a = seeded_bytes(5 * MiB + 3, 1), b = seeded_bytes(9 * MiB, 2);   // 3 and 5 pieces
+    tier.publish(key_a, a, {"test", 0});
+    tier.publish(key_b, b, {"test", 0});
+    {
+        const auto fa = tier.fetch(key_a);
+        ASSERT_EQ(fa.status, cc::RemoteTier::Status::hit) << fa.problem;
+        EXPECT_TRUE(same(fa.bytes, a));
+        auto c = tier.counters();
+        EXPECT_EQ(c.warm_fetched_bytes, 6 * MiB);
+        EXPECT_EQ(c.warm_held_bytes, 10 * MiB);
+        const auto fb = tier.fetch(key_b);
+        ASSERT_EQ(fb.status, cc::RemoteTier::Status::hit) << fb.problem;
+        EXPECT_TRUE(same(fb.bytes, b));
+        const auto fa2 = tier.fetch(key_a);   // the pool is empty now: fresh pages
+        ASSERT_EQ(fa2.status, cc::RemoteTier::Status::hit) << fa2.problem;
+        EXPECT_TRUE(same(fa2.bytes, a));
+        c = tier.counters();
+        EXPECT_EQ(c.warm_fetched_bytes, 16 * MiB);
+        EXPECT_EQ(c.cold_fetched_bytes, 6 * MiB);
+        EXPECT_EQ(c.warm_held_bytes, 0u);
+    }
+    EXPECT_EQ(tier.counters().warm_held_bytes, 16 * MiB) << "let go: back to the pool, up to its capacity";
+    const auto again = tier.fetch(key_a);   // into pieces that held b's and a's bytes
+    ASSERT_EQ(again.status, cc::RemoteTier::Status::hit) << again.problem;
+    EXPECT_TRUE(same(again.bytes, a));
+    EXPECT_EQ(tier.counters().warm_fetched_bytes, 22 * MiB);
+}
+
 // Faults in the middle of a pipelined read: a chunk that is now another length, a chunk key that
 // holds another type (Redis answers an error), a chunk gone. Each is reported as what it is, and
 // the connection, with replies still unread, is closed: the next fetch on the same tier is a

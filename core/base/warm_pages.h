@@ -1,0 +1,107 @@
+// A pool of resident memory for buffers that are filled from a socket and then kept (a group
+// fetched from the remote tier becomes that group's storage). On the VMs we measure on the first
+// touch of a fresh page costs 0.6–3 ms per MB, more than the network: a replica's first remote
+// fetches ran at 0.1–0.3 GB/s while a fetch into warm memory runs at 1–3 GB/s (docs/deploy.md,
+// "A fresh process's first fetch"). The pool pays that cost ahead of time (fill(), on a
+// background thread when the tier is made) and takes back the pages of buffers that are freed
+// (a group evicted from the memory tier), up to its capacity; everything past it is unmapped.
+//
+// Pieces are 2 MiB, 2 MiB-aligned ranges (a transparent huge page where the kernel gives one). A
+// buffer of n bytes is a fresh 2 MiB-aligned mapping of round_up(n, 2 MiB) bytes into which the
+// pool's warm pieces are moved with mremap(2): page tables move, no byte is copied and no page
+// faults; the pieces the pool lacks stay fresh (faulted on first write, as without a pool).
+// Buffers below 2 MiB are big_alloc's (not pooled). The bytes of a reused piece are whatever the
+// buffer that gave it back held (this process's own data): the caller fills every byte it reads.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <utility>
+#include <vector>
+
+namespace cc {
+
+class WarmPages {
+public:
+    static constexpr size_t kPiece = size_t(2) << 20;
+
+    explicit WarmPages(size_t capacity_bytes);  // rounded down to whole pieces; 0 = no pool
+    ~WarmPages();                               // unmaps what it holds (buffers out keep theirs)
+    WarmPages(const WarmPages&) = delete;
+    WarmPages& operator=(const WarmPages&) = delete;
+
+    // Maps and touches pieces until the pool holds its capacity; returns the bytes added. Safe on
+    // any thread beside take/give; stops early (between blocks of 32 MiB) once stop() is called.
+    size_t fill();
+    void stop() { stop_ = true; }
+
+    // A 64-byte aligned buffer of at least `bytes` (2 MiB-aligned from 2 MiB on). Throws bad_alloc.
+    void* take(size_t bytes);
+    // `bytes` as given to take. Its pieces return to the pool while it is below capacity.
+    void give(void* p, size_t bytes) noexcept;
+
+    struct Stats {
+        size_t capacity_bytes = 0;
+        size_t held_bytes = 0;          // warm pieces waiting in the pool
+        uint64_t warm_bytes_taken = 0;  // bytes of buffers that came from the pool's pieces
+        uint64_t cold_bytes_taken = 0;  // bytes of buffers the pool had no pieces for
+        uint64_t filled_bytes = 0;      // bytes fill() touched
+        uint64_t returned_bytes = 0;    // bytes given back and kept
+    };
+    Stats stats() const;
+
+private:
+    const size_t capacity_;
+    std::atomic<bool> stop_{false};
+    mutable std::mutex mutex_;
+    std::vector<std::byte*> pieces_;  // each a resident kPiece range
+    Stats stats_;
+};
+
+// An allocator over a WarmPages (null: big_alloc) for a vector filled right after it is sized (a
+// socket read): resize leaves the new elements as allocated (zero when fresh and huge, from the
+// kernel; the previous owner's bytes when warm) instead of writing zeros over them first, a whole
+// pass over the buffer for nothing. It holds the pool, so a buffer never outlives it.
+template <class T>
+struct WarmAllocator {
+    using value_type = T;
+    using propagate_on_container_move_assignment = std::true_type;
+    using propagate_on_container_swap = std::true_type;
+    WarmAllocator() noexcept = default;
+    explicit WarmAllocator(std::shared_ptr<WarmPages> pool) noexcept : pool(std::move(pool)) {}
+    template <class U>
+    WarmAllocator(const WarmAllocator<U>& o) noexcept : pool(o.pool) {}
+    T* allocate(size_t n);
+    void deallocate(T* p, size_t n) noexcept;
+    template <class U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+    template <class U>
+    bool operator==(const WarmAllocator<U>& o) const noexcept {
+        return pool == o.pool;
+    }
+    std::shared_ptr<WarmPages> pool;
+};
+
+void* warm_or_big_alloc(WarmPages* pool, size_t bytes);
+void warm_or_big_free(WarmPages* pool, void* p, size_t bytes) noexcept;
+
+template <class T>
+T* WarmAllocator<T>::allocate(size_t n) {
+    return static_cast<T*>(warm_or_big_alloc(pool.get(), n * sizeof(T)));
+}
+template <class T>
+void WarmAllocator<T>::deallocate(T* p, size_t n) noexcept {
+    warm_or_big_free(pool.get(), p, n * sizeof(T));
+}
+
+}  // namespace cc
