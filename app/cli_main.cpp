@@ -66,7 +66,7 @@ global options:
   --gpu-budget-bytes N   GPU tier budget, device KV (default 8 GiB; CUDA backend only)
   --remote URL        shared remote tier on Redis, redis://[[user]:password@]host:port[/db] (docs/cache.md):
                       groups missed locally are fetched from it, compiled groups published to it
-  --remote-chunk-bytes N  chunk size in Redis (default 4 MiB)
+  --remote-chunk-bytes N  chunk size in Redis (default 1 MiB)
   --remote-wait-ms N  how long to wait for another replica compiling the same group (default 30000)
   --remote-warm-mb N  resident memory kept warm for fetched groups (default 256 for serve, else 0;
                       docs/deploy.md): fetches skip first-touch page faults; costs that much RSS

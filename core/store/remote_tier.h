@@ -56,11 +56,12 @@ inline std::string remote_chunk_key(std::string_view key_prefix, std::string_vie
 
 struct RemoteTierOptions {
     std::string url;                           // redis://[[user]:password@]host[:port][/db]; empty = none
-    // Per chunk value (tests use small ones). 4 MiB: loads measured 2x faster than with 8 or
-    // 16 MiB chunks (bench_remote_tier, docs/deploy.md); Redis's jemalloc hands allocations of
-    // 8 MiB and more back to the kernel at once, so every reply buffer that big is page-faulted
-    // afresh. A 400 MB group is 100 chunks.
-    size_t chunk_bytes = size_t(4) << 20;
+    // Per chunk value (tests use small ones). 1 MiB: Redis copies each reply into a buffer of
+    // its size, and its first replies of 4 MiB and more (every one from 8 MiB) are page-faulted
+    // afresh on its side; 48 MB fetched in 21-24 ms with 1-2 MiB chunks against 100-193 ms with
+    // 4 MiB in the same sitting, and a cold Redis is fast from its second fetch (bench_remote_tier,
+    // docs/deploy.md). A 400 MB group is 400 chunks (a 40 KB manifest).
+    size_t chunk_bytes = size_t(1) << 20;
     std::string key_prefix = "cc:";            // every key this tier writes starts with it
     int io_timeout_ms = 10000;                 // connect and each reply
     int lock_ttl_ms = 120000;                  // the compile lock's expiry: longer than a compile
