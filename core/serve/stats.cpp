@@ -177,6 +177,40 @@ std::string ServerStats::prometheus(size_t queue_depth, size_t max_queue, size_t
       << "# TYPE contextcache_cache_groups gauge\n"
       << "contextcache_cache_groups{tier=\"gpu\"} " << cache_.gpu_groups << "\n"
       << "contextcache_cache_groups{tier=\"memory\"} " << cache_.memory_groups << "\n";
+    if (cache_.remote) {
+        const RemoteCounters& r = cache_.remote_counters;
+        o << "# HELP contextcache_remote_fetches_total Group fetches from the remote tier, by outcome (a hit is verified).\n"
+          << "# TYPE contextcache_remote_fetches_total counter\n"
+          << "contextcache_remote_fetches_total{outcome=\"hit\"} " << r.hits << "\n"
+          << "contextcache_remote_fetches_total{outcome=\"absent\"} " << r.misses << "\n"
+          << "contextcache_remote_fetches_total{outcome=\"incomplete\"} " << r.incomplete << "\n"
+          << "contextcache_remote_fetches_total{outcome=\"damaged\"} " << r.damaged << "\n"
+          << "contextcache_remote_fetches_total{outcome=\"unavailable\"} " << r.errors << "\n"
+          << "# HELP contextcache_remote_publishes_total Groups written to the remote tier, by outcome.\n"
+          << "# TYPE contextcache_remote_publishes_total counter\n"
+          << "contextcache_remote_publishes_total{outcome=\"ok\"} " << r.published << "\n"
+          << "contextcache_remote_publishes_total{outcome=\"error\"} " << r.publish_errors << "\n"
+          << "# HELP contextcache_remote_bytes_total Group file bytes read from and written to the remote tier.\n"
+          << "# TYPE contextcache_remote_bytes_total counter\n"
+          << "contextcache_remote_bytes_total{direction=\"read\"} " << r.bytes_read << "\n"
+          << "contextcache_remote_bytes_total{direction=\"written\"} " << r.bytes_written << "\n"
+          << "# HELP contextcache_remote_compile_claims_total Misses shared with other replicas: compiled here under the lock, "
+             "waited for another's compile, or waited past --remote-wait-ms and compiled here.\n"
+          << "# TYPE contextcache_remote_compile_claims_total counter\n"
+          << "contextcache_remote_compile_claims_total{outcome=\"locked\"} " << r.locks_taken << "\n"
+          << "contextcache_remote_compile_claims_total{outcome=\"waited\"} " << r.waited << "\n"
+          << "contextcache_remote_compile_claims_total{outcome=\"timed_out\"} " << r.wait_timeouts << "\n"
+          << "# HELP contextcache_remote_warm_bytes The warm pool for fetched groups (--remote-warm-mb): its capacity and "
+             "what it holds now.\n"
+          << "# TYPE contextcache_remote_warm_bytes gauge\n"
+          << "contextcache_remote_warm_bytes{state=\"capacity\"} " << r.warm_capacity_bytes << "\n"
+          << "contextcache_remote_warm_bytes{state=\"held\"} " << r.warm_held_bytes << "\n"
+          << "# HELP contextcache_remote_fetched_pages_bytes_total Bytes of fetch buffers (from 2 MiB) by where their "
+             "pages came from: the warm pool or fresh memory.\n"
+          << "# TYPE contextcache_remote_fetched_pages_bytes_total counter\n"
+          << "contextcache_remote_fetched_pages_bytes_total{pages=\"warm\"} " << r.warm_fetched_bytes << "\n"
+          << "contextcache_remote_fetched_pages_bytes_total{pages=\"fresh\"} " << r.cold_fetched_bytes << "\n";
+    }
     return o.str();
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/engine/step_scheduler.h"
+#include "core/store/remote_tier.h"
 #include "core/store/tier.h"
 
 #include <cstddef>
@@ -48,6 +49,8 @@ struct CacheUsage {
     size_t memory_bytes = 0, memory_groups = 0;
     uint64_t disk_bytes = 0;
     size_t conversation_bytes = 0, conversation_entries = 0;
+    bool remote = false;              // a remote tier is configured (--remote)
+    RemoteCounters remote_counters;   // what it did, in this process
 };
 
 struct StatsSnapshot {

@@ -6,6 +6,7 @@
 #include "core/engine/json_schema_constraint.h"
 #include "core/serve/engine_worker.h"
 #include "core/serve/server.h"
+#include "tests/redis_server.h"
 #include "tests/test_support.h"
 
 #include <httplib.h>
@@ -90,6 +91,17 @@ std::string long_query() {
     return ordered_json{{"tools", ordered_json::parse(kTools)}, {"query", "go"}, {"max_new_tokens", 30000},
                         {"ignore_eos", true}}
         .dump();
+}
+
+// One chat completion on a server of the test's own; null when it did not answer 200.
+ordered_json post_to(int port, const ordered_json& body) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120, 0);
+    auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_TRUE(r);
+    if (!r) return ordered_json();
+    EXPECT_EQ(r->status, 200) << r->body;
+    return ordered_json::parse(r->body);
 }
 
 class ServerTest : public ::testing::Test {
@@ -349,6 +361,27 @@ TEST_F(ServerTest, MissReasonInTheResponseExtension) {
     EXPECT_TRUE(post("/v1/chat/completions", chat_body(fewer))["contextcache"]["miss_reason"].is_null());
 }
 
+// Every line of a /metrics body is a comment or a Prometheus sample.
+void expect_prometheus_text(const std::string& body) {
+    const std::regex sample(
+        R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? [-+0-9.eE]+(Inf)?$)");
+    std::istringstream in(body);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.starts_with("# HELP ") || line.starts_with("# TYPE ")) continue;
+        EXPECT_TRUE(std::regex_match(line, sample)) << line;
+    }
+}
+
+// The value of one sample line of a /metrics body (-1 when absent).
+double metric(const std::string& body, const std::string& name) {
+    std::istringstream in(body);
+    std::string line;
+    while (std::getline(in, line))
+        if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
+    return -1;
+}
+
 TEST_F(ServerTest, MetricsAreValidPrometheusText) {
     post("/v1/chat/completions", chat_body(ordered_json::parse(kTools)));
     auto c = client();
@@ -356,22 +389,62 @@ TEST_F(ServerTest, MetricsAreValidPrometheusText) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200);
     EXPECT_NE(r->get_header_value("Content-Type").find("text/plain"), std::string::npos);
-    const std::regex sample(R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? [-+0-9.eE]+(Inf)?$)");
-    std::istringstream in(r->body);
-    std::string line;
-    double inf_bucket = -1, count = -2;
-    while (std::getline(in, line)) {
-        if (line.starts_with("# HELP ") || line.starts_with("# TYPE ")) continue;
-        EXPECT_TRUE(std::regex_match(line, sample)) << line;
-        if (line.starts_with("contextcache_ttft_seconds_bucket{le=\"+Inf\"}")) inf_bucket = std::stod(line.substr(line.rfind(' ')));
-        if (line.starts_with("contextcache_ttft_seconds_count ")) count = std::stod(line.substr(line.rfind(' ')));
-    }
+    expect_prometheus_text(r->body);
+    const double inf_bucket = metric(r->body, "contextcache_ttft_seconds_bucket{le=\"+Inf\"}");
+    const double count = metric(r->body, "contextcache_ttft_seconds_count");
     EXPECT_EQ(inf_bucket, count);
     EXPECT_GT(count, 0);
     for (const char* name : {"contextcache_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"}",
                              "contextcache_group_lookups_total{tier=\"memory\"}", "contextcache_reused_tokens_total",
                              "contextcache_queue_depth", "contextcache_cache_bytes{tier=\"memory\"}"})
         EXPECT_NE(r->body.find(name), std::string::npos) << name;
+    EXPECT_EQ(r->body.find("contextcache_remote_"), std::string::npos) << "no remote tier configured: no remote lines";
+}
+
+// With --remote, /metrics counts the remote tier: a replica that compiled a tool set publishes it,
+// another one's request is a verified remote hit.
+TEST(ServerRemote, MetricsCountTheRemoteTier) {
+    CC_REQUIRE_REDIS();
+    cc::test::TempDir tmp;
+    cc::test::RedisServer redis(tmp.path());
+    ASSERT_TRUE(redis.ok()) << redis.log();
+    cc::EngineOptions e = engine_options();
+    e.cache.remote.url = redis.url();
+    e.cache.remote.chunk_bytes = 64 << 10;
+    e.cache.remote.warm_bytes = size_t(4) << 20;
+    cc::serve::ServerOptions o;
+    o.port = 0;
+    const auto body = chat_body(ordered_json::parse(kTools));
+    auto metrics = [](const cc::serve::Server& s) {
+        httplib::Client c("127.0.0.1", s.port());
+        auto m = c.Get("/metrics");
+        return m ? m->body : std::string();
+    };
+    ordered_json first;
+    {
+        cc::serve::Server a(e, o);
+        a.start();
+        first = post_to(a.port(), body);
+        EXPECT_EQ(first["contextcache"]["tier"], "miss");
+        EXPECT_TRUE(eventually([&] {
+            return redis.get("cc:group:" + first["contextcache"]["group_key"].get<std::string>()).has_value();
+        })) << "the group was not published";
+        const std::string m = metrics(a);
+        expect_prometheus_text(m);
+        EXPECT_EQ(metric(m, "contextcache_remote_fetches_total{outcome=\"absent\"}"), 1) << m;
+        EXPECT_EQ(metric(m, "contextcache_remote_compile_claims_total{outcome=\"locked\"}"), 1) << m;
+        EXPECT_EQ(metric(m, "contextcache_remote_warm_bytes{state=\"capacity\"}"), double(size_t(4) << 20)) << m;
+    }
+    cc::serve::Server b(e, o);
+    b.start();
+    const ordered_json second = post_to(b.port(), body);
+    EXPECT_EQ(second["contextcache"]["tier"], "remote");
+    EXPECT_EQ(second["choices"], first["choices"]);
+    const std::string m = metrics(b);
+    expect_prometheus_text(m);
+    EXPECT_EQ(metric(m, "contextcache_remote_fetches_total{outcome=\"hit\"}"), 1) << m;
+    EXPECT_GT(metric(m, "contextcache_remote_bytes_total{direction=\"read\"}"), 0) << m;
+    EXPECT_EQ(metric(m, "contextcache_remote_fetches_total{outcome=\"damaged\"}"), 0) << m;
 }
 
 TEST_F(ServerTest, FullQueueIs429AndADisconnectCancels) {
@@ -746,15 +819,6 @@ TEST(ParallelServerTest, ConcurrentRepliesEqualTheRequestsAlone) {
                             {"tool_calls", m.contains("tool_calls") ? m["tool_calls"].size() : 0},
                             {"finish_reason", reply["choices"][0]["finish_reason"]},
                             {"usage", reply["usage"]["completion_tokens"]}};
-    };
-    auto post_to = [](int port, const ordered_json& body) {
-        httplib::Client c("127.0.0.1", port);
-        c.set_read_timeout(120, 0);
-        auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
-        EXPECT_TRUE(r);
-        if (!r) return ordered_json();
-        EXPECT_EQ(r->status, 200) << r->body;
-        return ordered_json::parse(r->body);
     };
     std::vector<ordered_json> alone;
     {
