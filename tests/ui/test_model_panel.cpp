@@ -56,6 +56,28 @@ private slots:
         QCOMPARE(other.request().remoteUrl, std::string("redis://127.0.0.1:6390/2"));
     }
 
+    // The KV width starts at auto, which is the F32 reference on the CPU (BF16 on a GPU, as the
+    // CLI: only a device run can show that side); a width chosen or restored stays as it is.
+    void theKvDtypeStartsAtAutoWhichIsF32OnTheCpu() {
+        Rig rig;
+        ModelPanel panel(&rig.controller);
+        QCOMPARE(panel.request().kvDtype, std::string("auto"));
+        ModelRequest r = rig.model;
+        r.kvDtype = panel.request().kvDtype;
+        rig.controller.loadModel(r);
+        QCOMPARE(int(rig.controller.engineOptions().kv_dtype), int(cc::KvDType::f32));
+        r.kvDtype = "bf16";
+        rig.controller.loadModel(r);
+        QCOMPARE(int(rig.controller.engineOptions().kv_dtype), int(cc::KvDType::bf16));
+        panel.setRequest(r);
+        QCOMPARE(panel.request().kvDtype, std::string("bf16"));
+        QSettings settings(QDir(rig.dir.path()).filePath(QStringLiteral("kv.ini")), QSettings::IniFormat);
+        settings.setValue(QStringLiteral("model/kvDtype"), QStringLiteral("f32"));   // saved by an older version
+        panel.restoreSettings(settings);
+        QCOMPARE(panel.request().kvDtype, std::string("f32"));
+        QVERIFY(rig.idle());   // both loads have run before the rig goes
+    }
+
     void aBadUrlIsSaidAndRefusedAtLoad() {
         Rig rig;
         ModelPanel panel(&rig.controller);

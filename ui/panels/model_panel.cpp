@@ -99,9 +99,11 @@ ModelPanel::ModelPanel(EngineController* engine, QWidget* parent) : QWidget(pare
 
     m_kvDtype = new QComboBox(this);
     m_kvDtype->setObjectName(QStringLiteral("kvDtypeCombo"));
+    m_kvDtype->addItem(tr("auto (bf16 on a GPU, f32 on the CPU)"), QStringLiteral("auto"));
     m_kvDtype->addItem(QStringLiteral("f32"), QStringLiteral("f32"));
     m_kvDtype->addItem(QStringLiteral("bf16"), QStringLiteral("bf16"));
     m_kvDtype->setToolTip(tr("How the K/V of the prefix are stored: f32 (exact reference) or bf16 (half the bytes). "
+                             "auto takes bf16 where the model runs on a GPU and f32 on the CPU, as the CLI does. "
                              "Part of the cache key: groups of one dtype are not used by the other."));
     form->addRow(tr("&KV dtype"), m_kvDtype);
 

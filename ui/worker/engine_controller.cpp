@@ -102,8 +102,19 @@ cc::EngineOptions engineOptions(const ModelRequest& request, const std::shared_p
     options.model_spec = request.spec;
     options.backend = request.backend;
     options.n_threads = request.threads;
-    options.kv_dtype = cc::parse_kv_dtype(request.kvDtype);
     options.weights = cc::parse_weight_dtype(request.weights);
+    // auto: as the CLI (app/cli_common.cpp), BF16 KV where the model will run on a GPU (half the
+    // bytes to store, upload and read; what the tensor-core attention reads), the F32 reference on
+    // the CPU. A model that cannot be planned fails its load below with its own error.
+    options.kv_dtype = cc::KvDType::f32;
+    if (request.kvDtype != "auto")
+        options.kv_dtype = cc::parse_kv_dtype(request.kvDtype);
+    else {
+        try {
+            if (cc::planned_numerics(options).rfind("cpu", 0) != 0) options.kv_dtype = cc::KvDType::bf16;
+        } catch (const std::exception&) {
+        }
+    }
     options.cache_dir = request.cacheDir.empty() ? cc::default_cache_dir() : std::filesystem::path(request.cacheDir);
     options.cache.dir = options.cache_dir;
     options.cache.host_budget_bytes = request.hostBudgetBytes;

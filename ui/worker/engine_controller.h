@@ -37,7 +37,7 @@ struct ModelRequest {
     std::string spec = cc::default_model_spec();  // builtin:NAME or an HF model directory
     std::string backend = "auto";               // auto | cpu | cuda
     int threads = 0;                            // 0 = all cores
-    std::string kvDtype = "f32";                // f32 | bf16
+    std::string kvDtype = "auto";               // auto | f32 | bf16 (auto: bf16 on a GPU, f32 on the CPU)
     std::string weights = "stored";             // stored | f32 | bf16 | q8 | bf16dot (CPU backend)
     std::string cacheDir;                       // "" = cc::default_cache_dir()
     uint64_t hostBudgetBytes = uint64_t(4) << 30;
