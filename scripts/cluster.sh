@@ -14,6 +14,7 @@
 #   CC_LB_PORT        HAProxy's port [8080]; CC_STATS_PORT its stats page [8404]
 #   CC_REPLICA_PORT   the first replica's port; the others follow [8081]
 #   CC_REDIS_PORT     [6390]
+#   CC_REDIS_MALLOC_CONF  Redis's jemalloc options [dirty_decay_ms:-1,muzzy_decay_ms:-1: keep freed pages]
 #   CC_API_KEY        when set, the replicas require "Authorization: Bearer $CC_API_KEY"
 #   CC_THREADS        --threads per replica [1]
 #   CC_SERVE_ARGS     more arguments for `serve` (e.g. "--parallel 4")
@@ -54,7 +55,10 @@ up() {
 
   if ! alive "$dir/redis.pid"; then
     mkdir -p "$dir/redis"
-    redis-server "$root/deploy/redis.conf" --port "$redis_port" --bind "$host" --dir "$dir/redis" \
+    # Debian's redis-server allocates with the system jemalloc, which hands freed pages back to the
+    # kernel after 10 s; then the next fetch's reply buffers are page-faulted afresh (92-150 ms
+    # instead of 9-30 ms for a 7.6 MB group after 25 s idle, docs/deploy.md). Keep them.
+    MALLOC_CONF="${CC_REDIS_MALLOC_CONF-dirty_decay_ms:-1,muzzy_decay_ms:-1}" redis-server "$root/deploy/redis.conf" --port "$redis_port" --bind "$host" --dir "$dir/redis" \
       >"$dir/redis.log" 2>&1 &
     echo $! >"$dir/redis.pid"
     wait_for "redis-cli -h $host -p $redis_port ping | grep -q PONG" 100 || die "Redis did not start; see $dir/redis.log"
