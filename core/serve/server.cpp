@@ -251,6 +251,7 @@ void Server::start() {
     const ModelInfo info = s.worker.start();
     s.model_id = info.spec;
     s.system_fingerprint = "cc-" + info.fingerprint.substr(0, 12);
+    s.submit([](Engine&, Job&) {})->wait();   // an empty job: its refresh fills the cache usage /metrics shows
     s.started_unix_s = unix_ms_now() / 1000;
     s.started = std::chrono::steady_clock::now();
 

@@ -424,6 +424,8 @@ TEST(ServerRemote, MetricsCountTheRemoteTier) {
     {
         cc::serve::Server a(e, o);
         a.start();
+        const std::string at_start = metrics(a);   // before any request
+        EXPECT_EQ(metric(at_start, "contextcache_remote_fetches_total{outcome=\"hit\"}"), 0) << at_start;
         first = post_to(a.port(), body);
         EXPECT_EQ(first["contextcache"]["tier"], "miss");
         EXPECT_TRUE(eventually([&] {
