@@ -10,6 +10,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QSettings>
 #include <QStandardPaths>
 
@@ -21,6 +22,7 @@ class TestModelPanel : public QObject {
 
     static QLineEdit* urlEdit(ModelPanel& panel) { return panel.findChild<QLineEdit*>(QStringLiteral("remoteUrlEdit")); }
     static QLabel* remoteStatus(ModelPanel& panel) { return panel.findChild<QLabel*>(QStringLiteral("remoteStatus")); }
+    static QSpinBox* warmSpin(ModelPanel& panel) { return panel.findChild<QSpinBox*>(QStringLiteral("remoteWarmSpin")); }
     static QLabel* modelStatus(ModelPanel& panel) { return panel.findChild<QLabel*>(QStringLiteral("modelStatus")); }
     static bool isError(QLabel* label) { return label->property("error").toBool(); }
 
@@ -54,6 +56,36 @@ private slots:
         QCOMPARE(other.request().remoteUrl, std::string());
         other.restoreSettings(settings);
         QCOMPARE(other.request().remoteUrl, std::string("redis://127.0.0.1:6390/2"));
+    }
+
+    // The warm pool (serve's --remote-warm-mb): 256 MiB as serve, a long-lived process; editable only
+    // with a URL; kept in the settings; and it reaches the remote tier's options only with a URL.
+    void theWarmPoolFollowsTheUrl() {
+        Rig rig;
+        ModelPanel panel(&rig.controller);
+        QSpinBox* warm = warmSpin(panel);
+        QVERIFY(warm);
+        QCOMPARE(warm->value(), 256);
+        QCOMPARE(panel.request().remoteWarmBytes, uint64_t(256) << 20);
+        QVERIFY(!warm->isEnabled());
+        urlEdit(panel)->setText(QStringLiteral("redis://127.0.0.1:6390"));
+        QVERIFY(warm->isEnabled());
+        warm->setValue(64);
+        QCOMPARE(panel.request().remoteWarmBytes, uint64_t(64) << 20);
+
+        QSettings settings(QDir(rig.dir.path()).filePath(QStringLiteral("w.ini")), QSettings::IniFormat);
+        panel.saveSettings(settings);
+        ModelPanel other(&rig.controller);
+        other.restoreSettings(settings);
+        QCOMPARE(other.request().remoteWarmBytes, uint64_t(64) << 20);
+        QVERIFY(warmSpin(other)->isEnabled());
+
+        ModelRequest r = rig.model;   // no URL: no pool, whatever the spin box says (with one: below)
+        r.remoteWarmBytes = uint64_t(64) << 20;
+        QSignalSpy loaded(&rig.controller, &EngineController::modelLoaded);
+        rig.controller.loadModel(r);
+        QCOMPARE(rig.controller.engineOptions().cache.remote.warm_bytes, size_t(0));
+        QVERIFY(loaded.wait(cc::ui::test::kTimeoutMs) || !loaded.isEmpty());
     }
 
     // The KV width starts at auto, which is the F32 reference on the CPU (BF16 on a GPU, as the
@@ -145,12 +177,13 @@ private slots:
             QVERIFY(compiled);
             QCOMPARE(compiled->tier, cc::Tier::miss);
         }
-        Rig b;   // another cache directory, the same Redis: a remote hit
+        Rig b;   // another cache directory, the same Redis: a remote hit, fetched into the warm pool
         ModelPanel panel(&b.controller);
         setForm(panel, b, url);
         QSignalSpy loaded(&b.controller, &EngineController::modelLoaded);
         panel.load();
         QVERIFY(loaded.wait(cc::ui::test::kTimeoutMs) || !loaded.isEmpty());
+        QCOMPARE(b.controller.engineOptions().cache.remote.warm_bytes, size_t(256) << 20);
         const auto compiled = b.compile();
         QVERIFY(compiled);
         QCOMPARE(compiled->tier, cc::Tier::remote);

@@ -200,6 +200,20 @@ ModelPanel::ModelPanel(EngineController* engine, QWidget* parent) : QWidget(pare
     m_remoteStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_remoteStatus->setToolTip(tr("The remote URL as typed, or whether Redis answered at the last load"));
     advancedForm->addRow(QString(), m_remoteStatus);
+    m_remoteWarm = new QSpinBox(advanced);
+    m_remoteWarm->setObjectName(QStringLiteral("remoteWarmSpin"));
+    m_remoteWarm->setRange(0, 1 << 20);
+    m_remoteWarm->setSingleStep(64);
+    m_remoteWarm->setSuffix(QStringLiteral(" MiB"));
+    m_remoteWarm->setSpecialValueText(tr("none"));
+    m_remoteWarm->setToolTip(tr("Memory kept resident for groups fetched from the remote tier (as contextcache-cli "
+                                "--remote-warm-mb): a fetch lands in pages that are already there instead of "
+                                "page-faulting fresh memory, several times faster on machines where that is slow; "
+                                "pages come back when the memory tier lets a group go. Used only with a remote URL. "
+                                "Applied on the next load."));
+    auto* warmLabel = new QLabel(tr("&Warm pool"), advanced);
+    warmLabel->setBuddy(m_remoteWarm);
+    advancedForm->addRow(warmLabel, m_remoteWarm);
     connect(m_remoteUrl, &QLineEdit::textChanged, this, &ModelPanel::updateRemoteStatus);
     layout->addWidget(advanced);
 
@@ -314,6 +328,7 @@ ModelRequest ModelPanel::request() const {
     r.diskBudgetBytes = uint64_t(m_diskBudget->value() * kGiB);
     r.gpuBudgetBytes = uint64_t(m_gpuBudget->value() * kGiB);
     r.remoteUrl = m_remoteUrl->text().trimmed().toStdString();
+    r.remoteWarmBytes = uint64_t(m_remoteWarm->value()) << 20;
     return r;
 }
 
@@ -331,6 +346,7 @@ void ModelPanel::setRequest(const ModelRequest& r) {
     m_diskBudget->setValue(double(r.diskBudgetBytes) / kGiB);
     m_gpuBudget->setValue(double(r.gpuBudgetBytes) / kGiB);
     m_remoteUrl->setText(QString::fromStdString(r.remoteUrl));
+    m_remoteWarm->setValue(int(std::min<uint64_t>(r.remoteWarmBytes >> 20, uint64_t(m_remoteWarm->maximum()))));
     updateRemoteStatus();
 }
 
@@ -347,6 +363,7 @@ void ModelPanel::restoreSettings(const QSettings& s) {
     r.diskBudgetBytes = s.value(QStringLiteral("model/diskBudgetBytes"), qulonglong(defaults.diskBudgetBytes)).toULongLong();
     r.gpuBudgetBytes = s.value(QStringLiteral("model/gpuBudgetBytes"), qulonglong(defaults.gpuBudgetBytes)).toULongLong();
     r.remoteUrl = s.value(QStringLiteral("model/remoteUrl"), QString()).toString().toStdString();
+    r.remoteWarmBytes = s.value(QStringLiteral("model/remoteWarmBytes"), qulonglong(defaults.remoteWarmBytes)).toULongLong();
     setRequest(r);
 }
 
@@ -362,6 +379,7 @@ void ModelPanel::saveSettings(QSettings& s) const {
     s.setValue(QStringLiteral("model/gpuBudgetBytes"), qulonglong(r.gpuBudgetBytes));
     s.setValue(QStringLiteral("model/diskBudgetBytes"), qulonglong(r.diskBudgetBytes));
     s.setValue(QStringLiteral("model/remoteUrl"), QString::fromStdString(r.remoteUrl));
+    s.setValue(QStringLiteral("model/remoteWarmBytes"), qulonglong(r.remoteWarmBytes));
 }
 
 void ModelPanel::load() {
@@ -395,6 +413,7 @@ void ModelPanel::showRemoteStatus(const QString& text, bool error) {
 }
 
 void ModelPanel::updateRemoteStatus() {
+    m_remoteWarm->setEnabled(!m_remoteUrl->text().trimmed().isEmpty());
     if (m_remoteUrl->text().trimmed().isEmpty()) {
         showRemoteStatus(tr("No remote tier: groups stay on this machine."), false);
         return;

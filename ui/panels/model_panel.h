@@ -64,6 +64,7 @@ private:
     QDoubleSpinBox* m_diskBudget;   // GiB
     QLineEdit* m_remoteUrl;         // redis://host:port[/db], empty = no remote tier
     QLabel* m_remoteStatus;         // what the URL is, or what the last load found there
+    QSpinBox* m_remoteWarm;         // MiB kept warm for fetched groups; enabled with a URL
     QPushButton* m_load;
     QPushButton* m_cancel;
     QProgressBar* m_progress;

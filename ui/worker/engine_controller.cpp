@@ -121,6 +121,7 @@ cc::EngineOptions engineOptions(const ModelRequest& request, const std::shared_p
     options.cache.disk_budget_bytes = request.diskBudgetBytes;
     options.cache.gpu_budget_bytes = request.gpuBudgetBytes;
     options.cache.remote.url = request.remoteUrl;   // a bad URL throws here: the load fails, the previous model stays
+    if (!request.remoteUrl.empty()) options.cache.remote.warm_bytes = static_cast<size_t>(request.remoteWarmBytes);
     return options;
 }
 

@@ -44,6 +44,9 @@ struct ModelRequest {
     uint64_t diskBudgetBytes = uint64_t(32) << 30;
     uint64_t gpuBudgetBytes = uint64_t(8) << 30;  // the GPU tier (CUDA backend only)
     std::string remoteUrl;                      // the shared Redis tier, redis://host:port[/db]; "" = none
+    // Resident memory kept warm for groups fetched from the remote tier (as serve's --remote-warm-mb:
+    // a long-lived process), used only with a remote URL; 0 = fetches land in fresh memory.
+    uint64_t remoteWarmBytes = uint64_t(256) << 20;
 };
 
 struct ToolsRequest {
