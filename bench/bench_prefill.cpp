@@ -503,6 +503,7 @@ Backend& cuda_backend_for(const std::string& name) {
     if (!b) {
         cuda::CudaBackendOptions o;
         o.mma_attention = cuda::mma_attention_from_env();  // CONTEXTCACHE_CUDA_ATTENTION=mma: the tensor-core kernel
+        o.graphs = cuda::graphs_from_env();                // CONTEXTCACHE_CUDA_GRAPHS=on: small chunks as graphs
         b = cuda::make_cuda_backend(cuda_model(name), o);
     }
     return *b;

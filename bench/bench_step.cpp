@@ -4,7 +4,7 @@
 // step, as `serve --parallel` runs them. Prints one JSON object.
 //   bench_step [--backend cpu|cuda] [--model SPEC] [--threads N] [--weights bf16dot] [--kv bf16]
 //              [--depth 2985[,0,...]] [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3] [--share on,off]
-//              [--batch serial,stacked]
+//              [--batch serial,stacked[,serial+graphs,stacked+graphs]]
 //
 // Per sequence count: ms per step (median over --runs, each run `tokens` steps after a warm-up
 // run), aggregate tok/s = N x steps/s, `over_one`: that aggregate over the one-sequence run's
@@ -13,7 +13,8 @@
 // fraction of its DRAM peak). CPU: `--share off` turns off the shared-prefix attention
 // (CpuBackendOptions::share_prefix_attention) to show what it saves. CUDA (default model
 // builtin:qwen3-8b, BF16 weights; CONTEXTCACHE_CUDA_ATTENTION applies): `--batch serial` runs a
-// step's sequences one after another, `stacked` in one pass (CudaBackendOptions::stacked_batch);
+// step's sequences one after another, `stacked` in one pass (CudaBackendOptions::stacked_batch),
+// `+graphs` as CUDA graphs (CudaBackendOptions::graphs);
 // without a device it prints "skipped: <reason>" and exits 77. Each sequence starts from its own
 // token and greedily decodes, so the steps run real (different) rows; the bits each gets are the
 // tests' and the self-test's business (test_cpu_backend, forward_batch; "several sequences in one
@@ -85,11 +86,14 @@ int main(int argc, char** argv) {
         std::any_of(sequences.begin(), sequences.end(), [](int n) { return n < 1; }) ||
         std::any_of(shares.begin(), shares.end(), [](const std::string& s) { return s != "on" && s != "off"; }) ||
         std::any_of(batches.begin(), batches.end(),
-                    [](const std::string& s) { return s != "serial" && s != "stacked"; }) ||
+                    [](const std::string& s) {
+                        return s != "serial" && s != "stacked" && s != "serial+graphs" && s != "stacked+graphs";
+                    }) ||
         (backend != "cpu" && backend != "cuda")) {
         std::cerr
             << "bench_step: --threads, --tokens, --runs and every --sequences entry must be >= 1, every --depth >= 0; "
-               "--share takes on and/or off, --batch serial and/or stacked, --backend cpu or cuda\n";
+               "--share takes on and/or off, --batch serial, stacked, serial+graphs and/or stacked+graphs, --backend "
+               "cpu or cuda\n";
         return 2;
     }
     const bool cuda = backend == "cuda";
@@ -136,7 +140,8 @@ int main(int argc, char** argv) {
                 cc::cuda::CudaBackendOptions o;
                 o.kv_dtype = cc::parse_kv_dtype(kv_name);
                 o.mma_attention = cc::cuda::mma_attention_from_env();
-                o.stacked_batch = variant == "stacked";
+                o.stacked_batch = variant.rfind("stacked", 0) == 0;
+                o.graphs = variant.ends_with("+graphs");
                 be = cc::cuda::make_cuda_backend(weights, o);
 #endif
             } else {

@@ -14,6 +14,7 @@
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
 #include "cuda/launch_geometry.h"
+#include "cuda/step_graphs.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -86,6 +87,10 @@ bool mma_attention_from_env() {
 
 bool stacked_batch_from_env() {
     return env_switch("CONTEXTCACHE_CUDA_BATCH", "serial", "stacked", "every sequence of a step in one pass");
+}
+
+bool graphs_from_env() {
+    return env_switch("CONTEXTCACHE_CUDA_GRAPHS", "off", "on", "small chunks as CUDA graphs");
 }
 
 size_t device_free_bytes(int device) {
@@ -360,6 +365,11 @@ private:
     // stacked and cut into chunks (geom::plan_step_chunks). Suffix blocks grow only when the whole
     // step has run, so an error or a cancel leaves them as they were.
     void run_step(std::span<const SeqRun> seqs, const std::atomic<bool>* cancel);
+    // Launches a chunk's layers [l0, l1) (the embedding too when l0 is 0) on the stream; nothing in
+    // it synchronises or copies from the host, so it may be captured into a graph. check_cancel,
+    // when given, runs before each layer.
+    void enqueue_layers(std::span<const SeqRun> seqs, const geom::StepChunk& chunk, int l0, int l1,
+                        const std::function<void()>& check_cancel);
 
     static void check(const Tensor& t, const std::string& name, std::vector<int64_t> shape) {
         if (t.data == nullptr) throw std::runtime_error("cuda backend: weight " + name + " is missing");
@@ -483,6 +493,7 @@ private:
 
     std::map<std::string, std::shared_ptr<GemmPlan>> plans_;
     std::shared_ptr<GemmPlan> plan_q_, plan_kv_, plan_o_, plan_up_, plan_down_, plan_lm_;
+    StepGraphs graphs_;  // options_.graphs: the small chunks' kernels as graphs (after ctx_: destroyed first)
 };
 
 std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const KvView& kv,
@@ -522,13 +533,11 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
     if (stacked == 0) return;
     ensure_positions(max_positions);
 
-    const int dim = c.dim, hd = c.head_dim, ffn = c.ffn_dim, vocab = c.vocab_size;
-    const int qd = c.n_heads * hd, kvd = c.n_kv_heads * hd;
+    const int dim = c.dim, vocab = c.vocab_size;
     const float eps = float(c.rms_norm_eps);
     const cudaStream_t st = ctx_.stream();
     const uint16_t* lm_head = tied_ ? bf(embed_) : bf(lm_head_);
     auto* xn = xn_.as<uint16_t>();
-    auto* act = act_.as<uint16_t>();
 
     auto check_cancel = [&] {
         if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
@@ -559,91 +568,22 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
             }
             ctx_.upload(rope_rows_.get(), step_rope_.data(), step_rope_.size() * sizeof(kern::RopeRow));
         }
-        kern::embed(bf(embed_), tokens_.as<const int32_t>(), x_.as<float>(), n, dim, st);
-
-        for (int l = 0; l < c.n_layers; ++l) {
-            check_cancel();
-            const DevLayer& L = layers_[size_t(l)];
-
-            // attention: xn = bf16(rmsnorm(x)); q, k, v projections over every row of the chunk
-            kern::rmsnorm(x_.as<float>(), nullptr, f32(L.attn_norm), xn, true, n, dim, eps, st);
-            plan_q_->run(ctx_, xn, bf(L.wq), q_.as<float>(), n);
-            plan_kv_->run(ctx_, xn, bf(L.wk), k_.as<float>(), n);
-            plan_kv_->run(ctx_, xn, bf(L.wv), v_.as<float>(), n);
-            if (c.qkv_bias) {
-                kern::add_bias_rows(q_.as<float>(), f32(L.bq), n, qd, st);
-                kern::add_bias_rows(k_.as<float>(), f32(L.bk), n, kvd, st);
-                kern::add_bias_rows(v_.as<float>(), f32(L.bv), n, kvd, st);
+        // The chunk's layers: launched as they are, or (options_.graphs, small chunks) as CUDA graphs
+        // of geom::kGraphLayers layers each (step_graphs.h), the next group captured while the GPU
+        // runs the one before; a cancel is then checked between groups (nothing may synchronise
+        // while capturing).
+        if (options_.graphs && n <= geom::kGraphMaxRows) {
+            std::vector<int> key = geom::graph_key(chunk);
+            key.push_back(0);
+            for (int l0 = 0; l0 < c.n_layers; l0 += geom::kGraphLayers) {
+                check_cancel();
+                key.back() = l0;  // each group its own graph: one may run while the next is captured
+                graphs_.run(key, st, [&] {
+                    enqueue_layers(seqs, chunk, l0, std::min(l0 + geom::kGraphLayers, c.n_layers), {});
+                });
             }
-
-            // per piece, against its own sequence's view: Qwen3 q/k-norm, RoPE, its K and V into
-            // its suffix block, then attention over [prefix | suffix] (every piece's in as few
-            // launches as the kernel allows: a sequence appears once in a chunk, so no piece reads
-            // K/V that another piece of the chunk writes)
-            kern::QkRopeArgs qa;
-            qa.q = q_.as<float>();
-            qa.k = k_.as<float>();
-            qa.v = v_.as<const float>();
-            qa.n_rows = n;
-            qa.n_heads = c.n_heads;
-            qa.n_kv_heads = c.n_kv_heads;
-            qa.head_dim = hd;
-            qa.q_norm = c.qk_norm ? f32(L.q_norm) : nullptr;
-            qa.k_norm = c.qk_norm ? f32(L.k_norm) : nullptr;
-            qa.eps = eps;
-            qa.cos_t = f32(cos_);
-            qa.sin_t = f32(sin_);
-            qa.kv_bf16 = bf16_kv();
-            if (chunk.pieces.size() > 1)  // every sequence's rows in one launch (rope_rows_, above)
-                kern::qk_rope_store_rows(qa, rope_rows_.as<const kern::RopeRow>(), l, st);
-            attn_.clear();
-            for (const geom::StepPiece& p : chunk.pieces) {
-                const SeqRun& s = seqs[size_t(p.seq)];
-                const int n0 = s.suffix->n_tokens();  // positions the suffix held before this step
-                const int first_pos = s.prefix_tokens + n0 + p.seq_row;
-                if (chunk.pieces.size() == 1) {
-                    qa.first_pos = first_pos;
-                    qa.kv_k = s.suffix->part(l, 0);
-                    qa.kv_v = s.suffix->part(l, 1);
-                    qa.kv_cap = s.suffix->capacity_tokens();
-                    qa.first_slot = n0 + p.seq_row;
-                    kern::qk_rope_store(qa, st);
-                }
-
-                kern::AttnArgs aa;
-                if (s.prefix != nullptr)
-                    aa.seg[0] = {s.prefix->part(l, 0), s.prefix->part(l, 1), s.prefix->capacity_tokens(),
-                                 s.prefix_tokens};
-                aa.seg[1] = {s.suffix->part(l, 0), s.suffix->part(l, 1), s.suffix->capacity_tokens(),
-                             n0 + p.seq_row + p.n};
-                aa.kv_bf16 = bf16_kv();
-                aa.n_heads = c.n_heads;
-                aa.n_kv_heads = c.n_kv_heads;
-                aa.head_dim = hd;
-                aa.window = c.sliding_window;
-                aa.scale = float(1.0 / std::sqrt(double(hd)));
-                aa.q = q_.as<const float>() + size_t(p.chunk_row) * qd;
-                aa.n_rows = p.n;
-                aa.first_pos = first_pos;
-                aa.out = att_.as<float>() + size_t(p.chunk_row) * qd;
-                aa.kernel = options_.mma_attention ? kern::AttnKernel::mma : kern::AttnKernel::scalar;
-                attn_.push_back(aa);
-            }
-            kern::attention_batch(attn_, partial_.as<float>(), partial_.bytes() / 4, st);
-
-            // o_proj and the residual
-            kern::f32_to_bf16(att_.as<const float>(), xn, int64_t(n) * qd, st);
-            plan_o_->run(ctx_, xn, bf(L.wo), proj_.as<float>(), n);
-            if (c.o_bias) kern::add_bias_rows(proj_.as<float>(), f32(L.bo), n, dim, st);
-            kern::add_inplace(x_.as<float>(), proj_.as<const float>(), int64_t(n) * dim, st);
-
-            // MLP: down(bf16(silu(gate(xn)) * up(xn))), then the residual
-            kern::rmsnorm(x_.as<float>(), nullptr, f32(L.ffn_norm), xn, true, n, dim, eps, st);
-            plan_up_->run(ctx_, xn, bf(L.w_gate), gate_.as<float>(), n);
-            plan_up_->run(ctx_, xn, bf(L.w_up), up_.as<float>(), n);
-            kern::swiglu(gate_.as<const float>(), up_.as<const float>(), act, int64_t(n) * ffn, st);
-            plan_down_->run(ctx_, act, bf(L.w_down), proj_.as<float>(), n);
-            kern::add_inplace(x_.as<float>(), proj_.as<const float>(), int64_t(n) * dim, st);
+        } else {
+            enqueue_layers(seqs, chunk, 0, c.n_layers, check_cancel);
         }
         check_cancel();
 
@@ -676,6 +616,102 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
     }
     ctx_.sync();
     for (const SeqRun& s : seqs) s.suffix->set_n_tokens(s.suffix->n_tokens() + int(s.tokens.size()));
+}
+
+void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepChunk& chunk, int l0, int l1,
+                                 const std::function<void()>& check_cancel) {
+    const ModelConfig& c = cfg_;
+    const int n = chunk.n;
+    const int dim = c.dim, hd = c.head_dim, ffn = c.ffn_dim;
+    const int qd = c.n_heads * hd, kvd = c.n_kv_heads * hd;
+    const float eps = float(c.rms_norm_eps);
+    const cudaStream_t st = ctx_.stream();
+    auto* xn = xn_.as<uint16_t>();
+    auto* act = act_.as<uint16_t>();
+    if (l0 == 0) kern::embed(bf(embed_), tokens_.as<const int32_t>(), x_.as<float>(), n, dim, st);
+
+    for (int l = l0; l < l1; ++l) {
+        if (check_cancel) check_cancel();
+        const DevLayer& L = layers_[size_t(l)];
+
+        // attention: xn = bf16(rmsnorm(x)); q, k, v projections over every row of the chunk
+        kern::rmsnorm(x_.as<float>(), nullptr, f32(L.attn_norm), xn, true, n, dim, eps, st);
+        plan_q_->run(ctx_, xn, bf(L.wq), q_.as<float>(), n);
+        plan_kv_->run(ctx_, xn, bf(L.wk), k_.as<float>(), n);
+        plan_kv_->run(ctx_, xn, bf(L.wv), v_.as<float>(), n);
+        if (c.qkv_bias) {
+            kern::add_bias_rows(q_.as<float>(), f32(L.bq), n, qd, st);
+            kern::add_bias_rows(k_.as<float>(), f32(L.bk), n, kvd, st);
+            kern::add_bias_rows(v_.as<float>(), f32(L.bv), n, kvd, st);
+        }
+
+        // per piece, against its own sequence's view: Qwen3 q/k-norm, RoPE, its K and V into
+        // its suffix block, then attention over [prefix | suffix] (every piece's in as few
+        // launches as the kernel allows: a sequence appears once in a chunk, so no piece reads
+        // K/V that another piece of the chunk writes)
+        kern::QkRopeArgs qa;
+        qa.q = q_.as<float>();
+        qa.k = k_.as<float>();
+        qa.v = v_.as<const float>();
+        qa.n_rows = n;
+        qa.n_heads = c.n_heads;
+        qa.n_kv_heads = c.n_kv_heads;
+        qa.head_dim = hd;
+        qa.q_norm = c.qk_norm ? f32(L.q_norm) : nullptr;
+        qa.k_norm = c.qk_norm ? f32(L.k_norm) : nullptr;
+        qa.eps = eps;
+        qa.cos_t = f32(cos_);
+        qa.sin_t = f32(sin_);
+        qa.kv_bf16 = bf16_kv();
+        if (chunk.pieces.size() > 1)  // every sequence's rows in one launch (rope_rows_, above)
+            kern::qk_rope_store_rows(qa, rope_rows_.as<const kern::RopeRow>(), l, st);
+        attn_.clear();
+        for (const geom::StepPiece& p : chunk.pieces) {
+            const SeqRun& s = seqs[size_t(p.seq)];
+            const int n0 = s.suffix->n_tokens();  // positions the suffix held before this step
+            const int first_pos = s.prefix_tokens + n0 + p.seq_row;
+            if (chunk.pieces.size() == 1) {
+                qa.first_pos = first_pos;
+                qa.kv_k = s.suffix->part(l, 0);
+                qa.kv_v = s.suffix->part(l, 1);
+                qa.kv_cap = s.suffix->capacity_tokens();
+                qa.first_slot = n0 + p.seq_row;
+                kern::qk_rope_store(qa, st);
+            }
+
+            kern::AttnArgs aa;
+            if (s.prefix != nullptr)
+                aa.seg[0] = {s.prefix->part(l, 0), s.prefix->part(l, 1), s.prefix->capacity_tokens(), s.prefix_tokens};
+            aa.seg[1] = {s.suffix->part(l, 0), s.suffix->part(l, 1), s.suffix->capacity_tokens(), n0 + p.seq_row + p.n};
+            aa.kv_bf16 = bf16_kv();
+            aa.n_heads = c.n_heads;
+            aa.n_kv_heads = c.n_kv_heads;
+            aa.head_dim = hd;
+            aa.window = c.sliding_window;
+            aa.scale = float(1.0 / std::sqrt(double(hd)));
+            aa.q = q_.as<const float>() + size_t(p.chunk_row) * qd;
+            aa.n_rows = p.n;
+            aa.first_pos = first_pos;
+            aa.out = att_.as<float>() + size_t(p.chunk_row) * qd;
+            aa.kernel = options_.mma_attention ? kern::AttnKernel::mma : kern::AttnKernel::scalar;
+            attn_.push_back(aa);
+        }
+        kern::attention_batch(attn_, partial_.as<float>(), partial_.bytes() / 4, st);
+
+        // o_proj and the residual
+        kern::f32_to_bf16(att_.as<const float>(), xn, int64_t(n) * qd, st);
+        plan_o_->run(ctx_, xn, bf(L.wo), proj_.as<float>(), n);
+        if (c.o_bias) kern::add_bias_rows(proj_.as<float>(), f32(L.bo), n, dim, st);
+        kern::add_inplace(x_.as<float>(), proj_.as<const float>(), int64_t(n) * dim, st);
+
+        // MLP: down(bf16(silu(gate(xn)) * up(xn))), then the residual
+        kern::rmsnorm(x_.as<float>(), nullptr, f32(L.ffn_norm), xn, true, n, dim, eps, st);
+        plan_up_->run(ctx_, xn, bf(L.w_gate), gate_.as<float>(), n);
+        plan_up_->run(ctx_, xn, bf(L.w_up), up_.as<float>(), n);
+        kern::swiglu(gate_.as<const float>(), up_.as<const float>(), act, int64_t(n) * ffn, st);
+        plan_down_->run(ctx_, act, bf(L.w_down), proj_.as<float>(), n);
+        kern::add_inplace(x_.as<float>(), proj_.as<const float>(), int64_t(n) * dim, st);
+    }
 }
 
 }  // namespace

@@ -65,6 +65,11 @@ struct CudaBackendOptions {
     // bits either way (a row's result does not depend on its neighbours), but not yet run on a
     // device, so off by default; the programs turn it on with CONTEXTCACHE_CUDA_BATCH=stacked.
     bool stacked_batch = false;
+    // Chunks of up to geom::kGraphMaxRows rows (decode steps, short suffixes) run as CUDA graphs of
+    // a few layers each (cuda/step_graphs.h): the same kernels with the same arguments, so the same
+    // bits and the same numerics id, without a launch per op. Not yet run on a device, so off by
+    // default; the programs turn it on with CONTEXTCACHE_CUDA_GRAPHS=on.
+    bool graphs = false;
 };
 
 // CONTEXTCACHE_CUDA_ATTENTION: unset, "" or "scalar" -> false, "mma" -> true; anything else throws
@@ -73,6 +78,8 @@ bool mma_attention_from_env();
 // CONTEXTCACHE_CUDA_BATCH: unset, "" or "serial" -> false, "stacked" -> true; anything else throws
 // as above.
 bool stacked_batch_from_env();
+// CONTEXTCACHE_CUDA_GRAPHS: unset, "" or "off" -> false, "on" -> true; anything else throws as above.
+bool graphs_from_env();
 
 // "cuda/sm<major><minor>/bf16/<kv dtype>[/attn-mma]", e.g. "cuda/sm90/bf16/f32": enters the group_key, so a
 // group computed on the GPU never links on the CPU (or on another architecture), and vice versa.

@@ -323,6 +323,23 @@ inline std::vector<StepChunk> plan_step_chunks(const std::vector<int>& seq_rows,
     return chunks;
 }
 
+// ---- CUDA graphs of small chunks (CudaBackendOptions::graphs, cuda/step_graphs.h) ----------------
+
+// Chunks of at most this many rows (decode steps, short cached suffixes) run as graphs: that is
+// where launch costs weigh; a long prefill chunk's kernels are long enough on their own.
+constexpr int kGraphMaxRows = 64;
+// Layers per graph: the host captures the next group while the GPU runs the one before.
+constexpr int kGraphLayers = 4;
+
+// What decides which kernels a chunk launches and in what order (its rows, and each piece's rows:
+// attention's launch structure follows them); the positions, blocks and prefixes only change the
+// kernels' arguments and grids, which a graph update takes.
+inline std::vector<int> graph_key(const StepChunk& chunk) {
+    std::vector<int> key{chunk.n, int(chunk.pieces.size())};
+    for (const StepPiece& p : chunk.pieces) key.push_back(p.n);
+    return key;
+}
+
 // ---- buffers of one backend ----------------------------------------------------------------------
 
 // Device activation buffers of a forward pass for `max_rows` rows (bytes; each a separate cudaMalloc).

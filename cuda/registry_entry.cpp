@@ -21,6 +21,7 @@ CudaBackendOptions cuda_options(const BackendOptions& o) {
     c.kv_dtype = o.kv_dtype;
     c.mma_attention = mma_attention_from_env();
     c.stacked_batch = stacked_batch_from_env();
+    c.graphs = graphs_from_env();
     return c;
 }
 

@@ -912,7 +912,39 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
                   "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(*g3, f3)), 0);
             const size_t mb = batch_mismatch(*g3, f3);
             t.add(name + ": mma attention: several sequences in one step == full (bits)", batch_shape, double(mb), 0);
+
+            // and as CUDA graphs (below)
+            t.guarded(name + ": graphs, mma attention", "", [&] {
+                CudaBackendOptions omg = om;
+                omg.graphs = true;
+                auto g4 = make_cuda_backend(weights, omg);
+                t.add(name + ": graphs, mma attention: decode steps == prefill rows (bits)",
+                      "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(*g4, f3)), 0);
+                const size_t m4 = batch_mismatch(*g4, f3);
+                t.add(name + ": graphs, mma attention: several sequences in one step == full (bits)", batch_shape,
+                      double(m4), 0);
+            });
         }
+
+        // CUDA graphs (opt-in, issue 35): the same kernels with the same arguments, so the same bits.
+        // With max_batch_tokens 64 every chunk here runs as graphs: the full prefill's chunks, the
+        // cached suffixes, each decode step and the several-sequence steps; each shape eager the first
+        // time, then captured, instantiated, and updated in place as the positions move.
+        t.guarded(name + ": graphs", "", [&] {
+            CudaBackendOptions og = o;
+            og.graphs = true;
+            auto gg = make_cuda_backend(weights, og);
+            auto gkv = gg->allocate_kv(N);
+            const std::vector<float> fg = gg->forward(tokens, KvView{nullptr, 0, gkv.get()}, all);
+            t.add(name + ": graphs: full prefill == without graphs (bits)", "tokens=" + std::to_string(N),
+                  double(count_bit_mismatch(fg, full)), 0);
+            const size_t mc = cached_mismatch(*gg, full, {1, 63, 64, 65, 256, 257, N - 1});
+            t.add(name + ": graphs: cached == full (bits)", "prefix=" + tried, double(mc), 0);
+            t.add(name + ": graphs: decode steps == prefill rows (bits)",
+                  "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(*gg, full)), 0);
+            const size_t mg = batch_mismatch(*gg, full);
+            t.add(name + ": graphs: several sequences in one step == full (bits)", batch_shape, double(mg), 0);
+        });
     });
 }
 

@@ -9,7 +9,8 @@
 #      GPU's default width now);
 #   3. bench_step on the Qwen3-8B shape: 1, 2, 4, 8 and 16 sequences decoding together at depth 0
 #      and 2,985, one after another (serial) and in one pass (CONTEXTCACHE_CUDA_BATCH=stacked's
-#      step; the self-test's "several sequences in one step" rows check its bits);
+#      step; the self-test's "several sequences in one step" rows check its bits), each also as CUDA
+#      graphs (CONTEXTCACHE_CUDA_GRAPHS's path; the self-test's "graphs" rows check their bits);
 #   4. bench_prefill's CUDA rows (prefill 512 / 3,000 tokens, decode), scalar then mma.
 # Every step's limit is cut to what is left of BUDGET seconds (default 470), so the call ends
 # before the tool's timeout with its summary.
@@ -58,8 +59,8 @@ step() {  # step NAME SECONDS [VAR=VALUE...] PROGRAM ARGS...: stdout to NAME.out
 step selftest 200 "$D/bin/contextcache-cli" selftest --backend cuda --json
 step ttft_scalar 90 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
 step ttft_mma 90 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3 --kv bf16
-step step_decode 100 "$D/bin/bench_step" --backend cuda --depth 0,2985 --sequences 1,2,4,8,16 --tokens 8 --runs 2 \
-  --kv bf16
+step step_decode 140 "$D/bin/bench_step" --backend cuda --depth 0,2985 --sequences 1,2,4,8,16 --tokens 8 --runs 2 \
+  --kv bf16 --batch serial,stacked,serial+graphs,stacked+graphs
 for k in scalar mma; do
   step "prefill_$k" 50 CONTEXTCACHE_CUDA_ATTENTION=$k "$D/bin/bench_prefill" --benchmark_filter='BM_cuda' \
     --benchmark_out="$OUT/prefill_$k.json" --benchmark_out_format=json

@@ -142,6 +142,51 @@ TEST(CudaModel, StackedStepGivesEachSequenceItsOwnBitsAndFailsWhole) {
     }
 }
 
+TEST(CudaModel, GraphsGiveTheEagerBitsAndCancelBetweenGroups) {
+    // CudaBackendOptions::graphs: decode steps (each shape eager once, then captured, instantiated and
+    // updated as the positions move) and a stacked step of three sequences give the bits of the
+    // eager backend; a cancel leaves the suffix as it was.
+    REQUIRE_DEVICE();
+    const cc::ModelWeights w = qwen3_test();
+    cc::cuda::CudaBackendOptions o;
+    o.max_batch_tokens = 16;
+    o.stacked_batch = true;
+    auto eager = cc::cuda::make_cuda_backend(w, o);
+    o.graphs = true;
+    auto graphs = cc::cuda::make_cuda_backend(w, o);
+    const auto tokens = seeded_tokens(40, w.config.vocab_size);
+    const std::vector<int> row0{0};
+    auto ek = eager->allocate_kv(40), gk = graphs->allocate_kv(40);
+    for (auto [be, kv] : {std::pair{eager.get(), ek.get()}, std::pair{graphs.get(), gk.get()}})
+        be->forward(std::span(tokens).first(30), cc::KvView{nullptr, 0, kv}, {});
+    for (int i = 30; i < 36; ++i) {
+        const auto t = std::span(tokens).subspan(size_t(i), 1);
+        const auto want = eager->forward(t, cc::KvView{nullptr, 0, ek.get()}, row0);
+        const auto got = graphs->forward(t, cc::KvView{nullptr, 0, gk.get()}, row0);
+        EXPECT_TRUE(same_bits(got, want)) << "decode position " << i;
+    }
+    // three sequences decoding together over the first 20 positions of each backend's block
+    for (int round = 0; round < 3; ++round) {
+        std::vector<std::vector<float>> want(3, std::vector<float>(size_t(w.config.vocab_size), NAN)), got = want;
+        std::vector<std::unique_ptr<cc::KvBlock>> es, gs;
+        std::vector<cc::SequenceRows> estep, gstep;
+        for (int s = 0; s < 3; ++s) {
+            es.push_back(eager->allocate_kv(2));
+            gs.push_back(graphs->allocate_kv(2));
+            const auto t = std::span(tokens).subspan(size_t(20 + s + round), 1);
+            estep.push_back({t, cc::KvView{ek.get(), 20 + s, es.back().get()}, row0, want[size_t(s)]});
+            gstep.push_back({t, cc::KvView{gk.get(), 20 + s, gs.back().get()}, row0, got[size_t(s)]});
+        }
+        eager->forward_batch(estep);
+        graphs->forward_batch(gstep);
+        for (int s = 0; s < 3; ++s) EXPECT_TRUE(same_bits(got[size_t(s)], want[size_t(s)])) << "round " << round;
+    }
+    std::atomic<bool> cancel{true};
+    EXPECT_THROW(graphs->forward(std::span(tokens).subspan(36, 1), cc::KvView{nullptr, 0, gk.get()}, row0, &cancel),
+                 cc::Cancelled);
+    EXPECT_EQ(gk->n_tokens(), 36);
+}
+
 TEST(CudaModel, KvExportImportRoundTripAndForeignBlocks) {
     REQUIRE_DEVICE();
     const cc::ModelWeights w = qwen3_test();
@@ -207,7 +252,7 @@ TEST(CudaModel, NumericsIdNamesArchitectureAndKvDtype) {
 }
 
 TEST(CudaModel, UnverifiedPathsAreOptInThroughTheEnvironment) {
-    // The tensor-core attention and the stacked multi-sequence step have not run on a device yet:
+    // The tensor-core attention, the stacked multi-sequence step and the CUDA graphs have not run on a device yet:
     // off unless asked for, and a value the variable does not take is an error that names the
     // variable and its values (runs without a device).
     struct Switch {
@@ -222,6 +267,7 @@ TEST(CudaModel, UnverifiedPathsAreOptInThroughTheEnvironment) {
          cc::cuda::CudaBackendOptions{}.mma_attention},
         {"CONTEXTCACHE_CUDA_BATCH", "serial", "stacked", cc::cuda::stacked_batch_from_env,
          cc::cuda::CudaBackendOptions{}.stacked_batch},
+        {"CONTEXTCACHE_CUDA_GRAPHS", "off", "on", cc::cuda::graphs_from_env, cc::cuda::CudaBackendOptions{}.graphs},
     };
     for (const Switch& sw : switches) {
         SCOPED_TRACE(sw.name);

@@ -267,6 +267,26 @@ TEST(launch_geometry, step_chunks_cover_every_row_of_every_sequence_once_in_orde
     EXPECT_THROW(geom::plan_step_chunks({3, -1}, 8), std::invalid_argument);
 }
 
+// A CUDA graph is kept per chunk shape (CudaBackendOptions::graphs): chunks that launch different
+// kernels must get different keys, and a decode step's shape must keep its key as positions move
+// (that is what lets the graph be updated in place instead of instantiated anew).
+TEST(launch_geometry, graph_keys_follow_the_chunk_shape) {
+    const auto decode8 = geom::plan_step_chunks({1, 1, 1, 1, 1, 1, 1, 1}, 64);
+    ASSERT_EQ(decode8.size(), 1u);
+    EXPECT_EQ(geom::graph_key(decode8[0]), (std::vector<int>{8, 8, 1, 1, 1, 1, 1, 1, 1, 1}));
+    const auto one = geom::plan_step_chunks({1}, 64);
+    EXPECT_NE(geom::graph_key(one[0]), geom::graph_key(decode8[0]));
+    // the same rows cut differently between sequences launch different attention: different keys
+    const auto a = geom::plan_step_chunks({3, 1}, 64), b = geom::plan_step_chunks({1, 3}, 64),
+               c = geom::plan_step_chunks({4}, 64);
+    EXPECT_NE(geom::graph_key(a[0]), geom::graph_key(b[0]));
+    EXPECT_NE(geom::graph_key(a[0]), geom::graph_key(c[0]));
+    EXPECT_EQ(geom::graph_key(a[0]), geom::graph_key(geom::plan_step_chunks({3, 1}, 64)[0]));
+    // which chunks run as graphs: up to kGraphMaxRows rows (decode steps, short suffixes)
+    EXPECT_GE(geom::kGraphMaxRows, 16);
+    EXPECT_GE(geom::kGraphLayers, 1);
+}
+
 TEST(launch_geometry, mma_attention_batches_hold_16_sequences_and_32_rows) {
     const auto one = geom::attn_mma_batches(std::vector<int>(16, 1));
     ASSERT_EQ(one.size(), 1u);

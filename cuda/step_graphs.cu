@@ -1,0 +1,74 @@
+#include "cuda/step_graphs.h"
+
+#include "cuda/context.h"
+
+namespace cc::cuda {
+
+namespace {
+
+// Ends a capture that `enqueue` left by throwing, so that the stream is usable again.
+struct CaptureGuard {
+    cudaStream_t stream;
+    bool open = true;
+    ~CaptureGuard() {
+        if (!open) return;
+        cudaGraph_t g = nullptr;
+        cudaStreamEndCapture(stream, &g);
+        if (g != nullptr) cudaGraphDestroy(g);
+        cudaGetLastError();
+    }
+};
+
+}  // namespace
+
+void StepGraphs::run(const std::vector<int>& key, cudaStream_t stream, const std::function<void()>& enqueue) {
+    auto it = exec_.find(key);
+    if (it == exec_.end()) {
+        if (exec_.size() >= max_graphs_) {                 // bounded: shapes seen long ago are captured again
+            CC_CUDA_CHECK(cudaStreamSynchronize(stream));  // no launch of a graph destroyed below is in flight
+            clear();
+        }
+        exec_.emplace(key, nullptr);
+        ++counts_.eager;
+        enqueue();
+        return;
+    }
+    cudaGraph_t graph = nullptr;
+    {
+        CC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+        CaptureGuard guard{stream};
+        enqueue();
+        guard.open = false;
+        CC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    }
+    struct GraphGuard {
+        cudaGraph_t g;
+        ~GraphGuard() { cudaGraphDestroy(g); }
+    } graph_guard{graph};
+    cudaGraphExec_t& exec = it->second;
+    if (exec != nullptr) {
+        cudaGraphExecUpdateResultInfo info{};
+        if (cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess) {
+            ++counts_.updated;
+        } else {
+            cudaGetLastError();                            // a refused update is not an error: instantiate anew
+            CC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the previous launch of `exec` has ended
+            cudaGraphExecDestroy(exec);
+            exec = nullptr;
+        }
+    }
+    if (exec == nullptr) {
+        CC_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        ++counts_.instantiated;
+    }
+    CC_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    ++counts_.launched;
+}
+
+void StepGraphs::clear() {
+    for (auto& [key, exec] : exec_)
+        if (exec != nullptr) cudaGraphExecDestroy(exec);
+    exec_.clear();
+}
+
+}  // namespace cc::cuda

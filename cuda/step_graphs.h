@@ -1,0 +1,52 @@
+// CUDA graphs for the backend's small chunks (decode steps, short cached suffixes), opt-in
+// (CudaBackendOptions::graphs): a chunk's kernel sequence, launched once per layer and op, costs
+// a few microseconds of host time per launch (~15 launches a layer: 540 for a 36-layer model) when
+// the GPU needs a few milliseconds for the whole step; one graph launch replaces them.
+//
+// StepGraphs::run(key, enqueue) runs `enqueue` (which only enqueues work on the stream: kernels
+// and cuBLASLt calls, no synchronisation, no host copies):
+//   - the first time a key is seen, eagerly (anything loaded lazily is loaded outside a capture);
+//   - afterwards captured into a graph (cudaStreamCaptureModeRelaxed, so the launch code may set a
+//     kernel's shared-memory attribute while capturing) that updates the key's instantiated graph in
+//     place (cudaGraphExecUpdate: the same kernels in the same order, their arguments and grids
+//     changed, e.g. attention over one more position), or is instantiated anew when the update is
+//     refused; then the instantiated graph is launched.
+// The key names the chunk's shape (rows, pieces and their rows: what decides which kernels run),
+// so replays of one key share a topology. A graph runs exactly the kernels with exactly the
+// arguments of the eager run, so the bits are the same (the self-test's "graphs" rows check it).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <vector>
+
+namespace cc::cuda {
+
+class StepGraphs {
+public:
+    explicit StepGraphs(size_t max_graphs = 512) : max_graphs_(max_graphs) {}
+    ~StepGraphs() { clear(); }  // the owner synchronises its stream first
+    StepGraphs(const StepGraphs&) = delete;
+    StepGraphs& operator=(const StepGraphs&) = delete;
+
+    void run(const std::vector<int>& key, cudaStream_t stream, const std::function<void()>& enqueue);
+    void clear();  // no launch of these graphs may be in flight (the caller has synchronised)
+
+    struct Counts {
+        uint64_t eager = 0;         // first sight of a key
+        uint64_t instantiated = 0;  // graphs instantiated (new key, or an update refused)
+        uint64_t updated = 0;       // replays whose captured graph updated the instantiated one
+        uint64_t launched = 0;      // graph launches
+    };
+    const Counts& counts() const { return counts_; }
+
+private:
+    size_t max_graphs_;
+    std::map<std::vector<int>, cudaGraphExec_t> exec_;  // nullptr: seen once, run eagerly
+    Counts counts_;
+};
+
+}  // namespace cc::cuda
