@@ -140,6 +140,7 @@ int main(int argc, char** argv) {
                 cc::cuda::CudaBackendOptions o;
                 o.kv_dtype = cc::parse_kv_dtype(kv_name);
                 o.mma_attention = cc::cuda::mma_attention_from_env();
+                o.own_gemm = cc::cuda::own_gemm_from_env();
                 o.stacked_batch = variant.rfind("stacked", 0) == 0;
                 o.graphs = variant.ends_with("+graphs");
                 be = cc::cuda::make_cuda_backend(weights, o);

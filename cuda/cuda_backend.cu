@@ -64,7 +64,8 @@ Probe probe() {
 
 std::string cuda_numerics_id(const DeviceInfo& device, const CudaBackendOptions& options) {
     return "cuda/sm" + std::to_string(device.compute_major) + std::to_string(device.compute_minor) + "/bf16/" +
-           kv_dtype_name(options.kv_dtype) + (options.mma_attention ? "/attn-mma" : "");
+           kv_dtype_name(options.kv_dtype) + (options.mma_attention ? "/attn-mma" : "") +
+           (options.own_gemm ? "/gemm-own" : "");
 }
 
 namespace {
@@ -91,6 +92,10 @@ bool stacked_batch_from_env() {
 
 bool graphs_from_env() {
     return env_switch("CONTEXTCACHE_CUDA_GRAPHS", "off", "on", "small chunks as CUDA graphs");
+}
+
+bool own_gemm_from_env() {
+    return env_switch("CONTEXTCACHE_CUDA_GEMM", "cublaslt", "own", "our own tensor-core GEMMs");
 }
 
 size_t device_free_bytes(int device) {
@@ -425,7 +430,8 @@ private:
         const std::string key = std::to_string(n) + "x" + std::to_string(k) + "/" + std::to_string(max_m);
         auto it = plans_.find(key);
         if (it != plans_.end()) return it->second;
-        auto p = std::make_shared<GemmPlan>(ctx_, n, k, max_m);
+        auto p =
+            std::make_shared<GemmPlan>(ctx_, n, k, max_m, options_.own_gemm ? GemmImpl::own_mma : GemmImpl::cublas_lt);
         plans_.emplace(key, p);
         return p;
     }

@@ -70,6 +70,12 @@ struct CudaBackendOptions {
     // bits and the same numerics id, without a launch per op. Not yet run on a device, so off by
     // default; the programs turn it on with CONTEXTCACHE_CUDA_GRAPHS=on.
     bool graphs = false;
+    // Every GEMM through our own tensor-core kernels (cuda/gemm_mma_kernels.cuh) instead of cuBLASLt:
+    // a rows kernel for up to 64 rows that streams the weights at the memory bandwidth (decode) and
+    // a tiled kernel for more (prefill), one mma chain per output in the same order, so a decode row
+    // keeps the prefill's bits. Another arithmetic than cuBLASLt's (its own numerics id); not yet
+    // run on a device, so off by default; the programs turn it on with CONTEXTCACHE_CUDA_GEMM=own.
+    bool own_gemm = false;
 };
 
 // CONTEXTCACHE_CUDA_ATTENTION: unset, "" or "scalar" -> false, "mma" -> true; anything else throws
@@ -80,8 +86,10 @@ bool mma_attention_from_env();
 bool stacked_batch_from_env();
 // CONTEXTCACHE_CUDA_GRAPHS: unset, "" or "off" -> false, "on" -> true; anything else throws as above.
 bool graphs_from_env();
+// CONTEXTCACHE_CUDA_GEMM: unset, "" or "cublaslt" -> false, "own" -> true; anything else throws as above.
+bool own_gemm_from_env();
 
-// "cuda/sm<major><minor>/bf16/<kv dtype>[/attn-mma]", e.g. "cuda/sm90/bf16/f32": enters the group_key, so a
+// "cuda/sm<major><minor>/bf16/<kv dtype>[/attn-mma][/gemm-own]", e.g. "cuda/sm90/bf16/f32": enters the group_key, so a
 // group computed on the GPU never links on the CPU (or on another architecture), and vice versa.
 std::string cuda_numerics_id(const DeviceInfo& device, const CudaBackendOptions& options);
 

@@ -78,11 +78,20 @@ __global__ void gemm_fallback_kernel(const uint16_t* __restrict__ x, const uint1
 
 // Column-major view (cuBLAS's): our row-major Y[m][n] is C (n x m, ld n); W[n][k] row-major is a
 // k x n column-major matrix used transposed (op T -> n x k); X[m][k] row-major is k x m (op N).
-GemmPlan::GemmPlan(const Context& ctx, int n, int k, int max_m, bool force_fallback) : n_(n), k_(k), max_m_(max_m) {
+GemmPlan::GemmPlan(const Context& ctx, int n, int k, int max_m, GemmImpl impl) : n_(n), k_(k), max_m_(max_m) {
     if (n <= 0 || k <= 0 || max_m <= 0)
         throw CudaError("GemmPlan: bad shape n=" + std::to_string(n) + " k=" + std::to_string(k) +
                         " max_m=" + std::to_string(max_m));
-    if (force_fallback) {
+    if (impl == GemmImpl::own_mma) {
+        if (!geom::gemm_mma_shape_ok(n, k))
+            throw CudaError("GemmPlan: our tensor-core GEMMs need k to be a multiple of 16, this weight has k=" +
+                            std::to_string(k) + " (unset CONTEXTCACHE_CUDA_GEMM to use cuBLASLt)");
+        own_ = true;
+        description_ = "own mma kernels (rows <= " + std::to_string(geom::kGemmRowsMax) + ": rows kernel, else " +
+                       std::to_string(geom::kGemmMmaTile) + "x" + std::to_string(geom::kGemmMmaTile) + " tiles)";
+        return;
+    }
+    if (impl == GemmImpl::fallback) {
         fallback_ = true;
         description_ = "fallback kernel (forced)";
         return;
@@ -157,6 +166,10 @@ void GemmPlan::run(const Context& ctx, const uint16_t* x, const uint16_t* w, flo
     if (m < 0 || m > max_m_)
         throw CudaError("GemmPlan::run: " + std::to_string(m) + " rows, the plan for " + std::to_string(n_) + " x " +
                         std::to_string(k_) + " was checked for 1.." + std::to_string(max_m_));
+    if (own_) {
+        gemm_mma(x, w, y, m, n_, k_, ctx.stream());
+        return;
+    }
     if (fallback_) {
         const geom::Launch l = geom::gemm_fallback(m, n_);
         gemm_fallback_kernel<<<dim3(l.grid.x, l.grid.y, l.grid.z), dim3(l.block.x, l.block.y, l.block.z), 0,

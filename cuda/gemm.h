@@ -1,5 +1,5 @@
 // BF16 GEMMs through cuBLASLt with one pinned algorithm per weight shape (the exactness argument
-// is in gemm.cu).
+// is in gemm.cu), or through our own tensor-core kernels (gemm_mma_kernels.cuh, opt-in).
 #pragma once
 
 #include "cuda/context.h"
@@ -11,12 +11,23 @@
 
 namespace cc::cuda {
 
+// Which kernels a plan runs.
+enum class GemmImpl {
+    cublas_lt,  // one pinned cuBLASLt algorithm (the fallback kernel where cuBLASLt offers none)
+    fallback,   // our scalar fallback kernel, forced (the self-test checks it that way too)
+    own_mma,    // our tensor-core family: the rows kernel up to geom::kGemmRowsMax rows, else tiled
+};
+
+// Our tensor-core family (gemm_mma_kernels.cuh): m <= geom::kGemmRowsMax rows through the rows
+// kernel, more through the tiled one; a row gets the same bits from either. k a multiple of 16.
+void gemm_mma(const uint16_t* x, const uint16_t* w, float* y, int m, int n, int k, cudaStream_t stream);
+
 // Y[m][n] (f32, row-major) = X[m][k] (bf16, row-major) · W[n][k]ᵀ (bf16, row-major as torch's
-// Linear weight), FP32 accumulate, for any 1 <= m <= max_m with the same algorithm.
+// Linear weight), FP32 accumulate, for any 1 <= m <= max_m with the same arithmetic.
 class GemmPlan {
 public:
-    // force_fallback: skip cuBLASLt and use our kernel (the self-test checks it that way too).
-    GemmPlan(const Context& ctx, int n, int k, int max_m, bool force_fallback = false);
+    // own_mma needs k to be a multiple of 16 (geom::gemm_mma_shape_ok); CudaError otherwise.
+    GemmPlan(const Context& ctx, int n, int k, int max_m, GemmImpl impl = GemmImpl::cublas_lt);
     ~GemmPlan();
     GemmPlan(const GemmPlan&) = delete;
     GemmPlan& operator=(const GemmPlan&) = delete;
@@ -26,8 +37,8 @@ public:
     int k() const { return k_; }
     int max_m() const { return max_m_; }
     bool fallback() const { return fallback_; }
-    // "cublasLt algo 21 tile 15 stages 8 splitK 1", or "fallback kernel (...)" (for the self-test's
-    // table and bug reports).
+    // "cublasLt algo 21 tile 15 stages 8 splitK 1", "fallback kernel (...)" or "own mma kernels"
+    // (for the self-test's table and bug reports).
     const std::string& description() const { return description_; }
 
 private:
@@ -37,6 +48,7 @@ private:
     cublasLtMatmulAlgo_t algo_{};
     size_t algo_workspace_ = 0;
     bool fallback_ = false;
+    bool own_ = false;
     std::string description_;
 };
 

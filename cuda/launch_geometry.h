@@ -283,6 +283,40 @@ inline Launch gemm_fallback(int m, int n) {
     return l;
 }
 
+// ---- our own tensor-core GEMM family (CudaBackendOptions::own_gemm, cuda/gemm_mma_kernels.cuh) ----
+// Every output is one chain of mma.sync m16n8k16 over K in ascending steps of 16 from +0, in both
+// kernels, so a row gets the same bits from either, whatever the row count:
+//   rows:  m <= kGemmRowsMax (decode steps, small chunks): a warp per 8 outputs of n, reading its
+//          8 weight rows once for every m-tile (the weights streamed at the memory bandwidth);
+//   tiled: larger m (prefill): blocks of kGemmMmaTile x kGemmMmaTile outputs, K through shared
+//          memory kGemmMmaKTile at a time.
+inline constexpr int kGemmRowsMax = 64;   // 4 m-tiles of 16
+inline constexpr int kGemmRowsWarps = 4;  // warps per block of the rows kernel
+inline constexpr int kGemmMmaTile = 64;   // tiled kernel: 64 x 64 outputs per block, 4 warps of 32 x 32
+inline constexpr int kGemmMmaKTile = 32;  // two k16 steps per shared-memory tile
+inline constexpr int kGemmMmaThreads = 128;
+inline bool gemm_mma_shape_ok(int n, int k) {
+    return n >= 1 && k >= 16 && k % 16 == 0;
+}
+inline Launch gemm_mma_rows(int m, int n) {
+    require(m >= 1 && m <= kGemmRowsMax && n >= 1,
+            "gemm (rows kernel): m must be 1.." + std::to_string(kGemmRowsMax) + " and n >= 1");
+    Launch l;
+    l.grid = {unsigned(ceil_div(uint64_t(n), 8 * kGemmRowsWarps)), 1, 1};
+    l.block = {32 * kGemmRowsWarps, 1, 1};
+    check_grid(l, "gemm_mma_rows");
+    return l;
+}
+inline Launch gemm_mma_tiled(int m, int n) {
+    require(m >= 1 && n >= 1, "gemm (tiled kernel): empty output");
+    Launch l;
+    l.grid = {unsigned(ceil_div(uint64_t(n), kGemmMmaTile)), unsigned(ceil_div(uint64_t(m), kGemmMmaTile)), 1};
+    l.block = {kGemmMmaThreads, 1, 1};
+    l.smem_bytes = size_t(2) * kGemmMmaTile * (kGemmMmaKTile + 8) * 2;  // X and W tiles, bf16, rows padded by 8
+    check_grid(l, "gemm_mma_tiled");
+    return l;
+}
+
 // ---- a step's rows in chunks ---------------------------------------------------------------------
 
 // forward() and forward_batch() stack the new rows of every sequence of a step, in sequence order,

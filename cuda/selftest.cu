@@ -381,20 +381,33 @@ void check_qk_rope(const Context& ctx, Table& t, bool quick) {
 }
 
 void check_gemm(const Context& ctx, Table& t, bool quick) {
+    constexpr GemmImpl lt = GemmImpl::cublas_lt, fb = GemmImpl::fallback, own = GemmImpl::own_mma;
     struct Case {
         int n, k, max_m;
-        bool fallback = false;  // our own kernel instead of cuBLASLt
+        GemmImpl impl = GemmImpl::cublas_lt;
     };
-    std::vector<Case> cases = {{64, 64, 8},      {1000, 4096, 7},      {151, 256, 33},
-                               {4096, 1024, 64}, {151, 256, 33, true}, {1000, 4096, 7, true}};
+    // own: m <= 64 runs the rows kernel, more the tiled one; the batch-invariance sizes below (1, 2,
+    // 3, max_m - 1, max_m) then compare the two kernels' bits for the same rows
+    std::vector<Case> cases = {{64, 64, 8, lt},      {1000, 4096, 7, lt},  {151, 256, 33, lt}, {4096, 1024, 64, lt},
+                               {151, 256, 33, fb},   {1000, 4096, 7, fb},  {64, 64, 8, own},   {1000, 4096, 70, own},
+                               {151, 256, 130, own}, {4096, 1024, 64, own}};
     if (!quick)
-        cases.insert(cases.end(), {{12288, 4096, 128}, {4096, 12288, 96}, {151936, 1024, 32}, {4096, 1000, 70, true}});
+        cases.insert(cases.end(), {{12288, 4096, 128, lt},
+                                   {4096, 12288, 96, lt},
+                                   {151936, 1024, 32, lt},
+                                   {4096, 1000, 70, fb},
+                                   {12288, 4096, 128, own},
+                                   {4096, 12288, 96, own},
+                                   {151936, 1024, 32, own}});
     std::mt19937 rng(16);
     for (const Case& c : cases) {
         const std::string shape = "n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
-                                  " m<=" + std::to_string(c.max_m) + (c.fallback ? " fallback" : "");
+                                  " m<=" + std::to_string(c.max_m) +
+                                  (c.impl == fb    ? " fallback"
+                                   : c.impl == own ? " own mma"
+                                                   : "");
         t.guarded("gemm_bf16", shape, [&] {
-            GemmPlan plan(ctx, c.n, c.k, c.max_m, c.fallback);
+            GemmPlan plan(ctx, c.n, c.k, c.max_m, c.impl);
             const std::vector<uint16_t> x = to_bf16(normals(rng, size_t(c.max_m) * c.k)),
                                         w = to_bf16(normals(rng, size_t(c.n) * c.k));
             Guarded gx(ctx, x.size() * 2, "x"), gw(ctx, w.size() * 2, "w"), y(ctx, size_t(c.max_m) * c.n * 4, "y"),
@@ -446,6 +459,19 @@ void check_gemm(const Context& ctx, Table& t, bool quick) {
                 }
             }
             t.add_output("gemm batch invariance (bits)", shape, double(mism), 0, 0, yb.guards_intact());
+            // A measurement, not a check: do our kernels give cuBLASLt's pinned algorithm's bits? If
+            // they do on this card, decode could take our rows kernel beside cuBLASLt's prefill.
+            if (c.impl == own) {
+                GemmPlan lt_plan(ctx, c.n, c.k, c.max_m, lt);
+                lt_plan.run(ctx, gx.as<uint16_t>(), gw.as<uint16_t>(), yb.as<float>(), c.max_m);
+                ctx.sync();
+                const std::vector<float> by_lt = yb.get<float>();
+                size_t differ = 0;
+                for (size_t i = 0; i < by_lt.size(); ++i) differ += km::f32_bits(by_lt[i]) != km::f32_bits(full[i]);
+                t.add("gemm own mma vs cublasLt (bits that differ; measured, not a check)",
+                      shape + " [" + lt_plan.description() + "]", double(differ), INFINITY,
+                      std::to_string(differ) + " of " + std::to_string(by_lt.size()) + " outputs differ");
+            }
         });
     }
 }
@@ -925,6 +951,38 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
                       double(m4), 0);
             });
         }
+
+        // our own tensor-core GEMMs (opt-in, issue 35): near the CPU, and every exactness row, with
+        // max_batch_tokens 64 (chunks of up to 64 rows: the rows kernel) and 512 (the tiled kernel
+        // for the longer chunks), whose full prefills must agree too; then as graphs
+        t.guarded(name + ": own gemm", "", [&] {
+            CudaBackendOptions oo = o;
+            oo.own_gemm = true;
+            auto g5 = make_cuda_backend(weights, oo);
+            auto okv = g5->allocate_kv(N);
+            const std::vector<float> f5 = g5->forward(tokens, KvView{nullptr, 0, okv.get()}, all);
+            double e5 = 0;
+            for (size_t i = 0; i < ref.size(); ++i) e5 = std::max(e5, double(std::abs(f5[i] - ref[i])));
+            t.add_output(name + ": own gemm: logits vs cpu", "tokens=" + std::to_string(N), e5, bound,
+                         count_nonfinite(f5), true);
+            CudaBackendOptions ol = oo;
+            ol.max_batch_tokens = 512;
+            auto g6 = make_cuda_backend(weights, ol);
+            auto lkv = g6->allocate_kv(N);
+            t.add(name + ": own gemm: full prefill in chunks of 512 == in chunks of 64 (bits)",
+                  "tokens=" + std::to_string(N),
+                  double(count_bit_mismatch(g6->forward(tokens, KvView{nullptr, 0, lkv.get()}, all), f5)), 0);
+            const size_t mo = cached_mismatch(*g6, f5, {1, 63, 64, 65, 256, 257, N - 1});
+            t.add(name + ": own gemm: cached == full (bits)", "prefix=" + tried, double(mo), 0);
+            t.add(name + ": own gemm: decode steps == prefill rows (bits)",
+                  "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(*g6, f5)), 0);
+            t.add(name + ": own gemm: several sequences in one step == full (bits)", batch_shape,
+                  double(batch_mismatch(*g5, f5)), 0);
+            oo.graphs = true;
+            auto g7 = make_cuda_backend(weights, oo);
+            t.add(name + ": own gemm, graphs: decode steps == prefill rows (bits)",
+                  "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(*g7, f5)), 0);
+        });
 
         // CUDA graphs (opt-in, issue 35): the same kernels with the same arguments, so the same bits.
         // With max_batch_tokens 64 every chunk here runs as graphs: the full prefill's chunks, the

@@ -4,14 +4,16 @@
 # whole stays under 8 minutes:
 #   1. the CUDA self-test, full sweep (every op and whole-model row; the tensor-core attention's
 #      rows included: vs float64, split == tiled, segment and row invariance, cached == full);
-#   2. bench_ttft on the Qwen3-8B shape (5 and 20 tools) with the scalar attention and F32 KV (as
-#      the first device run measured it), then with CONTEXTCACHE_CUDA_ATTENTION=mma and BF16 KV (the
-#      GPU's default width now);
-#   3. bench_step on the Qwen3-8B shape: 1, 2, 4, 8 and 16 sequences decoding together at depth 0
-#      and 2,985, one after another (serial) and in one pass (CONTEXTCACHE_CUDA_BATCH=stacked's
-#      step; the self-test's "several sequences in one step" rows check its bits), each also as CUDA
-#      graphs (CONTEXTCACHE_CUDA_GRAPHS's path; the self-test's "graphs" rows check their bits);
-#   4. bench_prefill's CUDA rows (prefill 512 / 3,000 tokens, decode), scalar then mma.
+#   2. bench_step on the Qwen3-8B shape: 1, 2, 4, 8 and 16 sequences decoding together at depth 0
+#      and 2,985, one after another (serial), in one pass (CONTEXTCACHE_CUDA_BATCH=stacked's step;
+#      the self-test's "several sequences in one step" rows check its bits) and in one pass as CUDA
+#      graphs (CONTEXTCACHE_CUDA_GRAPHS's path; the "graphs" rows); then the same with our own
+#      tensor-core GEMMs (CONTEXTCACHE_CUDA_GEMM=own; the "own gemm" rows);
+#   3. bench_ttft on the Qwen3-8B shape (5 and 20 tools) with CONTEXTCACHE_CUDA_ATTENTION=mma and
+#      BF16 KV (the GPU's default width), then with the scalar attention and F32 KV (as the first
+#      device run measured it);
+#   4. bench_prefill's CUDA rows (prefill 512 / 3,000 tokens, decode): mma attention, mma attention
+#      with our own GEMMs, scalar.
 # Every step's limit is cut to what is left of BUDGET seconds (default 470), so the call ends
 # before the tool's timeout with its summary.
 # Everything lands in $OUT: gpu.txt (card, driver, commit), one log (and JSON) per step and
@@ -57,14 +59,19 @@ step() {  # step NAME SECONDS [VAR=VALUE...] PROGRAM ARGS...: stdout to NAME.out
   printf '%-22s rc=%-4s %4ss\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"
 }
 step selftest 200 "$D/bin/contextcache-cli" selftest --backend cuda --json
-step ttft_scalar 90 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
+# decode first (issue 35: graphs, our own GEMMs), then the attention's TTFT and prefill (issue 34)
+step step_decode 120 "$D/bin/bench_step" --backend cuda --depth 0,2985 --sequences 1,2,4,8,16 --tokens 8 --runs 2 \
+  --kv bf16 --batch serial,stacked,stacked+graphs
+step step_decode_own 90 CONTEXTCACHE_CUDA_GEMM=own "$D/bin/bench_step" --backend cuda --depth 0,2985 \
+  --sequences 1,2,4,8,16 --tokens 8 --runs 2 --kv bf16 --batch stacked,stacked+graphs
 step ttft_mma 90 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3 --kv bf16
-step step_decode 140 "$D/bin/bench_step" --backend cuda --depth 0,2985 --sequences 1,2,4,8,16 --tokens 8 --runs 2 \
-  --kv bf16 --batch serial,stacked,serial+graphs,stacked+graphs
-for k in scalar mma; do
-  step "prefill_$k" 50 CONTEXTCACHE_CUDA_ATTENTION=$k "$D/bin/bench_prefill" --benchmark_filter='BM_cuda' \
-    --benchmark_out="$OUT/prefill_$k.json" --benchmark_out_format=json
-done
+step ttft_scalar 90 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
+step prefill_mma 50 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_prefill" --benchmark_filter='BM_cuda' \
+  --benchmark_out="$OUT/prefill_mma.json" --benchmark_out_format=json
+step prefill_mma_own 50 CONTEXTCACHE_CUDA_ATTENTION=mma CONTEXTCACHE_CUDA_GEMM=own "$D/bin/bench_prefill" \
+  --benchmark_filter='BM_cuda' --benchmark_out="$OUT/prefill_mma_own.json" --benchmark_out_format=json
+step prefill_scalar 50 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_prefill" --benchmark_filter='BM_cuda' \
+  --benchmark_out="$OUT/prefill_scalar.json" --benchmark_out_format=json
 # the self-test's failing rows, if any, then the summary (the tool's reply carries the end)
 python3 - "$OUT/selftest.out" <<'PY' 2>/dev/null | tee -a "$OUT/summary.txt"
 import json, sys
@@ -73,5 +80,6 @@ rows = d.get("checks", [])
 bad = [r for r in rows if not r.get("pass")]
 print(f"selftest: {d.get('status')}, {len(rows) - len(bad)} of {len(rows)} rows pass")
 for r in bad[:15]: print(f"  FAIL {r['check']} [{r['shape']}] {r['max_error']} > {r['bound']} {r.get('note', '')}")
+for r in [r for r in rows if "measured, not a check" in r["check"]][:8]: print(f"  {r['check']} [{r['shape']}]: {r.get('note', '')}")
 PY
 echo "total $(( $(date +%s) - t_start ))s" | tee -a "$OUT/summary.txt"

@@ -249,10 +249,15 @@ TEST(CudaModel, NumericsIdNamesArchitectureAndKvDtype) {
     EXPECT_EQ(cc::cuda::cuda_numerics_id(d, o), "cuda/sm80/bf16/bf16");
     o.mma_attention = true;  // another attention arithmetic: its groups never link with the scalar kernel's
     EXPECT_EQ(cc::cuda::cuda_numerics_id(d, o), "cuda/sm80/bf16/bf16/attn-mma");
+    o.own_gemm = true;  // another GEMM arithmetic too
+    EXPECT_EQ(cc::cuda::cuda_numerics_id(d, o), "cuda/sm80/bf16/bf16/attn-mma/gemm-own");
+    o.graphs = true;  // the same kernels and arguments: the same numerics
+    EXPECT_EQ(cc::cuda::cuda_numerics_id(d, o), "cuda/sm80/bf16/bf16/attn-mma/gemm-own");
 }
 
 TEST(CudaModel, UnverifiedPathsAreOptInThroughTheEnvironment) {
-    // The tensor-core attention, the stacked multi-sequence step and the CUDA graphs have not run on a device yet:
+    // The tensor-core attention, the stacked multi-sequence step, the CUDA graphs and our own GEMMs have not
+    // run on a device yet:
     // off unless asked for, and a value the variable does not take is an error that names the
     // variable and its values (runs without a device).
     struct Switch {
@@ -268,6 +273,8 @@ TEST(CudaModel, UnverifiedPathsAreOptInThroughTheEnvironment) {
         {"CONTEXTCACHE_CUDA_BATCH", "serial", "stacked", cc::cuda::stacked_batch_from_env,
          cc::cuda::CudaBackendOptions{}.stacked_batch},
         {"CONTEXTCACHE_CUDA_GRAPHS", "off", "on", cc::cuda::graphs_from_env, cc::cuda::CudaBackendOptions{}.graphs},
+        {"CONTEXTCACHE_CUDA_GEMM", "cublaslt", "own", cc::cuda::own_gemm_from_env,
+         cc::cuda::CudaBackendOptions{}.own_gemm},
     };
     for (const Switch& sw : switches) {
         SCOPED_TRACE(sw.name);

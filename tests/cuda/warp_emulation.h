@@ -27,7 +27,10 @@
 #define __launch_bounds__(...)
 #define CC_DYNAMIC_SMEM(type, name) type* name = reinterpret_cast<type*>(cc_emu::dynamic_smem())
 
-// CUDA's 16-byte vector types (the kernels load and store 16 bytes at a time)
+// CUDA's 8- and 16-byte vector types (the kernels load and store 8 or 16 bytes at a time)
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
 struct alignas(16) uint4 {
     unsigned x, y, z, w;
 };

@@ -1,0 +1,38 @@
+// Launches our own tensor-core GEMMs (the kernels and why a row's bits do not depend on which of
+// them ran are in gemm_mma_kernels.cuh).
+#include "cuda/gemm.h"
+#include "cuda/gemm_mma_kernels.cuh"
+
+namespace cc::cuda {
+
+void gemm_mma(const uint16_t* x, const uint16_t* w, float* y, int m, int n, int k, cudaStream_t stream) {
+    if (m == 0) return;
+    if (!geom::gemm_mma_shape_ok(n, k))
+        throw CudaError("gemm_mma: k=" + std::to_string(k) + " is not a multiple of 16 (n=" + std::to_string(n) + ")");
+    using namespace kern::detail;
+    if (m <= geom::kGemmRowsMax) {
+        const geom::Launch l = geom::gemm_mma_rows(m, n);
+        const dim3 grid(l.grid.x), block(l.block.x);
+        switch ((m + 15) / 16) {
+            case 1:
+                gemm_mma_rows_kernel<1><<<grid, block, 0, stream>>>(x, w, y, m, n, k);
+                break;
+            case 2:
+                gemm_mma_rows_kernel<2><<<grid, block, 0, stream>>>(x, w, y, m, n, k);
+                break;
+            case 3:
+                gemm_mma_rows_kernel<3><<<grid, block, 0, stream>>>(x, w, y, m, n, k);
+                break;
+            default:
+                gemm_mma_rows_kernel<4><<<grid, block, 0, stream>>>(x, w, y, m, n, k);
+                break;
+        }
+        CC_CUDA_CHECK_LAUNCH("gemm_mma_rows_kernel");
+        return;
+    }
+    const geom::Launch l = geom::gemm_mma_tiled(m, n);
+    gemm_mma_tiled_kernel<<<dim3(l.grid.x, l.grid.y), dim3(l.block.x), l.smem_bytes, stream>>>(x, w, y, m, n, k);
+    CC_CUDA_CHECK_LAUNCH("gemm_mma_tiled_kernel");
+}
+
+}  // namespace cc::cuda

@@ -1,0 +1,134 @@
+// Our own tensor-core GEMMs (cuda/gemm_mma_kernels.cuh, CudaBackendOptions::own_gemm) run on the
+// CPU, their CUDA code unchanged, through tests/cuda/warp_emulation.h. No GPU has run them yet
+// (issue 35); what runs here is their logic, on every machine and in CI:
+// - both kernels against a float64 reference (bf16 operands, f32 accumulation);
+// - the rows kernel (decode steps, m <= 64) gives every row the tiled kernel's bits (prefill), at
+//   every row count: the exactness the backend needs (a decode row == that row inside a prefill);
+// - edges: m and n not multiples of the tiles, K a multiple of 16 but not of the 32 of a tile.
+// The instruction's own rounding on a tensor core is not modelled (the emulated mma rounds its 16
+// products once, in any slot order): the device's self-test rows check the same on the hardware.
+#include "tests/cuda/warp_emulation.h"
+
+#include "cuda/gemm_mma_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace cc::cuda;
+namespace km = cc::km;
+
+struct Problem {
+    int m, n, k;
+    std::vector<uint16_t> x, w;  // bf16
+};
+
+Problem make_problem(int m, int n, int k, uint32_t seed) {
+    Problem p{m, n, k, std::vector<uint16_t>(size_t(m) * k), std::vector<uint16_t>(size_t(n) * k)};
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (auto& v : p.x) v = km::f32_to_bf16(nd(rng));
+    for (auto& v : p.w) v = km::f32_to_bf16(nd(rng) * 0.1f);
+    return p;
+}
+
+// y for rows [0, m) of p through the tiled kernel or the rows kernel (NaN where nothing was written).
+std::vector<float> run_tiled(const Problem& p, int m) {
+    std::vector<float> y(size_t(m) * p.n, NAN);
+    const geom::Launch l = geom::gemm_mma_tiled(m, p.n);
+    cc_emu::launch({l.grid.x, l.grid.y, 1}, {l.block.x, 1, 1}, l.smem_bytes,
+                   [&] { kern::detail::gemm_mma_tiled_kernel(p.x.data(), p.w.data(), y.data(), m, p.n, p.k); });
+    return y;
+}
+
+std::vector<float> run_rows(const Problem& p, int m, int row0 = 0) {
+    std::vector<float> y(size_t(m) * p.n, NAN);
+    const uint16_t* x = p.x.data() + size_t(row0) * p.k;
+    const geom::Launch l = geom::gemm_mma_rows(m, p.n);
+    const cc_emu::Dim grid{l.grid.x, 1, 1}, block{l.block.x, 1, 1};
+    const int mt = (m + 15) / 16;
+    cc_emu::launch(grid, block, 0, [&] {
+        using namespace kern::detail;
+        if (mt == 1) gemm_mma_rows_kernel<1>(x, p.w.data(), y.data(), m, p.n, p.k);
+        if (mt == 2) gemm_mma_rows_kernel<2>(x, p.w.data(), y.data(), m, p.n, p.k);
+        if (mt == 3) gemm_mma_rows_kernel<3>(x, p.w.data(), y.data(), m, p.n, p.k);
+        if (mt == 4) gemm_mma_rows_kernel<4>(x, p.w.data(), y.data(), m, p.n, p.k);
+    });
+    return y;
+}
+
+double max_rel_error(const Problem& p, const std::vector<float>& y, int m) {
+    double worst = 0;
+    for (int r = 0; r < m; ++r)
+        for (int c = 0; c < p.n; ++c) {
+            double ref = 0, mag = 0;
+            for (int i = 0; i < p.k; ++i) {
+                const double prod = double(km::bf16_to_f32(p.x[size_t(r) * p.k + i])) *
+                                    double(km::bf16_to_f32(p.w[size_t(c) * p.k + i]));
+                ref += prod;
+                mag += std::abs(prod);
+            }
+            const double got = y[size_t(r) * p.n + c];
+            if (!std::isfinite(got)) return INFINITY;
+            worst = std::max(worst, std::abs(got - ref) / std::max(mag, 1e-30));
+        }
+    return worst;
+}
+
+bool same_bits(const float* a, const float* b, size_t n) {
+    return std::memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+TEST(GemmMmaEmulated, BothKernelsMatchFloat64) {
+    // m over two block rows, n over two blocks and a partial one, k = 3 steps of 16 (the last tile
+    // holds one step)
+    const Problem p = make_problem(70, 72, 48, 1);
+    const auto tiled = run_tiled(p, p.m);
+    // K/16 roundings of a chain of f32 sums: a few ulps of the sum of magnitudes
+    EXPECT_LT(max_rel_error(p, tiled, p.m), 1e-5);
+    const auto rows = run_rows(p, 37);
+    EXPECT_LT(max_rel_error(p, rows, 37), 1e-5);
+    // k = 17 steps: the rows kernel's batches of 8 weight loads, full twice, then a tail of one
+    const Problem q = make_problem(20, 24, 272, 3);
+    const auto q_tiled = run_tiled(q, q.m), q_rows = run_rows(q, q.m);
+    EXPECT_LT(max_rel_error(q, q_tiled, q.m), 1e-5);
+    EXPECT_TRUE(same_bits(q_rows.data(), q_tiled.data(), q_rows.size()));
+}
+
+TEST(GemmMmaEmulated, EveryRowCountGivesEachRowTheTiledKernelsBits) {
+    // decode steps (1 row), a few sequences, and up to the rows kernel's 64: each row's bits equal
+    // that row of the tiled kernel over all 70 rows, whichever rows share its m-tile
+    const Problem p = make_problem(70, 40, 64, 2);
+    const auto tiled = run_tiled(p, p.m);
+    for (int m : {1, 2, 5, 16, 17, 33, 64}) {
+        SCOPED_TRACE("m " + std::to_string(m));
+        for (int row0 : {0, 3}) {
+            if (row0 + m > p.m) continue;
+            const auto rows = run_rows(p, m, row0);
+            EXPECT_TRUE(same_bits(rows.data(), tiled.data() + size_t(row0) * p.n, size_t(m) * p.n))
+                << "from row " << row0;
+        }
+    }
+    // and the tiled kernel at another row count: the rows it shares, the same bits
+    const auto tiled_few = run_tiled(p, 21);
+    EXPECT_TRUE(same_bits(tiled_few.data(), tiled.data(), size_t(21) * p.n));
+}
+
+TEST(GemmMmaEmulated, GeometryRefusesWhatTheKernelsCannotRun) {
+    EXPECT_TRUE(geom::gemm_mma_shape_ok(4096, 4096));
+    EXPECT_TRUE(geom::gemm_mma_shape_ok(151936, 4096));
+    EXPECT_FALSE(geom::gemm_mma_shape_ok(64, 40));  // K not a multiple of 16
+    EXPECT_FALSE(geom::gemm_mma_shape_ok(64, 8));
+    EXPECT_THROW(geom::gemm_mma_rows(65, 64), std::invalid_argument);
+    EXPECT_THROW(geom::gemm_mma_rows(0, 64), std::invalid_argument);
+    EXPECT_EQ(geom::gemm_mma_rows(1, 4096).grid.x, 4096u / (8 * geom::kGemmRowsWarps));
+    EXPECT_EQ(geom::gemm_mma_tiled(3000, 4096).grid.y, 47u);
+}
+
+}  // namespace
