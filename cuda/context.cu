@@ -146,12 +146,17 @@ Context::Context(int device, size_t workspace_bytes, size_t staging_bytes) : dev
         throw CudaError("CUDA device " + std::to_string(device) + " (" + info_.name + ", sm_" +
                         std::to_string(prop.major) + std::to_string(prop.minor) +
                         ") is older than sm_80: this build has kernels for sm_80 and sm_90 only");
+    if (staging_bytes < size_t(kStagingSlices) * 4096)
+        throw CudaError("Context: a staging buffer of " + std::to_string(staging_bytes) + " bytes is too small");
     CC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     try {
         CC_CUBLAS_CHECK(cublasLtCreate(&lt_));
         workspace_ = DeviceBuffer(workspace_bytes, "the cuBLASLt workspace", device);
         staging_ = PinnedBuffer(staging_bytes);
+        for (cudaEvent_t& e : slice_done_) CC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     } catch (...) {
+        for (cudaEvent_t e : slice_done_)
+            if (e != nullptr) cudaEventDestroy(e);
         if (lt_ != nullptr) cublasLtDestroy(lt_);
         cudaStreamDestroy(stream_);
         throw;
@@ -160,6 +165,8 @@ Context::Context(int device, size_t workspace_bytes, size_t staging_bytes) : dev
 
 Context::~Context() {
     cudaStreamSynchronize(stream_);
+    for (cudaEvent_t e : slice_done_)
+        if (e != nullptr) cudaEventDestroy(e);
     if (lt_ != nullptr) cublasLtDestroy(lt_);
     cudaStreamDestroy(stream_);
 }
@@ -172,17 +179,29 @@ void Context::make_current() const {
     CC_CUDA_CHECK(cudaSetDevice(device_));
 }
 
-void Context::upload(void* dst_device, const void* src_host, size_t bytes) const {
-    const auto* src = static_cast<const std::byte*>(src_host);
+void Context::ring_put(Ring& ring, void* dst_device, const std::byte* src_host, size_t bytes) const {
     auto* dst = static_cast<std::byte*>(dst_device);
     for (size_t done = 0; done < bytes;) {
-        const size_t n = std::min(bytes - done, staging_.bytes());
-        CC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the previous piece has left the staging buffer
-        std::memcpy(staging_.get(), src + done, n);
-        CC_CUDA_CHECK(cudaMemcpyAsync(dst + done, staging_.get(), n, cudaMemcpyHostToDevice, stream_));
+        if (ring.used == ring.slice_bytes) {  // this slice is full: its copies are queued; on to the next
+            CC_CUDA_CHECK(cudaEventRecord(slice_done_[ring.slice], stream_));
+            ring.recorded[ring.slice] = true;
+            ring.slice = (ring.slice + 1) % ring.slices;
+            ring.used = 0;
+        }
+        if (ring.used == 0 && ring.recorded[ring.slice])  // its previous copies have left it
+            CC_CUDA_CHECK(cudaEventSynchronize(slice_done_[ring.slice]));
+        const size_t n = std::min(bytes - done, ring.slice_bytes - ring.used);
+        std::byte* stage = staging_.get() + size_t(ring.slice) * ring.slice_bytes + ring.used;
+        std::memcpy(stage, src_host + done, n);
+        CC_CUDA_CHECK(cudaMemcpyAsync(dst + done, stage, n, cudaMemcpyHostToDevice, stream_));
+        ring.used += n;
         done += n;
     }
-    CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void Context::upload(void* dst_device, const void* src_host, size_t bytes) const {
+    const Piece piece{dst_device, const_cast<std::byte*>(static_cast<const std::byte*>(src_host)), bytes};
+    upload_pieces({&piece, 1});
 }
 
 void Context::download(void* dst_host, const void* src_device, size_t bytes) const {
@@ -198,22 +217,12 @@ void Context::download(void* dst_host, const void* src_device, size_t bytes) con
 }
 
 void Context::upload_pieces(std::span<const Piece> pieces) const {
-    size_t used = 0;
-    CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    for (const Piece& p : pieces) {
-        for (size_t done = 0; done < p.bytes;) {
-            if (used == staging_.bytes()) {  // full: wait until its copies have left
-                CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-                used = 0;
-            }
-            const size_t n = std::min(p.bytes - done, staging_.bytes() - used);
-            std::memcpy(staging_.get() + used, p.host + done, n);
-            CC_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(p.device) + done, staging_.get() + used, n,
-                                          cudaMemcpyHostToDevice, stream_));
-            used += n;
-            done += n;
-        }
-    }
+    CC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // nothing queued before still reads the staging buffer
+    // Without the ring (the default until a device has run it): the whole buffer, then a wait.
+    Ring ring;
+    ring.slice_bytes = upload_ring_ ? staging_.bytes() / kStagingSlices : staging_.bytes();
+    ring.slices = upload_ring_ ? kStagingSlices : 1;
+    for (const Piece& p : pieces) ring_put(ring, p.device, p.host, p.bytes);
     CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 

@@ -112,7 +112,11 @@ public:
     void upload(void* dst_device, const void* src_host, size_t bytes) const;
     void download(void* dst_host, const void* src_device, size_t bytes) const;
     // Many pieces (e.g. the KV heads of every layer) through the staging buffer, one stream
-    // synchronisation per buffer-full rather than per piece.
+    // synchronisation per buffer-full; downloads always so. With set_upload_ring(true) (opt-in until
+    // a device has run it: CudaBackendOptions::upload_ring), uploads use it as a ring of
+    // kStagingSlices slices: while the DMA engine copies one slice to the device, the host fills
+    // the next (a slice is refilled only when the event recorded after its copies has passed), so
+    // host copies and PCIe transfers overlap instead of taking turns.
     struct Piece {
         void* device;
         std::byte* host;
@@ -122,12 +126,27 @@ public:
     void download_pieces(std::span<const Piece> pieces) const;
     // The staging buffer itself, for callers that convert while copying (weights to BF16).
     std::byte* staging() const { return staging_.get(); }
+    void set_upload_ring(bool on) { upload_ring_ = on; }
     size_t staging_bytes() const { return staging_.bytes(); }
 
+    static constexpr int kStagingSlices = 4;
+
 private:
+    // The upload ring: where the next bytes go, waiting first for the slice's previous copies.
+    struct Ring {
+        size_t slice_bytes = 0;
+        int slices = 1;
+        int slice = 0;
+        size_t used = 0;
+        bool recorded[kStagingSlices] = {};
+    };
+    void ring_put(Ring& ring, void* dst_device, const std::byte* src_host, size_t bytes) const;
+
     int device_ = 0;
     DeviceInfo info_;
     cudaStream_t stream_ = nullptr;
+    cudaEvent_t slice_done_[kStagingSlices] = {};
+    bool upload_ring_ = false;
     cublasLtHandle_t lt_ = nullptr;
     DeviceBuffer workspace_;
     PinnedBuffer staging_;

@@ -98,6 +98,10 @@ bool own_gemm_from_env() {
     return env_switch("CONTEXTCACHE_CUDA_GEMM", "cublaslt", "own", "our own tensor-core GEMMs");
 }
 
+bool upload_ring_from_env() {
+    return env_switch("CONTEXTCACHE_CUDA_UPLOAD", "staged", "ring", "uploads through a ring of staging slices");
+}
+
 size_t device_free_bytes(int device) {
     int previous = 0;
     cudaGetDevice(&previous);
@@ -228,6 +232,7 @@ public:
           options_(options),
           ctx_(options.device, options.workspace_bytes, kStagingBytes),
           max_rows_(options.max_batch_tokens) {
+        ctx_.set_upload_ring(options.upload_ring);
         const ModelConfig& c = cfg_;
         if (c.n_layers <= 0 || c.dim <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 || c.ffn_dim <= 0 ||
             c.vocab_size <= 0)

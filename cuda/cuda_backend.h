@@ -76,6 +76,10 @@ struct CudaBackendOptions {
     // keeps the prefill's bits. Another arithmetic than cuBLASLt's (its own numerics id); not yet
     // run on a device, so off by default; the programs turn it on with CONTEXTCACHE_CUDA_GEMM=own.
     bool own_gemm = false;
+    // Uploads (a stored group's KV, import_kv) through the pinned staging buffer as a ring of four
+    // slices, host copies overlapping the PCIe transfers (Context::set_upload_ring). The same bytes
+    // arrive; not yet run on a device, so off by default: CONTEXTCACHE_CUDA_UPLOAD=ring.
+    bool upload_ring = false;
 };
 
 // CONTEXTCACHE_CUDA_ATTENTION: unset, "" or "scalar" -> false, "mma" -> true; anything else throws
@@ -88,6 +92,8 @@ bool stacked_batch_from_env();
 bool graphs_from_env();
 // CONTEXTCACHE_CUDA_GEMM: unset, "" or "cublaslt" -> false, "own" -> true; anything else throws as above.
 bool own_gemm_from_env();
+// CONTEXTCACHE_CUDA_UPLOAD: unset, "" or "staged" -> false, "ring" -> true; anything else throws as above.
+bool upload_ring_from_env();
 
 // "cuda/sm<major><minor>/bf16/<kv dtype>[/attn-mma][/gemm-own]", e.g. "cuda/sm90/bf16/f32": enters the group_key, so a
 // group computed on the GPU never links on the CPU (or on another architecture), and vice versa.

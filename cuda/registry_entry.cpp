@@ -23,6 +23,7 @@ CudaBackendOptions cuda_options(const BackendOptions& o) {
     c.stacked_batch = stacked_batch_from_env();
     c.graphs = graphs_from_env();
     c.own_gemm = own_gemm_from_env();
+    c.upload_ring = upload_ring_from_env();
     return c;
 }
 

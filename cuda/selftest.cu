@@ -476,6 +476,40 @@ void check_gemm(const Context& ctx, Table& t, bool quick) {
     }
 }
 
+// Uploads through the staging buffer, staged (the default) and as a ring of slices
+// (CudaBackendOptions::upload_ring): 37 MiB in pieces of uneven sizes through 8 MiB of staging (the
+// ring wraps several times), then read back: every byte arrives.
+void check_uploads(int device, Table& t) {
+    std::mt19937 rng(23);
+    const size_t total = size_t(37) << 20;
+    std::vector<std::byte> host(total);
+    for (size_t i = 0; i < total; i += 4) {
+        const uint32_t r = rng();
+        std::memcpy(host.data() + i, &r, std::min<size_t>(4, total - i));
+    }
+    for (const bool ring : {false, true}) {
+        const std::string shape = std::string("37 MiB in uneven pieces, 8 MiB staging, ") + (ring ? "ring" : "staged");
+        t.guarded("upload_pieces", shape, [&] {
+            Context ctx(device, size_t(1) << 20, size_t(8) << 20);
+            ctx.set_upload_ring(ring);
+            DeviceBuffer dev = ctx.alloc(total, "the upload check");
+            std::vector<Context::Piece> pieces;
+            for (size_t off = 0; off < total;) {
+                const size_t n = std::min(total - off, size_t(1 + rng() % (3u << 20)));
+                pieces.push_back({dev.as<std::byte>() + off, host.data() + off, n});
+                off += n;
+            }
+            ctx.upload_pieces(pieces);
+            std::vector<std::byte> back(total);
+            ctx.download(back.data(), dev.get(), total);
+            size_t differ = 0;
+            for (size_t i = 0; i < total; ++i) differ += back[i] != host[i];
+            t.add("upload_pieces: bytes arrive (==)", shape + ", " + std::to_string(pieces.size()) + " pieces",
+                  double(differ), 0);
+        });
+    }
+}
+
 // Keys and values of N logical positions for the attention checks: [n_kv][N][hd] f32, rounded
 // through bf16 when the block is bf16 (then the reference sees the stored values).
 struct KvData {
@@ -900,6 +934,26 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
         const size_t batch_mism = batch_mismatch(*gpu, full);
         t.add(name + ": several sequences in one step == full (bits)", batch_shape, double(batch_mism), 0);
 
+        // the upload ring: a stored group's image imported through it links to the same bits
+        t.guarded(name + ": upload ring", "", [&] {
+            CudaBackendOptions orr = o;
+            orr.upload_ring = true;
+            auto gr = make_cuda_backend(weights, orr);
+            const int P = std::min(257, N - 1);
+            auto prefix = gr->allocate_kv(P);
+            gr->forward(std::span(tokens).first(size_t(P)), KvView{nullptr, 0, prefix.get()}, {});
+            std::vector<std::byte> image(gr->kv_bytes(P));
+            gr->export_kv(*prefix, P, image);
+            auto imported = gr->import_kv(image, P, P);
+            auto suffix = gr->allocate_kv(N - P);
+            std::vector<int> rows(size_t(N - P));
+            for (int i = 0; i < N - P; ++i) rows[size_t(i)] = i;
+            const std::vector<float> got =
+                gr->forward(std::span(tokens).subspan(size_t(P)), KvView{imported.get(), P, suffix.get()}, rows);
+            t.add(name + ": upload ring: export/import then cached == full (bits)", "prefix=" + std::to_string(P),
+                  double(count_bit_mismatch(got, slice_rows(full, vocab, P, N - P))), 0);
+        });
+
         // BF16 KV: cached == full as well
         {
             CudaBackendOptions ob = o;
@@ -1022,6 +1076,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& options) {
         check_gemm(ctx, t, options.quick);
         check_attention(ctx, t, options.quick);
         t.guarded("argmax / sampling", "", [&] { check_argmax_sampling(ctx, t); });
+        check_uploads(options.device, t);
     }
     if (options.models) {
         check_model(options, "builtin:qwen3-test", t);

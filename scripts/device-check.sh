@@ -9,9 +9,10 @@
 #      the self-test's "several sequences in one step" rows check its bits) and in one pass as CUDA
 #      graphs (CONTEXTCACHE_CUDA_GRAPHS's path; the "graphs" rows); then the same with our own
 #      tensor-core GEMMs (CONTEXTCACHE_CUDA_GEMM=own; the "own gemm" rows);
-#   3. bench_ttft on the Qwen3-8B shape (5 and 20 tools) with CONTEXTCACHE_CUDA_ATTENTION=mma and
-#      BF16 KV (the GPU's default width), then with the scalar attention and F32 KV (as the first
-#      device run measured it);
+#   3. bench_ttft on the Qwen3-8B shape (5 and 20 tools) with CONTEXTCACHE_CUDA_ATTENTION=mma, BF16
+#      KV (the GPU's default width) and the upload ring (CONTEXTCACHE_CUDA_UPLOAD=ring: its
+#      upload GB/s against the staged uploads of the next run), then with the scalar attention and
+#      F32 KV (as the first device run measured it);
 #   4. bench_prefill's CUDA rows (prefill 512 / 3,000 tokens, decode): mma attention, mma attention
 #      with our own GEMMs, scalar.
 # Every step's limit is cut to what is left of BUDGET seconds (default 470), so the call ends
@@ -64,7 +65,7 @@ step step_decode 120 "$D/bin/bench_step" --backend cuda --depth 0,2985 --sequenc
   --kv bf16 --batch serial,stacked,stacked+graphs
 step step_decode_own 90 CONTEXTCACHE_CUDA_GEMM=own "$D/bin/bench_step" --backend cuda --depth 0,2985 \
   --sequences 1,2,4,8,16 --tokens 8 --runs 2 --kv bf16 --batch stacked,stacked+graphs
-step ttft_mma 90 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3 --kv bf16
+step ttft_mma 90 CONTEXTCACHE_CUDA_ATTENTION=mma CONTEXTCACHE_CUDA_UPLOAD=ring "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3 --kv bf16
 step ttft_scalar 90 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
 step prefill_mma 50 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_prefill" --benchmark_filter='BM_cuda' \
   --benchmark_out="$OUT/prefill_mma.json" --benchmark_out_format=json
