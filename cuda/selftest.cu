@@ -938,6 +938,17 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
         const size_t batch_mism = batch_mismatch(*gpu, full);
         t.add(name + ": several sequences in one step == full (bits)", batch_shape, double(batch_mism), 0);
 
+        // the three exactness rows of an opt-in path: cached == full, decode == prefill rows, and
+        // several sequences in one step == full, against that path's own full prefill `want`
+        auto exactness_rows = [&](const std::string& what, Backend& be, const std::vector<float>& want) {
+            const size_t mc = cached_mismatch(be, want, {1, 63, 64, 65, 256, 257, N - 1});
+            t.add(name + ": " + what + ": cached == full (bits)", "prefix=" + tried, double(mc), 0);
+            t.add(name + ": " + what + ": decode steps == prefill rows (bits)",
+                  "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(be, want)), 0);
+            const size_t mb = batch_mismatch(be, want);
+            t.add(name + ": " + what + ": several sequences in one step == full (bits)", batch_shape, double(mb), 0);
+        };
+
         // the upload ring: a stored group's image imported through it links to the same bits
         t.guarded(name + ": upload ring", "", [&] {
             CudaBackendOptions orr = o;
@@ -980,23 +991,14 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             for (size_t i = 0; i < ref.size(); ++i) e3 = std::max(e3, double(std::abs(f3[i] - ref[i])));
             t.add_output(name + ": mma attention, kv=bf16: logits vs cpu", "tokens=" + std::to_string(N), e3, 2 * bound,
                          count_nonfinite(f3), true);
-            const size_t m3 = cached_mismatch(*g3, f3, {1, 63, 64, 65, 256, 257, N - 1});
-            t.add(name + ": mma attention: cached == full (bits)", "prefix=" + tried, double(m3), 0);
-            t.add(name + ": mma attention: decode steps == prefill rows (bits)",
-                  "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(*g3, f3)), 0);
-            const size_t mb = batch_mismatch(*g3, f3);
-            t.add(name + ": mma attention: several sequences in one step == full (bits)", batch_shape, double(mb), 0);
+            exactness_rows("mma attention", *g3, f3);
 
             // and as CUDA graphs (below)
             t.guarded(name + ": graphs, mma attention", "", [&] {
                 CudaBackendOptions omg = om;
                 omg.graphs = true;
                 auto g4 = make_cuda_backend(weights, omg);
-                t.add(name + ": graphs, mma attention: decode steps == prefill rows (bits)",
-                      "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(*g4, f3)), 0);
-                const size_t m4 = batch_mismatch(*g4, f3);
-                t.add(name + ": graphs, mma attention: several sequences in one step == full (bits)", batch_shape,
-                      double(m4), 0);
+                exactness_rows("graphs, mma attention", *g4, f3);
             });
         }
 
@@ -1020,12 +1022,10 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             t.add(name + ": own gemm: full prefill in chunks of 512 == in chunks of 64 (bits)",
                   "tokens=" + std::to_string(N),
                   double(count_bit_mismatch(g6->forward(tokens, KvView{nullptr, 0, lkv.get()}, all), f5)), 0);
-            const size_t mo = cached_mismatch(*g6, f5, {1, 63, 64, 65, 256, 257, N - 1});
-            t.add(name + ": own gemm: cached == full (bits)", "prefix=" + tried, double(mo), 0);
-            t.add(name + ": own gemm: decode steps == prefill rows (bits)",
+            exactness_rows("own gemm", *g5, f5);
+            // the tiled kernel's prefill rows against the rows kernel's decode rows
+            t.add(name + ": own gemm, chunks of 512: decode steps == prefill rows (bits)",
                   "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(*g6, f5)), 0);
-            t.add(name + ": own gemm: several sequences in one step == full (bits)", batch_shape,
-                  double(batch_mismatch(*g5, f5)), 0);
             oo.graphs = true;
             auto g7 = make_cuda_backend(weights, oo);
             t.add(name + ": own gemm, graphs: decode steps == prefill rows (bits)",
@@ -1044,12 +1044,7 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             const std::vector<float> fg = gg->forward(tokens, KvView{nullptr, 0, gkv.get()}, all);
             t.add(name + ": graphs: full prefill == without graphs (bits)", "tokens=" + std::to_string(N),
                   double(count_bit_mismatch(fg, full)), 0);
-            const size_t mc = cached_mismatch(*gg, full, {1, 63, 64, 65, 256, 257, N - 1});
-            t.add(name + ": graphs: cached == full (bits)", "prefix=" + tried, double(mc), 0);
-            t.add(name + ": graphs: decode steps == prefill rows (bits)",
-                  "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(*gg, full)), 0);
-            const size_t mg = batch_mismatch(*gg, full);
-            t.add(name + ": graphs: several sequences in one step == full (bits)", batch_shape, double(mg), 0);
+            exactness_rows("graphs", *gg, full);
         });
     });
 }
