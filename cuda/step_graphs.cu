@@ -29,7 +29,6 @@ void StepGraphs::run(const std::vector<int>& key, cudaStream_t stream, const std
             clear();
         }
         exec_.emplace(key, nullptr);
-        ++counts_.eager;
         enqueue();
         return;
     }
@@ -48,9 +47,7 @@ void StepGraphs::run(const std::vector<int>& key, cudaStream_t stream, const std
     cudaGraphExec_t& exec = it->second;
     if (exec != nullptr) {
         cudaGraphExecUpdateResultInfo info{};
-        if (cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess) {
-            ++counts_.updated;
-        } else {
+        if (cudaGraphExecUpdate(exec, graph, &info) != cudaSuccess) {
             cudaGetLastError();                            // a refused update is not an error: instantiate anew
             CC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the previous launch of `exec` has ended
             cudaGraphExecDestroy(exec);
@@ -59,10 +56,8 @@ void StepGraphs::run(const std::vector<int>& key, cudaStream_t stream, const std
     }
     if (exec == nullptr) {
         CC_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        ++counts_.instantiated;
     }
     CC_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    ++counts_.launched;
 }
 
 void StepGraphs::clear() {

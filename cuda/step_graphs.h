@@ -35,18 +35,9 @@ public:
     void run(const std::vector<int>& key, cudaStream_t stream, const std::function<void()>& enqueue);
     void clear();  // no launch of these graphs may be in flight (the caller has synchronised)
 
-    struct Counts {
-        uint64_t eager = 0;         // first sight of a key
-        uint64_t instantiated = 0;  // graphs instantiated (new key, or an update refused)
-        uint64_t updated = 0;       // replays whose captured graph updated the instantiated one
-        uint64_t launched = 0;      // graph launches
-    };
-    const Counts& counts() const { return counts_; }
-
 private:
     size_t max_graphs_;
     std::map<std::vector<int>, cudaGraphExec_t> exec_;  // nullptr: seen once, run eagerly
-    Counts counts_;
 };
 
 }  // namespace cc::cuda
