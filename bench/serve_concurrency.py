@@ -16,7 +16,8 @@ machine lands on every side alike):
   3. the load: C client threads, started together, each sending --requests-per-client streamed
      OpenAI /v1/chat/completions requests one after another (closed loop): the 20-tool list as
      `tools`, the bundled system prompt as the system message, a short user query (the sample
-     queries of tools_20.json, round robin), greedy, `ignore_eos` so every reply has --max-tokens
+     queries of tools_20.json, round robin, each led by "Request N. " with N new for every request
+     unless --fresh-queries 0, so that no stored conversation covers it), greedy, `ignore_eos` so every reply has --max-tokens
      tokens, each server rendering the prompt with its own chat template (llama-server: --jinja,
      enable_thinking false, as ContextCache's Qwen3 format renders);
   4. read VmHWM (peak RSS) from /proc/PID/status, stop the server by its pid. The server's page
@@ -149,6 +150,8 @@ def pct(values: list[float], qs=(50, 95)) -> dict:
 
 class Bench:
     def __init__(self, a: argparse.Namespace):
+        self.request_lock = threading.Lock()
+        self.request_number = 0
         self.a = a
         self.work = Path(a.work)
         self.work.mkdir(parents=True, exist_ok=True)
@@ -186,6 +189,7 @@ class Bench:
         self.out["load"] = {
             "tools_file": f"resources/toolsets/{self.tools_file.name}", "system_file": "resources/system_prompt.txt",
             "queries": self.queries, "query_order": "client i, request j: queries[(i * R + j) % len]",
+            "fresh_queries": self.a.fresh_queries,
             "clients": self.clients, "requests_per_client": self.a.requests_per_client,
             "max_tokens": self.a.max_tokens, "ignore_eos": True, "greedy": True, "stream": True,
             "client_stagger_ms": self.a.stagger_ms,
@@ -289,6 +293,7 @@ class Bench:
                 "--request-timeout-s", str(int(self.a.timeout)), "--max-queue", "64"]
         if side == "cc":
             cmd += ["--parallel", str(clients)]
+        cmd += self.a.cc_extra.split()
         srv = Server(f"contextcache serve ({tag})", cmd, None, "/health", self.work / f"{tag}.log")
         return srv, {"cmd": cmd[1:], "announced": srv.announced,
                      "parallel": (srv.announced or {}).get("parallel")}
@@ -360,6 +365,13 @@ class Bench:
             time.sleep(i * self.a.stagger_ms / 1000.0)
             for j in range(per_client):
                 q = self.queries[(i * per_client + j) % len(self.queries)]
+                if self.a.fresh_queries:
+                    # a lead-in no earlier request had, right after the group prefix: no stored
+                    # conversation covers the query, so every request is a group hit that
+                    # prefills its whole query suffix (the case the TTFT targets are about)
+                    with self.request_lock:
+                        self.request_number += 1
+                        q = f"Request {self.request_number}. {q}"
                 r = stream_chat(base, self.body(q, max_tokens, llama), self.a.timeout)
                 r["client"], r["index"], r["query"] = i, j, q
                 recs[i].append(r)
@@ -392,8 +404,9 @@ class Bench:
             keep["contextcache"] = {k: c.get(k) for k in ("tier", "cache_hit", "prompt_tokens", "group_reused_tokens",
                                                           "prefilled_tokens", "queue_ms", "batch") if k in c}
             tm = c.get("timings") or {}
-            keep["contextcache"]["timings"] = {k: tm.get(k) for k in ("ttft_ms", "prefill_ms", "decode_ms",
-                                                                      "link_ms", "compile_ms") if k in tm}
+            keep["contextcache"]["timings"] = {k: tm.get(k) for k in ("ttft_ms", "tokenize_ms", "lookup_ms",
+                                                                      "conversation_link_ms", "link_ms", "prefill_ms",
+                                                                      "decode_ms", "compile_ms") if k in tm}
         return keep
 
     def summarize(self, recs: list[dict], llama: bool) -> dict:
@@ -522,11 +535,16 @@ def main() -> int:
     ap.add_argument("--sides", default="cc,cc-default,llama", help="cc (--parallel = clients), cc-default, llama")
     ap.add_argument("--llama-server-fa", default="on,off", help="one llama-server per value")
     ap.add_argument("--llama-extra", default="", help="more llama-server arguments, space-separated")
+    ap.add_argument("--cc-extra", default="", help="more contextcache-cli serve arguments, space-separated")
     ap.add_argument("--slot-ctx", type=int, default=0, help="llama-server context per slot (0: prompt + reply + 64)")
     ap.add_argument("--kv-dtype", default="", help="ContextCache --kv-dtype (empty: serve's default)")
     ap.add_argument("--cc-weights", default="", help="ContextCache --weights (empty: serve's default)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per request")
     ap.add_argument("--stagger-ms", type=float, default=2.0, help="client i starts i x this after the others")
+    ap.add_argument("--fresh-queries", type=int, default=1,
+                    help="1: each request's query gets a lead-in no earlier request had (every request a group hit "
+                         "with its whole query to prefill); 0: the sample queries as they are (repeats can hit a "
+                         "stored conversation and prefill one token)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     b = Bench(a)

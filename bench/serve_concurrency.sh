@@ -27,12 +27,17 @@
 #                        llama (llama-server -np = clients) [cc,cc-default,llama]
 #   --llama-server-fa L  one llama-server per value: on,off [on,off]
 #   --llama-extra ARGS   more llama-server arguments, one string [none]
+#   --cc-extra ARGS      more `contextcache-cli serve` arguments, one string (e.g. "--first-token-rows 0") [none]
 #   --slot-ctx N         llama-server context per slot; -c is N x clients [0: longest prompt + reply + 64]
 #   --kv-dtype D         ContextCache --kv-dtype [serve's default]
 #   --cc-weights W       ContextCache --weights [serve's default]
 #   --timeout S          seconds per request [900]
 #   --stagger-ms MS      client i starts i x MS after the barrier, so the connects do not overflow
-#                        a server's accept queue (recorded: listen_overflows_during_load) [2]
+#                        a server's accept queue (recorded: listen_overflows_during_load); a few hundred
+#                        ms or more spreads the arrivals over the others' decoding [2]
+#   --fresh-queries 0|1  1: every request's query starts with a lead-in no earlier request had
+#                        ("Request N. "), so each is a group hit that prefills its whole query; 0: the
+#                        sample queries as they are (a repeat can hit a stored conversation) [1]
 #   --work DIR           scratch: exported weights, GGUF, cache dirs, server logs [/tmp/cc-serve-concurrency]
 #   --out FILE           the JSON written (also after every server, so a cut-off sitting keeps its part)
 #                        [serve_concurrency.json]
@@ -59,11 +64,13 @@ tools=20
 sides="cc,cc-default,llama"
 llama_server_fa="on,off"
 llama_extra=""
+cc_extra=""
 slot_ctx=0
 kv_dtype=""
 cc_weights=""
 timeout=900
 stagger_ms=2
+fresh_queries=1
 work="/tmp/cc-serve-concurrency"
 out="serve_concurrency.json"
 python=""
@@ -86,11 +93,13 @@ while [[ $# -gt 0 ]]; do
         --sides) sides="$2"; shift 2 ;;
         --llama-server-fa) llama_server_fa="$2"; shift 2 ;;
         --llama-extra) llama_extra="$2"; shift 2 ;;
+        --cc-extra) cc_extra="$2"; shift 2 ;;
         --slot-ctx) slot_ctx="$2"; shift 2 ;;
         --kv-dtype) kv_dtype="$2"; shift 2 ;;
         --cc-weights) cc_weights="$2"; shift 2 ;;
         --timeout) timeout="$2"; shift 2 ;;
         --stagger-ms) stagger_ms="$2"; shift 2 ;;
+        --fresh-queries) fresh_queries="$2"; shift 2 ;;
         --work) work="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         --python) python="$2"; shift 2 ;;
@@ -123,5 +132,5 @@ exec "$python" "$repo/bench/serve_concurrency.py" \
     --llama-bin "$llama_bin" --llama-commit "$llama_commit" --gguf-py "$gguf_py" --python "$python" \
     --work "$work" --model "$model" --threads "$threads" --clients "$clients" \
     --requests-per-client "$requests_per_client" --max-tokens "$max_tokens" --tools "$tools" --sides "$sides" \
-    --llama-server-fa "$llama_server_fa" "--llama-extra=$llama_extra" --slot-ctx "$slot_ctx" \
-    --kv-dtype "$kv_dtype" --cc-weights "$cc_weights" --timeout "$timeout" --stagger-ms "$stagger_ms" --out "$out"
+    --llama-server-fa "$llama_server_fa" "--llama-extra=$llama_extra" "--cc-extra=$cc_extra" --slot-ctx "$slot_ctx" \
+    --kv-dtype "$kv_dtype" --cc-weights "$cc_weights" --timeout "$timeout" --stagger-ms "$stagger_ms" --fresh-queries "$fresh_queries" --out "$out"

@@ -251,7 +251,8 @@ void Engine::make_backend(ModelInfo& info) {
     cache_->set_backend(fresh.get());
     backend_ = std::move(fresh);
     if (options_.parallel > 1)
-        scheduler_ = std::make_unique<StepScheduler>(*backend_, StepSchedulerOptions{.max_step_tokens = options_.step_tokens});
+        scheduler_ = std::make_unique<StepScheduler>(*backend_, StepSchedulerOptions{.max_step_tokens = options_.step_tokens,
+                                                                                      .first_token_rows = options_.first_token_rows});
     info.backend_reason = plan.choice.reason;
     info.backend = backend_->name();
     info.numerics = backend_->numerics_id();
@@ -757,7 +758,7 @@ void Engine::prefill_and_decode(std::span<const token_id> ids, const KvView& vie
                                 const Stopwatch& submit, ToolCallConstraint* constraint) {
     Stopwatch prefill_clock;
     const int last_row = static_cast<int>(ids.size()) - 1;
-    auto logits = run_forward(ids, view, std::span<const int>(&last_row, 1));
+    auto logits = run_forward(ids, view, std::span<const int>(&last_row, 1), CallKind::first_token);
     result.timings.prefill_ms = prefill_clock.elapsed_ms();
     result.timings.prefill_tok_s = static_cast<double>(ids.size()) / (result.timings.prefill_ms / 1000.0);
     decode_loop(std::move(logits), view, options, stop_ids_, on_token, result, submit, constraint);
@@ -821,19 +822,20 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
 }
 
 void Engine::run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows,
-                         std::vector<float>& logits) {
+                         std::vector<float>& logits, CallKind kind) {
     logits.resize(logit_rows.size() * static_cast<size_t>(info_.config.vocab_size));
     if (scheduler_) {
-        scheduler_->forward(ids, view, logit_rows, logits, active_flag(), tl_request_steps);
+        scheduler_->forward(ids, view, logit_rows, logits, active_flag(), tl_request_steps, kind);
         return;
     }
     const SequenceRows seq{ids, view, logit_rows, logits};
     backend_->forward_batch(std::span<const SequenceRows>(&seq, 1), active_flag());
 }
 
-std::vector<float> Engine::run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows) {
+std::vector<float> Engine::run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows,
+                                       CallKind kind) {
     std::vector<float> logits;
-    run_forward(ids, view, logit_rows, logits);
+    run_forward(ids, view, logit_rows, logits, kind);
     return logits;
 }
 
@@ -1083,7 +1085,7 @@ GenerateResult Engine::generate(const std::vector<token_id>& prompt_ids, int max
     auto block = backend_->allocate_kv(static_cast<int>(prompt_ids.size()) + max_new_tokens);
     const KvView view{nullptr, 0, block.get()};
     const int last = static_cast<int>(prompt_ids.size()) - 1;
-    auto logits = run_forward(prompt_ids, view, std::span<const int>(&last, 1));
+    auto logits = run_forward(prompt_ids, view, std::span<const int>(&last, 1), CallKind::first_token);
     // The raw language model: greedy, ended by config.json's and generation_config.json's eos ids
     // (not the chat format's).
     std::vector<token_id> eos_ids = info_.config.eos_token_ids;

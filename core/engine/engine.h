@@ -58,6 +58,9 @@ struct EngineOptions {
     // request in flight are batched into shared steps (StepScheduler) of at most step_tokens rows.
     int parallel = 1;
     int step_tokens = 256;
+    // A request's first-token prefill of at most this many rows runs ahead of the decoding
+    // requests in a step of its own (StepSchedulerOptions::first_token_rows; 0: off).
+    int first_token_rows = 0;
 };
 
 struct ModelInfo {
@@ -393,10 +396,12 @@ private:
     // Every forward call of a request goes through here: to the backend, or into a shared step
     // when the engine batches (parallel > 1), under the calling thread's cancel flag. The logits
     // go to `logits`, resized to logit_rows.size() x vocab: the decode loop passes the same vector
-    // every step, so its storage is reused rather than faulted in fresh each token.
+    // every step, so its storage is reused rather than faulted in fresh each token. `kind` tells
+    // the scheduler which call gives the request its first token (it may run ahead of decode rows).
     void run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows,
-                     std::vector<float>& logits);
-    std::vector<float> run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows);
+                     std::vector<float>& logits, CallKind kind = CallKind::later);
+    std::vector<float> run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows,
+                                   CallKind kind = CallKind::later);
     // The constraint options.tool_choice asks for over `tools` (null for auto/none); throws
     // std::invalid_argument naming what is wrong (no tools, a name not offered, no call markup).
     std::unique_ptr<ToolCallConstraint> call_constraint(const ToolSet& tools, const ToolChoice& choice);

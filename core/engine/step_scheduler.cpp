@@ -29,6 +29,8 @@ struct StepScheduler::Call {
     int n0_before = 0;               // the suffix block's positions before the call (put back on a failure)
     int done = 0;                    // rows run so far
     uint64_t arrival = 0;
+    CallKind kind = CallKind::later;
+    bool passed_over = false;        // a first-token step ran ahead of it once already
     Clock::time_point arrived = Clock::now();
     double busy_ms = 0;              // time inside the steps that ran its rows
     StepStats stats;
@@ -54,7 +56,7 @@ StepScheduler::~StepScheduler() {
 }
 
 void StepScheduler::forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
-                            std::span<float> logits, const std::atomic<bool>* cancel, StepStats* stats) {
+                            std::span<float> logits, const std::atomic<bool>* cancel, StepStats* stats, CallKind kind) {
     if (kv.suffix == nullptr) throw std::runtime_error("forward: the view has no suffix block");
     const int vocab = backend_.config().vocab_size;
     check_forward_request(tokens, kv, kv.prefix_tokens > 0 ? kv.prefix : nullptr, *kv.suffix, logit_rows, vocab);
@@ -70,6 +72,7 @@ void StepScheduler::forward(std::span<const token_id> tokens, const KvView& kv, 
     call.kv = kv;
     call.logit_rows = logit_rows;
     call.cancel = cancel;
+    call.kind = kind;
     call.n0_before = kv.suffix->n_tokens();
     call.logits = logits;
     {
@@ -145,21 +148,7 @@ void StepScheduler::run() {
             if (stopping_) continue;
         }
 
-        // The step: least left to run first (decode rows, short prefills), then arrival order;
-        // rows up to the budget, the last call taken possibly cut to a chunk.
-        std::vector<Call*> order(waiting_.begin(), waiting_.end());
-        std::sort(order.begin(), order.end(), [](const Call* a, const Call* b) {
-            return a->remaining() != b->remaining() ? a->remaining() < b->remaining() : a->arrival < b->arrival;
-        });
-        std::vector<std::pair<Call*, int>> take;
-        int budget = options_.max_step_tokens;
-        for (Call* c : order) {
-            if (budget == 0) break;
-            const int n = std::min(c->remaining(), budget);
-            take.emplace_back(c, n);
-            budget -= n;
-        }
-
+        const auto take = choose_step();
         lock.unlock();
         const auto step_start = Clock::now();
         run_step(take);
@@ -185,6 +174,36 @@ void StepScheduler::run() {
         }
         cv_.notify_all();
     }
+}
+
+std::vector<std::pair<StepScheduler::Call*, int>> StepScheduler::choose_step() {
+    std::vector<Call*> order(waiting_.begin(), waiting_.end());
+    std::sort(order.begin(), order.end(), [](const Call* a, const Call* b) {
+        return a->remaining() != b->remaining() ? a->remaining() < b->remaining() : a->arrival < b->arrival;
+    });
+    // First-token priority: the short first-token calls go alone when everything else waiting may
+    // be passed over (has not been yet).
+    auto first = [&](const Call* c) {
+        return c->kind == CallKind::first_token && c->remaining() <= options_.first_token_rows;
+    };
+    const auto n_first = std::count_if(order.begin(), order.end(), first);
+    const bool alone = n_first > 0 && size_t(n_first) < order.size() &&
+                       std::none_of(order.begin(), order.end(), [&](const Call* c) { return !first(c) && c->passed_over; });
+    if (alone) {
+        ++totals_.first_token_steps;
+        for (Call* c : order)
+            if (!first(c)) c->passed_over = true;
+        std::erase_if(order, [&](const Call* c) { return !first(c); });
+    }
+    std::vector<std::pair<Call*, int>> take;
+    int budget = options_.max_step_tokens;
+    for (Call* c : order) {
+        if (budget == 0) break;
+        const int n = std::min(c->remaining(), budget);
+        take.emplace_back(c, n);
+        budget -= n;
+    }
+    return take;
 }
 
 void StepScheduler::run_step(const std::vector<std::pair<Call*, int>>& take) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 namespace {
@@ -312,6 +313,141 @@ TEST(StepScheduler, logit_rows_in_any_order_land_in_their_slots) {
     const auto got = scheduled(scheduler, ids, KvView{nullptr, 0, block.get()}, rows);
     EXPECT_TRUE(bits_equal(got, expected));
     EXPECT_GT(scheduler.totals().chunked_calls, 0u);
+}
+
+// ---- first-token priority ----------------------------------------------------------------------
+
+// Runs the real backend's steps, records each step's sequences (their row counts, in the step's
+// order) and holds the steps listed in `hold` at their start until the test lets them go: calls
+// line up behind a held step, so what the scheduler does with them is seen exactly.
+class GatedBackend final : public Backend {
+public:
+    GatedBackend(Backend& inner, std::set<size_t> hold) : inner_(inner), hold_(std::move(hold)) {}
+    std::string name() const override { return inner_.name(); }
+    std::string numerics_id() const override { return inner_.numerics_id(); }
+    const ModelConfig& config() const override { return inner_.config(); }
+    KvDType kv_dtype() const override { return inner_.kv_dtype(); }
+    std::unique_ptr<KvBlock> allocate_kv(int capacity) override { return inner_.allocate_kv(capacity); }
+    std::vector<float> forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> rows,
+                               const std::atomic<bool>* cancel) override {
+        return inner_.forward(tokens, kv, rows, cancel);
+    }
+    void export_kv(const KvBlock& block, int n, std::span<std::byte> out) const override { inner_.export_kv(block, n, out); }
+    std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n, int capacity) override {
+        return inner_.import_kv(data, n, capacity);
+    }
+    void forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel) override {
+        {
+            std::unique_lock lock(mutex_);
+            std::vector<size_t> rows;
+            for (const auto& s : seqs) rows.push_back(s.tokens.size());
+            steps_.push_back(std::move(rows));
+            const size_t index = steps_.size() - 1;
+            cv_.notify_all();
+            cv_.wait(lock, [&] { return !hold_.contains(index); });
+        }
+        inner_.forward_batch(seqs, cancel);
+    }
+    void wait_for_step(size_t index) {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return steps_.size() > index; });
+    }
+    void release(size_t index) {
+        std::lock_guard lock(mutex_);
+        hold_.erase(index);
+        cv_.notify_all();
+    }
+    std::vector<std::vector<size_t>> steps() const {
+        std::lock_guard lock(mutex_);
+        return steps_;
+    }
+
+private:
+    Backend& inner_;
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;
+    std::set<size_t> hold_;
+    std::vector<std::vector<size_t>> steps_;
+};
+
+// Waits (bounded) until `n` calls wait in the scheduler.
+bool calls_waiting(const StepScheduler& s, size_t n) {
+    for (int i = 0; i < 20000; ++i) {
+        if (s.totals().waiting == n) return true;
+        std::this_thread::sleep_for(std::chrono::microseconds(250));
+    }
+    return false;
+}
+
+// Three replies decoding over one group when two requests' first-token prefills arrive: the first
+// runs alone, ahead of the decode rows; the second, arriving while it runs, shares the next step
+// with the decode rows (they are passed over at most once); a first-token prefill longer than
+// first_token_rows never goes first. With first_token_rows = 0 every call shares steps by least
+// left first. Every call's logits == the same call alone.
+TEST(StepScheduler, short_first_token_prefills_run_ahead_of_decode_rows_once) {
+    Backend& b = engine().backend();
+    const int vocab = b.config().vocab_size;
+    const auto group = random_ids(20, 3, vocab);
+    auto prefix = prefix_block(b, group);
+    // Sequences: 0 holds the first step; 1-3 decode one token each; 4 and 5 are first-token
+    // prefills of 5 and 3 rows; 6 is a first-token prefill of 12 rows (over first_token_rows = 8).
+    const std::vector<size_t> lengths{1, 1, 1, 1, 5, 3, 12};
+    const std::vector<CallKind> kinds{CallKind::later, CallKind::later, CallKind::later, CallKind::later,
+                                      CallKind::first_token, CallKind::first_token, CallKind::first_token};
+    auto make_suffix = [&](size_t i) {  // each sequence's private suffix: 4 tokens already there
+        auto block = b.allocate_kv(32);
+        b.forward(random_ids(4, uint32_t(60 + i), vocab), KvView{prefix.get(), 20, block.get()}, {});
+        return block;
+    };
+    std::vector<std::vector<token_id>> tokens;
+    std::vector<std::vector<float>> alone;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+        tokens.push_back(random_ids(lengths[i], uint32_t(80 + i), vocab));
+        auto block = make_suffix(i);
+        alone.push_back(b.forward(tokens[i], KvView{prefix.get(), 20, block.get()}, all_rows(lengths[i])));
+    }
+
+    for (const int first_token_rows : {8, 0}) {
+        SCOPED_TRACE("first_token_rows " + std::to_string(first_token_rows));
+        GatedBackend gated(b, {0, 1});
+        StepScheduler scheduler(gated, StepSchedulerOptions{.max_step_tokens = 64, .first_token_rows = first_token_rows});
+        std::vector<std::unique_ptr<KvBlock>> blocks;
+        for (size_t i = 0; i < lengths.size(); ++i) blocks.push_back(make_suffix(i));
+        std::vector<std::vector<float>> got(lengths.size());
+        std::vector<std::thread> threads;
+        auto start = [&](size_t i) {
+            threads.emplace_back([&, i] {
+                const auto rows = all_rows(lengths[i]);
+                got[i].resize(rows.size() * size_t(vocab));
+                scheduler.forward(tokens[i], KvView{prefix.get(), 20, blocks[i].get()}, rows, got[i], nullptr, nullptr, kinds[i]);
+            });
+        };
+        start(0);
+        gated.wait_for_step(0);  // step 0 runs sequence 0 alone and is held
+        for (size_t i : {1, 2, 3, 4, 6}) start(i);
+        ASSERT_TRUE(calls_waiting(scheduler, 6));
+        gated.release(0);
+        gated.wait_for_step(1);  // step 1 chosen from 1, 2, 3, 4, 6, held
+        start(5);
+        ASSERT_TRUE(calls_waiting(scheduler, 6));  // the five of step 1 (still running) and 5
+        gated.release(1);
+        for (auto& t : threads) t.join();
+
+        for (size_t i = 0; i < lengths.size(); ++i) EXPECT_TRUE(bits_equal(got[i], alone[i])) << "sequence " << i;
+        const auto steps = gated.steps();
+        if (first_token_rows > 0) {
+            // 0 alone; 4 alone (5 rows), ahead of the decode rows and of 6 (12 rows); then the
+            // decode rows, passed over once already, with 5 (3 rows) and 6, least left first
+            const std::vector<std::vector<size_t>> expected{{1}, {5}, {1, 1, 1, 3, 12}};
+            EXPECT_EQ(steps, expected);
+            EXPECT_EQ(scheduler.totals().first_token_steps, 1u);
+        } else {
+            // least left first only: 5 arrives after step 1 was chosen and runs alone after it
+            const std::vector<std::vector<size_t>> expected{{1}, {1, 1, 1, 5, 12}, {3}};
+            EXPECT_EQ(steps, expected);
+            EXPECT_EQ(scheduler.totals().first_token_steps, 0u);
+        }
+    }
 }
 
 // ---- the engine: requests on several threads ------------------------------------------------

@@ -101,6 +101,26 @@ TEST(ServeCli, PrintsItsAddressAnswersAndStopsOnSigint) {
     busy.join();
 }
 
+// --first-token-rows (first-token priority, docs/server.md) is announced with its default, taken
+// as given (0, the default, is off), and a bad value is refused by the option's name.
+TEST(ServeCli, AnnouncesFirstTokenRows) {
+    {
+        ServeProcess server({});
+        ASSERT_GT(server.port, 0);
+        EXPECT_EQ(server.first_line.at("first_token_rows"), 0);
+        EXPECT_EQ(server.interrupt_and_wait(30s), 0);
+    }
+    {
+        ServeProcess server({"--first-token-rows", "32"});
+        ASSERT_GT(server.port, 0);
+        EXPECT_EQ(server.first_line.at("first_token_rows"), 32);
+        EXPECT_EQ(server.interrupt_and_wait(30s), 0);
+    }
+    const auto bad = cc::test::run_cli({"--model", "builtin:qwen3-test", "serve", "--port", "0", "--first-token-rows", "-1"});
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find("--first-token-rows"), std::string::npos) << bad.err;
+}
+
 // Under ASan malloc is the sanitizer's and mallopt refuses: serve runs without a cap. (TSan's
 // allocator serves malloc too, but leaves mallopt to glibc, which accepts it.)
 #if defined(__SANITIZE_ADDRESS__)
