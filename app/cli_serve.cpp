@@ -46,8 +46,8 @@ int cmd_serve(Args& args, const cc::EngineOptions& engine_options, bool json) {
     options.parallel = static_cast<int>(
         parse_int(args.get_or("parallel", std::to_string(std::clamp(4 * cores, 4, 16))), "--parallel", 1, 256));
     options.step_tokens = static_cast<int>(parse_int(args.get_or("step-tokens", "256"), "--step-tokens", 1, 1 << 20));
-    options.first_token_rows = static_cast<int>(
-        parse_int(args.get_or("first-token-rows", std::to_string(options.first_token_rows)), "--first-token-rows", 0, 1 << 20));
+    options.first_token_rows = static_cast<int>(parse_int(
+        args.get_or("first-token-rows", std::to_string(options.first_token_rows)), "--first-token-rows", 0, 1 << 20));
     cc::serve::ServerOptions s;
     s.host = args.get_or("host", s.host);
     s.port = static_cast<int>(parse_int(args.get_or("port", "8080"), "--port", 0, 65535));

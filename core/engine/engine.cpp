@@ -251,8 +251,9 @@ void Engine::make_backend(ModelInfo& info) {
     cache_->set_backend(fresh.get());
     backend_ = std::move(fresh);
     if (options_.parallel > 1)
-        scheduler_ = std::make_unique<StepScheduler>(*backend_, StepSchedulerOptions{.max_step_tokens = options_.step_tokens,
-                                                                                      .first_token_rows = options_.first_token_rows});
+        scheduler_ = std::make_unique<StepScheduler>(
+            *backend_, StepSchedulerOptions{.max_step_tokens = options_.step_tokens,
+                                            .first_token_rows = options_.first_token_rows});
     info.backend_reason = plan.choice.reason;
     info.backend = backend_->name();
     info.numerics = backend_->numerics_id();
@@ -832,8 +833,8 @@ void Engine::run_forward(std::span<const token_id> ids, const KvView& view, std:
     backend_->forward_batch(std::span<const SequenceRows>(&seq, 1), active_flag());
 }
 
-std::vector<float> Engine::run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows,
-                                       CallKind kind) {
+std::vector<float> Engine::run_forward(std::span<const token_id> ids, const KvView& view,
+                                       std::span<const int> logit_rows, CallKind kind) {
     std::vector<float> logits;
     run_forward(ids, view, logit_rows, logits, kind);
     return logits;

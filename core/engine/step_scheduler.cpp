@@ -30,7 +30,7 @@ struct StepScheduler::Call {
     int done = 0;                    // rows run so far
     uint64_t arrival = 0;
     CallKind kind = CallKind::later;
-    bool passed_over = false;        // a first-token step ran ahead of it once already
+    bool passed_over = false;  // a first-token step ran ahead of it once already
     Clock::time_point arrived = Clock::now();
     double busy_ms = 0;              // time inside the steps that ran its rows
     StepStats stats;
@@ -187,8 +187,9 @@ std::vector<std::pair<StepScheduler::Call*, int>> StepScheduler::choose_step() {
         return c->kind == CallKind::first_token && c->remaining() <= options_.first_token_rows;
     };
     const auto n_first = std::count_if(order.begin(), order.end(), first);
-    const bool alone = n_first > 0 && size_t(n_first) < order.size() &&
-                       std::none_of(order.begin(), order.end(), [&](const Call* c) { return !first(c) && c->passed_over; });
+    const bool alone =
+        n_first > 0 && size_t(n_first) < order.size() &&
+        std::none_of(order.begin(), order.end(), [&](const Call* c) { return !first(c) && c->passed_over; });
     if (alone) {
         ++totals_.first_token_steps;
         for (Call* c : order)

@@ -104,8 +104,9 @@ public:
     // Cancelled and its suffix block is as it was. Validation errors (check_forward_request, the
     // size of `logits`) are thrown at once, before the call joins a step. `stats` (optional) gets
     // this call's steps.
-    void forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows, std::span<float> logits,
-                 const std::atomic<bool>* cancel = nullptr, StepStats* stats = nullptr, CallKind kind = CallKind::later);
+    void forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
+                 std::span<float> logits, const std::atomic<bool>* cancel = nullptr, StepStats* stats = nullptr,
+                 CallKind kind = CallKind::later);
 
     SchedulerTotals totals() const;
     int max_step_tokens() const { return options_.max_step_tokens; }

@@ -167,7 +167,8 @@ std::string ServerStats::prometheus(size_t queue_depth, size_t max_queue, size_t
       << "# HELP contextcache_chunked_prefills_total Forward calls cut into chunks by the per-step token budget.\n"
       << "# TYPE contextcache_chunked_prefills_total counter\n"
       << "contextcache_chunked_prefills_total " << steps.chunked_calls << "\n"
-      << "# HELP contextcache_first_token_steps_total Steps that ran requests' first-token prefills ahead of decoding requests.\n"
+      << "# HELP contextcache_first_token_steps_total Steps that ran requests' first-token prefills ahead of decoding "
+         "requests.\n"
       << "# TYPE contextcache_first_token_steps_total counter\n"
       << "contextcache_first_token_steps_total " << steps.first_token_steps << "\n";
     o << "# HELP contextcache_cache_bytes Bytes held by each cache tier.\n"

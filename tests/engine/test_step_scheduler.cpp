@@ -332,7 +332,9 @@ public:
                                const std::atomic<bool>* cancel) override {
         return inner_.forward(tokens, kv, rows, cancel);
     }
-    void export_kv(const KvBlock& block, int n, std::span<std::byte> out) const override { inner_.export_kv(block, n, out); }
+    void export_kv(const KvBlock& block, int n, std::span<std::byte> out) const override {
+        inner_.export_kv(block, n, out);
+    }
     std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n, int capacity) override {
         return inner_.import_kv(data, n, capacity);
     }
@@ -392,8 +394,9 @@ TEST(StepScheduler, short_first_token_prefills_run_ahead_of_decode_rows_once) {
     // Sequences: 0 holds the first step; 1-3 decode one token each; 4 and 5 are first-token
     // prefills of 5 and 3 rows; 6 is a first-token prefill of 12 rows (over first_token_rows = 8).
     const std::vector<size_t> lengths{1, 1, 1, 1, 5, 3, 12};
-    const std::vector<CallKind> kinds{CallKind::later, CallKind::later, CallKind::later, CallKind::later,
-                                      CallKind::first_token, CallKind::first_token, CallKind::first_token};
+    const std::vector<CallKind> kinds{CallKind::later,      CallKind::later,       CallKind::later,
+                                      CallKind::later,      CallKind::first_token, CallKind::first_token,
+                                      CallKind::first_token};
     auto make_suffix = [&](size_t i) {  // each sequence's private suffix: 4 tokens already there
         auto block = b.allocate_kv(32);
         b.forward(random_ids(4, uint32_t(60 + i), vocab), KvView{prefix.get(), 20, block.get()}, {});
@@ -410,7 +413,8 @@ TEST(StepScheduler, short_first_token_prefills_run_ahead_of_decode_rows_once) {
     for (const int first_token_rows : {8, 0}) {
         SCOPED_TRACE("first_token_rows " + std::to_string(first_token_rows));
         GatedBackend gated(b, {0, 1});
-        StepScheduler scheduler(gated, StepSchedulerOptions{.max_step_tokens = 64, .first_token_rows = first_token_rows});
+        StepScheduler scheduler(gated,
+                                StepSchedulerOptions{.max_step_tokens = 64, .first_token_rows = first_token_rows});
         std::vector<std::unique_ptr<KvBlock>> blocks;
         for (size_t i = 0; i < lengths.size(); ++i) blocks.push_back(make_suffix(i));
         std::vector<std::vector<float>> got(lengths.size());
@@ -419,7 +423,8 @@ TEST(StepScheduler, short_first_token_prefills_run_ahead_of_decode_rows_once) {
             threads.emplace_back([&, i] {
                 const auto rows = all_rows(lengths[i]);
                 got[i].resize(rows.size() * size_t(vocab));
-                scheduler.forward(tokens[i], KvView{prefix.get(), 20, blocks[i].get()}, rows, got[i], nullptr, nullptr, kinds[i]);
+                scheduler.forward(tokens[i], KvView{prefix.get(), 20, blocks[i].get()}, rows, got[i], nullptr, nullptr,
+                                  kinds[i]);
             });
         };
         start(0);

@@ -116,7 +116,8 @@ TEST(ServeCli, AnnouncesFirstTokenRows) {
         EXPECT_EQ(server.first_line.at("first_token_rows"), 32);
         EXPECT_EQ(server.interrupt_and_wait(30s), 0);
     }
-    const auto bad = cc::test::run_cli({"--model", "builtin:qwen3-test", "serve", "--port", "0", "--first-token-rows", "-1"});
+    const auto bad =
+        cc::test::run_cli({"--model", "builtin:qwen3-test", "serve", "--port", "0", "--first-token-rows", "-1"});
     EXPECT_NE(bad.exit_code, 0);
     EXPECT_NE(bad.err.find("--first-token-rows"), std::string::npos) << bad.err;
 }
