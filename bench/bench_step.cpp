@@ -1,8 +1,9 @@
 // bench_step: the backend's multi-sequence decode step (Backend::forward_batch) alone, without
 // the server around it: N sequences over one shared prefix block (a cached tool group of `depth`
 // positions; 0: no prefix), each with its private suffix, decoding together one token each per
-// step, as `serve --parallel` runs them. Prints one JSON object.
-//   bench_step [--backend cpu|cuda] [--model SPEC] [--threads N] [--weights bf16dot] [--kv bf16]
+// step, as `serve --parallel` runs them. Prints one JSON object. --weights: serve's default on this
+// CPU unless given (bf16dot with AVX-512 BF16, else stored).
+//   bench_step [--backend cpu|cuda] [--model SPEC] [--threads N] [--weights W] [--kv bf16]
 //              [--depth 2985[,0,...]] [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3] [--share on,off]
 //              [--batch serial,stacked[,serial+graphs,stacked+graphs]]
 //
@@ -23,6 +24,7 @@
 #include "bench/bench_cuda.h"
 #include "core/backend/backend.h"
 #include "core/cpu/cpu_backend.h"
+#include "core/cpu/kernels.h"
 #include "core/research/sample_stats.h"
 
 #include <algorithm>
@@ -45,7 +47,7 @@ double ms_since(Clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string backend = "cpu", model, weights_name = "bf16dot", kv_name = "bf16";
+    std::string backend = "cpu", model, weights_name, kv_name = "bf16";
     std::vector<int> sequences{1, 2, 4, 8, 16};
     std::vector<std::string> shares{"on", "off"}, batches{"serial", "stacked"};
     std::vector<int> depths{2985};
@@ -104,6 +106,8 @@ int main(int argc, char** argv) {
         if (!device) return cc::bench::print_skipped("bench_step", reason);
         weights_name = "stored";
     }
+    // serve's default on this CPU: bf16dot where the CPU has AVX-512 BF16, else the stored weights
+    if (weights_name.empty()) weights_name = cc::cpu::bf16dot::supported() ? "bf16dot" : "stored";
     if (model.empty()) model = cuda ? "builtin:qwen3-8b" : "builtin:qwen3-0.6b";
     try {
         const cc::ModelWeights weights = cc::bench::load_model_weights(model, threads);
