@@ -104,16 +104,11 @@ TEST(ServeCli, PrintsItsAddressAnswersAndStopsOnSigint) {
 // --first-token-rows (first-token priority, docs/server.md) is announced with its default, taken
 // as given (0, the default, is off), and a bad value is refused by the option's name.
 TEST(ServeCli, AnnouncesFirstTokenRows) {
-    {
-        ServeProcess server({});
+    for (const auto& [args, expected] : {std::pair<std::vector<std::string>, int>{{}, 0},
+                                         std::pair<std::vector<std::string>, int>{{"--first-token-rows", "32"}, 32}}) {
+        ServeProcess server(args);
         ASSERT_GT(server.port, 0);
-        EXPECT_EQ(server.first_line.at("first_token_rows"), 0);
-        EXPECT_EQ(server.interrupt_and_wait(30s), 0);
-    }
-    {
-        ServeProcess server({"--first-token-rows", "32"});
-        ASSERT_GT(server.port, 0);
-        EXPECT_EQ(server.first_line.at("first_token_rows"), 32);
+        EXPECT_EQ(server.first_line.at("first_token_rows"), expected);
         EXPECT_EQ(server.interrupt_and_wait(30s), 0);
     }
     const auto bad =
