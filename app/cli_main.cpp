@@ -136,8 +136,8 @@ commands:
                                               /tools, /query, /status, /health, /metrics (docs/server.md);
                                               --parallel N requests at once (default 4 per core, 4..16),
                                               batched in steps of at most --step-tokens rows (256);
-                                              --first-token-rows N: a first-token prefill of at most
-                                              N rows runs ahead of decoding requests (0: off, default);
+                                              a first-token prefill of at most --first-token-rows
+                                              rows (64; 0: off) runs ahead of decoding requests;
                                               port 0 = any free port; Ctrl-C stops; at most 2 glibc
                                               malloc arenas unless --malloc-arenas (0: glibc's own)
   selftest [--backend cuda|cpu] [--quick]    check this build on this machine: a pass/fail table with

@@ -60,7 +60,7 @@ struct EngineOptions {
     int step_tokens = 256;
     // A request's first-token prefill of at most this many rows runs ahead of the decoding
     // requests in a step of its own (StepSchedulerOptions::first_token_rows; 0: off).
-    int first_token_rows = 0;
+    int first_token_rows = 64;
 };
 
 struct ModelInfo {

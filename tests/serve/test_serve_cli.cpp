@@ -102,10 +102,10 @@ TEST(ServeCli, PrintsItsAddressAnswersAndStopsOnSigint) {
 }
 
 // --first-token-rows (first-token priority, docs/server.md) is announced with its default, taken
-// as given (0, the default, is off), and a bad value is refused by the option's name.
+// as given (0 turns it off), and a bad value is refused by the option's name.
 TEST(ServeCli, AnnouncesFirstTokenRows) {
-    for (const auto& [args, expected] : {std::pair<std::vector<std::string>, int>{{}, 0},
-                                         std::pair<std::vector<std::string>, int>{{"--first-token-rows", "32"}, 32}}) {
+    for (const auto& [args, expected] : {std::pair<std::vector<std::string>, int>{{}, 64},
+                                         std::pair<std::vector<std::string>, int>{{"--first-token-rows", "0"}, 0}}) {
         ServeProcess server(args);
         ASSERT_GT(server.port, 0);
         EXPECT_EQ(server.first_line.at("first_token_rows"), expected);
