@@ -3,13 +3,15 @@
 // in a real step: each shape is packed in as many copies as fill --stream-mb, used in turn, so no
 // call finds its weights in the last-level cache. Prints one JSON object.
 //   bench_gemm [--model builtin:qwen3-0.6b] [--threads 2] [--rows 1,2,4,6,8,12,24]
-//              [--formats bf16dot,f32] [--stream-mb 256] [--runs 9]
+//              [--formats bf16dot,bf16,f32] [--stream-mb 256] [--runs 9]
 //
 // Per shape, format and row count: the median and the best of --runs timed batches (each batch
 // a fixed number of calls, at least 0.2 s of work), GMAC/s, and the weights' GB/s (matrix bytes
 // per call / time). A step of m rows reads the same bytes as one of 1 row; where its time stays
 // near the 1-row time, the GEMM is bound by reading the weights, not by its arithmetic.
-// bf16dot runs only where the CPU has AVX-512 BF16; f32 is the best ISA's F32 GEMM over F32 panels.
+// bf16dot runs only where the CPU has AVX-512 BF16; bf16 is the best ISA's F32 GEMM over BF16
+// panels (`--weights stored` of a BF16 checkpoint: serve's default without AVX-512 BF16); f32 the
+// same GEMM over F32 panels.
 #include "bench/bench_common.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/thread_pool.h"
@@ -43,7 +45,7 @@ struct Shape {
 
 int main(int argc, char** argv) {
     std::string model = "builtin:qwen3-0.6b";
-    std::vector<std::string> formats{"bf16dot", "f32"};
+    std::vector<std::string> formats{"bf16dot", "bf16", "f32"};
     std::vector<size_t> rows{1, 2, 4, 6, 8, 12, 24};
     int threads = 2, runs = 9;
     double stream_mb = 256;
@@ -89,10 +91,11 @@ int main(int argc, char** argv) {
     std::normal_distribution<float> normal(0.0f, 0.02f);
     for (const std::string& format : formats) {
         const bool dot = format == "bf16dot";
-        if (!dot && format != "f32") {
-            std::cerr << "bench_gemm: --formats takes bf16dot and f32, not " << format << "\n";
+        if (!dot && format != "f32" && format != "bf16") {
+            std::cerr << "bench_gemm: --formats takes bf16dot, bf16 and f32, not " << format << "\n";
             return 2;
         }
+        const WFormat packed = dot ? WFormat::bf16dot : format == "bf16" ? WFormat::bf16 : WFormat::f32;
         if (dot && !cc::cpu::bf16dot::supported()) {
             results.push_back({{"format", format}, {"skipped", "this CPU has no AVX-512 BF16"}});
             continue;
@@ -102,11 +105,11 @@ int main(int argc, char** argv) {
             for (float& v : w) v = normal(rng);
             const Matrix src{w.data(), false, s.n, s.k};
             std::vector<PackedMatrix> copies;
-            const double bytes = double(s.n * s.k) * (dot ? 2 : 4);
+            const double bytes = double(s.n * s.k) * (packed == WFormat::f32 ? 4 : 2);
             const int n_copies = std::max(1, int(stream_mb * 1e6 / bytes));
             for (int i = 0; i < n_copies; ++i)
-                copies.push_back(dot ? cc::cpu::pack_matrix(pool, src, WFormat::bf16dot, cc::cpu::bf16dot::panel_width())
-                                     : cc::cpu::pack_matrix(pool, src, WFormat::f32, kernels.gemm_nr));
+                copies.push_back(cc::cpu::pack_matrix(pool, src, packed,
+                                                      dot ? cc::cpu::bf16dot::panel_width() : kernels.gemm_nr));
             std::vector<float> x(max_rows * size_t(s.k)), y(max_rows * size_t(s.n));
             for (float& v : x) v = normal(rng);
             size_t next = 0;
