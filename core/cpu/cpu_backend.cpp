@@ -12,17 +12,19 @@
 #include "core/base/kernel_math.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace cc {
@@ -32,6 +34,30 @@ using cpu::kKeyTile;
 
 template <class T>
 using BigVector = std::vector<T, BigAllocator<T>>;   // huge-page backed when large (big_buffer.h)
+
+// BigAllocator whose new elements are left unwritten (default-initialised), for KV storage: a
+// block's positions are written before they count, so zeroing a block first only costs time (the
+// whole capacity, max_new_tokens included, at every request; see KvRecycler).
+template <class T>
+struct UnwrittenBigAllocator : BigAllocator<T> {
+    template <class U>
+    struct rebind {
+        using other = UnwrittenBigAllocator<U>;
+    };
+    UnwrittenBigAllocator() noexcept = default;
+    template <class U>
+    UnwrittenBigAllocator(const UnwrittenBigAllocator<U>&) noexcept {}
+    template <class U>
+    void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... A>
+    void construct(U* p, A&&... a) {
+        ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+    }
+};
+template <class T>
+using KvStorage = std::vector<T, UnwrittenBigAllocator<T>>;
 
 std::string shape_str(const std::vector<int64_t>& shape) {
     std::string s = "[";
@@ -63,30 +89,36 @@ float element_to_f32(const std::byte* data, DType t, size_t i) {
 
 // ---- KV block --------------------------------------------------------------------------------------
 //
-// Freed KV storage, kept for the next allocation: its pages stay mapped, so a new block is zeroed
-// in place instead of being page-faulted in from the kernel again (on a 512-token prefill of the
-// 0.6B shape the faults and the zeroing of a fresh 59 MB block cost about as much as attention).
+// Freed KV storage, kept for the next allocation: its pages stay mapped, so a new block needs no
+// page faults (on a 512-token prefill of the 0.6B shape the faults of a fresh 59 MB block cost
+// about as much as attention). Neither a recycled nor a new buffer is zeroed (writing zeros only
+// touches pages, see CpuKvBlock::reserve): nothing reads a position before it is written for its
+// value: attention scores whole key tiles but replaces the scores past a row's last key by a
+// select (keep_lanes) before the softmax, and reads V rows only up to the last key (the bf16dot
+// pairs copy a last odd row next to zeros); export reads [0, n). The test
+// cpu_backend.stale_kv_storage_never_reaches_the_logits fills a block's storage with NaN before
+// the writes and checks every logit == ordinary blocks'.
 // At most kKeep buffers of at most kKeepBytes together; a buffer serves a request of at least a
 // quarter of its size. Shared by a backend and its blocks, so a block may outlive its backend.
 class KvRecycler {
 public:
     template <class T>
-    BigVector<T> take(size_t n) {
+    KvStorage<T> take(size_t n) {
         std::lock_guard lock(mutex_);
         auto& list = buffers<T>();
         for (auto it = list.begin(); it != list.end(); ++it) {
             if (it->capacity() >= n && it->capacity() / 4 <= n) {
-                BigVector<T> v = std::move(*it);
+                KvStorage<T> v = std::move(*it);
                 bytes_ -= v.capacity() * sizeof(T);
                 list.erase(it);
-                v.assign(n, T{});
+                v.resize(n);  // within the capacity: nothing is written
                 return v;
             }
         }
-        return BigVector<T>(n, T{});
+        return KvStorage<T>(n);
     }
     template <class T>
-    void give(BigVector<T>&& v) {
+    void give(KvStorage<T>&& v) {
         const size_t b = v.capacity() * sizeof(T);
         if (b == 0) return;
         std::lock_guard lock(mutex_);
@@ -104,13 +136,13 @@ private:
     static constexpr size_t kKeep = 2;
     static constexpr size_t kKeepBytes = size_t(1) << 30;
     template <class T>
-    std::vector<BigVector<T>>& buffers() {
+    std::vector<KvStorage<T>>& buffers() {
         if constexpr (std::is_same_v<T, float>) return f32_;
         else return b16_;
     }
     std::mutex mutex_;
-    std::vector<BigVector<float>> f32_;
-    std::vector<BigVector<uint16_t>> b16_;
+    std::vector<KvStorage<float>> f32_;
+    std::vector<KvStorage<uint16_t>> b16_;
     size_t bytes_ = 0;   // of both lists (they share the budget)
 };
 
@@ -150,14 +182,8 @@ public:
           n_kv_(c.n_kv_heads),
           hd_(c.head_dim),
           capacity_(capacity),
-          cap_((capacity + kKeyTile - 1) / kKeyTile * kKeyTile),
           recycler_(std::move(recycler)) {
         if (capacity < 0) throw std::runtime_error("allocate_kv: negative capacity " + std::to_string(capacity));
-        const size_t n = size_t(n_layers_) * layer_elems();
-        if (bf16_)
-            b16_ = recycler_->take<uint16_t>(n);
-        else
-            f32_ = recycler_->take<float>(n);
     }
     ~CpuKvBlock() override {
         if (!recycler_) return;
@@ -176,6 +202,25 @@ public:
         n_tokens_ = n_tokens;
     }
     void set_n_tokens(int n) { n_tokens_ = n; }
+
+    // Storage for positions [0, n), n <= capacity_tokens(), before they are written. A block is
+    // allocated for its prompt plus max_new_tokens, but most replies stop far short of that, and
+    // with huge pages every 2 MiB page of the layout below is touched as soon as position 0 is
+    // written (a head's K and V span all of cap_): faulting in the whole capacity cost a cache
+    // hit 70 ms at max_tokens 512 and 276 ms at 2,048 (0.6B shape, BF16 KV). So storage starts at
+    // what the first write needs plus 64 positions, and grows (at least doubling: the copies add up
+    // to less than the final size) up to the capacity. Growing copies the written positions
+    // into the new layout unchanged, so no value changes.
+    void reserve(int n) {
+        if (n <= cap_) return;
+        const int want = cap_ == 0 ? n + std::max(kGrowRoom, n / 4) : std::max(n + kGrowRoom, 2 * cap_);
+        const int cap = round_up_tile(std::min(capacity_, want));
+        if (bf16_)
+            b16_ = grown(b16_, cap);
+        else
+            f32_ = grown(f32_, cap);
+        cap_ = cap;
+    }
     const void* owner() const { return owner_; }
     bool linked() const { return image_ != nullptr; }  // read-only, over a canonical image
 
@@ -243,6 +288,29 @@ public:
     }
 
 private:
+    static constexpr int kGrowRoom = 64;  // positions of room at least, when storage is (re)allocated
+    static int round_up_tile(int n) { return (n + kKeyTile - 1) / kKeyTile * kKeyTile; }
+
+    // New storage for `cap` positions holding this block's positions [0, n_tokens_); the old
+    // storage goes back to the recycler.
+    template <class T>
+    KvStorage<T> grown(KvStorage<T>& old, int cap) {
+        const size_t hd = size_t(hd_), old_cap = size_t(cap_), new_cap = size_t(cap);
+        KvStorage<T> fresh = recycler_->take<T>(size_t(n_layers_) * 2 * size_t(n_kv_) * new_cap * hd);
+        const size_t k_elems = size_t(round_up_tile(n_tokens_)) * hd, v_elems = size_t(n_tokens_) * hd;
+        for (int l = 0; l < n_layers_; ++l)
+            for (int part = 0; part < 2; ++part)
+                for (int h = 0; h < n_kv_; ++h) {
+                    // K: whole tiles of 16 positions, V: rows; either way a head's first positions are a prefix
+                    const size_t head = (size_t(2 * l + part) * size_t(n_kv_) + size_t(h));
+                    if (n_tokens_ > 0)
+                        std::memcpy(fresh.data() + head * new_cap * hd, old.data() + head * old_cap * hd,
+                                    (part == 0 ? k_elems : v_elems) * sizeof(T));
+                }
+        recycler_->give(std::move(old));
+        return fresh;
+    }
+
     size_t image_part_bytes() const { return size_t(n_kv_) * size_t(cap_) * size_t(hd_) * (bf16_ ? 2 : 4); }
 
     // Between the canonical [n_kv_heads, n, head_dim] layout and ours. V rows are stored as in the
@@ -286,10 +354,10 @@ private:
     bool bf16_;
     int n_layers_, n_kv_, hd_;
     int capacity_;   // as requested
-    int cap_;        // rounded up to a key tile
+    int cap_ = 0;    // positions the storage holds (rounded up to a key tile; grows up to capacity_, see reserve)
     int n_tokens_ = 0;
-    BigVector<float> f32_;        // owned storage (empty when linked)
-    BigVector<uint16_t> b16_;
+    KvStorage<float> f32_;  // owned storage (empty when linked); unwritten past the positions stored
+    KvStorage<uint16_t> b16_;
     const std::byte* image_ = nullptr;        // linked: the canonical image, read in place
     std::shared_ptr<const void> keep_alive_;  // linked: owns the image (the file mapping)
     std::shared_ptr<KvRecycler> recycler_;    // owned storage: where it goes when the block does
@@ -602,6 +670,7 @@ public:
             throw std::runtime_error("import_kv: data is " + std::to_string(data.size()) + " bytes, expected " +
                                      std::to_string(kv_bytes(n_tokens)) + " for " + std::to_string(n_tokens) + " positions");
         auto block = std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, capacity_tokens, recycler_);
+        block->reserve(n_tokens);
         const size_t part = kv_bytes(n_tokens) / (2 * size_t(cfg_.n_layers));
         for (int l = 0; l < cfg_.n_layers; ++l)
             for (int which = 0; which < 2; ++which)
@@ -855,6 +924,10 @@ void CpuBackend::forward_rows(std::span<const token_id> tokens, std::span<const 
     // RoPE angles in double, rounded to float once: (position * inv_freq).
     for (int t = 0; t < T; ++t) rope_angles(position(t), &a.cos_t[size_t(t) * half], &a.sin_t[size_t(t) * half]);
     const int u0 = unrotated != nullptr ? unrotated->n_tokens() : 0;  // where captured pre-RoPE K/V go
+    // storage for the positions this step writes (blocks grow on demand: CpuKvBlock::reserve)
+    if (sparse == nullptr)
+        for (const SeqPlan& sp : seqs) sp.suffix->reserve(sp.n0 + sp.n_rows);
+    if (unrotated != nullptr) unrotated->reserve(u0 + T);
 
     // token embeddings
     for_rows(T, [&](int t) {

@@ -488,6 +488,128 @@ TEST(cpu_backend, export_import_round_trip_gives_the_same_logits) {
     }
 }
 
+// KV storage is not zeroed when a block is allocated (a recycled buffer keeps what the last block
+// wrote; cpu_backend.cpp, KvRecycler): the unwritten positions past a block's end, which attention
+// reads as the rest of a key tile, must never reach a logit. Blocks whose every position holds NaN
+// (an image of NaN imported, then truncated to nothing) give the bits of ordinary blocks for a full
+// prefill, prefix + suffix, token-by-token decode and a forward_batch step over a shared prefix.
+TEST(cpu_backend, stale_kv_storage_never_reaches_the_logits) {
+    const int n = 45, split = 21, cap = 64;
+    for (ModelFamily fam : {ModelFamily::qwen3, ModelFamily::mistral}) {
+        auto s = make_synth(fam, DType::bf16);
+        const int V = s->w.config.vocab_size;
+        const auto tokens = random_tokens(n, V, 13);
+        const std::span<const token_id> all(tokens);
+        for (cpu::Isa isa : isas())
+            for (KvDType kv : {KvDType::f32, KvDType::bf16})
+                for (WeightDType wd : {WeightDType::stored, WeightDType::bf16dot}) {
+                    if (wd == WeightDType::bf16dot && (isa != cpu::best_isa() || !cpu::bf16dot::supported())) continue;
+                    const std::string ctx = std::string(cpu::isa_name(isa)) + " " + family_str(fam) + " kv " +
+                                            kv_dtype_name(kv) + " " + weight_dtype_name(wd);
+                    auto be = make_cpu_backend(s->w, opts(isa, 2, kv, wd));
+                    const std::vector<std::byte> nan_image(be->kv_bytes(cap), std::byte{0xff});  // NaN in F32 and BF16
+                    auto stale = [&] {
+                        auto block = be->import_kv(nan_image, cap, cap);
+                        block->truncate(0);
+                        return block;
+                    };
+                    auto fresh = make_cpu_backend(s->w, opts(isa, 2, kv, wd));
+                    auto full_block = fresh->allocate_kv(n);
+                    const auto full = fresh->forward(tokens, {nullptr, 0, full_block.get()}, iota_rows(n));
+                    for (float x : full) ASSERT_FALSE(std::isnan(x)) << ctx;
+
+                    auto b = stale();
+                    EXPECT_TRUE(
+                        same_bits(be->forward(tokens, {nullptr, 0, b.get()}, iota_rows(n)), full.data(), full.size()))
+                        << ctx << ": full prefill into a stale block";
+                    auto prefix = stale();
+                    be->forward(all.first(split), {nullptr, 0, prefix.get()}, {});
+                    auto suffix = stale();
+                    EXPECT_TRUE(same_bits(
+                        be->forward(all.subspan(split), {prefix.get(), split, suffix.get()}, iota_rows(n - split)),
+                        full.data() + size_t(split) * V, size_t(n - split) * V))
+                        << ctx << ": prefix + suffix in stale blocks";
+                    auto decode = stale();
+                    for (int t = split; t < n; ++t)
+                        ASSERT_TRUE(same_bits(be->forward(all.subspan(size_t(t), 1),
+                                                          {prefix.get(), split, decode.get()}, std::vector<int>{0}),
+                                              full.data() + size_t(t) * V, size_t(V)))
+                            << ctx << ": decode into a stale block, token " << t;
+                    // one step, two sequences over the same prefix (shared-prefix attention), stale suffixes
+                    auto s1 = stale(), s2 = stale();
+                    const int n1 = 1, n2 = n - split;
+                    std::vector<float> got1(size_t(n1) * V), got2(size_t(n2) * V);
+                    const std::vector<int> rows1 = iota_rows(n1), rows2 = iota_rows(n2);
+                    const std::vector<SequenceRows> step{
+                        SequenceRows{all.subspan(split, n1), KvView{prefix.get(), split, s1.get()}, rows1, got1},
+                        SequenceRows{all.subspan(split), KvView{prefix.get(), split, s2.get()}, rows2, got2}};
+                    be->forward_batch(step);
+                    EXPECT_TRUE(same_bits(got1, full.data() + size_t(split) * V, size_t(n1) * V))
+                        << ctx << ": batched sequence 1";
+                    EXPECT_TRUE(same_bits(got2, full.data() + size_t(split) * V, size_t(n2) * V))
+                        << ctx << ": batched sequence 2";
+                }
+    }
+}
+
+// A block's storage starts at what its first write needs plus some room and grows as positions are
+// written (cpu_backend.cpp, CpuKvBlock::reserve), each time into a new buffer (here from a recycler
+// that holds NaN-filled ones) that the written positions are copied into. A long decode through
+// several growths, prefill chunks that cross a growth, a truncation, and views with and without a
+// prefix give the bits of a full prefill, and the block exports the full prefill's K/V.
+TEST(cpu_backend, kv_storage_grows_on_demand_and_keeps_every_bit) {
+    const int n = 700, P = 37;
+    auto s = make_synth(ModelFamily::qwen3, DType::bf16);
+    const int V = s->w.config.vocab_size;
+    const auto tokens = random_tokens(n, V, 17);
+    const std::span<const token_id> all(tokens);
+    for (cpu::Isa isa : isas())
+        for (KvDType kv : {KvDType::f32, KvDType::bf16}) {
+            const std::string ctx = std::string(cpu::isa_name(isa)) + " kv " + kv_dtype_name(kv);
+            auto be = make_cpu_backend(s->w, opts(isa, 2, kv));
+            auto full_block = be->allocate_kv(n);
+            const auto full = be->forward(tokens, {nullptr, 0, full_block.get()}, iota_rows(n));
+            {  // two NaN-filled buffers into the recycler
+                const std::vector<std::byte> nan_image(be->kv_bytes(n), std::byte{0xff});
+                auto a = be->import_kv(nan_image, n, n), b = be->import_kv(nan_image, n, n);
+            }
+            auto prefix = be->allocate_kv(P);
+            be->forward(all.first(P), {nullptr, 0, prefix.get()}, {});
+            for (bool with_prefix : {false, true}) {
+                const int p = with_prefix ? P : 0;
+                auto block = be->allocate_kv(n - p);
+                const KvView view{with_prefix ? prefix.get() : nullptr, p, block.get()};
+                if (!with_prefix) {
+                    be->forward(all.first(1), view, {});
+                } else {
+                    // a first write, then a truncation back to nothing: growth copies only what counts
+                    be->forward(all.subspan(size_t(p), 5), view, {});
+                    block->truncate(0);
+                }
+                int t = p + block->n_tokens();
+                // chunks, then one token at a time across the first growth (at ~272 positions),
+                // then a chunk across the second, to the end
+                const auto chunk = [&](int len) {
+                    const auto got = be->forward(all.subspan(size_t(t), size_t(len)), view, iota_rows(len));
+                    ASSERT_TRUE(same_bits(got, full.data() + size_t(t) * V, size_t(len) * V))
+                        << ctx << (with_prefix ? " with a prefix" : "") << ", " << len << " tokens at " << t;
+                    t += len;
+                };
+                for (int len : {9, 100}) chunk(len);
+                while (t < 400 && !HasFatalFailure()) chunk(1);
+                chunk(n - t);
+                if (HasFatalFailure()) return;
+                ASSERT_EQ(block->n_tokens(), n - p);
+                if (!with_prefix) {
+                    std::vector<std::byte> a(be->kv_bytes(n)), b(be->kv_bytes(n));
+                    be->export_kv(*full_block, n, a);
+                    be->export_kv(*block, n, b);
+                    EXPECT_TRUE(a == b) << ctx << ": the grown block's K/V differ from the full prefill's";
+                }
+            }
+        }
+}
+
 // Zero copy: a prefix linked in place from its canonical image (as a group file's mapping is)
 // gives the bits of a full prefill and of the tiled prefix block it was exported from, for every
 // ISA, family, KV dtype, thread count and split (ragged tiles, head_dim 24 not a multiple of the
