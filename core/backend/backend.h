@@ -42,7 +42,14 @@ class KvBlock {
 public:
     virtual ~KvBlock() = default;
     virtual int capacity_tokens() const = 0;
+    // Positions the block's memory holds now: the capacity, or less for a backend whose storage
+    // grows as positions are written (the CPU backend's); what a cache of blocks should count.
+    virtual int storage_tokens() const { return capacity_tokens(); }
     virtual int n_tokens() const = 0;
+    // The caller will write positions [0, n_tokens) (n_tokens <= capacity_tokens()), e.g. a prompt
+    // prefilled in chunks: a backend whose storage grows allocates them now, in one piece
+    // (default: nothing to do).
+    virtual void reserve(int n_tokens) { (void)n_tokens; }
     virtual void truncate(int n_tokens) = 0;  // forget positions >= n_tokens (e.g. after a compare run)
 };
 

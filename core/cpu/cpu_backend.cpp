@@ -194,6 +194,7 @@ public:
     CpuKvBlock& operator=(const CpuKvBlock&) = delete;
 
     int capacity_tokens() const override { return capacity_; }
+    int storage_tokens() const override { return cap_; }
     int n_tokens() const override { return n_tokens_; }
     void truncate(int n_tokens) override {
         if (n_tokens < 0 || n_tokens > n_tokens_)
@@ -211,8 +212,8 @@ public:
     // what the first write needs plus 64 positions, and grows (at least doubling: the copies add up
     // to less than the final size) up to the capacity. Growing copies the written positions
     // into the new layout unchanged, so no value changes.
-    void reserve(int n) {
-        if (n <= cap_) return;
+    void reserve(int n) override {
+        if (n <= cap_ || linked()) return;
         const int want = cap_ == 0 ? n + std::max(kGrowRoom, n / 4) : std::max(n + kGrowRoom, 2 * cap_);
         const int cap = round_up_tile(std::min(capacity_, want));
         if (bf16_)

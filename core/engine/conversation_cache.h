@@ -28,7 +28,7 @@ struct ConversationState {
     size_t group_tokens = 0;            // leading positions that come from the group prefix (0 or its length)
     std::vector<token_id> ids;          // ids of positions [0, ids.size())
     std::unique_ptr<KvBlock> block;     // K/V of positions [group_tokens, ids.size())
-    size_t bytes = 0;                   // what the block holds in memory (its capacity)
+    size_t bytes = 0;                   // what the block holds in memory (its storage_tokens)
 };
 
 struct ConversationMatch {

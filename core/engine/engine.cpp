@@ -57,6 +57,15 @@ private:
     StepStats* saved_;
 };
 
+// A block for a prompt of `prompt` positions, prefilled now (in chunks, perhaps), and up to
+// `reply` more: the prompt's storage is reserved in one piece, the reply's grows as it is decoded
+// (a reply usually stops far short of max_new_tokens; KvBlock::reserve).
+std::unique_ptr<KvBlock> allocate_for(Backend& backend, size_t prompt, int reply) {
+    auto block = backend.allocate_kv(static_cast<int>(prompt) + reply);
+    block->reserve(static_cast<int>(prompt));
+    return block;
+}
+
 }  // namespace
 
 const char* query_mode_name(QueryMode m) {
@@ -449,6 +458,7 @@ std::shared_ptr<const Group> Engine::compile_prefix(GroupMeta meta, const ToolSe
         }
     }
     if (!block) block = backend_->allocate_kv(n);
+    block->reserve(n);  // written whole, in chunks
     // In chunks, so that progress is reported and a cancel lands within one chunk. Exact: a row's
     // result does not depend on how the rows are batched (the backend contract, backend.h).
     constexpr size_t kCompileChunkTokens = 512;
@@ -748,7 +758,7 @@ QueryResult Engine::run_cached(const std::string& text, const QueryOptions& opti
     }
 
     const int n_prefix = static_cast<int>(group->prefix_ids.size());
-    auto suffix_block = backend_->allocate_kv(static_cast<int>(suffix_ids.size()) + options.max_new_tokens);
+    auto suffix_block = allocate_for(*backend_, suffix_ids.size(), options.max_new_tokens);
     prefill_and_decode(suffix_ids, KvView{group->kv.get(), n_prefix, suffix_block.get()}, options, on_token,
                        result, submit, call_constraint(*tools_, options.tool_choice).get());
     return result;
@@ -816,7 +826,7 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
     result.prompt_tokens = ids.size();
     result.prefilled_tokens = ids.size();
 
-    auto block = backend_->allocate_kv(static_cast<int>(ids.size()) + options.max_new_tokens);
+    auto block = allocate_for(*backend_, ids.size(), options.max_new_tokens);
     prefill_and_decode(ids, KvView{nullptr, 0, block.get()}, options, on_token, result, submit,
                        call_constraint(*tools_, options.tool_choice).get());
     return result;
@@ -1012,7 +1022,7 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
 
     if (!cached) {
         result.prefilled_tokens = ids.size();
-        auto block = backend_->allocate_kv(static_cast<int>(ids.size()) + capacity_after);
+        auto block = allocate_for(*backend_, ids.size(), capacity_after);
         prefill_and_decode(ids, KvView{nullptr, 0, block.get()}, options, on_token, result, submit,
                            call_constraint(request.tools, options.tool_choice).get());
         result.reply = format_->parse_reply(result.text);
@@ -1052,6 +1062,7 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
     } else {
         block = backend_->allocate_kv(capacity);
     }
+    block->reserve(static_cast<int>(ids.size() - group_tokens));  // the prompt's positions, prefilled now
     result.diverged_at = match.diverged_at;
     result.timings.conversation_link_ms = conversation_clock.elapsed_ms();
     result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.remote_load_ms +
@@ -1071,7 +1082,7 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
     state->ids = ids;
     state->ids.insert(state->ids.end(), result.tokens.begin(), result.tokens.end());
     state->ids.resize(group_tokens + static_cast<size_t>(block->n_tokens()));  // the ids whose K/V the block holds
-    state->bytes = backend_->kv_bytes(block->capacity_tokens());
+    state->bytes = backend_->kv_bytes(block->storage_tokens());
     state->block = std::move(block);
     conversations_->insert(std::move(state));
     return result;
@@ -1083,7 +1094,7 @@ GenerateResult Engine::generate(const std::vector<token_id>& prompt_ids, int max
     if (max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
     Stopwatch submit;
     start_call();
-    auto block = backend_->allocate_kv(static_cast<int>(prompt_ids.size()) + max_new_tokens);
+    auto block = allocate_for(*backend_, prompt_ids.size(), max_new_tokens);
     const KvView view{nullptr, 0, block.get()};
     const int last = static_cast<int>(prompt_ids.size()) - 1;
     auto logits = run_forward(prompt_ids, view, std::span<const int>(&last, 1), CallKind::first_token);

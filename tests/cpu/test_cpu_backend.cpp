@@ -573,6 +573,20 @@ TEST(cpu_backend, kv_storage_grows_on_demand_and_keeps_every_bit) {
                 const std::vector<std::byte> nan_image(be->kv_bytes(n), std::byte{0xff});
                 auto a = be->import_kv(nan_image, n, n), b = be->import_kv(nan_image, n, n);
             }
+            {  // reserve: a prompt written in chunks gets its storage in one piece, before the writes
+                auto block = be->allocate_kv(n);
+                block->reserve(600);
+                const int held = block->storage_tokens();
+                EXPECT_GE(held, 600) << ctx;
+                EXPECT_LE(held, (n + 15) / 16 * 16) << ctx;
+                for (int t = 0; t < 600; t += 200) {
+                    const auto got =
+                        be->forward(all.subspan(size_t(t), 200), {nullptr, 0, block.get()}, iota_rows(200));
+                    ASSERT_TRUE(same_bits(got, full.data() + size_t(t) * V, size_t(200) * V))
+                        << ctx << " reserved, at " << t;
+                }
+                EXPECT_EQ(block->storage_tokens(), held) << ctx << ": no growth within what was reserved";
+            }
             auto prefix = be->allocate_kv(P);
             be->forward(all.first(P), {nullptr, 0, prefix.get()}, {});
             for (bool with_prefix : {false, true}) {
@@ -581,6 +595,9 @@ TEST(cpu_backend, kv_storage_grows_on_demand_and_keeps_every_bit) {
                 const KvView view{with_prefix ? prefix.get() : nullptr, p, block.get()};
                 if (!with_prefix) {
                     be->forward(all.first(1), view, {});
+                    // the memory a block holds follows what is written, not the capacity asked for
+                    EXPECT_GE(block->storage_tokens(), 1) << ctx;
+                    EXPECT_LT(block->storage_tokens(), n / 4) << ctx;
                 } else {
                     // a first write, then a truncation back to nothing: growth copies only what counts
                     be->forward(all.subspan(size_t(p), 5), view, {});
@@ -600,6 +617,8 @@ TEST(cpu_backend, kv_storage_grows_on_demand_and_keeps_every_bit) {
                 chunk(n - t);
                 if (HasFatalFailure()) return;
                 ASSERT_EQ(block->n_tokens(), n - p);
+                EXPECT_GE(block->storage_tokens(), n - p) << ctx;
+                EXPECT_LE(block->storage_tokens(), (n - p + 15) / 16 * 16) << ctx;
                 if (!with_prefix) {
                     std::vector<std::byte> a(be->kv_bytes(n)), b(be->kv_bytes(n));
                     be->export_kv(*full_block, n, a);
