@@ -209,9 +209,9 @@ public:
     // with huge pages every 2 MiB page of the layout below is touched as soon as position 0 is
     // written (a head's K and V span all of cap_): faulting in the whole capacity cost a cache
     // hit 70 ms at max_tokens 512 and 276 ms at 2,048 (0.6B shape, BF16 KV). So storage starts at
-    // what the first write needs plus 64 positions, and grows (at least doubling: the copies add up
-    // to less than the final size) up to the capacity. Growing copies the written positions
-    // into the new layout unchanged, so no value changes.
+    // what is reserved or first written plus a quarter (at least kGrowRoom positions), and grows
+    // (at least doubling: the copies add up to less than the final size) up to the capacity.
+    // Growing copies the written positions into the new layout unchanged, so no value changes.
     void reserve(int n) override {
         if (n <= cap_ || linked()) return;
         const int want = cap_ == 0 ? n + std::max(kGrowRoom, n / 4) : std::max(n + kGrowRoom, 2 * cap_);
