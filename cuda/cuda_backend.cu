@@ -333,7 +333,8 @@ public:
         ctx_.download_pieces(pieces);
     }
 
-    std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens, int capacity_tokens) override {
+    std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens, int capacity_tokens,
+                                       int /*reserve_tokens: device blocks are allocated whole*/) override {
         std::lock_guard lock(mutex_);
         ctx_.make_current();
         if (n_tokens < 0 || n_tokens > capacity_tokens)

@@ -842,7 +842,7 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             be.forward(std::span(tokens).first(size_t(P)), KvView{nullptr, 0, prefix.get()}, {});
             std::vector<std::byte> image(be.kv_bytes(P));
             be.export_kv(*prefix, P, image);
-            auto imported = be.import_kv(image, P, P);
+            auto imported = be.import_kv(image, P, P, P);
             std::vector<std::byte> image2(be.kv_bytes(P));
             be.export_kv(*imported, P, image2);
             auto suffix = be.allocate_kv(N - P);

@@ -80,7 +80,7 @@ void Backend::forward_batch(std::span<const SequenceRows> seqs, const std::atomi
 }
 
 std::unique_ptr<KvBlock> Backend::link_kv(std::span<const std::byte> data, int n_tokens, std::shared_ptr<const void>) {
-    return import_kv(data, n_tokens, n_tokens);
+    return import_kv(data, n_tokens, n_tokens, n_tokens);
 }
 
 KvDType parse_kv_dtype(const std::string& name) {

@@ -121,8 +121,12 @@ public:
     // The canonical layout the group store writes: per layer, K then V, each
     // [n_kv_heads, n_tokens, head_dim] in kv_dtype(). `out` must be kv_bytes(n_tokens) long.
     virtual void export_kv(const KvBlock& block, int n_tokens, std::span<std::byte> out) const = 0;
-    virtual std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens,
-                                               int capacity_tokens) = 0;
+    // The block gets storage for positions [0, reserve_tokens) at once (n_tokens <= reserve_tokens
+    // <= capacity_tokens; what KvBlock::reserve(reserve_tokens) would give): a caller that goes on
+    // to prefill more positions names them here, so the imported ones are not copied again when
+    // the block grows. A backend that allocates the whole capacity ignores it.
+    virtual std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens, int capacity_tokens,
+                                               int reserve_tokens) = 0;
     // One layer's slice of export_kv's image (kv_bytes(n_tokens) / n_layers bytes: its K then V),
     // for a backend that can export a layer alone (exports_layers()); the group store then writes a
     // group file a layer at a time and never holds a second copy of the whole KV. The default

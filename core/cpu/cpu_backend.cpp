@@ -663,15 +663,20 @@ public:
         for (int which = 0; which < 2; ++which) b.export_part(layer, which, n_tokens, out.data() + size_t(which) * part);
     }
 
-    std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens, int capacity_tokens) override {
+    std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens, int capacity_tokens,
+                                       int reserve_tokens) override {
         if (n_tokens < 0 || n_tokens > capacity_tokens)
             throw std::runtime_error("import_kv: " + std::to_string(n_tokens) + " positions do not fit a capacity of " +
                                      std::to_string(capacity_tokens));
+        if (reserve_tokens < n_tokens || reserve_tokens > capacity_tokens)
+            throw std::runtime_error("import_kv: reserving " + std::to_string(reserve_tokens) +
+                                     " positions is outside [" + std::to_string(n_tokens) + ", " +
+                                     std::to_string(capacity_tokens) + "]");
         if (data.size() != kv_bytes(n_tokens))
             throw std::runtime_error("import_kv: data is " + std::to_string(data.size()) + " bytes, expected " +
                                      std::to_string(kv_bytes(n_tokens)) + " for " + std::to_string(n_tokens) + " positions");
         auto block = std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, capacity_tokens, recycler_);
-        block->reserve(n_tokens);
+        block->reserve(reserve_tokens);
         const size_t part = kv_bytes(n_tokens) / (2 * size_t(cfg_.n_layers));
         for (int l = 0; l < cfg_.n_layers; ++l)
             for (int which = 0; which < 2; ++which)

@@ -454,11 +454,13 @@ std::shared_ptr<const Group> Engine::compile_prefix(GroupMeta meta, const ToolSe
             reused = std::min(match->n_common, ids.size());
             std::vector<std::byte> head(backend_->kv_bytes(static_cast<int>(reused)));
             backend_->export_kv(*donor.group->kv, static_cast<int>(reused), head);
-            block = backend_->import_kv(head, static_cast<int>(reused), n);
+            block = backend_->import_kv(head, static_cast<int>(reused), n, n);  // written whole, in chunks
         }
     }
-    if (!block) block = backend_->allocate_kv(n);
-    block->reserve(n);  // written whole, in chunks
+    if (!block) {
+        block = backend_->allocate_kv(n);
+        block->reserve(n);
+    }
     // In chunks, so that progress is reported and a cancel lands within one chunk. Exact: a row's
     // result does not depend on how the rows are batched (the backend contract, backend.h).
     constexpr size_t kCompileChunkTokens = 512;
@@ -1050,19 +1052,20 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
     Stopwatch conversation_clock;
     const ConversationMatch match = conversations_->longest_prefix(result.group_key, ids, group_tokens);
     const size_t reuse_to = match.state ? std::min(match.n_common, ids.size() - 1) : group_tokens;
-    const int capacity = static_cast<int>(ids.size() - group_tokens) + capacity_after;
+    const int prompt = static_cast<int>(ids.size() - group_tokens);  // the prompt's positions, prefilled now
+    const int capacity = prompt + capacity_after;
     std::unique_ptr<KvBlock> block;
     if (reuse_to > group_tokens) {
         const int n_copy = static_cast<int>(reuse_to - group_tokens);
         std::vector<std::byte> bytes(backend_->kv_bytes(n_copy));
         backend_->export_kv(*match.state->block, n_copy, bytes);
-        block = backend_->import_kv(bytes, n_copy, capacity);
+        block = backend_->import_kv(bytes, n_copy, capacity, prompt);
         result.conversation_reused_tokens = static_cast<size_t>(n_copy);
         result.conversation_tier = Tier::memory;
     } else {
         block = backend_->allocate_kv(capacity);
+        block->reserve(prompt);
     }
-    block->reserve(static_cast<int>(ids.size() - group_tokens));  // the prompt's positions, prefilled now
     result.diverged_at = match.diverged_at;
     result.timings.conversation_link_ms = conversation_clock.elapsed_ms();
     result.timings.link_ms = result.timings.lookup_ms + result.timings.disk_load_ms + result.timings.remote_load_ms +

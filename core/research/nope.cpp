@@ -424,7 +424,7 @@ std::unique_ptr<NopeExperiment::State> NopeExperiment::build(Engine& engine) {
     state->layout = nope_layout(engine.tokenizer(), prefix.ids, prefix.text, prefix.tools, engine.model_info().chat_format);
     ChunkLibrary::Composition composition = library_.compose(engine, state->layout);
     state->composed_tokens = composition.n_tokens;
-    state->composed = be.import_kv(composition.image, composition.n_tokens, composition.n_tokens);
+    state->composed = be.import_kv(composition.image, composition.n_tokens, composition.n_tokens, composition.n_tokens);
     state->rope_check_per_layer = std::move(composition.rope_check_per_layer);
     state->build_ms = composition.compute_ms + composition.compose_ms;
     return state;

@@ -173,7 +173,7 @@ void GroupStore::upload_from_host_tier(const std::string& group_key, HostEntry e
     std::unique_ptr<KvBlock> kv;
     try {
         const int n = static_cast<int>(entry.meta.n_tokens());
-        kv = backend.import_kv(*entry.bytes, n, n);
+        kv = backend.import_kv(*entry.bytes, n, n, n);
     } catch (...) {
         std::lock_guard lock(mutex_);  // e.g. out of device memory: the bytes stay in the host tier
         host_bytes_ += n_bytes;

@@ -472,7 +472,7 @@ TEST(cpu_backend, export_import_round_trip_gives_the_same_logits) {
         std::vector<std::byte> bytes(be->kv_bytes(split));
         EXPECT_EQ(bytes.size(), size_t(2) * 2 * 2 * split * 16 * (kv == KvDType::f32 ? 4 : 2));
         be->export_kv(*prefix, split, bytes);
-        auto imported = be->import_kv(bytes, split, split + 5);
+        auto imported = be->import_kv(bytes, split, split + 5, split);
         EXPECT_EQ(imported->n_tokens(), split);
         EXPECT_EQ(imported->capacity_tokens(), split + 5);
         std::vector<std::byte> again(bytes.size());
@@ -483,8 +483,43 @@ TEST(cpu_backend, export_import_round_trip_gives_the_same_logits) {
         auto b = be->forward(sp.subspan(split), {imported.get(), split, s2.get()}, iota_rows(n - split));
         ASSERT_TRUE(same_bits(a, b.data(), b.size()));
         // canonical layout: layer 0 K, kv head 0, position 0 is the first row
-        EXPECT_THROW(be->import_kv(std::span<const std::byte>(bytes).first(bytes.size() - 1), split, split), std::runtime_error);
+        EXPECT_THROW(be->import_kv(std::span<const std::byte>(bytes).first(bytes.size() - 1), split, split, split),
+                     std::runtime_error);
+        EXPECT_THROW(be->import_kv(bytes, split, n, split - 1), std::runtime_error);  // reserve below n_tokens
+        EXPECT_THROW(be->import_kv(bytes, split, n, n + 1), std::runtime_error);      // reserve past the capacity
         EXPECT_THROW(be->export_kv(*prefix, split + 1, bytes), std::runtime_error);
+    }
+}
+
+// A conversation turn imports the stored state of the earlier turns and prefills the new part into
+// the same block (Engine::run_chat): import_kv reserves the whole prompt at once, so the imported
+// positions are not copied again when the new part is longer than a block's first room, and the
+// block goes on exactly as a full prefill.
+TEST(cpu_backend, import_reserves_the_positions_that_follow) {
+    const int n = 300, split = 100;  // the new part is longer than the room import gives by itself
+    auto s = make_synth(ModelFamily::qwen3, DType::bf16);
+    const int V = s->w.config.vocab_size;
+    const auto tokens = random_tokens(n, V, 23);
+    const std::span<const token_id> sp(tokens);
+    for (KvDType kv : {KvDType::f32, KvDType::bf16}) {
+        auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), 2, kv));
+        auto whole = be->allocate_kv(n);
+        const auto full = be->forward(sp, {nullptr, 0, whole.get()}, iota_rows(n));
+        std::vector<std::byte> bytes(be->kv_bytes(split));
+        be->export_kv(*whole, split, bytes);
+        EXPECT_THROW(be->import_kv(bytes, split, n, split - 1), std::runtime_error);  // below n_tokens
+        EXPECT_THROW(be->import_kv(bytes, split, n, n + 1), std::runtime_error);      // past the capacity
+        auto block = be->import_kv(bytes, split, n, n);
+        const int held = block->storage_tokens();
+        EXPECT_GE(held, n) << kv_dtype_name(kv);
+        const auto rest = be->forward(sp.subspan(split), {nullptr, 0, block.get()}, iota_rows(n - split));
+        EXPECT_EQ(block->storage_tokens(), held) << kv_dtype_name(kv) << ": no growth within what was reserved";
+        EXPECT_TRUE(same_bits(rest, full.data() + size_t(split) * V, size_t(n - split) * V)) << kv_dtype_name(kv);
+        auto unreserved = be->import_kv(bytes, split, n, split);  // grows on the way, the same bits
+        EXPECT_LT(unreserved->storage_tokens(), n) << kv_dtype_name(kv);
+        EXPECT_TRUE(same_bits(be->forward(sp.subspan(split), {nullptr, 0, unreserved.get()}, iota_rows(n - split)),
+                              full.data() + size_t(split) * V, size_t(n - split) * V))
+            << kv_dtype_name(kv);
     }
 }
 
@@ -509,7 +544,7 @@ TEST(cpu_backend, stale_kv_storage_never_reaches_the_logits) {
                     auto be = make_cpu_backend(s->w, opts(isa, 2, kv, wd));
                     const std::vector<std::byte> nan_image(be->kv_bytes(cap), std::byte{0xff});  // NaN in F32 and BF16
                     auto stale = [&] {
-                        auto block = be->import_kv(nan_image, cap, cap);
+                        auto block = be->import_kv(nan_image, cap, cap, cap);
                         block->truncate(0);
                         return block;
                     };
@@ -571,7 +606,7 @@ TEST(cpu_backend, kv_storage_grows_on_demand_and_keeps_every_bit) {
             const auto full = be->forward(tokens, {nullptr, 0, full_block.get()}, iota_rows(n));
             {  // two NaN-filled buffers into the recycler
                 const std::vector<std::byte> nan_image(be->kv_bytes(n), std::byte{0xff});
-                auto a = be->import_kv(nan_image, n, n), b = be->import_kv(nan_image, n, n);
+                auto a = be->import_kv(nan_image, n, n, n), b = be->import_kv(nan_image, n, n, n);
             }
             {  // reserve: a prompt written in chunks gets its storage in one piece, before the writes
                 auto block = be->allocate_kv(n);

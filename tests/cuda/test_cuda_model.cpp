@@ -199,7 +199,7 @@ TEST(CudaModel, KvExportImportRoundTripAndForeignBlocks) {
     be->forward(tokens, cc::KvView{nullptr, 0, kv.get()}, {});
     std::vector<std::byte> a(be->kv_bytes(33)), b(be->kv_bytes(33));
     be->export_kv(*kv, 33, a);
-    auto imported = be->import_kv(a, 33, 50);
+    auto imported = be->import_kv(a, 33, 50, 33);
     EXPECT_EQ(imported->n_tokens(), 33);
     EXPECT_EQ(imported->capacity_tokens(), 50);
     be->export_kv(*imported, 33, b);

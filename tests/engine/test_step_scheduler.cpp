@@ -335,8 +335,8 @@ public:
     void export_kv(const KvBlock& block, int n, std::span<std::byte> out) const override {
         inner_.export_kv(block, n, out);
     }
-    std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n, int capacity) override {
-        return inner_.import_kv(data, n, capacity);
+    std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n, int capacity, int reserve) override {
+        return inner_.import_kv(data, n, capacity, reserve);
     }
     void forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel) override {
         {

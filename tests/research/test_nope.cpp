@@ -195,7 +195,7 @@ public:
         return {};
     }
     void export_kv(const KvBlock&, int, std::span<std::byte>) const override {}
-    std::unique_ptr<KvBlock> import_kv(std::span<const std::byte>, int, int) override { return nullptr; }
+    std::unique_ptr<KvBlock> import_kv(std::span<const std::byte>, int, int, int) override { return nullptr; }
 
 private:
     ModelConfig cfg_;

@@ -31,9 +31,10 @@ public:
         ++exports;
         inner_->export_kv(block, n_tokens, out);
     }
-    std::unique_ptr<cc::KvBlock> import_kv(std::span<const std::byte> data, int n_tokens, int capacity_tokens) override {
+    std::unique_ptr<cc::KvBlock> import_kv(std::span<const std::byte> data, int n_tokens, int capacity_tokens,
+                                           int reserve_tokens) override {
         ++imports;
-        return inner_->import_kv(data, n_tokens, capacity_tokens);
+        return inner_->import_kv(data, n_tokens, capacity_tokens, reserve_tokens);
     }
     bool kv_on_device() const override { return true; }
 
