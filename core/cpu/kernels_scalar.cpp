@@ -19,6 +19,7 @@ struct V {
     static constexpr int n_regs = 16;
     static constexpr int gemm_mr = 4;
     static constexpr int gemm_nrv = 4;
+    static constexpr int gemm_tall_r2 = 0;
     static constexpr int qk_r = 4;
     static constexpr bool has_transpose16 = false;
     static constexpr int qk_tt = 1;

@@ -110,7 +110,8 @@ TEST_P(CpuKernels, gemm_row_is_independent_of_batch_and_threads) {
 
 // Prepacked weights (pack_matrix) in F32 and BF16 give the very bits the row-major GEMM gives for
 // the same values, for every batch size (the single-row decode path, one micro-tile read in
-// place, several tiles through converted scratch), thread count and ragged shape.
+// place, 7-8 tokens in one tall tile on AVX2, several tiles through converted scratch),
+// thread count and ragged shape.
 TEST_P(CpuKernels, packed_gemm_equals_row_major_gemm_bit_for_bit) {
     const Kernels& k = kernels_for(GetParam());
     for (int threads : {1, 2}) {
@@ -124,7 +125,7 @@ TEST_P(CpuKernels, packed_gemm_equals_row_major_gemm_bit_for_bit) {
                     const PackedMatrix packed = pack_matrix(pool, src, f, k.gemm_nr);
                     if (f == WFormat::bf16)  // the values the packed matrix holds
                         for (auto& v : wf) v = cc::km::bf16_to_f32(cc::km::f32_to_bf16(v));
-                    for (int m : {1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 23, 24, 40}) {
+                    for (int m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 23, 24, 40}) {
                         auto x = random_vec(size_t(m) * kk, 40 + m);
                         std::vector<float> ref(size_t(m) * n), got(size_t(m) * n + 1, 12345.0f);
                         k.gemm(pool, ws, x.data(), m, src, ref.data());
@@ -163,7 +164,7 @@ TEST_P(CpuKernels, q8_gemm_equals_gemm_over_dequantised_weights) {
                         ASSERT_LE(std::fabs(q * scale - w[i]), 0.5f * scale * (1 + 1e-6f) + 1e-30f);
                     }
                 }
-            for (int m : {1, 4, 13, 30}) {
+            for (int m : {1, 4, 7, 8, 12, 13, 30}) {
                 auto x = random_vec(size_t(m) * kk, 60 + m);
                 std::vector<float> ref(size_t(m) * n), got(size_t(m) * n);
                 k.gemm(pool, ws, x.data(), m, Matrix{deq.data(), false, n, kk}, ref.data());
@@ -186,7 +187,7 @@ TEST(cpu_bf16dot, gemm_rows_equal_the_decode_path_and_match_float64) {
             for (int kk : {1, 2, 7, 33, 300, 1000}) {
                 auto wf = random_vec(size_t(n) * kk, 70 + n + kk);
                 const PackedMatrix packed = pack_matrix(pool, Matrix{wf.data(), false, n, kk}, WFormat::bf16dot, bf16dot::panel_width());
-                for (int m : {1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 23, 24, 40}) {
+                for (int m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 23, 24, 40}) {
                     auto x = random_vec(size_t(m) * kk, 80 + m);
                     std::vector<float> got(size_t(m) * n + 1, 12345.0f);
                     bf16dot::gemm(pool, ws, x.data(), m, packed.view, got.data());
