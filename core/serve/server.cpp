@@ -275,7 +275,15 @@ void Server::start() {
         std::cerr << "contextcache serve: warning: listening on " << s.options.host << ":" << port_
                   << ", not loopback: anyone who can reach this address can use the model"
                   << (s.options.api_key.empty() ? " (and no --api-key is set)" : "") << "\n";
-    s.listener = std::thread([&s] { s.http.listen_after_bind(); });
+    s.listener = std::thread([&s] {
+        s.http.listen_after_bind();
+        s.listener_returned = true;
+    });
+    // httplib's stop() does nothing until the listener has begun (is_running): a stop() that came
+    // first would leave the listener blocked in accept() for good, and serve hung on a Ctrl-C
+    // right after it started (about one start in 70 in ServeCli.CapsMallocArenasByDefaultAndOnRequest).
+    // So start() returns once the listener runs (it sets is_running before anything else).
+    while (!s.http.is_running() && !s.listener_returned) std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
 void Server::stop() {

@@ -8,6 +8,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -35,6 +36,7 @@ struct Server::Impl {
     ServerStats stats;
     HttpServer http;
     std::thread listener;
+    std::atomic<bool> listener_returned{false};
     std::string model_id;            // what /v1/models lists and responses name
     std::string system_fingerprint;  // "cc-" + the model fingerprint's first 12 hex digits
     int64_t started_unix_s = 0;

@@ -608,6 +608,37 @@ TEST(ServerOptionsTest, StopWhileBusyEndsPromptly) {
     close(fd);
 }
 
+// A stop right after start (Ctrl-C as the server comes up) ends the listener. httplib's stop()
+// does nothing until its listen loop has begun, so a stop that came first left the listener in
+// accept() for good and the join in stop() hung (about one start in 70 of `serve` then Ctrl-C).
+// So start() returns only once the listener runs: checked on every cycle (without that wait it
+// fails on the first), and the cycles run on a thread watched with a time limit, since a hung
+// listener cannot be joined: the test then fails and ends the process.
+TEST(ServerOptionsTest, StopRightAfterStartEndsTheListener) {
+    constexpr int kCycles = 10;
+    std::promise<int> done;
+    auto finished = done.get_future();
+    std::thread cycles([&done] {
+        int n = 0;
+        for (; n < kCycles; ++n) {
+            cc::serve::ServerOptions o;
+            o.port = 0;
+            cc::serve::Server server(engine_options(), o);
+            server.start();
+            EXPECT_TRUE(server.running()) << "start() returned before the listener ran, cycle " << n;
+            server.stop();
+        }
+        done.set_value(n);
+    });
+    if (finished.wait_for(120s) != std::future_status::ready) {
+        ADD_FAILURE() << "a stop right after start did not end the listener (hung in accept)";
+        std::fflush(nullptr);
+        std::_Exit(1);
+    }
+    cycles.join();
+    EXPECT_EQ(finished.get(), kCycles);
+}
+
 // ---- tool_choice required / a named function, on the trained toolcaller -----------------------
 
 // The toolcaller model (resources/models/toolcaller): it writes tool-call markup, so the reply's
