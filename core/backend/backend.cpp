@@ -79,6 +79,12 @@ void Backend::forward_batch(std::span<const SequenceRows> seqs, const std::atomi
     }
 }
 
+std::unique_ptr<KvBlock> Backend::copy_kv(const KvBlock& src, int n_tokens, int capacity_tokens, int reserve_tokens) {
+    std::vector<std::byte> image(kv_bytes(n_tokens));
+    export_kv(src, n_tokens, image);
+    return import_kv(image, n_tokens, capacity_tokens, reserve_tokens);
+}
+
 std::unique_ptr<KvBlock> Backend::link_kv(std::span<const std::byte> data, int n_tokens, std::shared_ptr<const void>) {
     return import_kv(data, n_tokens, n_tokens, n_tokens);
 }

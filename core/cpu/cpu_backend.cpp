@@ -288,6 +288,17 @@ public:
         else copy_part<float, false>(layer, which, n, nullptr, reinterpret_cast<const float*>(in));
     }
 
+    // Positions [0, n) of `src` (an owned block of the same shape and dtype; n <= its n_tokens), into
+    // this block's storage as grown() moves its own: whole K tiles and V rows per head.
+    void copy_from(const CpuKvBlock& src, int n) {
+        reserve(n);
+        if (bf16_)
+            copy_heads(src.b16_.data(), src.cap_, b16_.data(), cap_, n);
+        else
+            copy_heads(src.f32_.data(), src.cap_, f32_.data(), cap_, n);
+        n_tokens_ = n;
+    }
+
 private:
     static constexpr int kGrowRoom = 64;  // positions of room at least, when storage is (re)allocated
     static int round_up_tile(int n) { return (n + kKeyTile - 1) / kKeyTile * kKeyTile; }
@@ -296,20 +307,26 @@ private:
     // storage goes back to the recycler.
     template <class T>
     KvStorage<T> grown(KvStorage<T>& old, int cap) {
-        const size_t hd = size_t(hd_), old_cap = size_t(cap_), new_cap = size_t(cap);
-        KvStorage<T> fresh = recycler_->take<T>(size_t(n_layers_) * 2 * size_t(n_kv_) * new_cap * hd);
-        const size_t k_elems = size_t(round_up_tile(n_tokens_)) * hd, v_elems = size_t(n_tokens_) * hd;
+        KvStorage<T> fresh = recycler_->take<T>(size_t(n_layers_) * 2 * size_t(n_kv_) * size_t(cap) * size_t(hd_));
+        copy_heads(old.data(), cap_, fresh.data(), cap, n_tokens_);
+        recycler_->give(std::move(old));
+        return fresh;
+    }
+
+    // Positions [0, n) of every head from storage laid out for `from_cap` positions into storage laid
+    // out for `to_cap`: K as whole tiles of 16 positions, V as rows; either way a head's first
+    // positions are a prefix of it.
+    template <class T>
+    void copy_heads(const T* from, int from_cap, T* to, int to_cap, int n) const {
+        if (n <= 0) return;
+        const size_t hd = size_t(hd_), k_elems = size_t(round_up_tile(n)) * hd, v_elems = size_t(n) * hd;
         for (int l = 0; l < n_layers_; ++l)
             for (int part = 0; part < 2; ++part)
                 for (int h = 0; h < n_kv_; ++h) {
-                    // K: whole tiles of 16 positions, V: rows; either way a head's first positions are a prefix
-                    const size_t head = (size_t(2 * l + part) * size_t(n_kv_) + size_t(h));
-                    if (n_tokens_ > 0)
-                        std::memcpy(fresh.data() + head * new_cap * hd, old.data() + head * old_cap * hd,
-                                    (part == 0 ? k_elems : v_elems) * sizeof(T));
+                    const size_t head = size_t(2 * l + part) * size_t(n_kv_) + size_t(h);
+                    std::memcpy(to + head * size_t(to_cap) * hd, from + head * size_t(from_cap) * hd,
+                                (part == 0 ? k_elems : v_elems) * sizeof(T));
                 }
-        recycler_->give(std::move(old));
-        return fresh;
     }
 
     size_t image_part_bytes() const { return size_t(n_kv_) * size_t(cap_) * size_t(hd_) * (bf16_ ? 2 : 4); }
@@ -682,6 +699,22 @@ public:
             for (int which = 0; which < 2; ++which)
                 block->import_part(l, which, n_tokens, data.data() + (2 * size_t(l) + size_t(which)) * part);
         block->set_n_tokens(n_tokens);
+        return block;
+    }
+
+    std::unique_ptr<KvBlock> copy_kv(const KvBlock& src, int n_tokens, int capacity_tokens,
+                                     int reserve_tokens) override {
+        const auto* from = dynamic_cast<const CpuKvBlock*>(&src);
+        if (from == nullptr || from->owner() != this || from->linked())  // a linked image is canonical already
+            return Backend::copy_kv(src, n_tokens, capacity_tokens, reserve_tokens);
+        if (n_tokens < 0 || n_tokens > src.n_tokens() || n_tokens > capacity_tokens || reserve_tokens < n_tokens ||
+            reserve_tokens > capacity_tokens)
+            throw std::runtime_error("copy_kv: " + std::to_string(n_tokens) + " of " + std::to_string(src.n_tokens()) +
+                                     " positions, reserving " + std::to_string(reserve_tokens) +
+                                     ", do not fit a capacity of " + std::to_string(capacity_tokens));
+        auto block = std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, capacity_tokens, recycler_);
+        block->reserve(reserve_tokens);
+        block->copy_from(*from, n_tokens);
         return block;
     }
 

@@ -452,9 +452,7 @@ std::shared_ptr<const Group> Engine::compile_prefix(GroupMeta meta, const ToolSe
         auto donor = cache_->find(match->group_key, match->prefix_ids, meta, *backend_);
         if (donor.group) {
             reused = std::min(match->n_common, ids.size());
-            std::vector<std::byte> head(backend_->kv_bytes(static_cast<int>(reused)));
-            backend_->export_kv(*donor.group->kv, static_cast<int>(reused), head);
-            block = backend_->import_kv(head, static_cast<int>(reused), n, n);  // written whole, in chunks
+            block = backend_->copy_kv(*donor.group->kv, static_cast<int>(reused), n, n);  // written whole, in chunks
         }
     }
     if (!block) {
@@ -1057,9 +1055,7 @@ QueryResult Engine::run_chat(const ChatRequest& request, const QueryOptions& opt
     std::unique_ptr<KvBlock> block;
     if (reuse_to > group_tokens) {
         const int n_copy = static_cast<int>(reuse_to - group_tokens);
-        std::vector<std::byte> bytes(backend_->kv_bytes(n_copy));
-        backend_->export_kv(*match.state->block, n_copy, bytes);
-        block = backend_->import_kv(bytes, n_copy, capacity, prompt);
+        block = backend_->copy_kv(*match.state->block, n_copy, capacity, prompt);
         result.conversation_reused_tokens = static_cast<size_t>(n_copy);
         result.conversation_tier = Tier::memory;
     } else {

@@ -491,11 +491,11 @@ TEST(cpu_backend, export_import_round_trip_gives_the_same_logits) {
     }
 }
 
-// A conversation turn imports the stored state of the earlier turns and prefills the new part into
-// the same block (Engine::run_chat): import_kv reserves the whole prompt at once, so the imported
-// positions are not copied again when the new part is longer than a block's first room, and the
-// block goes on exactly as a full prefill.
-TEST(cpu_backend, import_reserves_the_positions_that_follow) {
+// A conversation turn copies the stored state of the earlier turns and prefills the new part into
+// the same block (Engine::run_chat): import_kv and copy_kv reserve the whole prompt at once, so
+// the copied positions are not copied again when the new part is longer than a block's first
+// room, and the block goes on exactly as a full prefill.
+TEST(cpu_backend, import_and_copy_reserve_the_positions_that_follow) {
     const int n = 300, split = 100;  // the new part is longer than the room import gives by itself
     auto s = make_synth(ModelFamily::qwen3, DType::bf16);
     const int V = s->w.config.vocab_size;
@@ -520,6 +520,31 @@ TEST(cpu_backend, import_reserves_the_positions_that_follow) {
         EXPECT_TRUE(same_bits(be->forward(sp.subspan(split), {nullptr, 0, unreserved.get()}, iota_rows(n - split)),
                               full.data() + size_t(split) * V, size_t(n - split) * V))
             << kv_dtype_name(kv);
+
+        // copy_kv, block to block (what the engine does now): from an owned block (its own copy),
+        // from part of one, and from a linked image (the default route), each reserved and going on
+        // exactly as the full prefill
+        auto linked = be->link_kv(bytes, split, nullptr);
+        for (const KvBlock* src : {static_cast<const KvBlock*>(whole.get()), static_cast<const KvBlock*>(linked.get())})
+            for (int from : {split, split - 5}) {
+                const std::string ctx = std::string(kv_dtype_name(kv)) + (src == whole.get() ? " owned" : " linked") +
+                                        " from " + std::to_string(from);
+                auto copy = be->copy_kv(*src, from, n, n);
+                EXPECT_EQ(copy->n_tokens(), from) << ctx;
+                EXPECT_EQ(copy->capacity_tokens(), n) << ctx;
+                const int copy_held = copy->storage_tokens();
+                EXPECT_GE(copy_held, n) << ctx;
+                std::vector<std::byte> got(be->kv_bytes(from)), want(be->kv_bytes(from));
+                be->export_kv(*copy, from, got);
+                be->export_kv(*whole, from, want);
+                EXPECT_EQ(got, want) << ctx;
+                const auto more = be->forward(sp.subspan(size_t(from)), {nullptr, 0, copy.get()}, iota_rows(n - from));
+                EXPECT_EQ(copy->storage_tokens(), copy_held) << ctx << ": no growth within what was reserved";
+                EXPECT_TRUE(same_bits(more, full.data() + size_t(from) * V, size_t(n - from) * V)) << ctx;
+            }
+        EXPECT_THROW(be->copy_kv(*whole, n + 1, n + 1, n + 1), std::runtime_error);  // more than the source holds
+        EXPECT_THROW(be->copy_kv(*whole, split, n, split - 1), std::runtime_error);  // reserve below n_tokens
+        EXPECT_THROW(be->copy_kv(*whole, split, n, n + 1), std::runtime_error);      // reserve past the capacity
     }
 }
 
