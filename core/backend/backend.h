@@ -130,7 +130,8 @@ public:
     // A new block holding `src`'s positions [0, n_tokens) (the same values), with capacity_tokens and
     // reserve_tokens as import_kv takes them: a conversation turn goes on from a stored state, a
     // compile from a donor group's head. The default exports into host memory and imports that; the
-    // CPU backend copies block to block (no canonical image, half the bytes moved).
+    // CPU backend copies block to block, or from a linked group's image in place (no staging image,
+    // half the bytes moved).
     virtual std::unique_ptr<KvBlock> copy_kv(const KvBlock& src, int n_tokens, int capacity_tokens, int reserve_tokens);
     // One layer's slice of export_kv's image (kv_bytes(n_tokens) / n_layers bytes: its K then V),
     // for a backend that can export a layer alone (exports_layers()); the group store then writes a

@@ -279,23 +279,36 @@ public:
                             size_t(n) * row_bytes);
             return;
         }
-        if (bf16_) copy_part<uint16_t, true>(layer, which, n, reinterpret_cast<uint16_t*>(out), nullptr);
-        else copy_part<float, true>(layer, which, n, reinterpret_cast<float*>(out), nullptr);
+        if (bf16_)
+            copy_part<uint16_t, true>(layer, which, n, reinterpret_cast<uint16_t*>(out), nullptr, n);
+        else
+            copy_part<float, true>(layer, which, n, reinterpret_cast<float*>(out), nullptr, n);
     }
 
-    void import_part(int layer, int which, int n, const std::byte* in) {
-        if (bf16_) copy_part<uint16_t, false>(layer, which, n, nullptr, reinterpret_cast<const uint16_t*>(in));
-        else copy_part<float, false>(layer, which, n, nullptr, reinterpret_cast<const float*>(in));
+    // `in`'s heads are `in_stride` positions apart (n in export_kv's image; more in a linked
+    // block's image when only its first positions are read).
+    void import_part(int layer, int which, int n, const std::byte* in, int in_stride) {
+        if (bf16_)
+            copy_part<uint16_t, false>(layer, which, n, nullptr, reinterpret_cast<const uint16_t*>(in), in_stride);
+        else
+            copy_part<float, false>(layer, which, n, nullptr, reinterpret_cast<const float*>(in), in_stride);
     }
 
-    // Positions [0, n) of `src` (an owned block of the same shape and dtype; n <= its n_tokens), into
-    // this block's storage as grown() moves its own: whole K tiles and V rows per head.
+    // Positions [0, n) of `src` (a block of the same shape and dtype; n <= its n_tokens) into this
+    // block's storage: from an owned block as grown() moves its own (whole K tiles and V rows per
+    // head), from a linked one as import_kv reads a canonical image, in place.
     void copy_from(const CpuKvBlock& src, int n) {
         reserve(n);
-        if (bf16_)
+        if (src.linked()) {
+            for (int l = 0; l < n_layers_; ++l)
+                for (int which = 0; which < 2; ++which)
+                    import_part(l, which, n, src.image_ + (2 * size_t(l) + size_t(which)) * src.image_part_bytes(),
+                                src.cap_);
+        } else if (bf16_) {
             copy_heads(src.b16_.data(), src.cap_, b16_.data(), cap_, n);
-        else
+        } else {
             copy_heads(src.f32_.data(), src.cap_, f32_.data(), cap_, n);
+        }
         n_tokens_ = n;
     }
 
@@ -336,11 +349,11 @@ private:
     // [head_dim][kKeyTile] (so attention reads a key tile's dimension d as one vector): a transpose
     // per tile, walked with running pointers (no index arithmetic per element).
     template <class T, bool kExport>
-    void copy_part(int layer, int which, int n, T* out, const T* in) const {
+    void copy_part(int layer, int which, int n, T* out, const T* in, int canon_stride) const {
         T* base = const_cast<T*>(storage<T>());
         const size_t hd = size_t(hd_);
         for (int h = 0; h < n_kv_; ++h) {
-            const size_t canon = size_t(h) * size_t(n) * hd;  // this head's first element, canonical
+            const size_t canon = size_t(h) * size_t(canon_stride) * hd;  // this head's first element, canonical
             if (which == 1) {
                 T* ours = base + v_index(layer, h, 0, 0);
                 if (kExport) std::memcpy(out + canon, ours, size_t(n) * hd * sizeof(T));
@@ -697,7 +710,7 @@ public:
         const size_t part = kv_bytes(n_tokens) / (2 * size_t(cfg_.n_layers));
         for (int l = 0; l < cfg_.n_layers; ++l)
             for (int which = 0; which < 2; ++which)
-                block->import_part(l, which, n_tokens, data.data() + (2 * size_t(l) + size_t(which)) * part);
+                block->import_part(l, which, n_tokens, data.data() + (2 * size_t(l) + size_t(which)) * part, n_tokens);
         block->set_n_tokens(n_tokens);
         return block;
     }
@@ -705,7 +718,7 @@ public:
     std::unique_ptr<KvBlock> copy_kv(const KvBlock& src, int n_tokens, int capacity_tokens,
                                      int reserve_tokens) override {
         const auto* from = dynamic_cast<const CpuKvBlock*>(&src);
-        if (from == nullptr || from->owner() != this || from->linked())  // a linked image is canonical already
+        if (from == nullptr || from->owner() != this)
             return Backend::copy_kv(src, n_tokens, capacity_tokens, reserve_tokens);
         if (n_tokens < 0 || n_tokens > src.n_tokens() || n_tokens > capacity_tokens || reserve_tokens < n_tokens ||
             reserve_tokens > capacity_tokens)
