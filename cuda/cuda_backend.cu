@@ -334,12 +334,12 @@ public:
     }
 
     std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens, int capacity_tokens,
-                                       int /*reserve_tokens: device blocks are allocated whole*/) override {
+                                       int reserve_tokens) override {
+        // Checked as on every backend, though device blocks are allocated whole (reserve_tokens
+        // names no extra room here).
+        check_kv_room("import_kv", n_tokens, capacity_tokens, reserve_tokens);
         std::lock_guard lock(mutex_);
         ctx_.make_current();
-        if (n_tokens < 0 || n_tokens > capacity_tokens)
-            throw std::runtime_error("import_kv: " + std::to_string(n_tokens) + " positions do not fit a capacity of " +
-                                     std::to_string(capacity_tokens));
         if (data.size() != kv_bytes(n_tokens))
             throw std::runtime_error("import_kv: data is " + std::to_string(data.size()) + " bytes, expected " +
                                      std::to_string(kv_bytes(n_tokens)) + " for " + std::to_string(n_tokens) +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 
 namespace cc {
 
@@ -79,7 +80,18 @@ void Backend::forward_batch(std::span<const SequenceRows> seqs, const std::atomi
     }
 }
 
+void Backend::check_kv_room(const char* caller, int n_tokens, int capacity_tokens, int reserve_tokens) {
+    if (n_tokens < 0 || n_tokens > reserve_tokens || reserve_tokens > capacity_tokens)
+        throw std::runtime_error(std::string(caller) + ": " + std::to_string(n_tokens) + " positions, reserving " +
+                                 std::to_string(reserve_tokens) + ", do not fit a capacity of " +
+                                 std::to_string(capacity_tokens) + " (0 <= positions <= reserved <= capacity)");
+}
+
 std::unique_ptr<KvBlock> Backend::copy_kv(const KvBlock& src, int n_tokens, int capacity_tokens, int reserve_tokens) {
+    if (n_tokens > src.n_tokens())
+        throw std::runtime_error("copy_kv: " + std::to_string(n_tokens) + " positions requested, the block holds " +
+                                 std::to_string(src.n_tokens()));
+    check_kv_room("copy_kv", n_tokens, capacity_tokens, reserve_tokens);
     std::vector<std::byte> image(kv_bytes(n_tokens));
     export_kv(src, n_tokens, image);
     return import_kv(image, n_tokens, capacity_tokens, reserve_tokens);

@@ -159,6 +159,11 @@ public:
     // Bytes of weight matrices the backend holds in its compute format (what one decode step
     // streams: every matrix once, lm_head included); 0 when the backend does not say.
     virtual size_t matrix_bytes() const { return 0; }
+
+protected:
+    // The room import_kv and copy_kv give a block: throws, naming `caller`, unless
+    // 0 <= n_tokens <= reserve_tokens <= capacity_tokens.
+    static void check_kv_room(const char* caller, int n_tokens, int capacity_tokens, int reserve_tokens);
 };
 
 }  // namespace cc

@@ -695,13 +695,7 @@ public:
 
     std::unique_ptr<KvBlock> import_kv(std::span<const std::byte> data, int n_tokens, int capacity_tokens,
                                        int reserve_tokens) override {
-        if (n_tokens < 0 || n_tokens > capacity_tokens)
-            throw std::runtime_error("import_kv: " + std::to_string(n_tokens) + " positions do not fit a capacity of " +
-                                     std::to_string(capacity_tokens));
-        if (reserve_tokens < n_tokens || reserve_tokens > capacity_tokens)
-            throw std::runtime_error("import_kv: reserving " + std::to_string(reserve_tokens) +
-                                     " positions is outside [" + std::to_string(n_tokens) + ", " +
-                                     std::to_string(capacity_tokens) + "]");
+        check_kv_room("import_kv", n_tokens, capacity_tokens, reserve_tokens);
         if (data.size() != kv_bytes(n_tokens))
             throw std::runtime_error("import_kv: data is " + std::to_string(data.size()) + " bytes, expected " +
                                      std::to_string(kv_bytes(n_tokens)) + " for " + std::to_string(n_tokens) + " positions");
@@ -720,11 +714,10 @@ public:
         const auto* from = dynamic_cast<const CpuKvBlock*>(&src);
         if (from == nullptr || from->owner() != this)
             return Backend::copy_kv(src, n_tokens, capacity_tokens, reserve_tokens);
-        if (n_tokens < 0 || n_tokens > src.n_tokens() || n_tokens > capacity_tokens || reserve_tokens < n_tokens ||
-            reserve_tokens > capacity_tokens)
-            throw std::runtime_error("copy_kv: " + std::to_string(n_tokens) + " of " + std::to_string(src.n_tokens()) +
-                                     " positions, reserving " + std::to_string(reserve_tokens) +
-                                     ", do not fit a capacity of " + std::to_string(capacity_tokens));
+        if (n_tokens > src.n_tokens())
+            throw std::runtime_error("copy_kv: " + std::to_string(n_tokens) + " positions requested, the block holds " +
+                                     std::to_string(src.n_tokens()));
+        check_kv_room("copy_kv", n_tokens, capacity_tokens, reserve_tokens);
         auto block = std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, capacity_tokens, recycler_);
         block->reserve(reserve_tokens);
         block->copy_from(*from, n_tokens);
