@@ -187,11 +187,23 @@ void MappedFile::read_guarded(const char* what, const std::function<void()>& pas
     pass();
 }
 
-void release_mapped_pages(const void* data, size_t n_bytes) {
+namespace {
+// MADV_DONTNEED over the whole pages inside [data, data + n_bytes): a page shared with the bytes
+// around the range is kept.
+void dont_need_whole_pages(const void* data, size_t n_bytes) {
     static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
     const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
     const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + n_bytes) / page * page;
     if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);  // advice: failure is harmless
+}
+}  // namespace
+
+void release_mapped_pages(const void* data, size_t n_bytes) {
+    dont_need_whole_pages(data, n_bytes);
+}
+
+void discard_anonymous_pages(const void* data, size_t n_bytes) {
+    dont_need_whole_pages(data, n_bytes);
 }
 
 }  // namespace cc

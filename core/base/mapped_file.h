@@ -63,5 +63,9 @@ private:
 // access. For memory a reader has copied elsewhere (e.g. weights prepacked at load). Never call it
 // on anonymous or written memory, whose contents would be lost.
 void release_mapped_pages(const void* data, size_t n_bytes);
+// Gives back to the system the whole pages inside a byte range of anonymous memory (a private
+// anonymous mapping) that nothing will read again: its contents are lost (the pages read as zeros
+// if touched). For generated weights a backend has copied (ModelWeights::disposable).
+void discard_anonymous_pages(const void* data, size_t n_bytes);
 
 }  // namespace cc

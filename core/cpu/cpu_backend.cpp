@@ -499,7 +499,7 @@ public:
         const std::string head_name = weights.lm_head.data != nullptr ? "lm_head.weight" : "model.embed_tokens.weight (tied lm_head)";
         lm_head_ = pack({mat(head, head_name, c.vocab_size, c.dim)}, head_name);
         // The embedding is read a row per token from here on (faulted back in as needed).
-        if (head.file_mapped) release_mapped_pages(head.data, head.n_bytes);
+        release_copied(head);
         for (int l = 0; l < c.n_layers; ++l) {
             const LayerSource src = bind_layer<LayerSource>(c, weights.layers[size_t(l)], l, to_vec, to_mat);
             const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -510,10 +510,11 @@ public:
             L.w_down = pack({src.w_down}, p + "mlp.down_proj.weight");
             layers_.push_back(L);
             // The packed copies are all the forward pass reads: a checkpoint's mapped pages of
-            // these matrices need not stay resident (peak memory ~ packed + one layer's source).
+            // these matrices need not stay resident, and generated ones the engine gave up are
+            // given back (peak memory ~ packed + one layer's source).
             const LayerWeights& lw = weights.layers[size_t(l)];
             for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
-                if (t->file_mapped) release_mapped_pages(t->data, t->n_bytes);
+                release_copied(*t);
         }
         widened_.clear();  // F16 matrices widened for packing
 
@@ -737,6 +738,15 @@ public:
     size_t matrix_bytes() const override { return weight_bytes_; }
 
 private:
+    // A source matrix the backend holds a packed copy of: a file mapping's pages are dropped (read
+    // back from the file if touched), generated ones the owner gave up are discarded.
+    static void release_copied(const Tensor& t) {
+        if (t.file_mapped)
+            release_mapped_pages(t.data, t.n_bytes);
+        else if (t.disposable)
+            discard_anonymous_pages(t.data, t.n_bytes);
+    }
+
     static void check(const Tensor& t, const std::string& name, std::vector<int64_t> shape) {
         if (t.data == nullptr) throw std::runtime_error("cpu backend: weight " + name + " is missing");
         if (t.shape != shape)

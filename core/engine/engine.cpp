@@ -202,6 +202,9 @@ std::unique_ptr<ModelWeights> Engine::load_weights_for(ModelInfo& info) {
         const auto recipe = find_builtin(source_.builtin_name);
         if (!recipe) throw std::runtime_error(options_.model_spec + ": unknown built-in model");
         weights = std::make_unique<ModelWeights>(generate_builtin_weights(*recipe, options_.n_threads, active_flag()));
+        // Built from once (make_backend) and never read again: the CPU backend gives the generated
+        // matrices' pages back as it packs them.
+        mark_matrices_disposable(*weights);
         info.synthetic_weights = !recipe->trained();
         info.fingerprint = sha256_hex(builtin_recipe_text(*recipe));
     } else {

@@ -11,10 +11,13 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <stdexcept>
 #include <memory>
+#include <new>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
+
+#include <sys/mman.h>
 
 // Without cc_bundled_models in the program (only the app, the CLI and the tests that need it link
 // its 7 MB), these weak fallbacks say that no trained built-in model is there.
@@ -249,8 +252,13 @@ ModelWeights generate_synthetic_weights(const ModelConfig& c, uint64_t seed, DTy
         offsets.push_back(total);
         total += n * elem;
     }
-    auto buffer = std::shared_ptr<std::byte>(static_cast<std::byte*>(::operator new[](total, std::align_val_t(64))),
-                                             [](std::byte* p) { ::operator delete[](p, std::align_val_t(64)); });
+    // A private anonymous mapping (page aligned): a backend that copies the matrices may give their
+    // pages back (mark_matrices_disposable), so a built-in model is not held twice.
+    void* mapped =
+        ::mmap(nullptr, std::max<size_t>(total, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED) throw std::bad_alloc();  // as the allocation it replaces
+    auto buffer = std::shared_ptr<std::byte>(static_cast<std::byte*>(mapped),
+                                             [size = std::max<size_t>(total, 1)](std::byte* p) { ::munmap(p, size); });
 
     // Work items: (tensor, chunk). Threads take items round-robin; each item's bits are fixed.
     struct Item {
@@ -279,6 +287,7 @@ ModelWeights generate_synthetic_weights(const ModelConfig& c, uint64_t seed, DTy
     ModelWeights weights;
     weights.config = c;
     weights.storage.push_back(buffer);
+    weights.generated = true;
     auto tensor = [&](size_t index) {
         Tensor t;
         t.dtype = dtype;

@@ -296,4 +296,11 @@ ModelWeights load_weights(std::span<const std::byte> safetensors, const std::str
     return load_checkpoint(std::move(ck), config);
 }
 
+void mark_matrices_disposable(ModelWeights& w) {
+    if (!w.generated) return;
+    for (LayerWeights& l : w.layers)
+        for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) t->disposable = true;
+    if (w.lm_head.data != nullptr && w.lm_head.data != w.embed.data) w.lm_head.disposable = true;
+}
+
 }  // namespace cc

@@ -1,9 +1,10 @@
 // The CPU backend: conformance (stories260k greedy, float64 goldens of the tiny reference models)
 // and the exactness contract: cached prefix + suffix gives the same bits as a full prefill, for
 // every family, KV dtype, split point, batch split and thread count.
+#include "core/base/kernel_math.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/kernels.h"
-#include "core/base/kernel_math.h"
+#include "core/model/builtin_model.h"
 #include "core/model/weights.h"
 #include "tests/test_support.h"
 
@@ -19,6 +20,9 @@
 #include <string>
 #include <set>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 using namespace cc;
 using json = nlohmann::json;
@@ -458,6 +462,84 @@ TEST(cpu_backend, every_isa_is_exact_and_agrees_with_the_others) {
                 ASSERT_NEAR(full[i], first[i], 1e-3 * std::max(1.0f, std::abs(first[i]))) << cpu::isa_name(isa) << " at " << i;
         }
     }
+}
+
+namespace {
+// Whole pages inside [data, data + n) that are resident, and how many whole pages there are.
+std::pair<size_t, size_t> resident_whole_pages(const std::byte* data, size_t n) {
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + n) / page * page;
+    if (end <= begin) return {0, 0};
+    std::vector<unsigned char> in((end - begin) / page);
+    if (::mincore(reinterpret_cast<void*>(begin), end - begin, in.data()) != 0) return {SIZE_MAX, in.size()};
+    return {size_t(std::count_if(in.begin(), in.end(), [](unsigned char c) { return (c & 1) != 0; })), in.size()};
+}
+}  // namespace
+
+// A built-in model's generated weights are not held twice: once the engine gives them up
+// (mark_matrices_disposable), the CPU backend gives back the pages of every matrix it has packed,
+// and computes exactly what it computes over weights it leaves alone.
+TEST(cpu_backend, generated_matrices_given_up_are_discarded_after_packing_and_change_no_bit) {
+    ModelConfig c;
+    c.family = ModelFamily::llama;
+    c.model_type = "llama";
+    c.n_layers = 2;
+    c.dim = 128;
+    c.ffn_dim = 384;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.head_dim = 32;
+    c.vocab_size = 600;
+    c.max_position_embeddings = 512;
+    c.rms_norm_eps = 1e-6;
+    c.rope_theta = 10000.0;
+    c.tie_word_embeddings = false;  // an lm_head of its own, discarded too
+    const int n = 40;
+    const auto tokens = random_tokens(n, c.vocab_size, 5);
+    const int V = c.vocab_size;
+
+    ModelWeights kept = generate_synthetic_weights(c, 77, DType::bf16);
+    ASSERT_TRUE(kept.generated);
+    std::vector<float> reference;
+    {
+        auto be = make_cpu_backend(kept, opts(cpu::best_isa(), 2, KvDType::f32, WeightDType::stored));
+        auto block = be->allocate_kv(n);
+        reference = be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
+    }
+    // Weights the backend leaves alone stay resident.
+    EXPECT_EQ(resident_whole_pages(kept.layers[0].w_up.data, kept.layers[0].w_up.n_bytes).first,
+              resident_whole_pages(kept.layers[0].w_up.data, kept.layers[0].w_up.n_bytes).second);
+
+    ModelWeights given = generate_synthetic_weights(c, 77, DType::bf16);
+    mark_matrices_disposable(given);
+    auto be = make_cpu_backend(given, opts(cpu::best_isa(), 2, KvDType::f32, WeightDType::stored));
+    std::vector<const Tensor*> matrices{&given.lm_head};
+    for (const LayerWeights& l : given.layers)
+        for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) matrices.push_back(t);
+    size_t whole_pages = 0;
+    for (const Tensor* t : matrices) {
+        EXPECT_TRUE(t->disposable);
+        const auto [resident, pages] = resident_whole_pages(t->data, t->n_bytes);
+        EXPECT_EQ(resident, 0u) << "of " << pages << " whole pages of a matrix the backend packed";
+        whole_pages += pages;
+    }
+    EXPECT_GT(whole_pages, 20u);  // the check saw real pages
+    // The embedding is read per token: never marked, never discarded; norms neither.
+    EXPECT_FALSE(given.embed.disposable);
+    EXPECT_FALSE(given.layers[0].attn_norm.disposable);
+    const auto [embed_resident, embed_pages] = resident_whole_pages(given.embed.data, given.embed.n_bytes);
+    EXPECT_EQ(embed_resident, embed_pages);
+    auto block = be->allocate_kv(n);
+    const auto got = be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
+    ASSERT_EQ(got.size(), size_t(n) * V);
+    EXPECT_TRUE(same_bits(got, reference.data(), reference.size()));
+
+    // Weights that are not generated (a checkpoint's, the tests' own) are never marked.
+    auto s = make_synth(ModelFamily::llama, DType::bf16);
+    mark_matrices_disposable(s->w);
+    EXPECT_FALSE(s->w.layers[0].wq.disposable);
+    EXPECT_FALSE(s->w.lm_head.disposable);
 }
 
 TEST(cpu_backend, export_import_round_trip_gives_the_same_logits) {
