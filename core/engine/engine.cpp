@@ -464,9 +464,8 @@ std::shared_ptr<const Group> Engine::compile_prefix(GroupMeta meta, const ToolSe
     }
     // In chunks, so that progress is reported and a cancel lands within one chunk. Exact: a row's
     // result does not depend on how the rows are batched (the backend contract, backend.h).
-    constexpr size_t kCompileChunkTokens = 512;
     for (size_t done = reused; done < ids.size();) {
-        const size_t count = std::min(kCompileChunkTokens, ids.size() - done);
+        const size_t count = std::min(kForwardChunkTokens, ids.size() - done);
         run_forward(std::span<const token_id>(ids).subspan(done, count), KvView{nullptr, 0, block.get()}, {});
         done += count;
         if (progress_) progress_(EngineProgress{"compile", done, ids.size()});
@@ -842,8 +841,46 @@ void Engine::run_forward(std::span<const token_id> ids, const KvView& view, std:
         scheduler_->forward(ids, view, logit_rows, logits, active_flag(), tl_request_steps, kind);
         return;
     }
-    const SequenceRows seq{ids, view, logit_rows, logits};
-    backend_->forward_batch(std::span<const SequenceRows>(&seq, 1), active_flag());
+    if (ids.size() <= kForwardChunkTokens) {
+        const SequenceRows seq{ids, view, logit_rows, logits};
+        backend_->forward_batch(std::span<const SequenceRows>(&seq, 1), active_flag());
+        return;
+    }
+    // A long prompt (a full prefill, a long new message) runs in chunks of kForwardChunkTokens rows,
+    // as a compile does, so that a forward pass's activations stay bounded whatever the prompt's
+    // length (~T x (2 dim + 2 qkv + 3 ffn) floats: ~90 KB a row on the 0.6B shape, ~250 KB on the
+    // 8B). Exact: a row's result does not depend on how the rows are batched (backend.h). As one
+    // call would, a failure or a cancel leaves the suffix block as it was.
+    const size_t vocab = static_cast<size_t>(info_.config.vocab_size);
+    for (int r : logit_rows)
+        if (r < 0 || static_cast<size_t>(r) >= ids.size())
+            throw std::invalid_argument("forward: logit row " + std::to_string(r) + " is outside [0, " +
+                                        std::to_string(ids.size()) + ")");
+    const int before = view.suffix->n_tokens();
+    std::vector<int> rows;
+    std::vector<size_t> slots;
+    std::vector<float> part;
+    try {
+        for (size_t start = 0; start < ids.size(); start += kForwardChunkTokens) {
+            const size_t count = std::min(kForwardChunkTokens, ids.size() - start);
+            rows.clear();
+            slots.clear();
+            for (size_t j = 0; j < logit_rows.size(); ++j)
+                if (const auto r = static_cast<size_t>(logit_rows[j]); r >= start && r < start + count) {
+                    rows.push_back(static_cast<int>(r - start));
+                    slots.push_back(j);
+                }
+            part.resize(rows.size() * vocab);
+            const SequenceRows seq{ids.subspan(start, count), view, rows, part};
+            backend_->forward_batch(std::span<const SequenceRows>(&seq, 1), active_flag());
+            for (size_t k = 0; k < slots.size(); ++k)
+                std::copy_n(part.begin() + static_cast<std::ptrdiff_t>(k * vocab), vocab,
+                            logits.begin() + static_cast<std::ptrdiff_t>(slots[k] * vocab));
+        }
+    } catch (...) {
+        view.suffix->truncate(before);
+        throw;
+    }
 }
 
 std::vector<float> Engine::run_forward(std::span<const token_id> ids, const KvView& view,

@@ -284,6 +284,11 @@ public:
     void clear_conversations();
     const ChatFormat& chat_format() const;
 
+    // A prefill of more rows than this runs as consecutive forward calls of at most this many (a
+    // compile always; a request's prompt when no scheduler cuts it into steps), so a forward pass's
+    // activations stay bounded whatever the prompt's length. The bits do not depend on it.
+    static constexpr size_t kForwardChunkTokens = 512;
+
     // Raw language model, no chat format: greedy continuation of `prompt_ids`.
     GenerateResult generate(const std::vector<token_id>& prompt_ids, int max_new_tokens, bool ignore_eos);
     std::vector<float> last_logits(const std::vector<token_id>& prompt_ids);
@@ -398,6 +403,8 @@ private:
     // go to `logits`, resized to logit_rows.size() x vocab: the decode loop passes the same vector
     // every step, so its storage is reused rather than faulted in fresh each token. `kind` tells
     // the scheduler which call gives the request its first token (it may run ahead of decode rows).
+    // The scheduler cuts long calls into steps of step_tokens rows; without one, a call of more
+    // than kForwardChunkTokens rows runs in chunks of that many (bounded activations).
     void run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows,
                      std::vector<float>& logits, CallKind kind = CallKind::later);
     std::vector<float> run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows,

@@ -1,16 +1,18 @@
 // The engine's compile -> link -> query path. Exactness is the product: on the same backend the
 // cached path must give bit-identical logits and tokens to a full prefill (asserted with ==).
-#include "core/engine/engine.h"
+#include "core/cpu/cpu_backend.h"
 #include "core/cpu/kernels.h"
+#include "core/engine/engine.h"
+#include "core/engine/result_json.h"
 #include "core/model/builtin_model.h"
 #include "core/model/model_spec.h"
-#include "core/engine/result_json.h"
 #include "tests/test_support.h"
 
-#include <cstring>
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <map>
+#include <random>
 #include <tuple>
 
 namespace {
@@ -244,6 +246,44 @@ TEST(Engine, GenerateAndLogitsAgree) {
     EXPECT_THROW(engine.last_logits({}), std::invalid_argument);
     EXPECT_THROW(engine.last_logits({-1}), std::runtime_error);
     EXPECT_THROW(engine.last_logits({10'000'000}), std::runtime_error);
+}
+
+// A prompt longer than Engine::kForwardChunkTokens runs in chunks (bounded activations): the
+// logits are the bits of one backend call over the whole prompt, at every chunk edge.
+TEST(Engine, LongPromptsRunInChunksWithTheBitsOfOneCall) {
+    Engine& engine = test_engine(2);
+    const auto recipe = *cc::find_builtin("qwen3-test");
+    const cc::ModelWeights weights = cc::generate_builtin_weights(recipe, 1);
+    cc::CpuBackendOptions bo;
+    bo.n_threads = 2;
+    const auto backend = cc::make_cpu_backend(weights, bo);
+    ASSERT_EQ(backend->numerics_id(), engine.model_info().numerics);
+    const int V = engine.model_info().config.vocab_size;
+    const size_t chunk = Engine::kForwardChunkTokens;
+    std::mt19937 rng(3);
+    std::vector<cc::token_id> prompt(2 * chunk + 37);
+    for (auto& t : prompt) t = static_cast<cc::token_id>(rng() % 5000u);
+    for (size_t n : {chunk, chunk + 1, 2 * chunk, prompt.size()}) {
+        const std::span<const cc::token_id> ids(prompt.data(), n);
+        auto block = backend->allocate_kv(static_cast<int>(n));
+        const int last = static_cast<int>(n) - 1;
+        const auto one_call = backend->forward(ids, {nullptr, 0, block.get()}, std::span<const int>(&last, 1));
+        ASSERT_EQ(one_call.size(), size_t(V));
+        EXPECT_TRUE(engine.last_logits(std::vector<cc::token_id>(ids.begin(), ids.end())) == one_call)
+            << n << " tokens";
+    }
+    // A query whose new part spans chunks: the cached path (prefix linked, a suffix of three
+    // chunks) gives the full prefill's bits (itself in chunks, checked against one call above).
+    engine.set_tools(first_tools(2), "");
+    std::string long_query;
+    for (int i = 0; i < 160; ++i) long_query += "Please check item " + std::to_string(i) + " and ";
+    QueryOptions q;
+    q.max_new_tokens = 3;
+    q.ignore_eos = true;
+    q.mode = QueryMode::compare;
+    const auto c = engine.query(long_query, q);
+    EXPECT_GT(c.suffix_tokens, 2 * chunk);
+    EXPECT_TRUE(*c.identical);
 }
 
 TEST(Engine, QueryBeforeSetToolsIsAnError) {
