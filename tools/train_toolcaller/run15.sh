@@ -18,15 +18,23 @@ OUT=${OUT:-/tmp/run15_out}
 PY=${PYTHON:-/usr/bin/python3}
 DEVICE=${DEVICE:-cpu}
 [ -e "$DATA/train.pkl" ] || PYTHON="$PY" tools/train_toolcaller/make_run15_data.sh "$DATA"
+BF16=(--bf16)
 if [ "$DEVICE" = cuda ]; then PAR=(--threads 1 --workers 8); else
   PAR=(--threads 2)
   TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4   # as run.sh: glibc would page-fault big tensors back every step
   [ -e "$TCMALLOC" ] && export LD_PRELOAD="$TCMALLOC" OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE
+  # bf16 autocast pays only with AVX-512 BF16; elsewhere torch's fallback made a 512x320x960 matmul
+  # 28x slower than f32 (AMD Zen 2: 72 against 2.6 ms), so such a session runs its forward in f32.
+  # Weights and AdamW state are f32 either way, so the sessions still add up to one run (each
+  # session records bf16_autocast).
+  if ! grep -qw avx512_bf16 /proc/cpuinfo; then
+    BF16=(); echo "run15.sh: this CPU has no AVX-512 BF16: the forward runs in f32 this session" >&2
+  fi
 fi
 if [ -n "${BRANCH:-}" ]; then SESSION=(--branch-decay "$BRANCH"); else SESSION=(--time-limit-s "${1:?seconds}"); fi
 "$PY" tools/train_toolcaller/train.py --data "$DATA/train.pkl" --out "$OUT" --state "$STATE" "${SESSION[@]}" \
     --tokenizer resources/tokenizers/toolcaller --steps 20000 --seed 1515 --lr 2e-3 --warmup 200 --schedule wsd \
     --decay-frac 0.2 --max-queries 48 --val-groups 16 --eval-every 250 --state-every 250 --lead-weight 3 \
-    --aux-weight 0.3 --gather-weight 0.5 --match-weight 0.5 --collect-weight 0.5 --point-weight 0.5 --bf16 \
+    --aux-weight 0.3 --gather-weight 0.5 --match-weight 0.5 --collect-weight 0.5 --point-weight 0.5 "${BF16[@]}" \
     --device "$DEVICE" "${PAR[@]}" \
     --config '{"hidden_size": 320, "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 960}'

@@ -782,7 +782,8 @@ def main():
                     help="weight of the attention supervision of the answer's name rows to the matched query words (0 = off)")
     ap.add_argument("--sup-rows", type=int, default=192, help="rows per step of each of those two supervisions")
     ap.add_argument("--bf16", action="store_true",
-                    help="bf16 autocast for the forward (weights and optimizer stay f32); ~2x faster on AVX-512 BF16")
+                    help="bf16 autocast for the forward (weights and optimizer stay f32); ~2x faster on AVX-512 BF16, "
+                         "~28x slower on a CPU without it (torch's fallback), where run15.sh leaves it off")
     ap.add_argument("--prefix-chunk", type=int, default=0,
                     help="compute the prefix's causal attention in blocks of this many rows, skipping the masked "
                          "blocks (same values up to float rounding; faster on long prefixes); 0: one block")
@@ -970,7 +971,7 @@ def main():
         lrs[:] = resumed["lrs"]
     sessions = resumed["sessions"] if resumed else []
     session = {"start_step": step0, "resumed_from": resumed["from"] if resumed else "start",
-               "branch_decay": args.branch_decay,
+               "branch_decay": args.branch_decay, "bf16_autocast": bool(args.bf16),
                "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": git_commit()}
     t0 = time.time()
