@@ -150,6 +150,13 @@ public:
     // Whether link_kv reads the bytes in place (no copy; its cost is then ~0).
     virtual bool links_in_place() const { return false; }
 
+    // Whether the engine runs a long prompt as consecutive calls of at most
+    // Engine::kForwardChunkTokens rows when no scheduler cuts it into steps, so that a forward
+    // pass's activations stay bounded (the bits are the same either way: the contract above). The
+    // CPU backend does (measured: docs/benchmarks.md); the CUDA backend keeps one call until a device
+    // run measures what chunks cost there.
+    virtual bool prefers_chunked_prefill() const { return false; }
+
     // Whether KV blocks live in device memory (the group store then keeps them in its GPU tier and
     // demotes to host memory as canonical bytes).
     virtual bool kv_on_device() const { return false; }

@@ -735,6 +735,7 @@ public:
         return std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, data.data(), n_tokens, std::move(keep_alive));
     }
     bool links_in_place() const override { return true; }
+    bool prefers_chunked_prefill() const override { return true; }
     size_t matrix_bytes() const override { return weight_bytes_; }
 
 private:

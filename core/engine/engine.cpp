@@ -841,14 +841,14 @@ void Engine::run_forward(std::span<const token_id> ids, const KvView& view, std:
         scheduler_->forward(ids, view, logit_rows, logits, active_flag(), tl_request_steps, kind);
         return;
     }
-    if (ids.size() <= kForwardChunkTokens) {
+    if (ids.size() <= kForwardChunkTokens || !backend_->prefers_chunked_prefill()) {
         const SequenceRows seq{ids, view, logit_rows, logits};
         backend_->forward_batch(std::span<const SequenceRows>(&seq, 1), active_flag());
         return;
     }
-    // A long prompt (a full prefill, a long new message) runs in chunks of kForwardChunkTokens rows,
-    // as a compile does, so that a forward pass's activations stay bounded whatever the prompt's
-    // length (~T x (2 dim + 2 qkv + 3 ffn) floats: ~90 KB a row on the 0.6B shape, ~250 KB on the
+    // A long prompt (a full prefill, a long new message) runs in chunks of kForwardChunkTokens rows
+    // where the backend prefers it (the CPU's), as a compile does, so that a forward pass's activations stay bounded
+    // whatever the prompt's length (~T x (2 dim + 2 qkv + 3 ffn) floats: ~90 KB a row on the 0.6B shape, ~250 KB on the
     // 8B). Exact: a row's result does not depend on how the rows are batched (backend.h). As one
     // call would, a failure or a cancel leaves the suffix block as it was.
     const size_t vocab = static_cast<size_t>(info_.config.vocab_size);

@@ -285,8 +285,9 @@ public:
     const ChatFormat& chat_format() const;
 
     // A prefill of more rows than this runs as consecutive forward calls of at most this many (a
-    // compile always; a request's prompt when no scheduler cuts it into steps), so a forward pass's
-    // activations stay bounded whatever the prompt's length. The bits do not depend on it.
+    // compile always; a request's prompt when no scheduler cuts it into steps and the backend
+    // prefers_chunked_prefill()), so a forward pass's activations stay bounded whatever the
+    // prompt's length. The bits do not depend on it.
     static constexpr size_t kForwardChunkTokens = 512;
 
     // Raw language model, no chat format: greedy continuation of `prompt_ids`.
