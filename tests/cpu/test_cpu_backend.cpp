@@ -481,20 +481,14 @@ std::pair<size_t, size_t> resident_whole_pages(const std::byte* data, size_t n) 
 // (mark_matrices_disposable), the CPU backend gives back the pages of every matrix it has packed,
 // and computes exactly what it computes over weights it leaves alone.
 TEST(cpu_backend, generated_matrices_given_up_are_discarded_after_packing_and_change_no_bit) {
-    ModelConfig c;
-    c.family = ModelFamily::llama;
-    c.model_type = "llama";
-    c.n_layers = 2;
+    // make_synth's llama shape (an lm_head of its own, discarded too), widened so that every
+    // matrix spans whole pages.
+    ModelConfig c = make_synth(ModelFamily::llama, DType::f32)->w.config;
+    ASSERT_FALSE(c.tie_word_embeddings);
     c.dim = 128;
     c.ffn_dim = 384;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
     c.head_dim = 32;
     c.vocab_size = 600;
-    c.max_position_embeddings = 512;
-    c.rms_norm_eps = 1e-6;
-    c.rope_theta = 10000.0;
-    c.tie_word_embeddings = false;  // an lm_head of its own, discarded too
     const int n = 40;
     const auto tokens = random_tokens(n, c.vocab_size, 5);
     const int V = c.vocab_size;
