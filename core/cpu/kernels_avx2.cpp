@@ -35,6 +35,7 @@ struct V {
     static constexpr int qk_r = 6;     // 6 vrows x 1 key tile (2 vectors): 12 accumulators
     static constexpr bool has_transpose16 = false;
     static constexpr int qk_tt = 1;
+    static constexpr int pv_rows = 6;   // P·V: up to 6 vrows share each V vector (2-vector chunks, pv_chunk_for)
     static constexpr int gemv_np = 3;   // decode: 3 panels x 2 vectors = 6 FMA chains (16 registers)
 
     static __m256i lane_mask(int first, int n) {

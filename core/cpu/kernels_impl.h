@@ -6,7 +6,7 @@
 //
 // Requires, before inclusion: kernels.h, kernel_math.h, <algorithm>, <cstring>, <cstdint>.
 //
-// V provides: reg, W, n_regs, gemm_mr, gemm_nrv, gemm_tall_r2, qk_r, qk_tt, has_transpose16 (and transpose16),
+// V provides: reg, W, n_regs, gemm_mr, gemm_nrv, gemm_tall_r2, qk_r, qk_tt, pv_rows, has_transpose16 (and transpose16),
 // transpose_w (a W x W block in W registers); zero, set1, load, load_n, store,
 // store_n (float and, for loads, uint16_t bf16), fma(a, b, c) = a*b+c, add, sub, mul, div, max,
 // keep_lanes(v, first, n, fill), hsum (a fixed tree), hmax, exp.
@@ -590,13 +590,24 @@ void pv_rows_t(const float* const* e, int j0, int j1, const KT* v, int stride, i
         for (int d = 0; d < ND; ++d) V::store(acc[r] + d * V::W, a[r][d]);
 }
 
-// Vectors of head_dim per P·V pass: a wider head runs in column chunks of this many vectors, so
-// more rows share each loaded V vector (each element's chain over j is the same either way).
-constexpr int kPvChunk = 8;
+// P·V tiles: R rows x ND vectors of a column chunk, R * ND accumulators beside the chunk's ND
+// loaded V vectors and a broadcast. A wider head runs in column chunks; each element's chain over
+// j is the same whatever the chunk and the rows, so neither changes a bit.
+constexpr int kPvChunk = 8;  // the widest chunk, in vectors
 
 constexpr int pv_max_rows(int nd) {
     const int r = (V::n_regs - nd - 2) / nd;
     return r < 1 ? 1 : (r > 8 ? 8 : r);
+}
+
+// The widest chunk whose tile holds `rows` rows: fewer vectors for more rows, so each loaded (and
+// widened) V vector feeds more FMA chains. With 16 registers (AVX2) one row takes 8 vectors, two
+// take 4, three 3, four to six 2: a 6 x 2 tile does 12 FMAs per 2 V loads and 6 broadcasts, the
+// ratio of qk_tiles' 6 x 2, where one row of 8 vectors did 8 per 8 loads and 8 widenings.
+constexpr int pv_chunk_for(int rows) {
+    int nd = kPvChunk;
+    while (nd > 1 && pv_max_rows(nd) < rows) --nd;
+    return nd;
 }
 
 template <int ND, int R, class KT>
@@ -612,8 +623,9 @@ template <class KT>
 void pv_rows(int rows, const float* const* e, int j0, int j1, const KT* v, int hd, float* const* acc) {
     if (j0 >= j1) return;
     float* acc_c[8];
-    for (int c0 = 0; c0 < hd; c0 += kPvChunk * V::W) {
-        const int width = std::min(kPvChunk * V::W, hd - c0);
+    const int chunk = pv_chunk_for(rows) * V::W;
+    for (int c0 = 0; c0 < hd; c0 += chunk) {
+        const int width = std::min(chunk, hd - c0);
         const int nd = (width + V::W - 1) / V::W;
         for (int r = 0; r < rows; ++r) acc_c[r] = acc[r] + c0;
         switch (nd) {
@@ -632,24 +644,11 @@ void pv_rows(int rows, const float* const* e, int j0, int j1, const KT* v, int h
     }
 }
 
+// Rows per P·V group: V::pv_rows where the instruction set names it (measured there), else as
+// many as a chunk of the whole head (at most kPvChunk vectors) holds.
 inline int pv_group_rows(int hd) {
-    int rows = 8;  // the fewest any chunk allows
-    for (int c0 = 0; c0 < (hd + V::W - 1) / V::W; c0 += kPvChunk) {
-        switch (std::min(kPvChunk, (hd + V::W - 1) / V::W - c0)) {
-#define CC_PV_ROWS(N) \
-    case N: rows = std::min(rows, pv_max_rows(N)); break;
-            CC_PV_ROWS(1)
-            CC_PV_ROWS(2)
-            CC_PV_ROWS(3)
-            CC_PV_ROWS(4)
-            CC_PV_ROWS(5)
-            CC_PV_ROWS(6)
-            CC_PV_ROWS(7)
-            CC_PV_ROWS(8)
-#undef CC_PV_ROWS
-        }
-    }
-    return rows;
+    if constexpr (V::pv_rows > 0) return V::pv_rows;
+    return pv_max_rows(std::min(kPvChunk, (hd + V::W - 1) / V::W));
 }
 
 constexpr int kPvBlock = 64;  // keys per P·V block (a block of V rows stays in L1 across the groups)

@@ -23,6 +23,7 @@ struct V {
     static constexpr int qk_r = 4;
     static constexpr bool has_transpose16 = false;
     static constexpr int qk_tt = 1;
+    static constexpr int pv_rows = 0;
     static constexpr int gemv_np = 2;
 
     static reg zero() { return 0.0f; }
