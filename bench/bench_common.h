@@ -2,6 +2,7 @@
 // percentiles: core/research/sample_stats.h).
 #pragma once
 
+#include "core/base/machine_info.h"
 #include "core/model/builtin_model.h"
 #include "core/model/model_spec.h"
 #include "core/model/weights.h"
@@ -70,7 +71,7 @@ inline nlohmann::ordered_json machine_json() {
     return {{"cpu", cpu},
             {"hardware_threads", std::thread::hardware_concurrency()},
             {"os", run_command("uname -sr")},
-            {"commit", run_command(std::string("git -C '") + CC_SOURCE_DIR + "' rev-parse --short HEAD 2>/dev/null")},
+            {"commit", build_commit()},  // the binary's, not the checkout's (an A/B runs older binaries)
             {"date", run_command("date -u +%Y-%m-%dT%H:%M:%SZ")}};
 }
 
