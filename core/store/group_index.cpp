@@ -543,7 +543,11 @@ void GroupIndex::upsert(const IndexEntry& entry) {
 
 bool GroupIndex::touch(const std::string& group_key) {
     std::lock_guard guard(impl_->mutex);
-    Query q(*impl_, "UPDATE groups SET hits = hits + 1, last_used_unix_ms = ?1 WHERE group_key = ?2",
+    // Later than every other entry's last use, even within one millisecond (a disk hit right after
+    // another group's write) or after the clock stepped back: the LRU order is the order of uses.
+    Query q(*impl_,
+            "UPDATE groups SET hits = hits + 1, last_used_unix_ms = "
+            "max(?1, (SELECT coalesce(max(last_used_unix_ms), 0) + 1 FROM groups)) WHERE group_key = ?2",
             "touching " + group_key);
     q.bind(1, unix_ms_now()).bind(2, group_key).run();
     return sqlite3_changes(impl_->db) > 0;

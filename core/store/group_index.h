@@ -40,8 +40,9 @@ public:
     // Inserts or replaces the metadata of one group; keeps its hits and last_used when it exists. A new
     // entry starts with entry.hits and entry.last_used_unix_ms (created_unix_ms when that is 0).
     void upsert(const IndexEntry& entry);
-    // last_used = now, hits += 1 (one statement: safe against concurrent processes). Returns false
-    // (and changes nothing) when there is no entry for `group_key`.
+    // last_used = now, or just past the latest use of any entry if that reads later (the same
+    // millisecond, a clock stepped back), hits += 1 (one statement: safe against concurrent
+    // processes). Returns false (and changes nothing) when there is no entry for `group_key`.
     bool touch(const std::string& group_key);
     std::optional<IndexEntry> get(const std::string& group_key) const;
     std::vector<IndexEntry> list() const;  // most recently used first

@@ -188,6 +188,27 @@ TEST(GroupIndex, ListIsMostRecentlyUsedFirst) {
     EXPECT_EQ(keys_of(index.list()), (std::vector<std::string>{key_of(1), key_of(3), key_of(2)}));
 }
 
+// The touched group is the most recent even when another's last use reads as later on the clock:
+// one written in the same millisecond, or before the clock stepped back. The disk budget evicts
+// in this order (Cache.DiskBudgetEvictsLeastRecentlyUsed failed once when a hit followed a write
+// within one millisecond and the tie went by key).
+TEST(GroupIndex, TouchIsLaterThanEveryOtherUseEvenWhenTheClockSaysOtherwise) {
+    cc::test::TempDir dir;
+    cc::GroupIndex index(dir.path());
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    auto ahead = make_entry(1);
+    ahead.last_used_unix_ms = now + 3'600'000;  // written by a process whose clock runs an hour ahead
+    index.upsert(ahead);
+    index.upsert(make_entry(2));
+    ASSERT_TRUE(index.touch(key_of(2)));
+    EXPECT_EQ(index.get(key_of(2))->last_used_unix_ms, now + 3'600'000 + 1);
+    EXPECT_EQ(keys_of(index.list()), (std::vector<std::string>{key_of(2), key_of(1)}));
+    ASSERT_TRUE(index.touch(key_of(1)));
+    EXPECT_EQ(keys_of(index.list()), (std::vector<std::string>{key_of(1), key_of(2)}));
+}
+
 TEST(GroupIndex, CandidatesMatchModelFormatAndNumericsLongestFirst) {
     cc::test::TempDir dir;
     cc::GroupIndex index(dir.path());
