@@ -40,8 +40,8 @@ struct V {
     static constexpr int qk_r = 8;      // 8 vrows x 2 key tiles: 16 accumulators
     static constexpr bool has_transpose16 = true;
     static constexpr int qk_tt = 2;
-    static constexpr int pv_rows =
-        0;  // P·V: as many vrows as a whole-head chunk holds (not re-measured with narrower chunks)
+    // P·V: as many vrows as a whole-head chunk holds (narrower chunks not measured on AVX-512)
+    static constexpr int pv_rows = 0;
     static constexpr int gemv_np = 4;   // decode: 4 panels x 2 vectors = 8 FMA chains in flight
 
     static __mmask16 mask(int n) { return __mmask16((1u << n) - 1u); }
