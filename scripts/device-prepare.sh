@@ -31,8 +31,5 @@ git log -1 --format='%H %s' > "$S/commit.txt"
 git status --short >> "$S/commit.txt"
 mkdir -p "$C"
 tar -C "$S" -cf - . | xz -T0 -6 > "$C/programs.tar.xz"
-tree_bytes=$(git ls-files -z --cached --others --exclude-standard | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-carry_bytes=$(du -cb "$C" | tail -1 | cut -f1)
-echo "carry: $C/programs.tar.xz, $carry_bytes bytes; working tree $tree_bytes bytes; together" \
-  "$(( (tree_bytes + carry_bytes) >> 20 )) MiB of the tool's 64 MiB"
-[ $(( tree_bytes + carry_bytes )) -lt $(( 64 << 20 )) ] || { echo "over the device tool's 64 MiB" >&2; exit 1; }
+echo "carry: $C/programs.tar.xz"
+bash scripts/device-budget.sh "$C"

@@ -7,7 +7,8 @@
 //   NODE_PATH=/tmp/npmwork/node_modules node tools/gen_tokenizer_goldens.js tests/data/tokenizer_goldens
 //
 // Inputs (override with environment variables):
-//   QWEN3_TOKENIZER_JSON        default resources/tokenizers/qwen3/tokenizer.json
+//   QWEN3_TOKENIZER_JSON        default: tokenizer.json unpacked (with `tar`) from
+//                               resources/tokenizers/qwen3/tokenizer.json.tar.xz into a temporary directory
 //   LLAMA3_TOKENIZER_JSON       default: llama3/tokenizer.json unpacked (with `tar`) from
 //                               tests/data/llama3_tokenizer.tar.xz into a temporary directory
 //   STORIES260K_TOKENIZER_JSON  default ../shared/fixtures/stories260k/tokenizer.json
@@ -389,9 +390,16 @@ function llama3Path() {
   return path.join(dir, 'llama3', 'tokenizer.json');
 }
 
+function qwen3Path() {
+  if (process.env.QWEN3_TOKENIZER_JSON) return process.env.QWEN3_TOKENIZER_JSON;
+  const dir = tmpDir();
+  TMP_DIRS.push(dir);
+  execFileSync('tar', ['-xJf', path.join(REPO, 'resources/tokenizers/qwen3/tokenizer.json.tar.xz'), '-C', dir]);
+  return path.join(dir, 'tokenizer.json');
+}
+
 const SPECS = [
-  { name: 'qwen3', file: () => process.env.QWEN3_TOKENIZER_JSON ||
-      path.join(REPO, 'resources/tokenizers/qwen3/tokenizer.json') },
+  { name: 'qwen3', file: qwen3Path },
   { name: 'llama3', file: llama3Path },
   { name: 'stories260k', file: () => process.env.STORIES260K_TOKENIZER_JSON ||
       path.join(REPO, '..', 'shared', 'fixtures', 'stories260k', 'tokenizer.json') },

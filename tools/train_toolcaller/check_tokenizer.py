@@ -23,7 +23,10 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-QWEN3 = os.path.join(ROOT, "resources/tokenizers/qwen3/tokenizer.json")
+sys.path.insert(0, HERE)
+from qwen3_tokenizer import qwen3_json  # noqa: E402
+
+QWEN3 = qwen3_json()  # the bundled tokenizer.json, unpacked from its .tar.xz when needed
 
 
 def dumps(v):

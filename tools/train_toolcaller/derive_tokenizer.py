@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from qwen3_tokenizer import Qwen3Tokenizer  # noqa: E402
+from qwen3_tokenizer import Qwen3Tokenizer, qwen3_json  # noqa: E402
 
 QWEN3 = os.path.join(ROOT, "resources/tokenizers/qwen3")
 
@@ -93,7 +93,7 @@ def main():
     ap.add_argument("--min-count", type=int, default=1)
     args = ap.parse_args()
 
-    with open(os.path.join(QWEN3, "tokenizer.json"), encoding="utf-8") as f:
+    with open(qwen3_json(), encoding="utf-8") as f:
         tj = json.load(f)
     vocab = tj["model"]["vocab"]                      # token -> Qwen3 id
     token_of = {i: t for t, i in vocab.items()}
@@ -118,7 +118,7 @@ def main():
         ids = {i for i in trained_ids(args.keep_model) if i < n_regular}
         reasons["trained_by_model"] = len(ids - keep)
         keep |= ids
-    tok = Qwen3Tokenizer(os.path.join(QWEN3, "tokenizer.json"))
+    tok = Qwen3Tokenizer(qwen3_json())
     corpus = args.corpus
     if corpus is None:
         corpus = (sorted(glob.glob(os.path.join(ROOT, "resources/toolsets/tools_*.json")))

@@ -37,7 +37,7 @@ import array
 import pickle
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qwen3_tokenizer import Qwen3Tokenizer  # noqa: E402
+from qwen3_tokenizer import Qwen3Tokenizer, unpacked  # noqa: E402
 from intents import INTENTS, PREPOSITIONS  # noqa: E402
 from intents_more import CHAT_MORE, DOMAIN_QUESTIONS, MORE_INTENTS  # noqa: E402
 import families  # noqa: E402
@@ -919,7 +919,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     rng = random.Random(args.seed)
 
-    tok_json = os.path.join(args.tokenizer, "tokenizer.json")
+    tok_json = unpacked(os.path.join(args.tokenizer, "tokenizer.json"))
     tok = Qwen3Tokenizer(tok_json)
     with open(os.path.join(ROOT, "resources/system_prompt.txt"), encoding="utf-8") as f:
         system_prompt = f.read()

@@ -16,7 +16,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import train  # noqa: E402
-from qwen3_tokenizer import Qwen3Tokenizer  # noqa: E402
+from qwen3_tokenizer import Qwen3Tokenizer, qwen3_json  # noqa: E402
 
 
 def main():
@@ -36,8 +36,8 @@ def main():
     model.c = c
     train.load_exported(model, args.model, vocab, remap)
     model.eval()
-    nt = train.NameTokens(os.path.join(train.ROOT, "resources/tokenizers/qwen3/tokenizer.json"))
-    tok = Qwen3Tokenizer(os.path.join(train.ROOT, "resources/tokenizers/qwen3/tokenizer.json"))
+    nt = train.NameTokens(qwen3_json())
+    tok = Qwen3Tokenizer(qwen3_json())
     with open(os.path.join(train.ROOT, "resources/toolsets/tools_100.json")) as f:
         bundled = {tuple(tok.encode((t.get("function") or t)["name"])) for t in json.load(f)}
     # counts[(renamed?, short?)] = [calls, first token right, later tokens, later tokens right]

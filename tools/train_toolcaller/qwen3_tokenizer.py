@@ -6,9 +6,39 @@ in make_data.py compares both on every rendered tool set and a sample of prompts
 """
 import functools
 import json
+import os
+import tarfile
+import tempfile
 import unicodedata
 
 import regex
+
+QWEN3_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "resources", "tokenizers", "qwen3"))
+
+
+def unpacked(path):
+    """`path` (a tokenizer.json) itself, unpacked first from `path`.tar.xz when that archive exists and
+    the file is missing or older: the repository stores the 11.4 MB Qwen3 tokenizer.json that way
+    (tools/pack_qwen3_tokenizer.sh) and ignores the unpacked copy. Any other path is returned as is."""
+    archive = path + ".tar.xz"
+    if not os.path.exists(archive):
+        return path
+    if os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(archive):
+        return path
+    with tarfile.open(archive, "r:xz") as tar:
+        member = tar.getmember("tokenizer.json")
+        data = tar.extractfile(member).read()
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tokenizer.json.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the whole new one
+    return path
+
+
+def qwen3_json():
+    """The bundled Qwen3 tokenizer.json, unpacked if needed."""
+    return unpacked(os.path.join(QWEN3_DIR, "tokenizer.json"))
 
 
 def _bytes_to_unicode():
@@ -25,7 +55,7 @@ def _bytes_to_unicode():
 
 class Qwen3Tokenizer:
     def __init__(self, path):
-        with open(path, encoding="utf-8") as f:
+        with open(unpacked(path), encoding="utf-8") as f:
             tj = json.load(f)
         if tj["model"]["type"] != "BPE" or tj["normalizer"]["type"] != "NFC":
             raise ValueError(f"{path}: not the Qwen3 byte-level BPE tokenizer")
@@ -77,3 +107,9 @@ class Qwen3Tokenizer:
             else:
                 out += bytes(self.byte_decoder[c] for c in t)
         return out.decode("utf-8", errors="replace")
+
+
+if __name__ == "__main__":
+    # `python3 tools/train_toolcaller/qwen3_tokenizer.py`: unpack the bundled tokenizer.json (for the
+    # Node tools that read it: tools/gen_tokenizer_goldens.js, tests/data/tokenizer_variants/make_goldens.js)
+    print(qwen3_json())

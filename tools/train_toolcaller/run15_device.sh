@@ -4,7 +4,8 @@
 #          for the run's first session) and tools/train_toolcaller/state/bfcl.tar.xz (BFCL v4, 0.3 MB:
 #          ../shared does not travel; made with `tar -cJf tools/train_toolcaller/state/bfcl.tar.xz -C
 #          ../shared/data/bfcl BFCL_v4_*.json LICENSE README.md possible_answer`), so the working tree
-#          stays under the tool's 64 MiB
+#          stays under the tool's 64 MiB (check here first: bash scripts/device-budget.sh
+#          tools/train_toolcaller/state/run15/carry tools/train_toolcaller/state/bfcl.tar.xz)
 #   command: bash tools/train_toolcaller/run15_device.sh SECONDS [BRANCH_STEPS]
 # It makes run 15's data there (the same bytes as here), trains SECONDS more (DEVICE=cuda), optionally
 # branches a decayed copy of BRANCH_STEPS, and packs what comes back into $OUT as at most 8 files of at

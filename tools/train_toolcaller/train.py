@@ -64,6 +64,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from reference_forward import write_safetensors  # noqa: E402  (bf16 round-to-nearest-even writer)
+sys.path.insert(0, HERE)
+from qwen3_tokenizer import unpacked  # noqa: E402  (the Qwen3 tokenizer.json is stored as .tar.xz)
 
 CONFIG = {
     "architectures": ["Qwen3ForCausalLM"],
@@ -104,7 +106,7 @@ class TokenizerInfo:
     def __init__(self, tok_dir):
         import hashlib
         self.dir = os.path.abspath(tok_dir)
-        path = os.path.join(self.dir, "tokenizer.json")
+        path = unpacked(os.path.join(self.dir, "tokenizer.json"))
         with open(path, "rb") as f:
             raw = f.read()
         self.sha256 = hashlib.sha256(raw).hexdigest()

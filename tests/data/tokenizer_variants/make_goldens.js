@@ -14,7 +14,10 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tokvariants-'));
 
 // qwen3opts: the bundled Qwen3 file with changed added-token options. Too big to check in; the test
 // applies the same edits (tests/test_tokenizer.cpp, qwen3_with_token_options()).
-const q = JSON.parse(fs.readFileSync(path.join(repoRoot, 'resources/tokenizers/qwen3/tokenizer.json')));
+// (stored as resources/tokenizers/qwen3/tokenizer.json.tar.xz: unpacked here with `tar`)
+require('child_process').execFileSync('tar', ['-xJf',
+    path.join(repoRoot, 'resources/tokenizers/qwen3/tokenizer.json.tar.xz'), '-C', tmp]);
+const q = JSON.parse(fs.readFileSync(path.join(tmp, 'tokenizer.json')));
 for (const t of q.added_tokens) {
   if (t.content === '<tool_call>') t.lstrip = true;
   if (t.content === '</tool_call>') t.rstrip = true;
