@@ -1,12 +1,17 @@
 // bench_ttft: full-prefill TTFT vs cache-hit TTFT (link + suffix prefill) for growing tool sets,
 // compile time, decode speed and KV size. Prints one JSON object.
 //   bench_ttft [--model SPEC] [--tools 5,10,20,50] [--runs 5] [--warmup 1] [--max-new-tokens 16]
-//              [--threads N] [--query TEXT] [--cache-dir DIR] [--kv f32|bf16]
+//              [--threads N] [--query TEXT] [--cache-dir DIR] [--kv f32|bf16] [--hits-only]
 // Besides the memory-tier hit it measures the disk tier: the group dropped from memory, so the
 // query links it from its file (lookup + map with checksums verified in place + link), page cache warm
 // and with the file's pages dropped first (posix_fadvise DONTNEED; the disk may still cache).
 // The paper's Tables 2 and 3 (one compile, then many queries, p50/p95) are `contextcache-cli bench`
 // (core/research/paper_bench); this benchmark shares its tool sets, system prompt and statistics.
+// --hits-only: the compile and the full prefills (the slow part: ~22 s each for 3,000 tokens on a
+// 2-core CPU) run once per tool count, in the warm-up run and in the first measured run, and the
+// hits (memory, disk, disk after DONTNEED) and the suffix forward every run; each hit is still
+// checked against the full prefill's tokens. For A/Bs of the hit path. The JSON says how many
+// samples each figure has (`full_samples`, `hit_samples`).
 //
 // --backend cpu|cuda|auto (default auto). With cuda (default model then builtin:qwen3-8b, the
 // issue's target shape) it adds the device, the full prefill's TFLOP/s and fraction of the BF16
@@ -42,10 +47,20 @@ int main(int argc, char** argv) {
     std::string model = "builtin:qwen3-demo", query = "What's the weather in Oslo tomorrow, in Celsius?";
     std::vector<int> counts{5, 10, 20, 50};
     std::string cache_dir, backend = "auto", kv = "f32";
-    bool model_given = false;
+    bool model_given = false, hits_only = false;
     int runs = 5, warmup = 1, max_new = 16, threads = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string a = argv[i], v = argv[i + 1];
+    for (int i = 1; i < argc; i += 2) {
+        const std::string a = argv[i];
+        if (a == "--hits-only") {
+            hits_only = true;
+            --i;  // a flag: no value
+            continue;
+        }
+        if (i + 1 >= argc) {
+            std::cerr << "bench_ttft: " << a << " needs a value\n";
+            return 2;
+        }
+        const std::string v = argv[i + 1];
         if (a == "--model") model = v, model_given = true;
         else if (a == "--backend") backend = v;
         else if (a == "--tools") counts = parse_counts(v);
@@ -103,6 +118,7 @@ int main(int argc, char** argv) {
     out["runs"] = runs;
     out["warmup"] = warmup;
     out["max_new_tokens"] = max_new;
+    out["hits_only"] = hits_only;
     out["results"] = nlohmann::ordered_json::array();
 
     for (const int n_tools : counts) {
@@ -112,26 +128,33 @@ int main(int argc, char** argv) {
             cold_gb_s, suffix_forward, disk_upload, disk_upload_gb_s;
         size_t suffix_tokens = 0, full_tokens = 0;
         cc::CompileResult compiled;
+        cc::QueryResult full;
+        double plain_prefill = 0;
         cc::QueryOptions q;
         q.max_new_tokens = max_new;
         q.ignore_eos = true;
         for (int r = 0; r < warmup + runs; ++r) {
             const bool keep = r >= warmup;
-            // compile: a forced miss each run
-            engine.cache().clear();
-            compiled = engine.set_tools(tools, system);
-            // the same prefix through a plain full prefill (no cache bookkeeping), for the overhead ratio
-            cc::Stopwatch sw;
-            const auto pieces = cc::make_chat_format(info.chat_format)->prefix_pieces(tools, system);
-            const auto prefix_ids = cc::tokenize_pieces(engine.tokenizer(), pieces);
-            engine.last_logits(prefix_ids);
-            const double plain_prefill = sw.elapsed_ms();
-            q.mode = cc::QueryMode::full;
-            const auto full = engine.query(query, q);
+            const bool measure_full = !hits_only || r == 0 || r == warmup;
+            if (measure_full) {
+                // compile: a forced miss
+                engine.cache().clear();
+                compiled = engine.set_tools(tools, system);
+                // the same prefix through a plain full prefill (no cache bookkeeping), for the overhead ratio
+                cc::Stopwatch sw;
+                const auto pieces = cc::make_chat_format(info.chat_format)->prefix_pieces(tools, system);
+                const auto prefix_ids = cc::tokenize_pieces(engine.tokenizer(), pieces);
+                engine.last_logits(prefix_ids);
+                plain_prefill = sw.elapsed_ms();
+                q.mode = cc::QueryMode::full;
+                full = engine.query(query, q);
+            }
             q.mode = cc::QueryMode::cached;
             const auto cached = engine.query(query, q);
-            if (!cached.cache_hit) {
-                std::cerr << "bench_ttft: expected a cache hit\n";
+            // (with --hits-only, a run after the first finds the group back in memory: the last
+            // run's disk hit put it there)
+            if (!cached.cache_hit || cached.tier != cc::Tier::memory) {
+                std::cerr << "bench_ttft: expected a memory-tier cache hit\n";
                 return 1;
             }
             if (full.tokens != cached.tokens) {
@@ -164,7 +187,13 @@ int main(int argc, char** argv) {
                 return 1;
             }
             if (!keep) continue;
-            persist_ms.push_back(persisted_ms);
+            if (measure_full) {
+                compile_ms.push_back(compiled.compile_ms);
+                prefix_prefill_ms.push_back(plain_prefill);
+                full_ttft.push_back(full.timings.ttft_ms);
+                full_prefill.push_back(full.timings.prefill_ms);
+                persist_ms.push_back(persisted_ms);
+            }
             suffix_forward.push_back(suffix_ms);
             disk_upload.push_back(disk.timings.upload_ms);
             disk_upload_gb_s.push_back(disk.timings.upload_gb_s);
@@ -175,10 +204,6 @@ int main(int argc, char** argv) {
             cold_ttft.push_back(cold_run.timings.ttft_ms);
             cold_load.push_back(cold_run.timings.disk_load_ms);
             cold_gb_s.push_back(cold_run.timings.disk_load_gb_s);
-            compile_ms.push_back(compiled.compile_ms);
-            prefix_prefill_ms.push_back(plain_prefill);
-            full_ttft.push_back(full.timings.ttft_ms);
-            full_prefill.push_back(full.timings.prefill_ms);
             cached_ttft.push_back(cached.timings.ttft_ms);
             cached_link.push_back(cached.timings.link_ms);
             cached_prefill.push_back(cached.timings.prefill_ms);
@@ -187,6 +212,8 @@ int main(int argc, char** argv) {
         using cc::median;
         nlohmann::ordered_json row;
         row["n_tools"] = n_tools;
+        row["full_samples"] = full_ttft.size();
+        row["hit_samples"] = cached_ttft.size();
         row["prefix_tokens"] = compiled.prefix_tokens;
         row["kv_bytes"] = compiled.kv_bytes;
         row["compile_ms"] = median(compile_ms);
