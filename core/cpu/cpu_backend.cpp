@@ -497,9 +497,16 @@ public:
         final_norm_ = vec(weights.final_norm, "model.norm.weight", c.dim);
         const Tensor& head = weights.lm_head.data != nullptr ? weights.lm_head : weights.embed;
         const std::string head_name = weights.lm_head.data != nullptr ? "lm_head.weight" : "model.embed_tokens.weight (tied lm_head)";
-        lm_head_ = pack({mat(head, head_name, c.vocab_size, c.dim)}, head_name);
-        // The embedding is read a row per token from here on (faulted back in as needed).
+        const cpu::Matrix head_src = mat(head, head_name, c.vocab_size, c.dim);
+        lm_head_ = pack({head_src}, head_name);
+        // A tied lm_head's panels hold the embedding itself wherever their format holds every
+        // source value (F32; BF16 from BF16): a token's row is then read from them, the same
+        // values, and the embedding is not kept twice (311 MB on Qwen3-0.6B's shape). Otherwise the
+        // embedding is read a row per token from its tensor (faulted back in as needed).
+        const bool tied = weights.lm_head.data == nullptr || weights.lm_head.data == weights.embed.data;
+        embed_from_head_ = tied && cpu::holds_exactly(lm_head_.format, head_src.bf16);
         release_copied(head);
+        if (embed_from_head_) release_copied(weights.embed);
         for (int l = 0; l < c.n_layers; ++l) {
             const LayerSource src = bind_layer<LayerSource>(c, weights.layers[size_t(l)], l, to_vec, to_mat);
             const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -901,6 +908,7 @@ private:
     std::vector<Layer> layers_;
     const float* final_norm_ = nullptr;       // (dim)
     cpu::Matrix lm_head_;                     // (vocab, dim)
+    bool embed_from_head_ = false;            // token rows read from lm_head_'s panels (tied, exact format)
     km::RopeParams rope_;
     std::vector<double> inv_freq_;            // (head_dim / 2)
     std::mutex mutex_;                        // one forward at a time: activations and scratch are shared
@@ -987,14 +995,16 @@ void CpuBackend::forward_rows(std::span<const token_id> tokens, std::span<const 
 
     // token embeddings
     for_rows(T, [&](int t) {
+        float* x = &a.x[size_t(t) * dim];
+        if (embed_from_head_) return cpu::unpack_row(lm_head_, tokens[size_t(t)], x);
         const size_t row = size_t(tokens[size_t(t)]) * size_t(dim);
-        for (int i = 0; i < dim; ++i) a.x[size_t(t) * dim + i] = element_to_f32(weights_.embed.data, weights_.embed.dtype, row + size_t(i));
+        for (int i = 0; i < dim; ++i) x[i] = element_to_f32(weights_.embed.data, weights_.embed.dtype, row + size_t(i));
     });
     // A mapped embedding's rows fault in with their neighbours (the kernel maps up to 64 KB around
     // each 2 KB row), so a prefill of a few thousand distinct tokens makes ~150 MB of the
     // checkpoint resident again for nothing: drop the mapping's pages every few hundred rows (they
     // stay in the page cache; the next lookups are minor faults).
-    if (weights_.embed.file_mapped) {
+    if (weights_.embed.file_mapped && !embed_from_head_) {
         embed_rows_since_release_ += size_t(T);
         if (embed_rows_since_release_ >= kEmbedRowsPerRelease) {
             release_mapped_pages(weights_.embed.data, weights_.embed.n_bytes);

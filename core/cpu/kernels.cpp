@@ -218,6 +218,46 @@ PackedMatrix pack_matrix(ThreadPool& pool, std::span<const Matrix> parts, WForma
     return out;
 }
 
+bool holds_exactly(WFormat format, bool source_bf16) {
+    switch (format) {
+        case WFormat::f32:
+            return true;
+        case WFormat::bf16:
+        case WFormat::bf16dot:
+            return source_bf16;
+        case WFormat::q8:
+            return false;
+    }
+    return false;
+}
+
+void unpack_row(const Matrix& m, int64_t row, float* out) {
+    if (m.panels == nullptr || row < 0 || row >= m.rows)
+        throw std::logic_error("unpack_row: not a row of a packed matrix");
+    const int64_t k = m.cols;
+    const size_t nr = size_t(m.nr), p = size_t(row) / nr, c = size_t(row) % nr;
+    switch (m.format) {
+        case WFormat::f32: {  // element (i, c) of panel p at p * K * nr + i * nr + c (pack_matrix)
+            const float* d = static_cast<const float*>(m.panels) + p * size_t(k) * nr + c;
+            for (int64_t i = 0; i < k; ++i) out[i] = d[size_t(i) * nr];
+            return;
+        }
+        case WFormat::bf16: {
+            const auto* d = static_cast<const uint16_t*>(m.panels) + p * size_t(k) * nr + c;
+            for (int64_t i = 0; i < k; ++i) out[i] = km::bf16_to_f32(d[size_t(i) * nr]);
+            return;
+        }
+        case WFormat::bf16dot: {  // pairs along K: element i at pair i / 2, half i % 2
+            const auto* d = static_cast<const uint16_t*>(m.panels) + p * size_t((k + 1) / 2 * 2) * nr + 2 * c;
+            for (int64_t i = 0; i < k; ++i) out[i] = km::bf16_to_f32(d[size_t(i / 2) * 2 * nr + size_t(i % 2)]);
+            return;
+        }
+        case WFormat::q8:
+            break;
+    }
+    throw std::logic_error("unpack_row: q8 panels do not hold the source's values");
+}
+
 const Kernels& kernels_for(Isa isa) {
     switch (isa) {
         case Isa::scalar: return scalar::table();

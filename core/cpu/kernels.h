@@ -85,6 +85,12 @@ PackedMatrix pack_matrix(ThreadPool& pool, const Matrix& src, WFormat format, in
 // q, k and v projections as one GEMM. Each output feature keeps its own FMA chain, so a stacked
 // GEMM gives every feature the bits its own matrix would.
 PackedMatrix pack_matrix(ThreadPool& pool, std::span<const Matrix> parts, WFormat format, int nr);
+// Whether `format` holds every value of a `source_bf16` (else F32) matrix exactly: F32 always,
+// BF16 and bf16dot only from BF16, q8 never.
+bool holds_exactly(WFormat format, bool source_bf16);
+// Row `row` (an output feature) of prepacked F32, BF16 or bf16dot panels, as F32: `cols` values
+// into `out`, the values pack_matrix stored. Not for q8 (throws std::logic_error).
+void unpack_row(const Matrix& packed, int64_t row, float* out);
 
 // One K/V segment of one layer: positions [first_pos, first_pos + n_tokens).
 // K comes in one of two layouts: tiled (a block the backend allocated and writes) or canonical rows

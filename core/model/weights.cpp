@@ -298,6 +298,9 @@ ModelWeights load_weights(std::span<const std::byte> safetensors, const std::str
 
 void mark_matrices_disposable(ModelWeights& w) {
     if (!w.generated) return;
+    // (a backend that reads the embedding per token from the tensor keeps it; the CPU backend
+    // reads a tied embedding from its packed lm_head where that holds it exactly, and gives it up)
+    w.embed.disposable = true;
     for (LayerWeights& l : w.layers)
         for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) t->disposable = true;
     if (w.lm_head.data != nullptr && w.lm_head.data != w.embed.data) w.lm_head.disposable = true;

@@ -61,11 +61,13 @@ struct ModelWeights {
 };
 
 // For an owner that builds one backend from `w` and never reads its weight matrices again (the
-// engine): when the weights are generated, marks the layers' matrices and an untied lm_head
-// disposable, so a backend that packs its own copies (the CPU backend) gives their pages back
-// as it goes and the load does not hold the model twice. File-mapped tensors are dropped anyway
-// (their pages come back from the file); the embedding is never marked (it is read per token).
-// After a backend is built the marked matrices must not be read (their pages may read as zeros).
+// engine): when the weights are generated, marks the layers' matrices, an untied lm_head and the
+// embedding disposable, so a backend that packs its own copies (the CPU backend) gives their pages
+// back as it goes and the load does not hold the model twice. File-mapped tensors are dropped
+// anyway (their pages come back from the file). A backend that reads the embedding per token from
+// the tensor keeps it; the CPU backend gives it up when it reads a tied embedding from its packed
+// lm_head. After a backend is built the marked matrices must not be read by anyone else (their
+// pages may read as zeros).
 void mark_matrices_disposable(ModelWeights& w);
 
 // Loads the weights of an HF directory, in transformers' order of preference: DIR/model.safetensors,

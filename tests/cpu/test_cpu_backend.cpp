@@ -519,8 +519,8 @@ TEST(cpu_backend, generated_matrices_given_up_are_discarded_after_packing_and_ch
         whole_pages += pages;
     }
     EXPECT_GT(whole_pages, 20u);  // the check saw real pages
-    // The embedding is read per token: never marked, never discarded; norms neither.
-    EXPECT_FALSE(given.embed.disposable);
+    // An untied embedding is read per token from the tensor: marked, but kept; norms never marked.
+    EXPECT_TRUE(given.embed.disposable);
     EXPECT_FALSE(given.layers[0].attn_norm.disposable);
     const auto [embed_resident, embed_pages] = resident_whole_pages(given.embed.data, given.embed.n_bytes);
     EXPECT_EQ(embed_resident, embed_pages);
@@ -534,6 +534,84 @@ TEST(cpu_backend, generated_matrices_given_up_are_discarded_after_packing_and_ch
     mark_matrices_disposable(s->w);
     EXPECT_FALSE(s->w.layers[0].wq.disposable);
     EXPECT_FALSE(s->w.lm_head.disposable);
+}
+
+// A tied embedding is read from the packed lm_head where the panels hold its values exactly (F32
+// panels; BF16 and bf16dot panels of BF16 weights), and from the tensor otherwise: the logits are
+// the bits of an untied twin (the same values, the lm_head a copy of its own, so the embedding
+// is always read from the tensor), for every source dtype and weight format; rows in every panel,
+// the partial last one included (vocab 97).
+TEST(cpu_backend, a_tied_embedding_read_from_the_packed_lm_head_gives_the_bits_of_the_tensor) {
+    std::vector<WeightDType> formats{WeightDType::stored, WeightDType::f32, WeightDType::bf16, WeightDType::q8};
+    if (cpu::bf16dot::supported()) formats.push_back(WeightDType::bf16dot);
+    const int n = 33;
+    for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+        for (WeightDType wd : formats) {
+            SCOPED_TRACE(std::string(dtype_name(dt)) + " weights packed as " + weight_dtype_name(wd));
+            auto tied = make_synth(ModelFamily::qwen3, dt, 13);
+            ASSERT_TRUE(tied->w.config.tie_word_embeddings);
+            auto twin = make_synth(ModelFamily::qwen3, dt, 13);
+            const Tensor& e = twin->w.embed;
+            auto copy = std::make_shared<std::vector<std::byte>>(e.data, e.data + e.n_bytes);
+            twin->w.storage.push_back(copy);
+            twin->w.lm_head = e;
+            twin->w.lm_head.data = copy->data();
+            twin->w.config.tie_word_embeddings = false;
+            const int V = tied->w.config.vocab_size;
+            std::vector<token_id> tokens(static_cast<size_t>(n));
+            for (int i = 0; i < n; ++i) tokens[size_t(i)] = token_id((i * 31 + 5) % V);  // 33 of the 97 rows
+            tokens.back() = token_id(V - 1);                                             // the last panel's last row
+            std::vector<std::vector<float>> logits;
+            for (const ModelWeights* w : {&tied->w, &twin->w}) {
+                auto be = make_cpu_backend(*w, opts(cpu::best_isa(), 2, KvDType::f32, wd));
+                auto block = be->allocate_kv(n);
+                logits.push_back(be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n)));
+            }
+            ASSERT_EQ(logits[0].size(), size_t(n) * V);
+            EXPECT_TRUE(same_bits(logits[0], logits[1].data(), logits[1].size()));
+        }
+    }
+}
+
+// Generated tied weights (a built-in model's): the CPU backend reads the embedding from its
+// packed lm_head and gives the embedding's pages back (the model is held once, not with its
+// largest matrix twice); the logits are the bits of a backend over weights it did not discard.
+// Where the panels do not hold the values (q8), the embedding stays resident and is read.
+TEST(cpu_backend, a_generated_tied_embedding_is_given_back_once_packed_as_the_lm_head) {
+    ModelConfig c = make_synth(ModelFamily::qwen3, DType::f32)->w.config;
+    c.dim = 128;
+    c.ffn_dim = 256;
+    c.vocab_size = 1000;  // 1000 x 128 BF16 = 62 whole pages
+    const int n = 24;
+    const auto tokens = random_tokens(n, c.vocab_size, 21);
+    for (DType dt : {DType::bf16, DType::f32}) {
+        for (WeightDType wd : {WeightDType::stored, WeightDType::q8}) {
+            SCOPED_TRACE(std::string(dtype_name(dt)) + " weights packed as " + weight_dtype_name(wd));
+            ModelWeights kept = generate_synthetic_weights(c, 91, dt);
+            ASSERT_TRUE(kept.generated);
+            ASSERT_EQ(kept.lm_head.data, kept.embed.data);  // tied
+            std::vector<float> reference;
+            {
+                auto be = make_cpu_backend(kept, opts(cpu::best_isa(), 2, KvDType::f32, wd));
+                auto block = be->allocate_kv(n);
+                reference = be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
+            }
+            ModelWeights given = generate_synthetic_weights(c, 91, dt);
+            mark_matrices_disposable(given);
+            EXPECT_TRUE(given.embed.disposable);
+            auto be = make_cpu_backend(given, opts(cpu::best_isa(), 2, KvDType::f32, wd));
+            const auto [resident, pages] = resident_whole_pages(given.embed.data, given.embed.n_bytes);
+            EXPECT_GT(pages, 30u);
+            if (wd == WeightDType::q8)
+                EXPECT_EQ(resident, pages) << "q8 panels do not hold the embedding: it is read";
+            else
+                EXPECT_EQ(resident, 0u) << "of " << pages
+                                        << " whole pages of the embedding read from the lm_head's panels";
+            auto block = be->allocate_kv(n);
+            const auto got = be->forward(tokens, {nullptr, 0, block.get()}, iota_rows(n));
+            EXPECT_TRUE(same_bits(got, reference.data(), reference.size()));
+        }
+    }
 }
 
 TEST(cpu_backend, export_import_round_trip_gives_the_same_logits) {

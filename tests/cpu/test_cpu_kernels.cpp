@@ -238,6 +238,47 @@ TEST(cpu_bf16dot, activations_round_to_nearest_even_as_the_scalar_helper) {
     }
 }
 
+// unpack_row reads back the values pack_matrix stored, every row (full and partial panels, odd K
+// for bf16dot's pairs), from BF16 and F32 sources, for each panel width in use; holds_exactly says
+// which formats store a source's values unchanged. No instruction is needed: it runs everywhere,
+// bf16dot included (the CPU backend reads a tied embedding this way, bf16dot::gemm aside).
+TEST(cpu_pack, unpack_row_reads_back_every_value_the_panels_hold) {
+    ThreadPool pool(2);
+    for (int nr : {8, 16, 32})
+        for (int n : {1, 7, 33, 97})
+            for (int kk : {1, 2, 7, 64, 129})
+                for (bool src_bf16 : {false, true})
+                    for (WFormat f : {WFormat::f32, WFormat::bf16, WFormat::bf16dot}) {
+                        auto wf = random_vec(size_t(n) * kk, 7 * n + kk);
+                        std::vector<uint16_t> wb(wf.size());
+                        for (size_t i = 0; i < wf.size(); ++i) {
+                            wb[i] = cc::km::f32_to_bf16(wf[i]);
+                            if (src_bf16) wf[i] = cc::km::bf16_to_f32(wb[i]);  // the source's values
+                        }
+                        const Matrix src = src_bf16 ? Matrix{wb.data(), true, n, kk} : Matrix{wf.data(), false, n, kk};
+                        const PackedMatrix packed = pack_matrix(pool, src, f, nr);
+                        const bool exact = holds_exactly(f, src_bf16);
+                        EXPECT_EQ(exact, f == WFormat::f32 || src_bf16);
+                        std::vector<float> row(size_t(kk) + 1, 12345.0f);
+                        for (int r = 0; r < n; ++r) {
+                            unpack_row(packed.view, r, row.data());
+                            ASSERT_EQ(row.back(), 12345.0f) << "wrote past the row";
+                            for (int i = 0; i < kk; ++i) {
+                                const float v = wf[size_t(r) * kk + size_t(i)];
+                                const float want = exact ? v : cc::km::bf16_to_f32(cc::km::f32_to_bf16(v));
+                                ASSERT_EQ(row[size_t(i)], want) << wformat_name(f) << " nr=" << nr << " n=" << n
+                                                                << " k=" << kk << " row " << r << " element " << i;
+                            }
+                        }
+                    }
+    auto wf = random_vec(64, 3);
+    const PackedMatrix q8 = pack_matrix(pool, Matrix{wf.data(), false, 8, 8}, WFormat::q8, 16);
+    std::vector<float> row(8);
+    EXPECT_FALSE(holds_exactly(WFormat::q8, true));
+    EXPECT_THROW(unpack_row(q8.view, 0, row.data()), std::logic_error);
+    EXPECT_THROW(unpack_row(Matrix{wf.data(), false, 8, 8}, 0, row.data()), std::logic_error);  // not packed
+}
+
 TEST_P(CpuKernels, packed_matrix_refuses_another_panel_width) {
     const Kernels& k = kernels_for(GetParam());
     ThreadPool pool(1);
