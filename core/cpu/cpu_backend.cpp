@@ -746,15 +746,6 @@ public:
     size_t matrix_bytes() const override { return weight_bytes_; }
 
 private:
-    // A source matrix the backend holds a packed copy of: a file mapping's pages are dropped (read
-    // back from the file if touched), generated ones the owner gave up are discarded.
-    static void release_copied(const Tensor& t) {
-        if (t.file_mapped)
-            release_mapped_pages(t.data, t.n_bytes);
-        else if (t.disposable)
-            discard_anonymous_pages(t.data, t.n_bytes);
-    }
-
     static void check(const Tensor& t, const std::string& name, std::vector<int64_t> shape) {
         if (t.data == nullptr) throw std::runtime_error("cpu backend: weight " + name + " is missing");
         if (t.shape != shape)

@@ -1,6 +1,7 @@
 #include "core/model/weights.h"
 
 #include "core/base/json_text.h"
+#include "core/base/mapped_file.h"
 
 #include <algorithm>
 #include <fstream>
@@ -294,6 +295,13 @@ ModelWeights load_weights(std::span<const std::byte> safetensors, const std::str
     for (const auto& t : file->tensors()) ck.tensors.emplace(t.name, Located{file, &t});
     ck.files.push_back(std::move(file));
     return load_checkpoint(std::move(ck), config);
+}
+
+void release_copied(const Tensor& t) {
+    if (t.file_mapped)
+        release_mapped_pages(t.data, t.n_bytes);
+    else if (t.disposable)
+        discard_anonymous_pages(t.data, t.n_bytes);
 }
 
 void mark_matrices_disposable(ModelWeights& w) {

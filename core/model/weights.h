@@ -69,6 +69,10 @@ struct ModelWeights {
 // lm_head. After a backend is built the marked matrices must not be read by anyone else (their
 // pages may read as zeros).
 void mark_matrices_disposable(ModelWeights& w);
+// For a backend that holds its own copy of `t` (packed, or uploaded to a device) and will not read
+// it again: a file mapping's pages are dropped (read back from the file if touched), generated
+// bytes the owner gave up (disposable) are discarded; anything else is left alone.
+void release_copied(const Tensor& t);
 
 // Loads the weights of an HF directory, in transformers' order of preference: DIR/model.safetensors,
 // else DIR/model.safetensors.index.json (weight_map: tensor -> shard file beside it), else every
