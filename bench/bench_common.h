@@ -32,6 +32,16 @@ inline ModelWeights load_model_weights(const std::string& model, int threads) {
     return load_weights(source.dir, ModelConfig::from_json(source.config, (source.dir / "config.json").string()));
 }
 
+// This process's resident memory now (VmRSS) and at its peak so far (VmHWM), MiB; -1 where
+// /proc/self/status cannot be read.
+inline double process_memory_mib(const char* field) {
+    std::ifstream f("/proc/self/status");
+    const std::string key = std::string(field) + ":";
+    for (std::string line; std::getline(f, line);)
+        if (line.rfind(key, 0) == 0) return std::strtod(line.c_str() + key.size(), nullptr) / 1024.0;
+    return -1.0;
+}
+
 inline std::string run_command(const std::string& cmd) {
     std::string out;
     if (FILE* p = popen(cmd.c_str(), "r")) {

@@ -104,6 +104,8 @@ int main(int argc, char** argv) {
     options.cache.dir = cache_dir;
     cc::Engine engine(options);
     const auto& info = engine.load_model();
+    // what the host keeps once the model is loaded (a GPU backend holds the weights on the device)
+    const double rss_after_load = cc::bench::process_memory_mib("VmRSS");
     const std::string system = cc::bundled_system_prompt();
 
     nlohmann::ordered_json out;
@@ -119,6 +121,7 @@ int main(int argc, char** argv) {
     out["warmup"] = warmup;
     out["max_new_tokens"] = max_new;
     out["hits_only"] = hits_only;
+    out["host_rss_after_load_mib"] = rss_after_load;
     out["results"] = nlohmann::ordered_json::array();
 
     for (const int n_tools : counts) {
@@ -254,6 +257,7 @@ int main(int argc, char** argv) {
                   << median(disk_gb_s) << " GB/s warm, " << median(cold_gb_s) << " GB/s after DONTNEED)\n";
     }
     if (own_cache_dir) std::filesystem::remove_all(cache_dir);
+    out["host_peak_rss_mib"] = cc::bench::process_memory_mib("VmHWM");
     std::cout << out.dump(2) << "\n";
     return 0;
 }
