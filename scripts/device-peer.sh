@@ -1,0 +1,74 @@
+#!/bin/bash
+# The peer on a lent GPU, the second call of a device session (issues 34 and 35: llama.cpp's CUDA
+# backend on the same weights, in the same session as ours). Run right after scripts/device-check.sh
+# on the warm machine, carrying build-device/peer (scripts/device-prepare-peer.sh):
+#   run(command="bash scripts/device-peer.sh", carry=["build-device/peer"], timeout_s=420)
+# It unpacks llama-bench and llama-batched-bench, exports builtin:qwen3-8b (the Qwen3-8B shape our
+# bench_ttft and bench_step measure) with our CLI (left unpacked by device-check.sh, or from
+# build-device/carry when that is carried too) to safetensors, converts them with
+# tools/export_gguf.py to a BF16 GGUF (the same bits), and runs, each step under its own limit:
+#   1. llama-bench prefill: 512 and 3,000 tokens, flash attention off and on (issue 34's pp figures);
+#   2. llama-bench suffix over a cached prefix: 23 tokens at depth 2,952 (the cache hit's work);
+#   3. llama-bench decode: 128 tokens at depth 0 and 3,000 (issue 35's tg figures);
+#   4. llama-batched-bench: 1, 2, 4, 8 and 16 sequences sharing a 2,952-token prompt (-pps), 64
+#      tokens each (issue 35's aggregate decode).
+# Everything lands in $OUT: peer.txt (card, driver, peer commit), one JSON/log per step,
+# summary.txt. Without a device every step answers "skipped" (a dry run of the script).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+: "${OUT:?OUT, the output folder of the device tool, must be set}"
+P=${PEER_DIR:-/tmp/cc-peer}
+D=${DEVICE_DIR:-/tmp/cc-device}
+t_start=$(date +%s)
+mkdir -p "$P"
+python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+  build-device/peer/llama-cuda.tar.xz "$P" || { echo "cannot unpack the peer" | tee "$OUT/summary.txt"; exit 1; }
+if [ ! -x "$D/bin/contextcache-cli" ] && [ -e build-device/carry/programs.tar.xz ]; then
+  mkdir -p "$D" && python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+    build-device/carry/programs.tar.xz "$D"
+fi
+cuda_libs=""
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+  $(python3 -c 'import nvidia, os; p = nvidia.__path__[0]; print(" ".join(os.path.join(p, d, "lib") for d in os.listdir(p)))' 2>/dev/null); do
+  [ -e "$dir/libcublasLt.so.13" ] || [ -e "$dir/libcudart.so.13" ] && cuda_libs="$cuda_libs:$dir"
+done
+LIBS="$P/lib:$D/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 || true
+  echo "peer: llama.cpp $(cat "$P/commit.txt"), CUDA build for sm_90"
+  echo "our CLI: $(cat "$D/commit.txt" 2>/dev/null | head -1)"
+  echo "working tree: $(git log -1 --format='%H %s' 2>&1)"
+  for f in "$P"/bin/*; do LD_LIBRARY_PATH="$LIBS" ldd "$f" | grep "not found" | sed "s|^|$(basename "$f"): |"; done
+} > "$OUT/peer.txt" 2>&1
+: > "$OUT/summary.txt"
+BUDGET=${BUDGET:-380}
+step() {  # step NAME SECONDS PROGRAM ARGS...: stdout to NAME.out, stderr to NAME.log
+  local name=$1 limit=$2 t0 rc left
+  shift 2
+  t0=$(date +%s)
+  left=$(( BUDGET - (t0 - t_start) ))
+  if [ "$left" -lt 20 ]; then
+    printf '%-22s not run: %ss of the budget left\n' "$name" "$left" | tee -a "$OUT/summary.txt"
+    return 1
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  if ! command -v nvidia-smi > /dev/null 2>&1; then rc=77; echo "skipped: no NVIDIA driver" > "$OUT/$name.log"
+  else timeout "$limit" env LD_LIBRARY_PATH="$LIBS" "$@" > "$OUT/$name.out" 2> "$OUT/$name.log"; rc=$?; fi
+  printf '%-22s rc=%-4s %4ss\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"
+  return "$rc"
+}
+W=$P/work
+mkdir -p "$W"
+# the same weights on both sides: our CLI's export, then the BF16 GGUF of the same bits (kept for a rerun)
+[ -e "$W/hf/model.safetensors" ] || step export_hf 90 "$D/bin/contextcache-cli" --model builtin:qwen3-8b export --out "$W/hf"
+[ -e "$W/model-bf16.gguf" ] || step export_gguf 150 env PYTHONPATH="$P/gguf-py" python3 tools/export_gguf.py "$W/hf" \
+  "$W/model-bf16.gguf" --outtype bf16 --name builtin:qwen3-8b
+G=$W/model-bf16.gguf
+LB=("$P/bin/llama-bench" -m "$G" -ngl 99 -o json)
+step pp 90 "${LB[@]}" -p 512,3000 -n 0 -fa 0,1 -r 3
+step suffix_over_prefix 45 "${LB[@]}" -p 23 -n 0 -d 2952 -fa 0,1 -r 3
+step tg 90 "${LB[@]}" -p 0 -n 128 -d 0,3000 -fa 0,1 -r 3
+step batched 90 "$P/bin/llama-batched-bench" -m "$G" -ngl 99 -fa on -c 20480 -b 4096 -ub 512 -npp 2952 -ntg 64 \
+  -npl 1,2,4,8,16 -pps --output-format jsonl
+# what the peer is and what it made, last (the tool's reply carries the end)
+ls -l "$W" >> "$OUT/peer.txt" 2>&1
+echo "total $(( $(date +%s) - t_start ))s" | tee -a "$OUT/summary.txt"
