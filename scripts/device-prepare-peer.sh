@@ -6,7 +6,8 @@
 # compiles), so it is made once, outside the repository, and kept:
 #   cmake -S LLAMA -B LLAMA/build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
 #     -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF \
-#     -DLLAMA_BUILD_TESTS=OFF -DGGML_CUDA_NCCL=OFF
+#     -DLLAMA_BUILD_TESTS=OFF -DGGML_CUDA_NCCL=OFF -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined
+#   (the last: this machine has no libcuda.so.1, the driver's library, which libggml-cuda needs at run time)
 #   cmake --build LLAMA/build-cuda --target llama-bench llama-batched-bench
 # Usage: scripts/device-prepare-peer.sh LLAMA [COMMIT]   (COMMIT: what the checkout is, recorded;
 #        LLAMA_BUILD=build names another build folder, e.g. a CPU build for a dry run here)
