@@ -46,6 +46,9 @@ import jinja2
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from packed_files import unpacked  # noqa: E402  (the Qwen3 tokenizer.json is stored as .tar.xz)
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT_DIR = ROOT / "tests" / "data" / "chat_goldens"
 
@@ -673,7 +676,7 @@ def main():
     args = parser.parse_args()
 
     env = make_env()
-    qwen3_tokenizer = ROOT / "resources" / "tokenizers" / "qwen3" / "tokenizer.json"
+    qwen3_tokenizer = Path(unpacked(ROOT / "resources" / "tokenizers" / "qwen3" / "tokenizer.json"))
     mistral_tokenizer = ROOT / "tests" / "data" / "mistral_test" / "tokenizer.json"
     config = json.loads((qwen3_tokenizer.parent / "tokenizer_config.json").read_text(encoding="utf-8"))
     qwen3_template = config["chat_template"]

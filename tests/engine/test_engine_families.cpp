@@ -1,8 +1,9 @@
 // Cached == full prefill, bit for bit, through the whole engine (loader, chat format, backend) for
 // the Llama 3, Mistral and plain formats: synthetic checkpoints written as HF directories with the
 // real Llama 3 tokenizer and the Mistral test tokenizer, and the real stories260k fixture.
-#include "core/model/builtin_model.h"
+#include "core/base/embedded_resources.h"
 #include "core/engine/engine.h"
+#include "core/model/builtin_model.h"
 #include "tests/synthetic_checkpoint.h"
 #include "tests/test_support.h"
 
@@ -72,7 +73,11 @@ TEST(EngineFamilies, Qwen3ExportedCheckpointMatchesTheBuiltin) {
     cc::test::TempDir dir;
     const auto recipe = *cc::find_builtin("qwen3-test");
     cc::save_hf_checkpoint(cc::generate_builtin_weights(recipe, 2), dir.path());
-    fs::copy_file(cc::test::source_dir() / "resources" / "tokenizers" / "qwen3" / "tokenizer.json", dir.path() / "tokenizer.json");
+    {  // the bundled Qwen3 tokenizer (stored as .tar.xz; the build embeds it unpacked)
+        std::ofstream out(dir.path() / "tokenizer.json", std::ios::binary);
+        const std::string_view json = cc::embedded::qwen3_tokenizer_json();
+        out.write(json.data(), std::streamsize(json.size()));
+    }
     expect_exact(dir.path().string(), sample_tools(5), "", {"hello"}, 1, "qwen3");
 
     // Loading the written checkpoint gives the built-in model's logits, bit for bit.

@@ -1,7 +1,8 @@
 // The tool-edit and render-order study's pieces (core/research/tool_edits.h): the orders, rendering
 // in a given order, the edits, BFCL pooling, and the study's reused fractions on a real tool set.
-#include "core/research/tool_edits.h"
+#include "core/base/embedded_resources.h"
 #include "core/research/paper_bench.h"
+#include "core/research/tool_edits.h"
 #include "tests/test_support.h"
 
 #include <algorithm>
@@ -12,7 +13,7 @@ namespace {
 
 const cc::Tokenizer& qwen3_tokenizer() {
     static const cc::Tokenizer tok =
-        cc::Tokenizer::from_file(cc::test::source_dir() / "resources" / "tokenizers" / "qwen3" / "tokenizer.json");
+        cc::Tokenizer::from_json(cc::embedded::qwen3_tokenizer_json(), "qwen3/tokenizer.json");  // stored as .tar.xz
     return tok;
 }
 

@@ -1,6 +1,7 @@
 // Chat formats: byte-exact rendering against the official templates (goldens rendered by Jinja2,
 // tools/gen_chat_goldens.py), token ids against the Hugging Face tokenizers library, the exact
 // prefix/suffix split, no special-token injection, format choice, stop ids and tool-call parsing.
+#include "core/base/embedded_resources.h"
 #include "core/text/chat_format.h"
 
 #include "tests/test_support.h"
@@ -64,7 +65,7 @@ private:
 
 const Tokenizer& qwen3_tokenizer() {
     static const Tokenizer tok =
-        Tokenizer::from_file(cc::test::source_dir() / "resources" / "tokenizers" / "qwen3" / "tokenizer.json");
+        Tokenizer::from_json(cc::embedded::qwen3_tokenizer_json(), "qwen3/tokenizer.json");  // stored as .tar.xz
     return tok;
 }
 

@@ -2,6 +2,7 @@
 // templates (goldens rendered by Jinja2, tools/gen_chat_goldens.py, conversations.jsonl); one user
 // message renders as prefix + suffix piece for piece; no special-token injection from content; the
 // OpenAI `messages` reader and its errors; reply parsing.
+#include "core/base/embedded_resources.h"
 #include "core/text/chat_format.h"
 #include "core/text/conversation.h"
 
@@ -25,7 +26,7 @@ const std::vector<std::string> k_formats = {"qwen3", "qwen2.5", "llama3", "mistr
 
 const Tokenizer& qwen3_tokenizer() {
     static const Tokenizer tok =
-        Tokenizer::from_file(cc::test::source_dir() / "resources" / "tokenizers" / "qwen3" / "tokenizer.json");
+        Tokenizer::from_json(cc::embedded::qwen3_tokenizer_json(), "qwen3/tokenizer.json");  // stored as .tar.xz
     return tok;
 }
 

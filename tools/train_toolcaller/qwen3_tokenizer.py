@@ -7,33 +7,15 @@ in make_data.py compares both on every rendered tool set and a sample of prompts
 import functools
 import json
 import os
-import tarfile
-import tempfile
+import sys
 import unicodedata
 
 import regex
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from packed_files import unpacked  # noqa: E402,F401  (re-exported: the tools import it from here)
+
 QWEN3_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "resources", "tokenizers", "qwen3"))
-
-
-def unpacked(path):
-    """`path` (a tokenizer.json) itself, unpacked first from `path`.tar.xz when that archive exists and
-    the file is missing or older: the repository stores the 11.4 MB Qwen3 tokenizer.json that way
-    (tools/pack_qwen3_tokenizer.sh) and ignores the unpacked copy. Any other path is returned as is."""
-    archive = path + ".tar.xz"
-    if not os.path.exists(archive):
-        return path
-    if os.path.exists(path) and os.path.getmtime(path) >= os.path.getmtime(archive):
-        return path
-    with tarfile.open(archive, "r:xz") as tar:
-        member = tar.getmember("tokenizer.json")
-        data = tar.extractfile(member).read()
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tokenizer.json.")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the whole new one
-    return path
 
 
 def qwen3_json():
