@@ -29,11 +29,8 @@ t_start=$(date +%s)
 python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
   build-device/carry/programs.tar.xz "$D" || { echo "cannot unpack the carry" | tee "$OUT/summary.txt"; exit 1; }
 # CUDA's libraries: the image's toolkit, or the wheels next to its PyTorch
-cuda_libs=""
-for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
-  $(python3 -c 'import nvidia, os; p = nvidia.__path__[0]; print(" ".join(os.path.join(p, d, "lib") for d in os.listdir(p)))' 2>/dev/null); do
-  [ -e "$dir/libcublasLt.so.13" ] || [ -e "$dir/libcudart.so.13" ] && cuda_libs="$cuda_libs:$dir"
-done
+source scripts/device-common.sh
+cuda_libs=$(cuda_lib_dirs)
 LIBS="$D/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 || true
   echo "programs built at: $(cat "$D/commit.txt")"
@@ -45,20 +42,6 @@ LIBS="$D/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 } > "$OUT/gpu.txt" 2>&1
 : > "$OUT/summary.txt"
 BUDGET=${BUDGET:-470}
-step() {  # step NAME SECONDS [VAR=VALUE...] PROGRAM ARGS...: stdout to NAME.out, stderr to NAME.log
-  local name=$1 limit=$2 t0 rc left
-  shift 2
-  t0=$(date +%s)
-  left=$(( BUDGET - (t0 - t_start) ))
-  if [ "$left" -lt 20 ]; then
-    printf '%-22s not run: %ss of the budget left\n' "$name" "$left" | tee -a "$OUT/summary.txt"
-    return
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  timeout "$limit" env LD_LIBRARY_PATH="$LIBS" "$@" > "$OUT/$name.out" 2> "$OUT/$name.log"
-  rc=$?
-  printf '%-22s rc=%-4s %4ss\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"
-}
 step selftest 200 "$D/bin/contextcache-cli" selftest --backend cuda --json
 # decode first (issue 35: graphs, our own GEMMs), then the attention's TTFT and prefill (issue 34)
 step step_decode 120 "$D/bin/bench_step" --backend cuda --depth 0,2985 --sequences 1,2,4,8,16 --tokens 8 --runs 2 \

@@ -27,11 +27,8 @@ if [ ! -x "$D/bin/contextcache-cli" ] && [ -e build-device/carry/programs.tar.xz
   mkdir -p "$D" && python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
     build-device/carry/programs.tar.xz "$D"
 fi
-cuda_libs=""
-for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
-  $(python3 -c 'import nvidia, os; p = nvidia.__path__[0]; print(" ".join(os.path.join(p, d, "lib") for d in os.listdir(p)))' 2>/dev/null); do
-  [ -e "$dir/libcublasLt.so.13" ] || [ -e "$dir/libcudart.so.13" ] && cuda_libs="$cuda_libs:$dir"
-done
+source scripts/device-common.sh
+cuda_libs=$(cuda_lib_dirs)
 LIBS="$P/lib:$D/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 || true
   echo "peer: llama.cpp $(cat "$P/commit.txt"), CUDA build for sm_90"
@@ -41,21 +38,7 @@ LIBS="$P/lib:$D/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 } > "$OUT/peer.txt" 2>&1
 : > "$OUT/summary.txt"
 BUDGET=${BUDGET:-380}
-step() {  # step NAME SECONDS PROGRAM ARGS...: stdout to NAME.out, stderr to NAME.log
-  local name=$1 limit=$2 t0 rc left
-  shift 2
-  t0=$(date +%s)
-  left=$(( BUDGET - (t0 - t_start) ))
-  if [ "$left" -lt 20 ]; then
-    printf '%-22s not run: %ss of the budget left\n' "$name" "$left" | tee -a "$OUT/summary.txt"
-    return 1
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  if ! command -v nvidia-smi > /dev/null 2>&1; then rc=77; echo "skipped: no NVIDIA driver" > "$OUT/$name.log"
-  else timeout "$limit" env LD_LIBRARY_PATH="$LIBS" "$@" > "$OUT/$name.out" 2> "$OUT/$name.log"; rc=$?; fi
-  printf '%-22s rc=%-4s %4ss\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" | tee -a "$OUT/summary.txt"
-  return "$rc"
-}
+STEP_NEEDS_DRIVER=1  # llama-bench fails, rather than skips, without a driver
 W=$P/work
 mkdir -p "$W"
 # the same weights on both sides: our CLI's export, then the BF16 GGUF of the same bits (kept for a rerun)
