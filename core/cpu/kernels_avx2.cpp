@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <stdexcept>
 #include <type_traits>
 
@@ -28,9 +29,12 @@ struct V {
     static constexpr int W = 8;
     static constexpr int n_regs = 16;
     static constexpr int gemm_mr = 6;  // 6 x 16 tile: 12 accumulators
+    static constexpr bool gemm_rows_whole_k = true;
     static constexpr int gemm_nrv = 2;
-    // 7-8 tokens: one tile of up to 8 x 8 over both token panels, BF16/q8 weights read in place
+    // 7-8 tokens over q8 panels: one tile of up to 8 x 8 over both token panels, read in place
     // (gemm_tall in kernels_impl.h); measured 13-16% faster there, and slower from 10 tokens on.
+    // F32 and BF16 panels take the row tiles down the whole of K (gemm_rows), faster at every
+    // row count measured (2-512).
     static constexpr int gemm_tall_r2 = 2;
     static constexpr int qk_r = 6;     // 6 vrows x 1 key tile (2 vectors): 12 accumulators
     static constexpr bool has_transpose16 = false;

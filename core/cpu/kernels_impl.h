@@ -4,7 +4,7 @@
 // copy is a distinct set of functions, so no inline function compiled for AVX-512 can be picked by
 // the linker for a CPU without it. (No include guard: each ISA file includes it once.)
 //
-// Requires, before inclusion: kernels.h, kernel_math.h, <algorithm>, <cstring>, <cstdint>.
+// Requires, before inclusion: kernels.h, kernel_math.h, <algorithm>, <cstring>, <cstdint>, <numeric>.
 //
 // V provides: reg, W, n_regs, gemm_mr, gemm_nrv, gemm_tall_r2, qk_r, qk_tt, pv_rows, has_transpose16 (and transpose16),
 // transpose_w (a W x W block in W registers); zero, set1, load, load_n, store,
@@ -206,7 +206,8 @@ void gemm_blocks(ThreadPool& pool, Workspace& ws, const float* x, int m, int k, 
 // The panels already have the layout the micro-kernel reads, so nothing is packed per call: F32
 // panels are read in place; BF16 and q8 panels are read in place when all the tokens fit one
 // micro-tile (decode and short suffixes: each weight is converted once either way), else each
-// k block is converted once into F32 scratch and reused by every token panel. The converted value
+// k block is converted once into F32 scratch and reused by every token panel. (On AVX2, F32 and
+// BF16 panels take the row tiles down the whole of K instead: gemm_rows.) The converted value
 // is the same exact F32 on both routes, so the FMA chain per element is the one above.
 
 // y[f] for the features of np panels (from panel w0 on, panel_stride elements apart), one token:
@@ -321,6 +322,123 @@ inline void gemm_tall_rows(int rows2, const float* xp0, const float* xp1, const 
     gemm_tall<R2, WT>(xp0, xp1, wp, sc, kc, y, ldy, n_valid, accumulate);
 }
 
+// Row tiles over prepacked panels, the whole of K in one pass (V::gemm_rows_whole_k: AVX2, where it
+// was measured). The blocked GEMM below cuts K into blocks of kKC, keeps MR x NR sums per tile and
+// reads a task's 4 panels a block at a time; with R < MR rows its tile holds R x NR sums, too few
+// FMA chains to cover the FMA latency (4 at 2 rows on AVX2: 2 rows cost 1.8x one). Here a tile of
+// R rows (one packed X panel, [K][MR]) takes NP panels side by side, so R * NP * NV sums are in
+// flight, and runs down the whole of K, so each panel is one contiguous stream. bench_gemm, the
+// 0.6B shapes, BF16 panels, 2 threads on a Zen 2: 2 rows 0.6-0.7x the time of the blocked GEMM,
+// 8 rows 0.69x, 23 rows 0.83x, 512 rows 0.95x (docs/benchmarks.md, "Row tiles down the whole of
+// K"). Each element's chain is the usual one (every k in order from +0; the blocked GEMM parks
+// the sums in Y between k blocks, exactly), so the bits are those of any other tile.
+constexpr int rows_np(int rows) {
+    const int fit = (V::n_regs - 4) / (rows * V::gemm_nrv);
+    return fit < 1 ? 1 : fit;
+}
+
+template <int R, int NP, class WT>
+void gemm_rows_panels(int np, const float* xp, int k, const WT* w0, size_t panel_stride, float* y, int64_t ldy,
+                      int n_valid) {
+    if constexpr (NP > 1) {  // the last panels of a range: fewer side by side
+        if (np < NP) return gemm_rows_panels<R, NP - 1, WT>(np, xp, k, w0, panel_stride, y, ldy, n_valid);
+    }
+    constexpr int NV = V::gemm_nrv;
+    typename V::reg acc[R][NP][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; ++v) acc[r][p][v] = V::zero();
+    for (int kk = 0; kk < k; ++kk) {
+        const WT* wk = w0 + size_t(kk) * kNR;
+        const float* xk = xp + size_t(kk) * kMR;
+        if constexpr (R <= NP * NV) {  // the row broadcasts stay in registers, each weight vector passes through
+            typename V::reg b[R];
+#pragma GCC unroll 16
+            for (int r = 0; r < R; ++r) b[r] = V::set1(xk[r]);
+#pragma GCC unroll 8
+            for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 8
+                for (int v = 0; v < NV; ++v) {
+                    const typename V::reg w = V::load(wk + size_t(p) * panel_stride + v * V::W);
+#pragma GCC unroll 16
+                    for (int r = 0; r < R; ++r) acc[r][p][v] = V::fma(b[r], w, acc[r][p][v]);
+                }
+        } else {  // the weight vectors stay in registers, each row's broadcast passes through
+            typename V::reg w[NP][NV];
+#pragma GCC unroll 8
+            for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 8
+                for (int v = 0; v < NV; ++v) w[p][v] = V::load(wk + size_t(p) * panel_stride + v * V::W);
+#pragma GCC unroll 16
+            for (int r = 0; r < R; ++r) {
+                const typename V::reg b = V::set1(xk[r]);
+#pragma GCC unroll 8
+                for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 8
+                    for (int v = 0; v < NV; ++v) acc[r][p][v] = V::fma(b, w[p][v], acc[r][p][v]);
+            }
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; ++v) {
+                const int cnt = n_valid - p * kNR - v * V::W;
+                float* yr = y + r * ldy + p * kNR + v * V::W;
+                if (cnt >= V::W)
+                    V::store(yr, acc[r][p][v]);
+                else if (cnt > 0)
+                    V::store_n(yr, acc[r][p][v], cnt);
+            }
+}
+
+// Rows `rows` (<= MR) of one X panel over panels [p_begin, p_end) of the matrix, NP at a time.
+template <int R, class WT>
+void gemm_rows_over(int rows, const float* xp, int k, const WT* panels, size_t panel_stride, int64_t p_begin,
+                    int64_t p_end, int64_t n, float* y) {
+    if constexpr (R > 1) {
+        if (rows < R) return gemm_rows_over<R - 1, WT>(rows, xp, k, panels, panel_stride, p_begin, p_end, n, y);
+    }
+    constexpr int NP = rows_np(R);
+    for (int64_t p = p_begin; p < p_end; p += NP) {
+        const int np = int(std::min<int64_t>(NP, p_end - p));
+        gemm_rows_panels<R, NP, WT>(np, xp, k, panels + size_t(p) * panel_stride, panel_stride, y + p * kNR, n,
+                                    int(std::min<int64_t>(int64_t(np) * kNR, n - p * kNR)));
+    }
+}
+
+// The GEMM of two or more rows over BF16 or F32 panels: X packed into panels of MR rows; a task is
+// a group of G panels (a multiple of every row tile's NP, so no tile is cut short inside a task)
+// that every row tile runs over in turn, the second and later from L2; where there are fewer
+// groups than threads, a task is one row tile over one group.
+template <class WT>
+void gemm_rows(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& w, float* y) {
+    const int k = int(w.cols);
+    const int64_t n = w.rows;
+    const int64_t n_panels = (n + kNR - 1) / kNR;
+    const int n_tp = (m + kMR - 1) / kMR;
+    float* xp = ws.shared(size_t(n_tp) * size_t(k) * kMR);
+    for (int tp = 0; tp < n_tp; ++tp) pack_x_panel(x, m, k, tp, xp);
+    int group = 1;
+    for (int tp = 0; tp < n_tp; ++tp) group = std::lcm(group, rows_np(std::min(kMR, m - tp * kMR)));
+    const size_t panel_stride = size_t(k) * kNR;
+    const auto* panels = static_cast<const WT*>(w.panels);
+    const int64_t n_groups = (n_panels + group - 1) / group;
+    const int split = n_groups < pool.n_threads() ? n_tp : 1;  // row tiles per task: n_tp / split
+    pool.parallel_for(n_groups * split, [&](int64_t t, int) {
+        const int64_t p0 = (t / split) * group, p1 = std::min<int64_t>(n_panels, p0 + group);
+        const int tp_begin = split == 1 ? 0 : int(t % split), tp_end = split == 1 ? n_tp : tp_begin + 1;
+        for (int tp = tp_begin; tp < tp_end; ++tp)
+            gemm_rows_over<kMR, WT>(std::min(kMR, m - tp * kMR), xp + size_t(tp) * size_t(k) * kMR, k, panels,
+                                    panel_stride, p0, p1, n, y + size_t(tp) * kMR * size_t(n));
+    });
+}
+
 template <class WT>
 void gemm_packed_block(const float* xp, int m, int k, const Matrix& w, int64_t f0, float* wp, float* y) {
     const int64_t n = w.rows;
@@ -387,6 +505,7 @@ void gemm_packed(ThreadPool& pool, Workspace& ws, const float* x, int m, const M
         });
         return;
     }
+    if constexpr (V::gemm_rows_whole_k && !std::is_same_v<WT, int8_t>) return gemm_rows<WT>(pool, ws, x, m, w, y);
     gemm_blocks(pool, ws, x, m, k, n,
                 [&](const float* xp, int64_t f0, float* wp) { gemm_packed_block<WT>(xp, m, k, w, f0, wp, y); });
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <stdexcept>
 #include <type_traits>
 
@@ -18,6 +19,7 @@ struct V {
     static constexpr int W = 1;
     static constexpr int n_regs = 16;
     static constexpr int gemm_mr = 4;
+    static constexpr bool gemm_rows_whole_k = false;
     static constexpr int gemm_nrv = 4;
     static constexpr int gemm_tall_r2 = 0;
     static constexpr int qk_r = 4;

@@ -110,14 +110,15 @@ TEST_P(CpuKernels, gemm_row_is_independent_of_batch_and_threads) {
 
 // Prepacked weights (pack_matrix) in F32 and BF16 give the very bits the row-major GEMM gives for
 // the same values, for every batch size (the single-row decode path, one micro-tile read in
-// place, 7-8 tokens in one tall tile on AVX2, several tiles through converted scratch),
-// thread count and ragged shape.
+// place, several tiles through converted scratch; on AVX2 the row tiles down the whole of K, with
+// 1-6 panels side by side and a short last group: 5 and 13 panels), thread count (fewer panel
+// groups than threads: a task per row tile) and ragged shape.
 TEST_P(CpuKernels, packed_gemm_equals_row_major_gemm_bit_for_bit) {
     const Kernels& k = kernels_for(GetParam());
     for (int threads : {1, 2}) {
         ThreadPool pool(threads);
         Workspace ws(threads);
-        for (int n : {1, 5, 33, 200})
+        for (int n : {1, 5, 33, 80, 200})
             for (int kk : {1, 7, 33, 300, 1000})
                 for (WFormat f : {WFormat::f32, WFormat::bf16}) {
                     auto wf = random_vec(size_t(n) * kk, 30 + n + kk);
