@@ -326,59 +326,69 @@ inline void gemm_tall_rows(int rows2, const float* xp0, const float* xp1, const 
 // was measured). The blocked GEMM below cuts K into blocks of kKC, keeps MR x NR sums per tile and
 // reads a task's 4 panels a block at a time; with R < MR rows its tile holds R x NR sums, too few
 // FMA chains to cover the FMA latency (4 at 2 rows on AVX2: 2 rows cost 1.8x one). Here a tile of
-// R rows (one packed X panel, [K][MR]) takes NP panels side by side, so R * NP * NV sums are in
-// flight, and runs down the whole of K, so each panel is one contiguous stream. bench_gemm, the
+// R rows (one packed X panel, [K][MR]) takes NP panels side by side, so up to 12 sums (on AVX2) are
+// in flight, and runs down the whole of K, so each panel is one contiguous stream. bench_gemm, the
 // 0.6B shapes, BF16 panels, 2 threads on a Zen 2: 2 rows 0.6-0.7x the time of the blocked GEMM,
 // 8 rows 0.69x, 23 rows 0.83x, 512 rows 0.95x (docs/benchmarks.md, "Row tiles down the whole of
 // K"). Each element's chain is the usual one (every k in order from +0; the blocked GEMM parks
 // the sums in Y between k blocks, exactly), so the bits are those of any other tile.
-constexpr int rows_np(int rows) {
-    const int fit = (V::n_regs - 4) / (rows * V::gemm_nrv);
-    return fit < 1 ? 1 : fit;
+// A row tile's shape: NP panels side by side, NVT of each panel's NV vectors at a time (a tile of
+// fewer vectors per panel runs again for the panels' other vectors, from L1/L2). At most
+// n_regs - 4 sums; the larger count of FMA chains wins (4 rows on AVX2: 3 panels x 1 vector,
+// 12 chains, rather than 1 panel x 2 vectors, 8).
+struct RowsShape {
+    int np, nvt;
+};
+constexpr RowsShape rows_shape(int rows) {
+    const int budget = V::n_regs - 4;
+    const int np_whole = std::max(1, budget / (rows * V::gemm_nrv));
+    const int np_one = std::max(1, budget / rows);
+    if (np_one * rows > np_whole * rows * V::gemm_nrv) return {np_one, 1};
+    return {np_whole, V::gemm_nrv};
 }
 
-template <int R, int NP, class WT>
-void gemm_rows_panels(int np, const float* xp, int k, const WT* w0, size_t panel_stride, float* y, int64_t ldy,
+template <int R, int NP, int NVT, class WT>
+void gemm_rows_panels(int np, int v0, const float* xp, int k, const WT* w0, size_t panel_stride, float* y, int64_t ldy,
                       int n_valid) {
     if constexpr (NP > 1) {  // the last panels of a range: fewer side by side
-        if (np < NP) return gemm_rows_panels<R, NP - 1, WT>(np, xp, k, w0, panel_stride, y, ldy, n_valid);
+        if (np < NP) return gemm_rows_panels<R, NP - 1, NVT, WT>(np, v0, xp, k, w0, panel_stride, y, ldy, n_valid);
     }
-    constexpr int NV = V::gemm_nrv;
-    typename V::reg acc[R][NP][NV];
+    const WT* wv = w0 + v0 * V::W;  // vector v0 of each panel
+    typename V::reg acc[R][NP][NVT];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
         for (int p = 0; p < NP; ++p)
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v) acc[r][p][v] = V::zero();
+            for (int v = 0; v < NVT; ++v) acc[r][p][v] = V::zero();
     for (int kk = 0; kk < k; ++kk) {
-        const WT* wk = w0 + size_t(kk) * kNR;
+        const WT* wk = wv + size_t(kk) * kNR;
         const float* xk = xp + size_t(kk) * kMR;
-        if constexpr (R <= NP * NV) {  // the row broadcasts stay in registers, each weight vector passes through
+        if constexpr (R <= NP * NVT) {  // the row broadcasts stay in registers, each weight vector passes through
             typename V::reg b[R];
 #pragma GCC unroll 16
             for (int r = 0; r < R; ++r) b[r] = V::set1(xk[r]);
 #pragma GCC unroll 8
             for (int p = 0; p < NP; ++p)
 #pragma GCC unroll 8
-                for (int v = 0; v < NV; ++v) {
+                for (int v = 0; v < NVT; ++v) {
                     const typename V::reg w = V::load(wk + size_t(p) * panel_stride + v * V::W);
 #pragma GCC unroll 16
                     for (int r = 0; r < R; ++r) acc[r][p][v] = V::fma(b[r], w, acc[r][p][v]);
                 }
         } else {  // the weight vectors stay in registers, each row's broadcast passes through
-            typename V::reg w[NP][NV];
+            typename V::reg w[NP][NVT];
 #pragma GCC unroll 8
             for (int p = 0; p < NP; ++p)
 #pragma GCC unroll 8
-                for (int v = 0; v < NV; ++v) w[p][v] = V::load(wk + size_t(p) * panel_stride + v * V::W);
+                for (int v = 0; v < NVT; ++v) w[p][v] = V::load(wk + size_t(p) * panel_stride + v * V::W);
 #pragma GCC unroll 16
             for (int r = 0; r < R; ++r) {
                 const typename V::reg b = V::set1(xk[r]);
 #pragma GCC unroll 8
                 for (int p = 0; p < NP; ++p)
 #pragma GCC unroll 8
-                    for (int v = 0; v < NV; ++v) acc[r][p][v] = V::fma(b, w[p][v], acc[r][p][v]);
+                    for (int v = 0; v < NVT; ++v) acc[r][p][v] = V::fma(b, w[p][v], acc[r][p][v]);
             }
         }
     }
@@ -387,9 +397,10 @@ void gemm_rows_panels(int np, const float* xp, int k, const WT* w0, size_t panel
 #pragma GCC unroll 8
         for (int p = 0; p < NP; ++p)
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v) {
-                const int cnt = n_valid - p * kNR - v * V::W;
-                float* yr = y + r * ldy + p * kNR + v * V::W;
+            for (int v = 0; v < NVT; ++v) {
+                const int f = p * kNR + (v0 + v) * V::W;
+                const int cnt = n_valid - f;
+                float* yr = y + r * ldy + f;
                 if (cnt >= V::W)
                     V::store(yr, acc[r][p][v]);
                 else if (cnt > 0)
@@ -404,11 +415,13 @@ void gemm_rows_over(int rows, const float* xp, int k, const WT* panels, size_t p
     if constexpr (R > 1) {
         if (rows < R) return gemm_rows_over<R - 1, WT>(rows, xp, k, panels, panel_stride, p_begin, p_end, n, y);
     }
-    constexpr int NP = rows_np(R);
-    for (int64_t p = p_begin; p < p_end; p += NP) {
-        const int np = int(std::min<int64_t>(NP, p_end - p));
-        gemm_rows_panels<R, NP, WT>(np, xp, k, panels + size_t(p) * panel_stride, panel_stride, y + p * kNR, n,
-                                    int(std::min<int64_t>(int64_t(np) * kNR, n - p * kNR)));
+    constexpr RowsShape shape = rows_shape(R);
+    for (int64_t p = p_begin; p < p_end; p += shape.np) {
+        const int np = int(std::min<int64_t>(shape.np, p_end - p));
+        const int n_valid = int(std::min<int64_t>(int64_t(np) * kNR, n - p * kNR));
+        for (int v0 = 0; v0 < V::gemm_nrv; v0 += shape.nvt)
+            gemm_rows_panels<R, shape.np, shape.nvt, WT>(np, v0, xp, k, panels + size_t(p) * panel_stride, panel_stride,
+                                                         y + p * kNR, n, n_valid);
     }
 }
 
@@ -425,7 +438,7 @@ void gemm_rows(ThreadPool& pool, Workspace& ws, const float* x, int m, const Mat
     float* xp = ws.shared(size_t(n_tp) * size_t(k) * kMR);
     for (int tp = 0; tp < n_tp; ++tp) pack_x_panel(x, m, k, tp, xp);
     int group = 1;
-    for (int tp = 0; tp < n_tp; ++tp) group = std::lcm(group, rows_np(std::min(kMR, m - tp * kMR)));
+    for (int tp = 0; tp < n_tp; ++tp) group = std::lcm(group, rows_shape(std::min(kMR, m - tp * kMR)).np);
     const size_t panel_stride = size_t(k) * kNR;
     const auto* panels = static_cast<const WT*>(w.panels);
     const int64_t n_groups = (n_panels + group - 1) / group;
