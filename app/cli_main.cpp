@@ -5,6 +5,7 @@
 #include "core/model/builtin_model.h"
 #include "core/text/chat_format.h"
 #include "core/base/embedded_resources.h"
+#include "core/base/machine_info.h"
 #include "core/engine/engine.h"
 #include "core/store/group_store.h"
 #include "core/text/keys.h"
@@ -74,6 +75,8 @@ global options:
   --help              this text
 
 commands:
+  version                                     the commit this binary was built from (git describe;
+                                              -dirty: from a tree with uncommitted changes)
   info                                        model, backend, fingerprint, shapes, CUDA devices
   compile --tools FILE [--system S | --system-file F]
                                               compute the prefix KV of a tool set (CompileResult)
@@ -637,6 +640,12 @@ int main(int argc, char** argv) {
             throw UsageError("unexpected argument \"" + args.positional()[1] + "\"");
         const bool json = args.flag("json");
         if (command == "bfcl-import") return cmd_bfcl_import(args, json);  // reads files only: no model
+        if (command == "version") {  // what benchmarks record as the binaries' commit
+            args.check_all_used();
+            if (json) print_json(nlohmann::ordered_json{{"commit", cc::build_commit()}});
+            else std::cout << cc::build_commit() << "\n";
+            return 0;
+        }
         const std::string backend = args.get_or("backend", "auto");
         if (backend != "auto" && backend != "cpu" && backend != "cuda")
             throw UsageError("--backend must be auto, cpu or cuda, not \"" + backend + "\"");

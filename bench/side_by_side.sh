@@ -13,7 +13,7 @@
 #
 # Options (defaults in brackets):
 #   --cc-bin DIR         ContextCache binaries [build/app]
-#   --cc-commit SHA      the commit those binaries were built from [DIR/COMMIT if present, else HEAD]
+#   --cc-commit SHA      the commit those binaries were built from [what `contextcache-cli version` says]
 #   --llama-commit SHA   llama.cpp commit to check the binaries against [3f545bec]
 #   --model SPEC         built-in model, exported to safetensors then GGUF [builtin:qwen3-0.6b]
 #   --threads N          threads on both sides [2]
@@ -98,9 +98,8 @@ if [[ -z "$python" ]]; then
     done
     [[ -n "$python" ]] || die "no python3 with numpy (Debian: apt-get install python3-numpy)"
 fi
-if [[ -z "$cc_commit" ]]; then
-    if [[ -f "$cc_bin/COMMIT" ]]; then cc_commit="$(cat "$cc_bin/COMMIT")"
-    else cc_commit="$(git -C "$repo" rev-parse HEAD)"; fi
+if [[ -z "$cc_commit" ]]; then  # what the binaries say they were built from
+    cc_commit="$("$cc_bin/contextcache-cli" version)" || die "$cc_bin/contextcache-cli version failed"
 fi
 
 exec "$python" "$repo/bench/side_by_side.py" \

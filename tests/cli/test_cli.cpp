@@ -1,4 +1,5 @@
 // contextcache-cli end to end: exit codes, JSON shape, and errors that name the file.
+#include "core/base/machine_info.h"
 #include "core/text/tool_set.h"
 #include "tests/test_support.h"
 
@@ -16,6 +17,21 @@ namespace {
 using cc::test::run_cli;
 
 std::string toolset(int n) { return (cc::test::source_dir() / "resources" / "toolsets" / ("tools_" + std::to_string(n) + ".json")).string(); }
+
+// `version` names the commit the binary was built from, with no model loaded: the benchmarks
+// record it as the binaries' commit.
+TEST(Cli, VersionPrintsTheBuildCommit) {
+    auto r = run_cli({"version"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, std::string(cc::build_commit()) + "\n");
+    EXPECT_FALSE(std::string(cc::build_commit()).empty());
+    r = run_cli({"--json", "version"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out).at("commit"), cc::build_commit());
+    r = run_cli({"version", "--tools", "x.json"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--tools"), std::string::npos) << r.err;
+}
 
 TEST(Cli, HelpAndUsageErrors) {
     EXPECT_EQ(run_cli({"--help"}).exit_code, 0);
