@@ -36,7 +36,7 @@ struct V {
     static constexpr int W = 16;
     static constexpr int n_regs = 32;
     static constexpr int gemm_mr = 12;  // 12 x 32 tile: 24 accumulators, 2 loads + 12 broadcasts per k
-    static constexpr bool gemm_rows_whole_k = false;
+    static constexpr bool gemm_rows_whole_k = true;  // row tiles down the whole of K (measured: kernels_impl.h)
     static constexpr int gemm_nrv = 2;
     static constexpr int gemm_tall_r2 = 0;  // no tall tile: not measured on an AVX-512 machine
     static constexpr int qk_r = 8;      // 8 vrows x 2 key tiles: 16 accumulators

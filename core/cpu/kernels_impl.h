@@ -322,20 +322,26 @@ inline void gemm_tall_rows(int rows2, const float* xp0, const float* xp1, const 
     gemm_tall<R2, WT>(xp0, xp1, wp, sc, kc, y, ldy, n_valid, accumulate);
 }
 
-// Row tiles over prepacked panels, the whole of K in one pass (V::gemm_rows_whole_k: AVX2, where it
-// was measured). The blocked GEMM below cuts K into blocks of kKC, keeps MR x NR sums per tile and
-// reads a task's 4 panels a block at a time; with R < MR rows its tile holds R x NR sums, too few
-// FMA chains to cover the FMA latency (4 at 2 rows on AVX2: 2 rows cost 1.8x one). Here a tile of
-// R rows (one packed X panel, [K][MR]) takes NP panels side by side, so up to 12 sums (on AVX2) are
-// in flight, and runs down the whole of K, so each panel is one contiguous stream. bench_gemm, the
-// 0.6B shapes, BF16 panels, 2 threads on a Zen 2: 2 rows 0.6-0.7x the time of the blocked GEMM,
-// 8 rows 0.69x, 23 rows 0.83x, 512 rows 0.95x (docs/benchmarks.md, "Row tiles down the whole of
-// K"). Each element's chain is the usual one (every k in order from +0; the blocked GEMM parks
+// Row tiles over prepacked panels, the whole of K in one pass (V::gemm_rows_whole_k: AVX2 and
+// AVX-512, where it was measured). The blocked GEMM below cuts K into blocks of kKC, keeps MR x NR
+// sums per tile and reads a task's 4 panels a block at a time; with R < MR rows its tile holds
+// R x NR sums, too few FMA chains to cover the FMA latency (4 at 2 rows on AVX2: 2 rows cost 1.8x
+// one). Here a tile of R rows (one packed X panel, [K][MR]) takes NP panels side by side, so up to
+// n_regs - 4 sums are in flight, and runs down the whole of K, so each panel is one contiguous
+// stream. bench_gemm, the 0.6B shapes, BF16 panels, 2 threads, time against the blocked GEMM's: on
+// a Zen 2 (AVX2) 2 rows 0.6-0.7x, 8 rows 0.69x, 23 rows 0.83x, 512 rows 0.95x; on AVX-512 (AMD EPYC
+// with AVX-512 BF16) 2 rows 0.54x, 8 rows 0.58x, 23 rows 0.68x, 512 rows 0.82x (docs/benchmarks.md,
+// "Row tiles down the whole of K"). Each element's chain is the usual one (every k in order from +0; the blocked GEMM parks
 // the sums in Y between k blocks, exactly), so the bits are those of any other tile.
 // A row tile's shape: NP panels side by side, NVT of each panel's NV vectors at a time (a tile of
-// fewer vectors per panel runs again for the panels' other vectors, from L1/L2). At most
-// n_regs - 4 sums; the larger count of FMA chains wins (4 rows on AVX2: 3 panels x 1 vector,
-// 12 chains, rather than 1 panel x 2 vectors, 8).
+// fewer vectors per panel runs again for the panels' other vectors, from L2 if the NP panels fit
+// there, else from memory). At most n_regs - 4 sums; whole panels unless one vector of more panels
+// gives at least 1.5x the FMA chains (4 rows on AVX2: 3 panels x 1 vector, 12 chains, rather than
+// 1 panel x 2 vectors, 8). On AVX-512, 4 rows take 3 whole panels (24 chains), not 7 x 1 (28): the
+// 7 F32 panels of a K = 1024 matrix (0.9 MB) left L2 between the passes, and 4 rows cost up to
+// 1.2x what the blocked GEMM did.
+constexpr int kRowsWholeKMax = 1024;
+
 struct RowsShape {
     int np, nvt;
 };
@@ -343,7 +349,7 @@ constexpr RowsShape rows_shape(int rows) {
     const int budget = V::n_regs - 4;
     const int np_whole = std::max(1, budget / (rows * V::gemm_nrv));
     const int np_one = std::max(1, budget / rows);
-    if (np_one * rows > np_whole * rows * V::gemm_nrv) return {np_one, 1};
+    if (2 * np_one * rows >= 3 * np_whole * rows * V::gemm_nrv) return {np_one, 1};
     return {np_whole, V::gemm_nrv};
 }
 
@@ -518,7 +524,12 @@ void gemm_packed(ThreadPool& pool, Workspace& ws, const float* x, int m, const M
         });
         return;
     }
-    if constexpr (V::gemm_rows_whole_k && !std::is_same_v<WT, int8_t>) return gemm_rows<WT>(pool, ws, x, m, w, y);
+    // Up to kRowsWholeKMax rows (the engine forwards at most 512 at a time): past that every panel
+    // runs over all of X's packed rows, which leave the caches (3,000 rows: 1-4% slower than the
+    // blocked GEMM on AVX-512, 1,024 rows 0.84-0.93x its time).
+    if constexpr (V::gemm_rows_whole_k && !std::is_same_v<WT, int8_t>) {
+        if (m <= kRowsWholeKMax) return gemm_rows<WT>(pool, ws, x, m, w, y);
+    }
     gemm_blocks(pool, ws, x, m, k, n,
                 [&](const float* xp, int64_t f0, float* wp) { gemm_packed_block<WT>(xp, m, k, w, f0, wp, y); });
 }
@@ -1031,20 +1042,30 @@ struct AttentionTask {
             r = e;
         }
 
-        // 2. softmax weights, lanes at absolute positions
+        // 2. softmax weights, lanes at absolute positions. Only a row's first and last vectors hold
+        //    lanes outside [lo, hi]; the vectors between them need no mask (the same lanes and bits).
         for (int r = 0; r < nvr; ++r) {
             float* s = srow[r];
             const int j_begin = lo[r] - lo[r] % V::W;
+            const int inner_lo = j_begin == lo[r] ? j_begin : j_begin + V::W;  // the first whole vector
+            const auto whole = [&](int j) { return j >= inner_lo && j + V::W - 1 <= hi[r]; };
             typename V::reg mv = V::set1(-INFINITY);
             for (int j = j_begin; j <= hi[r]; j += V::W) {
-                const int first = std::max(lo[r] - j, 0), last = std::min(hi[r] - j, V::W - 1);
-                mv = V::max(mv, V::keep_lanes(V::load(s + j), first, last - first + 1, -INFINITY));
+                typename V::reg x = V::load(s + j);
+                if (!whole(j)) {
+                    const int first = std::max(lo[r] - j, 0), last = std::min(hi[r] - j, V::W - 1);
+                    x = V::keep_lanes(x, first, last - first + 1, -INFINITY);
+                }
+                mv = V::max(mv, x);
             }
             const typename V::reg m = V::set1(V::hmax(mv));
             typename V::reg sum = V::zero();
             for (int j = j_begin; j <= hi[r]; j += V::W) {
-                const int first = std::max(lo[r] - j, 0), last = std::min(hi[r] - j, V::W - 1);
-                const typename V::reg e = V::keep_lanes(V::exp(V::sub(V::load(s + j), m)), first, last - first + 1, 0.0f);
+                typename V::reg e = V::exp(V::sub(V::load(s + j), m));
+                if (!whole(j)) {
+                    const int first = std::max(lo[r] - j, 0), last = std::min(hi[r] - j, V::W - 1);
+                    e = V::keep_lanes(e, first, last - first + 1, 0.0f);
+                }
                 V::store(s + j, e);
                 sum = V::add(sum, e);
             }

@@ -110,9 +110,10 @@ TEST_P(CpuKernels, gemm_row_is_independent_of_batch_and_threads) {
 
 // Prepacked weights (pack_matrix) in F32 and BF16 give the very bits the row-major GEMM gives for
 // the same values, for every batch size (the single-row decode path, one micro-tile read in
-// place, several tiles through converted scratch; on AVX2 the row tiles down the whole of K, with
-// 1-6 panels side by side and a short last group: 5 and 13 panels), thread count (fewer panel
-// groups than threads: a task per row tile) and ragged shape.
+// place, several tiles through converted scratch; on AVX2 and AVX-512 the row tiles down the whole
+// of K up to kRowsWholeKMax rows, with 1-14 panels side by side and a short last group: 5 and 13
+// panels of 16, 3 and 7 of 32; the blocked GEMM past them: 1,025 rows, on small shapes), thread
+// count (fewer panel groups than threads: a task per row tile) and ragged shape.
 TEST_P(CpuKernels, packed_gemm_equals_row_major_gemm_bit_for_bit) {
     const Kernels& k = kernels_for(GetParam());
     for (int threads : {1, 2}) {
@@ -126,7 +127,9 @@ TEST_P(CpuKernels, packed_gemm_equals_row_major_gemm_bit_for_bit) {
                     const PackedMatrix packed = pack_matrix(pool, src, f, k.gemm_nr);
                     if (f == WFormat::bf16)  // the values the packed matrix holds
                         for (auto& v : wf) v = cc::km::bf16_to_f32(cc::km::f32_to_bf16(v));
-                    for (int m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 23, 24, 40}) {
+                    std::vector<int> ms{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 23, 24, 40};
+                    if (n <= 33 && kk <= 33) ms.push_back(1025);
+                    for (int m : ms) {
                         auto x = random_vec(size_t(m) * kk, 40 + m);
                         std::vector<float> ref(size_t(m) * n), got(size_t(m) * n + 1, 12345.0f);
                         k.gemm(pool, ws, x.data(), m, src, ref.data());
