@@ -331,8 +331,9 @@ inline void gemm_tall_rows(int rows2, const float* xp0, const float* xp1, const 
 // stream. bench_gemm, the 0.6B shapes, BF16 panels, 2 threads, time against the blocked GEMM's: on
 // a Zen 2 (AVX2) 2 rows 0.6-0.7x, 8 rows 0.69x, 23 rows 0.83x, 512 rows 0.95x; on AVX-512 (AMD EPYC
 // with AVX-512 BF16) 2 rows 0.54x, 8 rows 0.58x, 23 rows 0.68x, 512 rows 0.82x (docs/benchmarks.md,
-// "Row tiles down the whole of K"). Each element's chain is the usual one (every k in order from +0; the blocked GEMM parks
-// the sums in Y between k blocks, exactly), so the bits are those of any other tile.
+// "Row tiles down the whole of K"). Each element's chain is the usual one (every k in order from
+// +0; the blocked GEMM parks the sums in Y between k blocks, exactly), so the bits are those of
+// any other tile.
 // A row tile's shape: NP panels side by side, NVT of each panel's NV vectors at a time (a tile of
 // fewer vectors per panel runs again for the panels' other vectors, from L2 if the NP panels fit
 // there, else from memory). At most n_regs - 4 sums; whole panels unless one vector of more panels
