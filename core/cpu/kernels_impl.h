@@ -341,8 +341,6 @@ inline void gemm_tall_rows(int rows2, const float* xp0, const float* xp1, const 
 // 1 panel x 2 vectors, 8). On AVX-512, 4 rows take 3 whole panels (24 chains), not 7 x 1 (28): the
 // 7 F32 panels of a K = 1024 matrix (0.9 MB) left L2 between the passes, and 4 rows cost up to
 // 1.2x what the blocked GEMM did.
-constexpr int kRowsWholeKMax = 1024;
-
 struct RowsShape {
     int np, nvt;
 };
@@ -506,6 +504,11 @@ void gemm_packed_block(const float* xp, int m, int k, const Matrix& w, int64_t f
     }
 }
 
+// Row tiles for up to this many rows (the engine forwards at most 512 at a time): past it every
+// panel runs over all of X's packed rows, which leave the caches (3,000 rows: 1-4% slower than the
+// blocked GEMM on AVX-512, 1,024 rows 0.84-0.93x its time).
+constexpr int kRowsWholeKMax = 1024;
+
 template <class WT>
 void gemm_packed(ThreadPool& pool, Workspace& ws, const float* x, int m, const Matrix& w, float* y) {
     const int k = int(w.cols);
@@ -525,9 +528,6 @@ void gemm_packed(ThreadPool& pool, Workspace& ws, const float* x, int m, const M
         });
         return;
     }
-    // Up to kRowsWholeKMax rows (the engine forwards at most 512 at a time): past that every panel
-    // runs over all of X's packed rows, which leave the caches (3,000 rows: 1-4% slower than the
-    // blocked GEMM on AVX-512, 1,024 rows 0.84-0.93x its time).
     if constexpr (V::gemm_rows_whole_k && !std::is_same_v<WT, int8_t>) {
         if (m <= kRowsWholeKMax) return gemm_rows<WT>(pool, ws, x, m, w, y);
     }
@@ -1043,30 +1043,20 @@ struct AttentionTask {
             r = e;
         }
 
-        // 2. softmax weights, lanes at absolute positions. Only a row's first and last vectors hold
-        //    lanes outside [lo, hi]; the vectors between them need no mask (the same lanes and bits).
+        // 2. softmax weights, lanes at absolute positions
         for (int r = 0; r < nvr; ++r) {
             float* s = srow[r];
             const int j_begin = lo[r] - lo[r] % V::W;
-            const int inner_lo = j_begin == lo[r] ? j_begin : j_begin + V::W;  // the first whole vector
-            const auto whole = [&](int j) { return j >= inner_lo && j + V::W - 1 <= hi[r]; };
             typename V::reg mv = V::set1(-INFINITY);
             for (int j = j_begin; j <= hi[r]; j += V::W) {
-                typename V::reg x = V::load(s + j);
-                if (!whole(j)) {
-                    const int first = std::max(lo[r] - j, 0), last = std::min(hi[r] - j, V::W - 1);
-                    x = V::keep_lanes(x, first, last - first + 1, -INFINITY);
-                }
-                mv = V::max(mv, x);
+                const int first = std::max(lo[r] - j, 0), last = std::min(hi[r] - j, V::W - 1);
+                mv = V::max(mv, V::keep_lanes(V::load(s + j), first, last - first + 1, -INFINITY));
             }
             const typename V::reg m = V::set1(V::hmax(mv));
             typename V::reg sum = V::zero();
             for (int j = j_begin; j <= hi[r]; j += V::W) {
-                typename V::reg e = V::exp(V::sub(V::load(s + j), m));
-                if (!whole(j)) {
-                    const int first = std::max(lo[r] - j, 0), last = std::min(hi[r] - j, V::W - 1);
-                    e = V::keep_lanes(e, first, last - first + 1, 0.0f);
-                }
+                const int first = std::max(lo[r] - j, 0), last = std::min(hi[r] - j, V::W - 1);
+                const typename V::reg e = V::keep_lanes(V::exp(V::sub(V::load(s + j), m)), first, last - first + 1, 0.0f);
                 V::store(s + j, e);
                 sum = V::add(sum, e);
             }
