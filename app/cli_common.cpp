@@ -125,7 +125,7 @@ std::string default_kv_dtype(const std::string& model_spec, const std::string& b
 
 cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend,
                                  const std::string& default_kv_dtype, const std::string& default_weights,
-                                 int64_t default_remote_warm_mb) {
+                                 int64_t default_remote_warm_mb, int64_t default_kv_warm_mb) {
     cc::EngineOptions o;
     o.model_spec = model_spec;
     o.backend = backend;
@@ -162,6 +162,9 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
     int64_t warm_mb = default_remote_warm_mb;   // only with a remote tier: it is the tier's pool
     if (auto v = args.get("remote-warm-mb")) warm_mb = parse_int(*v, "--remote-warm-mb", 0, int64_t(1) << 20);
     if (!o.cache.remote.url.empty()) o.cache.remote.warm_bytes = static_cast<size_t>(warm_mb) << 20;
+    int64_t kv_warm_mb = default_kv_warm_mb;
+    if (auto v = args.get("kv-warm-mb")) kv_warm_mb = parse_int(*v, "--kv-warm-mb", 0, int64_t(1) << 20);
+    o.kv_warm_bytes = static_cast<size_t>(kv_warm_mb) << 20;
     return o;
 }
 

@@ -71,6 +71,9 @@ global options:
   --remote-wait-ms N  how long to wait for another replica compiling the same group (default 30000)
   --remote-warm-mb N  resident memory kept warm for fetched groups (default 256 for serve, else 0;
                       docs/deploy.md): fetches skip first-touch page faults; costs that much RSS
+  --kv-warm-mb N      memory made resident at load for KV blocks, where freed KV storage returns
+                      (default 512 for serve, else 0; CPU backend; docs/server.md): a request's
+                      block skips first-touch page faults; up to that much RSS while unused
   --json              print one JSON object (JSON lines for --jsonl)
   --help              this text
 
@@ -661,7 +664,7 @@ int main(int argc, char** argv) {
         const auto options = serve_numerics
                                  ? engine_options(args, model_spec, backend, kv_default,
                                                   args.has("weights") ? "stored" : serve_default_weights(model_spec, backend),
-                                                  command == "serve" ? 256 : 0)
+                                                  command == "serve" ? 256 : 0, command == "serve" ? kServeKvWarmMb : 0)
                                  : engine_options(args, model_spec, backend, kv_default);
         if (command == "info" || command == "compile" || command == "query" || command == "generate" ||
             command == "logits") {

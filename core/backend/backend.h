@@ -8,6 +8,7 @@
 #pragma once
 
 #include "core/base/cancelled.h"
+#include "core/base/warm_pages.h"
 #include "core/model/model_config.h"
 #include "core/text/tokenizer.h"
 
@@ -166,6 +167,10 @@ public:
     // Bytes of weight matrices the backend holds in its compute format (what one decode step
     // streams: every matrix once, lm_head included); 0 when the backend does not say.
     virtual size_t matrix_bytes() const { return 0; }
+
+    // The counters of the host memory kept warm for KV blocks (BackendOptions::kv_warm_bytes);
+    // all zero for a backend without such a pool.
+    virtual WarmPages::Stats kv_pool_stats() const { return {}; }
 
 protected:
     // The room import_kv and copy_kv give a block: throws, naming `caller`, unless

@@ -24,6 +24,7 @@ struct BackendOptions {
     KvDType kv_dtype = KvDType::f32;
     WeightDType weights = WeightDType::stored;  // the CPU converts; the CUDA backend takes stored only
     int device = 0;                    // device index (CUDA)
+    size_t kv_warm_bytes = 0;          // the CPU backend's warm KV pool (CpuBackendOptions::kv_warm_bytes)
 };
 
 // One row of a backend's self-test on the user's own device: an op or the whole model against

@@ -58,18 +58,37 @@ size_t WarmPages::fill() {
     return added;
 }
 
+void WarmPages::keep_filled() {
+    while (!stop_) {
+        fill();
+        std::unique_lock lock(mutex_);
+        low_.wait(lock, [this] { return stop_ || stats_.held_bytes < capacity_ / 2; });
+    }
+}
+
+void WarmPages::stop() {
+    {
+        std::lock_guard lock(mutex_);  // so a keep_filled() between its check and its wait sees it
+        stop_ = true;
+    }
+    low_.notify_all();
+}
+
 void* WarmPages::take(size_t bytes) {
     if (bytes < kPiece) return big_alloc(bytes);
     const size_t size = round_up(bytes, kPiece);
     auto* base = static_cast<std::byte*>(big_alloc(size));  // fresh: where the pool has no piece
     std::vector<std::byte*> warm;
+    bool low = false;
     {
         std::lock_guard lock(mutex_);
         const size_t n = std::min(size / kPiece, pieces_.size());
         warm.assign(pieces_.end() - static_cast<ptrdiff_t>(n), pieces_.end());  // the last given back: hottest
         pieces_.resize(pieces_.size() - n);
         stats_.held_bytes -= n * kPiece;
+        low = n > 0 && stats_.held_bytes < capacity_ / 2;
     }
+    if (low) low_.notify_one();  // a keep_filled() thread refills it
     size_t moved = 0;
     for (size_t i = 0; i < warm.size(); ++i) {
         std::byte* dst = base + i * kPiece;

@@ -10,11 +10,13 @@
 // buffer of n bytes is a fresh 2 MiB-aligned mapping of round_up(n, 2 MiB) bytes into which the
 // pool's warm pieces are moved with mremap(2): page tables move, no byte is copied and no page
 // faults; the pieces the pool lacks stay fresh (faulted on first write, as without a pool).
+// keep_filled() refills it in the background whenever takes leave it below half.
 // Buffers below 2 MiB are big_alloc's (not pooled). The bytes of a reused piece are whatever the
 // buffer that gave it back held (this process's own data): the caller fills every byte it reads.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -37,7 +39,11 @@ public:
     // Maps and touches pieces until the pool holds its capacity; returns the bytes added. Safe on
     // any thread beside take/give; stops early (between blocks of 32 MiB) once stop() is called.
     size_t fill();
-    void stop() { stop_ = true; }
+    // Fills the pool, then again whenever take() leaves it below half its capacity, until stop():
+    // the body of a thread of its own that keeps a pool ready (the CPU backend's KV pool runs it at
+    // the lowest priority, so refilling takes idle CPU time, not a request's).
+    void keep_filled();
+    void stop();
 
     // A 64-byte aligned buffer of at least `bytes` (2 MiB-aligned from 2 MiB on). Throws bad_alloc.
     void* take(size_t bytes);
@@ -58,6 +64,7 @@ private:
     const size_t capacity_;
     std::atomic<bool> stop_{false};
     mutable std::mutex mutex_;
+    std::condition_variable low_;  // take() left the pool below half its capacity, or stop()
     std::vector<std::byte*> pieces_;  // each a resident kPiece range
     Stats stats_;
 };

@@ -6,6 +6,7 @@
 #include "core/backend/partial_forward.h"
 
 #include "core/base/big_buffer.h"
+#include "core/base/warm_pages.h"
 #include "core/cpu/kernels.h"
 #include "core/base/mapped_file.h"
 #include "core/cpu/thread_pool.h"
@@ -23,9 +24,13 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 namespace cc {
 namespace {
@@ -35,29 +40,12 @@ using cpu::kKeyTile;
 template <class T>
 using BigVector = std::vector<T, BigAllocator<T>>;   // huge-page backed when large (big_buffer.h)
 
-// BigAllocator whose new elements are left unwritten (default-initialised), for KV storage: a
-// block's positions are written before they count, so zeroing a block first only costs time (the
-// whole capacity, max_new_tokens included, at every request; see KvRecycler).
+// KV storage: new elements are left unwritten (WarmAllocator default-initialises), since a
+// block's positions are written before they count and zeroing a block first only costs time (the
+// whole capacity, max_new_tokens included, at every request; see KvRecycler). Its pool is the
+// backend's warm KV pool (CpuBackendOptions::kv_warm_bytes), null without one (big_alloc).
 template <class T>
-struct UnwrittenBigAllocator : BigAllocator<T> {
-    template <class U>
-    struct rebind {
-        using other = UnwrittenBigAllocator<U>;
-    };
-    UnwrittenBigAllocator() noexcept = default;
-    template <class U>
-    UnwrittenBigAllocator(const UnwrittenBigAllocator<U>&) noexcept {}
-    template <class U>
-    void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
-        ::new (static_cast<void*>(p)) U;
-    }
-    template <class U, class... A>
-    void construct(U* p, A&&... a) {
-        ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
-    }
-};
-template <class T>
-using KvStorage = std::vector<T, UnwrittenBigAllocator<T>>;
+using KvStorage = std::vector<T, WarmAllocator<T>>;
 
 std::string shape_str(const std::vector<int64_t>& shape) {
     std::string s = "[";
@@ -100,8 +88,17 @@ float element_to_f32(const std::byte* data, DType t, size_t i) {
 // the writes and checks every logit == ordinary blocks'.
 // At most kKeep buffers of at most kKeepBytes together; a buffer serves a request of at least a
 // quarter of its size. Shared by a backend and its blocks, so a block may outlive its backend.
+//
+// Storage it does not keep, and storage it has none for, goes to and comes from the backend's warm
+// KV pool when there is one (CpuBackendOptions::kv_warm_bytes): resident 2 MiB pieces that a new
+// buffer gets by moving page tables (WarmPages), so a request's block is not faulted in on its
+// path even when no whole buffer was freed (a server's finished requests keep theirs in the
+// conversation cache; its evictions come back here, piece by piece).
 class KvRecycler {
 public:
+    explicit KvRecycler(std::shared_ptr<WarmPages> pool) : pool_(std::move(pool)) {}
+    WarmPages* pool() const { return pool_.get(); }
+
     template <class T>
     KvStorage<T> take(size_t n) {
         std::lock_guard lock(mutex_);
@@ -115,7 +112,7 @@ public:
                 return v;
             }
         }
-        return KvStorage<T>(n);
+        return KvStorage<T>(n, WarmAllocator<T>(pool_));
     }
     template <class T>
     void give(KvStorage<T>&& v) {
@@ -135,6 +132,7 @@ public:
 private:
     static constexpr size_t kKeep = 2;
     static constexpr size_t kKeepBytes = size_t(1) << 30;
+    const std::shared_ptr<WarmPages> pool_;  // null: none (storage comes from big_alloc)
     template <class T>
     std::vector<KvStorage<T>>& buffers() {
         if constexpr (std::is_same_v<T, float>) return f32_;
@@ -468,7 +466,10 @@ public:
           isa_(cpu::resolve_isa(options.isa)),
           kernels_(cpu::kernels_for(isa_)),
           pool_(options.n_threads > 0 ? options.n_threads : cpu::ThreadPool::available_cores()),
-          ws_(pool_.n_threads()) {
+          ws_(pool_.n_threads()),
+          kv_pool_(options.kv_warm_bytes >= WarmPages::kPiece ? std::make_shared<WarmPages>(options.kv_warm_bytes)
+                                                              : nullptr),
+          recycler_(std::make_shared<KvRecycler>(kv_pool_)) {
         // An experiment's switch (the bits are the same either way): CC_CPU_SHARED_PREFIX=0 turns
         // the shared-prefix attention off, to measure what it saves.
         if (const char* env = std::getenv("CC_CPU_SHARED_PREFIX"); env != nullptr && std::string(env) == "0")
@@ -536,7 +537,24 @@ public:
             throw std::runtime_error("cpu backend: rope_scaling type \"" + c.rope_scaling.type + "\" is not supported");
         }
         for (int i = 0; i < c.head_dim / 2; ++i) inv_freq_.push_back(km::rope_inv_freq(i, rope_));
+        // Last: nothing below throws, so the thread is always joined by the destructor.
+        if (kv_pool_)
+            kv_fill_ = std::thread([pool = kv_pool_, refill = options.kv_warm_refill] {
+                // The lowest priority (per thread on Linux): filling takes CPU time the requests
+                // leave idle. Failure leaves the default, which is only less polite.
+                setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+                if (refill)
+                    pool->keep_filled();
+                else
+                    pool->fill();
+            });
     }
+    ~CpuBackend() override {
+        if (kv_pool_) kv_pool_->stop();  // blocks may outlive the backend; they hold the pool
+        if (kv_fill_.joinable()) kv_fill_.join();
+    }
+    CpuBackend(const CpuBackend&) = delete;
+    CpuBackend& operator=(const CpuBackend&) = delete;
 
     std::string name() const override { return "cpu"; }
     std::string numerics_id() const override {
@@ -546,6 +564,7 @@ public:
     }
     const ModelConfig& config() const override { return cfg_; }
     KvDType kv_dtype() const override { return kv_dtype_; }
+    WarmPages::Stats kv_pool_stats() const override { return kv_pool_ ? kv_pool_->stats() : WarmPages::Stats{}; }
 
     std::unique_ptr<KvBlock> allocate_kv(int capacity_tokens) override {
         return std::make_unique<CpuKvBlock>(this, cfg_, kv_dtype_ == KvDType::bf16, capacity_tokens, recycler_);
@@ -904,7 +923,9 @@ private:
     std::vector<double> inv_freq_;            // (head_dim / 2)
     std::mutex mutex_;                        // one forward at a time: activations and scratch are shared
     Activations act_;
-    std::shared_ptr<KvRecycler> recycler_ = std::make_shared<KvRecycler>();  // freed KV storage
+    std::shared_ptr<WarmPages> kv_pool_;      // resident pages for KV storage (options.kv_warm_bytes); null: none
+    std::shared_ptr<KvRecycler> recycler_;    // freed KV storage (over kv_pool_)
+    std::thread kv_fill_;                     // fills kv_pool_ once, off the requests' path
 };
 
 CpuBackend::SeqPlan CpuBackend::plan_sequence(std::span<const token_id> tokens, const KvView& kv,
@@ -1184,6 +1205,7 @@ BackendEntry cpu_backend_entry() {
         cpu.n_threads = o.n_threads;
         cpu.kv_dtype = o.kv_dtype;
         cpu.weights = o.weights;
+        cpu.kv_warm_bytes = o.kv_warm_bytes;
         return cpu;
     };
     e.numerics_id = [cpu_options](const BackendOptions& o, const CudaProbeSummary&) { return cpu_numerics_id(cpu_options(o)); };

@@ -17,6 +17,7 @@ BackendOptions backend_options(const EngineOptions& options) {
     o.kv_dtype = options.kv_dtype;
     o.weights = options.weights;
     o.device = 0;
+    o.kv_warm_bytes = options.kv_warm_bytes;
     return o;
 }
 

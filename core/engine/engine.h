@@ -61,6 +61,9 @@ struct EngineOptions {
     // A request's first-token prefill of at most this many rows runs ahead of the decoding
     // requests in a step of its own (StepSchedulerOptions::first_token_rows; 0: off).
     int first_token_rows = 64;
+    // Host memory made resident for KV blocks when the model loads (the CPU backend's warm KV
+    // pool, CpuBackendOptions::kv_warm_bytes; the server's --kv-warm-mb); 0 = none.
+    size_t kv_warm_bytes = 0;
 };
 
 struct ModelInfo {
@@ -342,6 +345,8 @@ public:
     GroupStore& cache() { return *cache_; }
     // The step scheduler's totals since load (zeros when the engine does not batch); any thread.
     SchedulerTotals step_totals() const { return scheduler_ ? scheduler_->totals() : SchedulerTotals{}; }
+    // The backend's warm KV pool (EngineOptions::kv_warm_bytes): zeros without one or a model.
+    WarmPages::Stats kv_pool_stats() const { return backend_ ? backend_->kv_pool_stats() : WarmPages::Stats{}; }
     // Waits for the background writes of newly compiled groups; returns their results (and fills
     // persist_ms / persisted / persist_error of current_tools()).
     std::vector<PersistResult> wait_for_persist();

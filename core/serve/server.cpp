@@ -96,6 +96,7 @@ std::shared_ptr<Job> Server::Impl::submit(std::function<void(Engine&, Job&)> fn,
                 const auto conv = engine.conversation_stats();
                 u.conversation_bytes = conv.bytes;
                 u.conversation_entries = conv.entries;
+                u.kv_pool = engine.kv_pool_stats();
                 if (const RemoteTier* remote = cache.remote()) {
                     u.remote = true;
                     u.remote_counters = remote->counters();

@@ -181,6 +181,22 @@ std::string ServerStats::prometheus(size_t queue_depth, size_t max_queue, size_t
       << "# TYPE contextcache_cache_groups gauge\n"
       << "contextcache_cache_groups{tier=\"gpu\"} " << cache_.gpu_groups << "\n"
       << "contextcache_cache_groups{tier=\"memory\"} " << cache_.memory_groups << "\n";
+    if (cache_.kv_pool.capacity_bytes > 0) {
+        const WarmPages::Stats& k = cache_.kv_pool;
+        o << "# HELP contextcache_kv_warm_bytes Memory made resident for KV blocks (--kv-warm-mb): its capacity and "
+             "what it holds now, unused.\n"
+          << "# TYPE contextcache_kv_warm_bytes gauge\n"
+          << "contextcache_kv_warm_bytes{state=\"capacity\"} " << k.capacity_bytes << "\n"
+          << "contextcache_kv_warm_bytes{state=\"held\"} " << k.held_bytes << "\n"
+          << "# HELP contextcache_kv_storage_pages_bytes_total Bytes of KV storage (buffers from 2 MiB) by where their "
+             "pages came from: the warm pool or fresh memory.\n"
+          << "# TYPE contextcache_kv_storage_pages_bytes_total counter\n"
+          << "contextcache_kv_storage_pages_bytes_total{pages=\"warm\"} " << k.warm_bytes_taken << "\n"
+          << "contextcache_kv_storage_pages_bytes_total{pages=\"fresh\"} " << k.cold_bytes_taken << "\n"
+          << "# HELP contextcache_kv_warm_returned_bytes_total Bytes of freed KV storage the pool kept.\n"
+          << "# TYPE contextcache_kv_warm_returned_bytes_total counter\n"
+          << "contextcache_kv_warm_returned_bytes_total " << k.returned_bytes << "\n";
+    }
     if (cache_.remote) {
         const RemoteCounters& r = cache_.remote_counters;
         o << "# HELP contextcache_remote_fetches_total Group fetches from the remote tier, by outcome (a hit is verified).\n"

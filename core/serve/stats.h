@@ -3,6 +3,7 @@
 // engine thread reports after each job. Thread-safe; read through snapshot() or a callback.
 #pragma once
 
+#include "core/base/warm_pages.h"
 #include "core/engine/step_scheduler.h"
 #include "core/store/remote_tier.h"
 #include "core/store/tier.h"
@@ -51,6 +52,7 @@ struct CacheUsage {
     size_t conversation_bytes = 0, conversation_entries = 0;
     bool remote = false;              // a remote tier is configured (--remote)
     RemoteCounters remote_counters;   // what it did, in this process
+    WarmPages::Stats kv_pool;         // the warm KV pool (--kv-warm-mb); zeros without one
 };
 
 struct StatsSnapshot {

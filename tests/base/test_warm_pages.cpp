@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -139,6 +140,34 @@ TEST(WarmPages, FillBesideTakeAndGiveOnOtherThreads) {
     WarmPages stopped(64 * kMiB);
     stopped.stop();
     EXPECT_EQ(stopped.fill(), 0u) << "stop() before fill: nothing touched";
+}
+
+// keep_filled() fills the pool, refills it once takes leave it below half, and returns on stop().
+TEST(WarmPages, KeepFilledRefillsBelowHalfUntilStopped) {
+    WarmPages pool(8 * kPiece);
+    std::thread keeper([&] { pool.keep_filled(); });
+    struct Join {  // on every way out, so a failed assertion never leaves the thread running
+        WarmPages& pool;
+        std::thread& t;
+        ~Join() {
+            pool.stop();
+            t.join();
+        }
+    } join{pool, keeper};
+    const auto held_reaches = [&](size_t bytes) {
+        for (int i = 0; i < 20000; ++i) {  // bounded: 20 s
+            if (pool.stats().held_bytes == bytes) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return false;
+    };
+    ASSERT_TRUE(held_reaches(8 * kPiece)) << "never filled";
+    // (a take above half may still meet the first fill's last check and be topped up: not tested)
+    void* a = pool.take(6 * kPiece);  // 2 of 8 left: below half, refilled to 8
+    ASSERT_TRUE(held_reaches(8 * kPiece)) << "not refilled";
+    EXPECT_GE(pool.stats().filled_bytes, 14 * kPiece);
+    pool.give(a, 6 * kPiece);  // full: given back pieces are unmapped
+    EXPECT_EQ(pool.stats().held_bytes, 8 * kPiece);
 }
 
 }  // namespace

@@ -52,6 +52,9 @@ TEST(Cli, HelpAndUsageErrors) {
     r = run_cli({"--remote", "redis://127.0.0.1:1", "--remote-warm-mb", "-1", "key", "--tools", toolset(5)});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("--remote-warm-mb"), std::string::npos) << r.err;
+    r = run_cli({"--kv-warm-mb", "-1", "key", "--tools", toolset(5)});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--kv-warm-mb"), std::string::npos) << r.err;
 }
 
 TEST(Cli, TokenizePlainAndTemplateOnTheBundledQwen3) {

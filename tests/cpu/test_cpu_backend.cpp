@@ -766,6 +766,89 @@ TEST(cpu_backend, stale_kv_storage_never_reaches_the_logits) {
     }
 }
 
+// With a warm KV pool (CpuBackendOptions::kv_warm_bytes) a block's storage is made of 2 MiB pieces
+// that other blocks held before (KvRecycler over WarmPages): here blocks filled with NaN, freed past
+// what the recycler keeps whole. A full prefill, prefix + suffix, token-by-token decode, copy_kv
+// and a two-sequence step in blocks built from those pieces give the bits of a backend without a
+// pool; the pool's counters show the pieces were taken and given back.
+TEST(cpu_backend, kv_blocks_from_the_warm_pool_give_the_same_bits) {
+    const int n = 45, split = 21;
+    const size_t pool_bytes = size_t(32) << 20;
+    auto s = make_synth(ModelFamily::qwen3, DType::bf16);
+    const int V = s->w.config.vocab_size;
+    const auto tokens = random_tokens(n, V, 17);
+    const std::span<const token_id> all(tokens);
+    for (KvDType kv : {KvDType::f32, KvDType::bf16}) {
+        const std::string ctx = std::string("kv ") + kv_dtype_name(kv);
+        CpuBackendOptions o = opts(cpu::best_isa(), 2, kv);
+        auto plain = make_cpu_backend(s->w, o);
+        o.kv_warm_bytes = pool_bytes;
+        o.kv_warm_refill = false;  // filled once: the pieces freed below are what it holds after
+        auto be = make_cpu_backend(s->w, o);
+        auto full_block = plain->allocate_kv(n);
+        const auto full = plain->forward(tokens, {nullptr, 0, full_block.get()}, iota_rows(n));
+        for (float x : full) ASSERT_FALSE(std::isnan(x)) << ctx;
+
+        // The pool fills on a thread of its own: wait (bounded) until it holds its capacity.
+        for (int i = 0; i < 20000 && be->kv_pool_stats().filled_bytes < pool_bytes; ++i) usleep(1000);
+        ASSERT_EQ(be->kv_pool_stats().filled_bytes, pool_bytes) << ctx << ": the pool never filled";
+        // `big` positions take over 2 MiB (pooled storage); the NaN blocks 8x that, so the recycler
+        // never hands one of them whole to a block of `big` positions (a quarter of its size at least).
+        const int big = int((size_t(3) << 20) / be->kv_bytes(1)) / 16 * 16;
+        const int nan_cap = 8 * big;
+        {
+            const std::vector<std::byte> nan_image(be->kv_bytes(nan_cap), std::byte{0xff});  // NaN in F32 and BF16
+            std::vector<std::unique_ptr<KvBlock>> nan_blocks;
+            for (int i = 0; i < 4; ++i) nan_blocks.push_back(be->import_kv(nan_image, nan_cap, nan_cap, nan_cap));
+        }  // freed: the recycler keeps two whole, the others' pieces refill the pool
+        const WarmPages::Stats before = be->kv_pool_stats();
+        EXPECT_GE(before.warm_bytes_taken, pool_bytes) << ctx << ": the NaN blocks did not drain the pool";
+        EXPECT_GT(before.returned_bytes, 0u) << ctx << ": no freed storage came back to the pool";
+        EXPECT_EQ(before.held_bytes, pool_bytes) << ctx;
+        const auto pooled = [&] {
+            auto block = be->allocate_kv(big);
+            block->reserve(big);
+            return block;
+        };
+
+        auto b = pooled();
+        EXPECT_TRUE(same_bits(be->forward(tokens, {nullptr, 0, b.get()}, iota_rows(n)), full.data(), full.size()))
+            << ctx << ": full prefill";
+        auto prefix = pooled();
+        be->forward(all.first(split), {nullptr, 0, prefix.get()}, {});
+        auto suffix = pooled();
+        EXPECT_TRUE(same_bits(be->forward(all.subspan(split), {prefix.get(), split, suffix.get()}, iota_rows(n - split)),
+                              full.data() + size_t(split) * V, size_t(n - split) * V))
+            << ctx << ": prefix + suffix";
+        auto decode = pooled();
+        for (int t = split; t < n; ++t)
+            ASSERT_TRUE(same_bits(be->forward(all.subspan(size_t(t), 1), {prefix.get(), split, decode.get()},
+                                              std::vector<int>{0}),
+                                  full.data() + size_t(t) * V, size_t(V)))
+                << ctx << ": decode, token " << t;
+        // a conversation going on from a stored state: the prefix's positions copied into pooled storage
+        auto copied = be->copy_kv(*prefix, split, big, big);
+        auto rest = pooled();
+        EXPECT_TRUE(same_bits(be->forward(all.subspan(split), {copied.get(), split, rest.get()}, iota_rows(n - split)),
+                              full.data() + size_t(split) * V, size_t(n - split) * V))
+            << ctx << ": over a copied prefix";
+        auto s1 = pooled(), s2 = pooled();
+        const int n1 = 1, n2 = n - split;
+        std::vector<float> got1(size_t(n1) * V), got2(size_t(n2) * V);
+        const std::vector<int> rows1 = iota_rows(n1), rows2 = iota_rows(n2);
+        const std::vector<SequenceRows> step{
+            SequenceRows{all.subspan(split, n1), KvView{prefix.get(), split, s1.get()}, rows1, got1},
+            SequenceRows{all.subspan(split), KvView{prefix.get(), split, s2.get()}, rows2, got2}};
+        be->forward_batch(step);
+        EXPECT_TRUE(same_bits(got1, full.data() + size_t(split) * V, size_t(n1) * V)) << ctx << ": batched sequence 1";
+        EXPECT_TRUE(same_bits(got2, full.data() + size_t(split) * V, size_t(n2) * V)) << ctx << ": batched sequence 2";
+
+        const WarmPages::Stats after = be->kv_pool_stats();
+        EXPECT_GT(after.warm_bytes_taken, before.warm_bytes_taken) << ctx << ": the blocks did not come from the pool";
+        EXPECT_EQ(plain->kv_pool_stats().capacity_bytes, 0u) << ctx << ": a backend without a pool reports one";
+    }
+}
+
 // A block's storage starts at what its first write needs plus some room and grows as positions are
 // written (cpu_backend.cpp, CpuKvBlock::reserve), each time into a new buffer (here from a recycler
 // that holds NaN-filled ones) that the written positions are copied into. A long decode through

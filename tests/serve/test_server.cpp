@@ -399,6 +399,28 @@ TEST_F(ServerTest, MetricsAreValidPrometheusText) {
                              "contextcache_queue_depth", "contextcache_cache_bytes{tier=\"memory\"}"})
         EXPECT_NE(r->body.find(name), std::string::npos) << name;
     EXPECT_EQ(r->body.find("contextcache_remote_"), std::string::npos) << "no remote tier configured: no remote lines";
+    EXPECT_EQ(r->body.find("contextcache_kv_warm_bytes"), std::string::npos) << "no warm KV pool: no pool lines";
+}
+
+// --kv-warm-mb: /metrics shows the warm KV pool's capacity, what it holds, and where the pages of
+// KV storage came from.
+TEST(ServerKvPool, MetricsShowTheWarmKvPool) {
+    cc::EngineOptions e = engine_options();
+    e.kv_warm_bytes = size_t(8) << 20;
+    cc::serve::ServerOptions o;
+    o.port = 0;
+    cc::serve::Server s(e, o);
+    s.start();
+    post_to(s.port(), chat_body(ordered_json::parse(kTools)));
+    httplib::Client c("127.0.0.1", s.port());
+    auto r = c.Get("/metrics");
+    ASSERT_TRUE(r);
+    expect_prometheus_text(r->body);
+    EXPECT_EQ(metric(r->body, "contextcache_kv_warm_bytes{state=\"capacity\"}"), double(size_t(8) << 20)) << r->body;
+    EXPECT_GE(metric(r->body, "contextcache_kv_warm_bytes{state=\"held\"}"), 0) << r->body;
+    EXPECT_GE(metric(r->body, "contextcache_kv_storage_pages_bytes_total{pages=\"warm\"}"), 0) << r->body;
+    EXPECT_GE(metric(r->body, "contextcache_kv_storage_pages_bytes_total{pages=\"fresh\"}"), 0) << r->body;
+    EXPECT_GE(metric(r->body, "contextcache_kv_warm_returned_bytes_total"), 0) << r->body;
 }
 
 // With --remote, /metrics counts the remote tier: a replica that compiled a tool set publishes it,
