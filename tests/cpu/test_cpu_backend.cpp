@@ -702,6 +702,22 @@ TEST(cpu_backend, import_and_copy_reserve_the_positions_that_follow) {
     }
 }
 
+// One forward_batch step of two sequences over `prefix` (its first `split` positions): the next
+// token alone into s1, and the rest of `all` into s2; each sequence's logits == the full prefill's
+// rows at those positions (`full`: every row of `all`, V logits each).
+void expect_two_sequence_step(Backend& be, std::span<const token_id> all, KvBlock& prefix, int split, KvBlock& s1,
+                              KvBlock& s2, const std::vector<float>& full, int V, const std::string& ctx) {
+    const int n1 = 1, n2 = int(all.size()) - split;
+    std::vector<float> got1(size_t(n1) * V), got2(size_t(n2) * V);
+    const std::vector<int> rows1 = iota_rows(n1), rows2 = iota_rows(n2);
+    const std::vector<SequenceRows> step{
+        SequenceRows{all.subspan(size_t(split), size_t(n1)), KvView{&prefix, split, &s1}, rows1, got1},
+        SequenceRows{all.subspan(size_t(split)), KvView{&prefix, split, &s2}, rows2, got2}};
+    be.forward_batch(step);
+    EXPECT_TRUE(same_bits(got1, full.data() + size_t(split) * V, size_t(n1) * V)) << ctx << ": batched sequence 1";
+    EXPECT_TRUE(same_bits(got2, full.data() + size_t(split) * V, size_t(n2) * V)) << ctx << ": batched sequence 2";
+}
+
 // KV storage is not zeroed when a block is allocated (a recycled buffer keeps what the last block
 // wrote; cpu_backend.cpp, KvRecycler): the unwritten positions past a block's end, which attention
 // reads as the rest of a key tile, must never reach a logit. Blocks whose every position holds NaN
@@ -751,17 +767,7 @@ TEST(cpu_backend, stale_kv_storage_never_reaches_the_logits) {
                             << ctx << ": decode into a stale block, token " << t;
                     // one step, two sequences over the same prefix (shared-prefix attention), stale suffixes
                     auto s1 = stale(), s2 = stale();
-                    const int n1 = 1, n2 = n - split;
-                    std::vector<float> got1(size_t(n1) * V), got2(size_t(n2) * V);
-                    const std::vector<int> rows1 = iota_rows(n1), rows2 = iota_rows(n2);
-                    const std::vector<SequenceRows> step{
-                        SequenceRows{all.subspan(split, n1), KvView{prefix.get(), split, s1.get()}, rows1, got1},
-                        SequenceRows{all.subspan(split), KvView{prefix.get(), split, s2.get()}, rows2, got2}};
-                    be->forward_batch(step);
-                    EXPECT_TRUE(same_bits(got1, full.data() + size_t(split) * V, size_t(n1) * V))
-                        << ctx << ": batched sequence 1";
-                    EXPECT_TRUE(same_bits(got2, full.data() + size_t(split) * V, size_t(n2) * V))
-                        << ctx << ": batched sequence 2";
+                    expect_two_sequence_step(*be, all, *prefix, split, *s1, *s2, full, V, ctx);
                 }
     }
 }
@@ -833,15 +839,7 @@ TEST(cpu_backend, kv_blocks_from_the_warm_pool_give_the_same_bits) {
                               full.data() + size_t(split) * V, size_t(n - split) * V))
             << ctx << ": over a copied prefix";
         auto s1 = pooled(), s2 = pooled();
-        const int n1 = 1, n2 = n - split;
-        std::vector<float> got1(size_t(n1) * V), got2(size_t(n2) * V);
-        const std::vector<int> rows1 = iota_rows(n1), rows2 = iota_rows(n2);
-        const std::vector<SequenceRows> step{
-            SequenceRows{all.subspan(split, n1), KvView{prefix.get(), split, s1.get()}, rows1, got1},
-            SequenceRows{all.subspan(split), KvView{prefix.get(), split, s2.get()}, rows2, got2}};
-        be->forward_batch(step);
-        EXPECT_TRUE(same_bits(got1, full.data() + size_t(split) * V, size_t(n1) * V)) << ctx << ": batched sequence 1";
-        EXPECT_TRUE(same_bits(got2, full.data() + size_t(split) * V, size_t(n2) * V)) << ctx << ": batched sequence 2";
+        expect_two_sequence_step(*be, all, *prefix, split, *s1, *s2, full, V, ctx);
 
         const WarmPages::Stats after = be->kv_pool_stats();
         EXPECT_GT(after.warm_bytes_taken, before.warm_bytes_taken) << ctx << ": the blocks did not come from the pool";
