@@ -97,7 +97,6 @@ float element_to_f32(const std::byte* data, DType t, size_t i) {
 class KvRecycler {
 public:
     explicit KvRecycler(std::shared_ptr<WarmPages> pool) : pool_(std::move(pool)) {}
-    WarmPages* pool() const { return pool_.get(); }
 
     template <class T>
     KvStorage<T> take(size_t n) {
@@ -925,7 +924,7 @@ private:
     Activations act_;
     std::shared_ptr<WarmPages> kv_pool_;      // resident pages for KV storage (options.kv_warm_bytes); null: none
     std::shared_ptr<KvRecycler> recycler_;    // freed KV storage (over kv_pool_)
-    std::thread kv_fill_;                     // fills kv_pool_ once, off the requests' path
+    std::thread kv_fill_;                     // fills kv_pool_ (and refills it below half), off the requests' path
 };
 
 CpuBackend::SeqPlan CpuBackend::plan_sequence(std::span<const token_id> tokens, const KvView& kv,
