@@ -165,6 +165,14 @@ cc::EngineOptions engine_options(Args& args, const std::string& model_spec, cons
     int64_t kv_warm_mb = default_kv_warm_mb;
     if (auto v = args.get("kv-warm-mb")) kv_warm_mb = parse_int(*v, "--kv-warm-mb", 0, int64_t(1) << 20);
     o.kv_warm_bytes = static_cast<size_t>(kv_warm_mb) << 20;
+    if (auto v = args.get("kv-warm-fill")) {
+        if (*v == "on-demand")
+            o.kv_warm_fill = cc::WarmFill::on_demand;
+        else if (*v == "up-front")
+            o.kv_warm_fill = cc::WarmFill::up_front;
+        else
+            throw UsageError("--kv-warm-fill: \"" + *v + "\" is not one of on-demand, up-front");
+    }
     return o;
 }
 

@@ -71,9 +71,11 @@ global options:
   --remote-wait-ms N  how long to wait for another replica compiling the same group (default 30000)
   --remote-warm-mb N  resident memory kept warm for fetched groups (default 256 for serve, else 0;
                       docs/deploy.md): fetches skip first-touch page faults; costs that much RSS
-  --kv-warm-mb N      memory made resident at load for KV blocks, where freed KV storage returns
+  --kv-warm-mb N      memory kept resident for KV blocks, where freed KV storage returns
                       (default 512 for serve, else 0; CPU backend; docs/server.md): a request's
                       block skips first-touch page faults; up to that much RSS while unused
+  --kv-warm-fill on-demand|up-front  how that memory is made resident: as much as the blocks
+                      so far lacked (default), or all of it when the model loads
   --json              print one JSON object (JSON lines for --jsonl)
   --help              this text
 

@@ -25,6 +25,7 @@ struct BackendOptions {
     WeightDType weights = WeightDType::stored;  // the CPU converts; the CUDA backend takes stored only
     int device = 0;                    // device index (CUDA)
     size_t kv_warm_bytes = 0;          // the CPU backend's warm KV pool (CpuBackendOptions::kv_warm_bytes)
+    WarmFill kv_warm_fill = WarmFill::on_demand;  // how it fills (CpuBackendOptions::kv_warm_fill)
 };
 
 // One row of a backend's self-test on the user's own device: an op or the whole model against

@@ -18,8 +18,9 @@ constexpr size_t kFillBlock = size_t(32) << 20;
 
 }  // namespace
 
-WarmPages::WarmPages(size_t capacity_bytes) : capacity_(capacity_bytes / kPiece * kPiece) {
+WarmPages::WarmPages(size_t capacity_bytes, WarmFill fill) : capacity_(capacity_bytes / kPiece * kPiece), mode_(fill) {
     stats_.capacity_bytes = capacity_;
+    stats_.target_bytes = mode_ == WarmFill::up_front ? capacity_ : 0;
 }
 
 WarmPages::~WarmPages() {
@@ -32,8 +33,8 @@ size_t WarmPages::fill() {
         size_t want = 0;
         {
             std::lock_guard lock(mutex_);
-            if (stats_.held_bytes >= capacity_) break;
-            want = std::min(kFillBlock, capacity_ - stats_.held_bytes);
+            if (stats_.held_bytes >= stats_.target_bytes) break;
+            want = std::min(kFillBlock, stats_.target_bytes - stats_.held_bytes);
         }
         std::byte* block = nullptr;
         try {
@@ -47,7 +48,7 @@ size_t WarmPages::fill() {
         for (size_t off = 0; off < want; off += 4096) bytes[off] = 0;
         std::lock_guard lock(mutex_);
         size_t kept = 0;
-        for (; kept < want && stats_.held_bytes < capacity_; kept += kPiece) {
+        for (; kept < want && stats_.held_bytes < stats_.target_bytes; kept += kPiece) {
             pieces_.push_back(block + kept);
             stats_.held_bytes += kPiece;
         }
@@ -62,7 +63,7 @@ void WarmPages::keep_filled() {
     while (!stop_) {
         fill();
         std::unique_lock lock(mutex_);
-        low_.wait(lock, [this] { return stop_ || stats_.held_bytes < capacity_ / 2; });
+        low_.wait(lock, [this] { return stop_ || stats_.held_bytes < stats_.target_bytes / 2; });
     }
 }
 
@@ -86,7 +87,10 @@ void* WarmPages::take(size_t bytes) {
         warm.assign(pieces_.end() - static_cast<ptrdiff_t>(n), pieces_.end());  // the last given back: hottest
         pieces_.resize(pieces_.size() - n);
         stats_.held_bytes -= n * kPiece;
-        low = n > 0 && stats_.held_bytes < capacity_ / 2;
+        // On demand, the target grows by what this take lacked: the next one like it finds it warm.
+        if (mode_ == WarmFill::on_demand && n < size / kPiece)
+            stats_.target_bytes = std::min(capacity_, stats_.target_bytes + (size / kPiece - n) * kPiece);
+        low = (n > 0 || mode_ == WarmFill::on_demand) && stats_.held_bytes < stats_.target_bytes / 2;
     }
     if (low) low_.notify_one();  // a keep_filled() thread refills it
     size_t moved = 0;

@@ -10,7 +10,12 @@
 // buffer of n bytes is a fresh 2 MiB-aligned mapping of round_up(n, 2 MiB) bytes into which the
 // pool's warm pieces are moved with mremap(2): page tables move, no byte is copied and no page
 // faults; the pieces the pool lacks stay fresh (faulted on first write, as without a pool).
-// keep_filled() refills it in the background whenever takes leave it below half.
+// keep_filled() refills it in the background whenever takes leave it below half its fill target.
+// The fill target is its capacity (WarmFill::up_front: everything made resident ahead of time, as
+// the remote tier wants for a first fetch), or grows with demand (WarmFill::on_demand: it starts
+// at nothing and grows by the bytes each take could not be given warm, up to the capacity), so a
+// server that runs one request at a time keeps about one block's pages warm rather than the
+// whole capacity (docs/benchmarks.md, "A warm KV pool that grows with demand").
 // Buffers below 2 MiB are big_alloc's (not pooled). The bytes of a reused piece are whatever the
 // buffer that gave it back held (this process's own data): the caller fills every byte it reads.
 #pragma once
@@ -27,19 +32,27 @@
 
 namespace cc {
 
+// What fill() and keep_filled() make resident (given-back pieces are kept up to the capacity
+// either way).
+enum class WarmFill {
+    up_front,   // the whole capacity
+    on_demand,  // a target that starts at 0 and grows by the bytes each take lacked, up to the capacity
+};
+
 class WarmPages {
 public:
     static constexpr size_t kPiece = size_t(2) << 20;
 
-    explicit WarmPages(size_t capacity_bytes);  // rounded down to whole pieces; 0 = no pool
+    // capacity rounded down to whole pieces; 0 = no pool
+    explicit WarmPages(size_t capacity_bytes, WarmFill fill = WarmFill::up_front);
     ~WarmPages();                               // unmaps what it holds (buffers out keep theirs)
     WarmPages(const WarmPages&) = delete;
     WarmPages& operator=(const WarmPages&) = delete;
 
-    // Maps and touches pieces until the pool holds its capacity; returns the bytes added. Safe on
-    // any thread beside take/give; stops early (between blocks of 32 MiB) once stop() is called.
+    // Maps and touches pieces until the pool holds its fill target; returns the bytes added. Safe
+    // on any thread beside take/give; stops early (between blocks of 32 MiB) once stop() is called.
     size_t fill();
-    // Fills the pool, then again whenever take() leaves it below half its capacity, until stop():
+    // Fills the pool, then again whenever take() leaves it below half its fill target, until stop():
     // the body of a thread of its own that keeps a pool ready (the CPU backend's KV pool runs it at
     // the lowest priority, so refilling takes idle CPU time, not a request's).
     void keep_filled();
@@ -52,6 +65,7 @@ public:
 
     struct Stats {
         size_t capacity_bytes = 0;
+        size_t target_bytes = 0;        // what fill() makes resident: the capacity, or what demand has asked for
         size_t held_bytes = 0;          // warm pieces waiting in the pool
         uint64_t warm_bytes_taken = 0;  // bytes of buffers that came from the pool's pieces
         uint64_t cold_bytes_taken = 0;  // bytes of buffers the pool had no pieces for
@@ -62,9 +76,10 @@ public:
 
 private:
     const size_t capacity_;
+    const WarmFill mode_;
     std::atomic<bool> stop_{false};
     mutable std::mutex mutex_;
-    std::condition_variable low_;  // take() left the pool below half its capacity, or stop()
+    std::condition_variable low_;     // take() left the pool below half its fill target, or stop()
     std::vector<std::byte*> pieces_;  // each a resident kPiece range
     Stats stats_;
 };

@@ -466,8 +466,9 @@ public:
           kernels_(cpu::kernels_for(isa_)),
           pool_(options.n_threads > 0 ? options.n_threads : cpu::ThreadPool::available_cores()),
           ws_(pool_.n_threads()),
-          kv_pool_(options.kv_warm_bytes >= WarmPages::kPiece ? std::make_shared<WarmPages>(options.kv_warm_bytes)
-                                                              : nullptr),
+          kv_pool_(options.kv_warm_bytes >= WarmPages::kPiece
+                       ? std::make_shared<WarmPages>(options.kv_warm_bytes, options.kv_warm_fill)
+                       : nullptr),
           recycler_(std::make_shared<KvRecycler>(kv_pool_)) {
         // An experiment's switch (the bits are the same either way): CC_CPU_SHARED_PREFIX=0 turns
         // the shared-prefix attention off, to measure what it saves.
@@ -1205,6 +1206,7 @@ BackendEntry cpu_backend_entry() {
         cpu.kv_dtype = o.kv_dtype;
         cpu.weights = o.weights;
         cpu.kv_warm_bytes = o.kv_warm_bytes;
+        cpu.kv_warm_fill = o.kv_warm_fill;
         return cpu;
     };
     e.numerics_id = [cpu_options](const BackendOptions& o, const CudaProbeSummary&) { return cpu_numerics_id(cpu_options(o)); };

@@ -30,15 +30,19 @@ struct CpuBackendOptions {
     // are the same either way (a test compares them with each sequence alone); off only to measure
     // what it saves (also with CC_CPU_SHARED_PREFIX=0 in the environment).
     bool share_prefix_attention = true;
-    // Memory made resident for KV blocks when the backend is built (on a thread of its own, off
-    // the requests' path), and where freed KV storage returns, up to this many bytes (rounded down
-    // to 2 MiB pieces; 0 = no pool: storage is mapped fresh and faulted in on its first write).
-    // A server's blocks then come from pages already there, as llama-server's and vLLM's KV cache
-    // is allocated up front; see KvRecycler in cpu_backend.cpp. It changes no value.
+    // Memory made resident for KV blocks (on a thread of its own, off the requests' path), and
+    // where freed KV storage returns, up to this many bytes (rounded down to 2 MiB pieces; 0 = no
+    // pool: storage is mapped fresh and faulted in on its first write). A server's blocks then
+    // come from pages already there, as llama-server's and vLLM's KV cache is allocated up front;
+    // see KvRecycler in cpu_backend.cpp. It changes no value.
     size_t kv_warm_bytes = 0;
-    // Whether that pool is refilled, at the lowest priority, whenever takes leave it below half
-    // (WarmPages::keep_filled); false: filled once, then only by freed storage (what a test uses
-    // to know which pieces the pool holds).
+    // How much of it is made resident ahead of use: on_demand (the default) as much as the blocks
+    // taken so far have lacked, so that a server with one client at a time holds about one block
+    // warm, not the whole capacity in its RSS; up_front: all of it when the backend is built.
+    WarmFill kv_warm_fill = WarmFill::on_demand;
+    // Whether that pool is refilled, at the lowest priority, whenever takes leave it below half its
+    // fill target (WarmPages::keep_filled); false: filled once, then only by freed storage (what a
+    // test uses to know which pieces the pool holds).
     bool kv_warm_refill = true;
 };
 

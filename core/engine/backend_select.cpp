@@ -18,6 +18,7 @@ BackendOptions backend_options(const EngineOptions& options) {
     o.weights = options.weights;
     o.device = 0;
     o.kv_warm_bytes = options.kv_warm_bytes;
+    o.kv_warm_fill = options.kv_warm_fill;
     return o;
 }
 

@@ -64,6 +64,8 @@ struct EngineOptions {
     // Host memory made resident for KV blocks when the model loads (the CPU backend's warm KV
     // pool, CpuBackendOptions::kv_warm_bytes; the server's --kv-warm-mb); 0 = none.
     size_t kv_warm_bytes = 0;
+    // How that pool fills (CpuBackendOptions::kv_warm_fill; the server's --kv-warm-fill).
+    WarmFill kv_warm_fill = WarmFill::on_demand;
 };
 
 struct ModelInfo {

@@ -183,10 +183,12 @@ std::string ServerStats::prometheus(size_t queue_depth, size_t max_queue, size_t
       << "contextcache_cache_groups{tier=\"memory\"} " << cache_.memory_groups << "\n";
     if (cache_.kv_pool.capacity_bytes > 0) {
         const WarmPages::Stats& k = cache_.kv_pool;
-        o << "# HELP contextcache_kv_warm_bytes Memory made resident for KV blocks (--kv-warm-mb): its capacity and "
-             "what it holds now, unused.\n"
+        o << "# HELP contextcache_kv_warm_bytes Memory made resident for KV blocks (--kv-warm-mb): its capacity, "
+             "the fill target (--kv-warm-fill: the capacity, or what blocks have lacked so far) and what it holds "
+             "now, unused.\n"
           << "# TYPE contextcache_kv_warm_bytes gauge\n"
           << "contextcache_kv_warm_bytes{state=\"capacity\"} " << k.capacity_bytes << "\n"
+          << "contextcache_kv_warm_bytes{state=\"target\"} " << k.target_bytes << "\n"
           << "contextcache_kv_warm_bytes{state=\"held\"} " << k.held_bytes << "\n"
           << "# HELP contextcache_kv_storage_pages_bytes_total Bytes of KV storage (buffers from 2 MiB) by where their "
              "pages came from: the warm pool or fresh memory.\n"

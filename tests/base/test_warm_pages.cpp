@@ -170,5 +170,54 @@ TEST(WarmPages, KeepFilledRefillsBelowHalfUntilStopped) {
     EXPECT_EQ(pool.stats().held_bytes, 8 * kPiece);
 }
 
+// WarmFill::on_demand: nothing is made resident ahead of use; each take that the pool cannot give
+// warm raises the fill target by what it lacked (up to the capacity), and fill() then makes that
+// much resident, so the next take of the same size finds it warm.
+TEST(WarmPages, OnDemandFillGrowsByWhatTakesLacked) {
+    WarmPages pool(16 * kPiece, WarmFill::on_demand);
+    EXPECT_EQ(pool.stats().target_bytes, 0u);
+    EXPECT_EQ(pool.fill(), 0u) << "no demand yet: nothing touched";
+    void* a = pool.take(3 * kPiece - 100);  // 3 pieces, all fresh
+    EXPECT_EQ(pool.stats().cold_bytes_taken, 3 * kPiece);
+    EXPECT_EQ(pool.stats().target_bytes, 3 * kPiece);
+    EXPECT_EQ(pool.fill(), 3 * kPiece);
+    void* b = pool.take(2 * kPiece);  // warm: the target stays
+    EXPECT_EQ(pool.stats().warm_bytes_taken, 2 * kPiece);
+    EXPECT_EQ(pool.stats().target_bytes, 3 * kPiece);
+    void* c = pool.take(4 * kPiece);  // 1 warm, 3 fresh: the target grows by 3
+    EXPECT_EQ(pool.stats().warm_bytes_taken, 3 * kPiece);
+    EXPECT_EQ(pool.stats().target_bytes, 6 * kPiece);
+    EXPECT_EQ(pool.fill(), 6 * kPiece);
+    void* d = pool.take(40 * kPiece);  // 6 warm, 34 fresh: up to the capacity, not past it
+    EXPECT_EQ(pool.stats().target_bytes, 16 * kPiece);
+    pool.give(d, 40 * kPiece);  // given back: kept up to the capacity, not the target
+    EXPECT_EQ(pool.stats().held_bytes, 16 * kPiece);
+    for (auto [p, n] : {std::pair{a, 3 * kPiece - 100}, {b, 2 * kPiece}, {c, 4 * kPiece}}) pool.give(p, n);
+    EXPECT_EQ(pool.stats().held_bytes, 16 * kPiece);
+}
+
+// keep_filled() on demand: idle until a take lacks pieces, then fills what it lacked.
+TEST(WarmPages, KeepFilledOnDemandFillsWhatTakesLacked) {
+    WarmPages pool(8 * kPiece, WarmFill::on_demand);
+    std::thread keeper([&] { pool.keep_filled(); });
+    struct Join {
+        WarmPages& pool;
+        std::thread& t;
+        ~Join() {
+            pool.stop();
+            t.join();
+        }
+    } join{pool, keeper};
+    void* a = pool.take(2 * kPiece);
+    bool filled = false;
+    for (int i = 0; i < 20000 && !filled; ++i) {  // bounded: 20 s
+        filled = pool.stats().held_bytes == 2 * kPiece;
+        if (!filled) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(filled) << "the keeper did not fill what the take lacked";
+    EXPECT_EQ(pool.stats().filled_bytes, 2 * kPiece) << "filled past the demand";
+    pool.give(a, 2 * kPiece);
+}
+
 }  // namespace
 }  // namespace cc

@@ -55,6 +55,9 @@ TEST(Cli, HelpAndUsageErrors) {
     r = run_cli({"--kv-warm-mb", "-1", "key", "--tools", toolset(5)});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("--kv-warm-mb"), std::string::npos) << r.err;
+    r = run_cli({"--kv-warm-fill", "lazy", "key", "--tools", toolset(5)});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--kv-warm-fill: \"lazy\""), std::string::npos) << r.err;
 }
 
 TEST(Cli, TokenizePlainAndTemplateOnTheBundledQwen3) {

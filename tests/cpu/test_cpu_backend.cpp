@@ -789,6 +789,7 @@ TEST(cpu_backend, kv_blocks_from_the_warm_pool_give_the_same_bits) {
         CpuBackendOptions o = opts(cpu::best_isa(), 2, kv);
         auto plain = make_cpu_backend(s->w, o);
         o.kv_warm_bytes = pool_bytes;
+        o.kv_warm_fill = WarmFill::up_front;
         o.kv_warm_refill = false;  // filled once: the pieces freed below are what it holds after
         auto be = make_cpu_backend(s->w, o);
         auto full_block = plain->allocate_kv(n);

@@ -418,6 +418,9 @@ TEST(ServerKvPool, MetricsShowTheWarmKvPool) {
     expect_prometheus_text(r->body);
     EXPECT_EQ(metric(r->body, "contextcache_kv_warm_bytes{state=\"capacity\"}"), double(size_t(8) << 20)) << r->body;
     EXPECT_GE(metric(r->body, "contextcache_kv_warm_bytes{state=\"held\"}"), 0) << r->body;
+    const double target = metric(r->body, "contextcache_kv_warm_bytes{state=\"target\"}");
+    EXPECT_GE(target, 0) << r->body;
+    EXPECT_LE(target, double(size_t(8) << 20)) << r->body;
     EXPECT_GE(metric(r->body, "contextcache_kv_storage_pages_bytes_total{pages=\"warm\"}"), 0) << r->body;
     EXPECT_GE(metric(r->body, "contextcache_kv_storage_pages_bytes_total{pages=\"fresh\"}"), 0) << r->body;
     EXPECT_GE(metric(r->body, "contextcache_kv_warm_returned_bytes_total"), 0) << r->body;
