@@ -75,9 +75,19 @@ void WarmPages::stop() {
     low_.notify_all();
 }
 
+bool WarmPages::bypasses(size_t size) const {
+    return mode_ == WarmFill::on_demand && size > capacity_ / 4;
+}
+
 void* WarmPages::take(size_t bytes) {
     if (bytes < kPiece) return big_alloc(bytes);
     const size_t size = round_up(bytes, kPiece);
+    if (bypasses(size)) {
+        void* p = big_alloc(size);
+        std::lock_guard lock(mutex_);
+        stats_.cold_bytes_taken += size;
+        return p;
+    }
     auto* base = static_cast<std::byte*>(big_alloc(size));  // fresh: where the pool has no piece
     std::vector<std::byte*> warm;
     bool low = false;
@@ -126,7 +136,7 @@ void WarmPages::give(void* p, size_t bytes) noexcept {
     auto* base = static_cast<std::byte*>(p);
     const size_t size = round_up(bytes, kPiece);
     size_t kept = 0;
-    {
+    if (!bypasses(size)) {
         std::lock_guard lock(mutex_);
         bool room = true;  // push_back must not throw here (noexcept): reserve first
         try {

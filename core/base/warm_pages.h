@@ -15,7 +15,10 @@
 // the remote tier wants for a first fetch), or grows with demand (WarmFill::on_demand: it starts
 // at nothing and grows by the bytes each take could not be given warm, up to the capacity), so a
 // server that runs one request at a time keeps about one block's pages warm rather than the
-// whole capacity (docs/benchmarks.md, "A warm KV pool that grows with demand").
+// whole capacity (docs/benchmarks.md, "A warm KV pool that grows with demand"). On demand,
+// buffers of more than a quarter of the capacity (a group's compiled KV, not a request's block)
+// neither come from the pool nor teach it nor go back to it: one compile would otherwise make
+// the pool keep a whole group's size resident beside the group.
 // Buffers below 2 MiB are big_alloc's (not pooled). The bytes of a reused piece are whatever the
 // buffer that gave it back held (this process's own data): the caller fills every byte it reads.
 #pragma once
@@ -36,7 +39,8 @@ namespace cc {
 // either way).
 enum class WarmFill {
     up_front,   // the whole capacity
-    on_demand,  // a target that starts at 0 and grows by the bytes each take lacked, up to the capacity
+    on_demand,  // a target that starts at 0 and grows by the bytes each take lacked, up to the capacity;
+                // buffers of more than a quarter of the capacity bypass the pool
 };
 
 class WarmPages {
@@ -75,6 +79,7 @@ public:
     Stats stats() const;
 
 private:
+    bool bypasses(size_t size) const;  // on demand: a buffer (whole pieces) too big for the pool
     const size_t capacity_;
     const WarmFill mode_;
     std::atomic<bool> stop_{false};

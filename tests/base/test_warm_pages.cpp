@@ -188,9 +188,19 @@ TEST(WarmPages, OnDemandFillGrowsByWhatTakesLacked) {
     EXPECT_EQ(pool.stats().warm_bytes_taken, 3 * kPiece);
     EXPECT_EQ(pool.stats().target_bytes, 6 * kPiece);
     EXPECT_EQ(pool.fill(), 6 * kPiece);
-    void* d = pool.take(40 * kPiece);  // 6 warm, 34 fresh: up to the capacity, not past it
+    // More than a quarter of the capacity (a group's KV): fresh, and it neither teaches the pool
+    // nor goes back to it.
+    void* d = pool.take(5 * kPiece);
+    EXPECT_EQ(pool.stats().held_bytes, 6 * kPiece);
+    EXPECT_EQ(pool.stats().target_bytes, 6 * kPiece);
+    pool.give(d, 5 * kPiece);
+    EXPECT_EQ(pool.stats().held_bytes, 6 * kPiece);
+    // Takes the pool cannot cover raise the target up to the capacity, not past it.
+    std::vector<void*> blocks;
+    for (int i = 0; i < 8; ++i) blocks.push_back(pool.take(4 * kPiece));
     EXPECT_EQ(pool.stats().target_bytes, 16 * kPiece);
-    pool.give(d, 40 * kPiece);  // given back: kept up to the capacity, not the target
+    EXPECT_EQ(pool.stats().warm_bytes_taken, 9 * kPiece);
+    for (void* p : blocks) pool.give(p, 4 * kPiece);  // given back: kept up to the capacity
     EXPECT_EQ(pool.stats().held_bytes, 16 * kPiece);
     for (auto [p, n] : {std::pair{a, 3 * kPiece - 100}, {b, 2 * kPiece}, {c, 4 * kPiece}}) pool.give(p, n);
     EXPECT_EQ(pool.stats().held_bytes, 16 * kPiece);
