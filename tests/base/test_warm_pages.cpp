@@ -142,29 +142,38 @@ TEST(WarmPages, FillBesideTakeAndGiveOnOtherThreads) {
     EXPECT_EQ(stopped.fill(), 0u) << "stop() before fill: nothing touched";
 }
 
+// A thread running pool.keep_filled(), stopped and joined on every way out of a test, so a failed
+// assertion never leaves it running.
+class Keeper {
+public:
+    explicit Keeper(WarmPages& pool) : pool_(pool), thread_([&pool] { pool.keep_filled(); }) {}
+    ~Keeper() {
+        pool_.stop();
+        thread_.join();
+    }
+
+private:
+    WarmPages& pool_;
+    std::thread thread_;
+};
+
+// Whether the pool comes to hold exactly `bytes` within 20 s (a keeper thread fills it).
+bool held_reaches(const WarmPages& pool, size_t bytes) {
+    for (int i = 0; i < 20000; ++i) {
+        if (pool.stats().held_bytes == bytes) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+}
+
 // keep_filled() fills the pool, refills it once takes leave it below half, and returns on stop().
 TEST(WarmPages, KeepFilledRefillsBelowHalfUntilStopped) {
     WarmPages pool(8 * kPiece);
-    std::thread keeper([&] { pool.keep_filled(); });
-    struct Join {  // on every way out, so a failed assertion never leaves the thread running
-        WarmPages& pool;
-        std::thread& t;
-        ~Join() {
-            pool.stop();
-            t.join();
-        }
-    } join{pool, keeper};
-    const auto held_reaches = [&](size_t bytes) {
-        for (int i = 0; i < 20000; ++i) {  // bounded: 20 s
-            if (pool.stats().held_bytes == bytes) return true;
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-        return false;
-    };
-    ASSERT_TRUE(held_reaches(8 * kPiece)) << "never filled";
+    Keeper keeper(pool);
+    ASSERT_TRUE(held_reaches(pool, 8 * kPiece)) << "never filled";
     // (a take above half may still meet the first fill's last check and be topped up: not tested)
     void* a = pool.take(6 * kPiece);  // 2 of 8 left: below half, refilled to 8
-    ASSERT_TRUE(held_reaches(8 * kPiece)) << "not refilled";
+    ASSERT_TRUE(held_reaches(pool, 8 * kPiece)) << "not refilled";
     EXPECT_GE(pool.stats().filled_bytes, 14 * kPiece);
     pool.give(a, 6 * kPiece);  // full: given back pieces are unmapped
     EXPECT_EQ(pool.stats().held_bytes, 8 * kPiece);
@@ -209,22 +218,9 @@ TEST(WarmPages, OnDemandFillGrowsByWhatTakesLacked) {
 // keep_filled() on demand: idle until a take lacks pieces, then fills what it lacked.
 TEST(WarmPages, KeepFilledOnDemandFillsWhatTakesLacked) {
     WarmPages pool(8 * kPiece, WarmFill::on_demand);
-    std::thread keeper([&] { pool.keep_filled(); });
-    struct Join {
-        WarmPages& pool;
-        std::thread& t;
-        ~Join() {
-            pool.stop();
-            t.join();
-        }
-    } join{pool, keeper};
+    Keeper keeper(pool);
     void* a = pool.take(2 * kPiece);
-    bool filled = false;
-    for (int i = 0; i < 20000 && !filled; ++i) {  // bounded: 20 s
-        filled = pool.stats().held_bytes == 2 * kPiece;
-        if (!filled) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    EXPECT_TRUE(filled) << "the keeper did not fill what the take lacked";
+    EXPECT_TRUE(held_reaches(pool, 2 * kPiece)) << "the keeper did not fill what the take lacked";
     EXPECT_EQ(pool.stats().filled_bytes, 2 * kPiece) << "filled past the demand";
     pool.give(a, 2 * kPiece);
 }
