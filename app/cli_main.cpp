@@ -73,9 +73,10 @@ global options:
                       docs/deploy.md): fetches skip first-touch page faults; costs that much RSS
   --kv-warm-mb N      memory kept resident for KV blocks, where freed KV storage returns
                       (default 512 for serve, else 0; CPU backend; docs/server.md): a request's
-                      block skips first-touch page faults; up to that much RSS while unused
+                      block skips first-touch page faults
   --kv-warm-fill on-demand|up-front  how that memory is made resident: as much as the blocks
-                      so far lacked (default), or all of it when the model loads
+                      so far lacked (default; buffers above N/4 bypass it), or all N MiB when the
+                      model loads (N MiB of RSS from the start)
   --json              print one JSON object (JSON lines for --jsonl)
   --help              this text
 
