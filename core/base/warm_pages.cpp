@@ -100,7 +100,7 @@ void* WarmPages::take(size_t bytes) {
         // On demand, the target grows by what this take lacked: the next one like it finds it warm.
         if (mode_ == WarmFill::on_demand && n < size / kPiece)
             stats_.target_bytes = std::min(capacity_, stats_.target_bytes + (size / kPiece - n) * kPiece);
-        low = (n > 0 || mode_ == WarmFill::on_demand) && stats_.held_bytes < stats_.target_bytes / 2;
+        low = stats_.held_bytes < stats_.target_bytes / 2;
     }
     if (low) low_.notify_one();  // a keep_filled() thread refills it
     size_t moved = 0;
