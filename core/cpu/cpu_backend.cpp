@@ -1040,6 +1040,22 @@ void CpuBackend::forward_rows(std::span<const token_id> tokens, std::span<const 
         if (same != prefix_sharing.end()) same->push_back(int(s));
         else prefix_sharing.push_back({int(s)});
     }
+    // The last layer runs on past its K/V only for the rows whose logits are asked for (llama.cpp's
+    // inp_out_ids): the other rows' outputs of that layer would feed nothing. `kept` ascending and
+    // unique, `compact[t]` row t's place among them (-1: not kept). Their bits do not change: a
+    // row's attention, GEMMs and norms are the same chains whichever other rows run beside it.
+    std::vector<int> kept, compact;
+    bool trim_last = false;
+    if (run_layers == c.n_layers && sparse == nullptr) {
+        kept.assign(logit_rows.begin(), logit_rows.end());
+        std::sort(kept.begin(), kept.end());
+        kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+        trim_last = int(kept.size()) < T;
+        if (trim_last) {
+            compact.assign(Tz, -1);
+            for (size_t j = 0; j < kept.size(); ++j) compact[size_t(kept[j])] = int(j);
+        }
+    }
     struct {
         std::vector<cpu::KvSegment> suffixes;
         std::vector<int> row_seq, row_pos;
@@ -1057,6 +1073,8 @@ void CpuBackend::forward_rows(std::span<const token_id> tokens, std::span<const 
     for (int l = 0; l < run_layers; ++l) {
         check_cancel();
         const Layer& L = layers_[size_t(l)];
+        const bool trimmed = trim_last && l == c.n_layers - 1;
+        auto out_row = [&](int t) { return trimmed ? compact[size_t(t)] : t; };  // row t's place after attention
 
         // attention: xn = rmsnorm(x); q, k, v projections
         for_rows(T, [&](int t) { kernels_.rmsnorm(&a.x[size_t(t) * dim], L.attn_norm, &a.xn[size_t(t) * dim], dim, eps); });
@@ -1127,13 +1145,24 @@ void CpuBackend::forward_rows(std::span<const token_id> tokens, std::span<const 
                 args.seg[0].first_pos = 0;
                 args.seg[0].n_tokens = first.P;
                 if (shared.size() == 1) {
-                    args.seg[1] = first.suffix->segment(l, first.P, first.n0 + first.n_rows);
-                    args.q = &a.q[size_t(first.row0) * qd];
-                    args.n_rows = first.n_rows;
-                    args.first_pos = first.P + first.n0;
-                    args.out = &a.att[size_t(first.row0) * qd];
-                    args.suffixes = nullptr;
-                    kernels_.attention(pool_, ws_, args);
+                    // each run of consecutive rows that go on (all of them but in a trimmed layer)
+                    // as a call of its own, its suffix segment ending at the run's last row
+                    for (int r0 = 0; r0 < first.n_rows;) {
+                        if (out_row(first.row0 + r0) < 0) {
+                            ++r0;
+                            continue;
+                        }
+                        int r1 = r0 + 1;
+                        while (r1 < first.n_rows && out_row(first.row0 + r1) >= 0) ++r1;
+                        args.seg[1] = first.suffix->segment(l, first.P, first.n0 + r1);
+                        args.q = &a.q[size_t(first.row0 + r0) * qd];
+                        args.n_rows = r1 - r0;
+                        args.first_pos = first.P + first.n0 + r0;
+                        args.out = &a.att[size_t(out_row(first.row0 + r0)) * qd];
+                        args.suffixes = nullptr;
+                        kernels_.attention(pool_, ws_, args);
+                        r0 = r1;
+                    }
                     continue;
                 }
                 // several sequences over this prefix: one call, each row against its own suffix
@@ -1142,12 +1171,14 @@ void CpuBackend::forward_rows(std::span<const token_id> tokens, std::span<const 
                     const SeqPlan& sp = seqs[size_t(shared[k])];
                     share.suffixes.push_back(sp.suffix->segment(l, sp.P, sp.n0 + sp.n_rows));
                     for (int r = 0; r < sp.n_rows; ++r) {
+                        if (out_row(sp.row0 + r) < 0) continue;
                         share.row_seq.push_back(int(k));
                         share.row_pos.push_back(sp.P + sp.n0 + r);
                         share.row_q.push_back(&a.q[size_t(sp.row0 + r) * qd]);
-                        share.row_out.push_back(&a.att[size_t(sp.row0 + r) * qd]);
+                        share.row_out.push_back(&a.att[size_t(out_row(sp.row0 + r)) * qd]);
                     }
                 }
+                if (share.row_seq.empty()) continue;
                 args.suffixes = share.suffixes.data();
                 args.row_seq = share.row_seq.data();
                 args.row_pos = share.row_pos.data();
@@ -1158,22 +1189,35 @@ void CpuBackend::forward_rows(std::span<const token_id> tokens, std::span<const 
                 args.suffixes = nullptr;
             }
         }
-        kernels_.gemm(pool_, ws_, a.att.data(), T, L.wo, a.proj.data());
-        if (L.bo) for_rows(T, [&](int t) { add_bias(&a.proj[size_t(t) * dim], L.bo, dim); });
-        for_rows(T, [&](int t) {
-            for (int i = 0; i < dim; ++i) a.x[size_t(t) * dim + i] = a.x[size_t(t) * dim + i] + a.proj[size_t(t) * dim + i];
+        // From here on a trimmed layer runs the kept rows only, moved to the front of the residual.
+        int rows = T;
+        if (trimmed) {
+            rows = int(kept.size());
+            for (int j = 0; j < rows; ++j)
+                if (kept[size_t(j)] != j)
+                    std::memcpy(&a.x[size_t(j) * dim], &a.x[size_t(kept[size_t(j)]) * dim],
+                                size_t(dim) * sizeof(float));
+            if (rows == 0) continue;
+        }
+        kernels_.gemm(pool_, ws_, a.att.data(), rows, L.wo, a.proj.data());
+        if (L.bo) for_rows(rows, [&](int t) { add_bias(&a.proj[size_t(t) * dim], L.bo, dim); });
+        for_rows(rows, [&](int t) {
+            for (int i = 0; i < dim; ++i)
+                a.x[size_t(t) * dim + i] = a.x[size_t(t) * dim + i] + a.proj[size_t(t) * dim + i];
         });
 
         // MLP: down(silu(gate(xn)) * up(xn)), then the residual
-        for_rows(T, [&](int t) { kernels_.rmsnorm(&a.x[size_t(t) * dim], L.ffn_norm, &a.xn[size_t(t) * dim], dim, eps); });
-        kernels_.gemm(pool_, ws_, a.xn.data(), T, L.w_gate_up, a.gate_up.data());
-        for_rows(T, [&](int t) {
+        for_rows(rows,
+                 [&](int t) { kernels_.rmsnorm(&a.x[size_t(t) * dim], L.ffn_norm, &a.xn[size_t(t) * dim], dim, eps); });
+        kernels_.gemm(pool_, ws_, a.xn.data(), rows, L.w_gate_up, a.gate_up.data());
+        for_rows(rows, [&](int t) {
             const float* row = &a.gate_up[size_t(t) * 2 * ffn];
             kernels_.swiglu(row, row + ffn, &a.gate[size_t(t) * ffn], ffn);
         });
-        kernels_.gemm(pool_, ws_, a.gate.data(), T, L.w_down, a.proj.data());
-        for_rows(T, [&](int t) {
-            for (int i = 0; i < dim; ++i) a.x[size_t(t) * dim + i] = a.x[size_t(t) * dim + i] + a.proj[size_t(t) * dim + i];
+        kernels_.gemm(pool_, ws_, a.gate.data(), rows, L.w_down, a.proj.data());
+        for_rows(rows, [&](int t) {
+            for (int i = 0; i < dim; ++i)
+                a.x[size_t(t) * dim + i] = a.x[size_t(t) * dim + i] + a.proj[size_t(t) * dim + i];
         });
     }
     check_cancel();
@@ -1183,7 +1227,9 @@ void CpuBackend::forward_rows(std::span<const token_id> tokens, std::span<const 
         const int R = int(logit_rows.size());
         Activations::grow(a.xn, size_t(R) * dim);  // rows may repeat, so R can exceed T
         for (int r = 0; r < R; ++r)
-            kernels_.rmsnorm(&a.x[size_t(logit_rows[size_t(r)]) * dim], final_norm_, &a.xn[size_t(r) * dim], dim, eps);
+            kernels_.rmsnorm(
+                &a.x[size_t(trim_last ? compact[size_t(logit_rows[size_t(r)])] : logit_rows[size_t(r)]) * dim],
+                final_norm_, &a.xn[size_t(r) * dim], dim, eps);
         kernels_.gemm(pool_, ws_, a.xn.data(), R, lm_head_, logits);
     }
     if (sparse == nullptr)

@@ -1084,6 +1084,97 @@ TEST(cpu_backend, sequences_sharing_a_prefix_in_one_step_get_the_bits_they_get_a
     }
 }
 
+// The last layer runs on past its K/V only for the rows whose logits a call asks for. Whichever
+// rows those are (none, one, a few, repeated, unordered; alone or in a step with other
+// sequences), their logits are the bits of the call that asks for every row, and the K/V the call
+// leaves (which every later token attends to) are the same bytes.
+TEST(cpu_backend, the_rows_asked_for_change_no_bit_of_their_logits_or_the_kv) {
+    const int n = 41, P = 13;
+    const std::vector<std::vector<int>> asks = {{n - 1},           {0}, {17}, {3, 4, 5}, {2, 30, 31, n - 1},
+                                                {n - 1, 7, n - 1}, {}};
+    for (ModelFamily fam : {ModelFamily::qwen3, ModelFamily::mistral, ModelFamily::qwen2}) {
+        auto s = make_synth(fam, DType::bf16);
+        const int V = s->w.config.vocab_size;
+        const auto tokens = random_tokens(n, V, 21);
+        const std::vector<token_id> next{tokens[5]};
+        for (cpu::Isa isa : isas())
+            for (KvDType kv : {KvDType::f32, KvDType::bf16})
+                for (WeightDType wd : {WeightDType::stored, WeightDType::bf16dot}) {
+                    if (wd == WeightDType::bf16dot && (isa != cpu::best_isa() || !cpu::bf16dot::supported())) continue;
+                    auto be = make_cpu_backend(s->w, opts(isa, 2, kv, wd));
+                    const std::string ctx = std::string(cpu::isa_name(isa)) + " " + family_str(fam) + " kv " +
+                                            kv_dtype_name(kv) + " " + weight_dtype_name(wd);
+                    auto prefix = be->allocate_kv(P);
+                    be->forward(random_tokens(P, V, 22), {nullptr, 0, prefix.get()}, {});
+                    auto kv_bytes = [&](const KvBlock& b) {
+                        std::vector<std::byte> out(be->kv_bytes(b.n_tokens()));
+                        be->export_kv(b, b.n_tokens(), out);
+                        return out;
+                    };
+                    for (int pp : {0, P}) {
+                        const KvView base{pp ? prefix.get() : nullptr, pp, nullptr};
+                        auto all_block = be->allocate_kv(n + 1);
+                        const auto all = be->forward(tokens, {base.prefix, pp, all_block.get()}, iota_rows(n));
+                        const auto all_next =
+                            be->forward(next, {base.prefix, pp, all_block.get()}, std::vector<int>{0});
+                        const auto all_kv = kv_bytes(*all_block);
+                        for (const std::vector<int>& ask : asks) {
+                            const std::string what = ctx + " prefix " + std::to_string(pp) + " asking " +
+                                                     std::to_string(ask.size()) + " rows";
+                            auto block = be->allocate_kv(n + 1);
+                            const auto got = be->forward(tokens, {base.prefix, pp, block.get()}, ask);
+                            ASSERT_EQ(got.size(), ask.size() * size_t(V)) << what;
+                            for (size_t r = 0; r < ask.size(); ++r)
+                                EXPECT_EQ(
+                                    std::memcmp(got.data() + r * size_t(V), all.data() + size_t(ask[r]) * size_t(V),
+                                                size_t(V) * sizeof(float)),
+                                    0)
+                                    << what << ": row " << ask[r];
+                            EXPECT_TRUE(be->forward(next, {base.prefix, pp, block.get()}, std::vector<int>{0}) ==
+                                        all_next)
+                                << what << ": the next token's logits differ";
+                            EXPECT_TRUE(kv_bytes(*block) == all_kv) << what << ": the K/V differ";
+                        }
+                    }
+                    // One step of first tokens: sequences over the shared prefix and one without,
+                    // each asking for its last row, one for none.
+                    const int lens[] = {9, 4, 12, 6};
+                    const int views[] = {P, P, 0, P};
+                    std::vector<std::unique_ptr<KvBlock>> alone, together;
+                    std::vector<std::vector<token_id>> toks;
+                    std::vector<std::vector<int>> rows;
+                    std::vector<std::vector<float>> expected, got;
+                    std::vector<SequenceRows> step;
+                    got.reserve(std::size(lens));
+                    for (size_t i = 0; i < std::size(lens); ++i) {
+                        const KvBlock* pb = views[i] ? prefix.get() : nullptr;
+                        toks.push_back(random_tokens(lens[i], V, 40 + uint32_t(i)));
+                        rows.push_back(i == 3 ? std::vector<int>{} : std::vector<int>{lens[i] - 1});
+                        alone.push_back(be->allocate_kv(lens[i]));
+                        together.push_back(be->allocate_kv(lens[i]));
+                        expected.push_back(be->forward(toks[i], {pb, views[i], alone[i].get()}, iota_rows(lens[i])));
+                    }
+                    for (size_t i = 0; i < std::size(lens); ++i) {
+                        got.emplace_back(rows[i].size() * size_t(V), -1.0f);
+                        step.push_back(SequenceRows{
+                            toks[i], KvView{views[i] ? prefix.get() : nullptr, views[i], together[i].get()}, rows[i],
+                            got.back()});
+                    }
+                    be->forward_batch(step);
+                    for (size_t i = 0; i < std::size(lens); ++i) {
+                        if (!rows[i].empty()) {
+                            EXPECT_EQ(std::memcmp(got[i].data(), expected[i].data() + size_t(lens[i] - 1) * size_t(V),
+                                                  size_t(V) * sizeof(float)),
+                                      0)
+                                << ctx << ": sequence " << i << "'s last row in the step";
+                        }
+                        EXPECT_TRUE(kv_bytes(*together[i]) == kv_bytes(*alone[i]))
+                            << ctx << ": sequence " << i << "'s K/V";
+                    }
+                }
+    }
+}
+
 TEST(cpu_backend, cancel_throws_and_leaves_the_suffix_unchanged) {
     auto s = make_synth(ModelFamily::mistral, DType::f32);
     auto be = make_cpu_backend(s->w, opts(cpu::best_isa(), 2));
