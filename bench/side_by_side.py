@@ -226,6 +226,12 @@ class Bench:
             key = r.get("group_key")
             if r.get("prefix_tokens") != len(self.prefix_ids):
                 raise SystemExit(f"side_by_side: server prefix {r.get('prefix_tokens')} tokens, render {len(self.prefix_ids)}")
+            # the group's file is written off the request path after the compile (hashing and
+            # writing its 300+ MB): the hits are measured once it is done, as in steady serving
+            group_file = cache_dir / "groups" / f"{key}.kv"
+            deadline = time.time() + 120
+            while not group_file.exists() and time.time() < deadline:
+                time.sleep(0.2)
             wall, server_ttft, tiers = [], [], []
             for i in range(self.R):
                 r, ms = http("POST", srv.base + "/query", dict(body, mode="cached"))
@@ -247,10 +253,6 @@ class Bench:
                 prefilled.append(r.get("prefix_tokens", 0) + r.get("suffix_tokens", 0))
                 log(f"  cc full TTFT run {i + 1}: {ms:.0f} ms (server {r['timings']['ttft_ms']:.0f} ms)")
             res["full_ttft_ms"] = figure(wall, "ms", server_ttft_ms=server_ttft, prompt_tokens=prefilled)
-            group_file = cache_dir / "groups" / f"{key}.kv"
-            deadline = time.time() + 120
-            while not group_file.exists() and time.time() < deadline:
-                time.sleep(0.2)
             res["group_file_bytes"] = group_file.stat().st_size if group_file.exists() else None
             res["peak_rss_mib"] = srv.peak_rss_mib()
         finally:
