@@ -103,12 +103,11 @@ std::string default_kv_dtype(const std::string& model_spec, const std::string& b
 // `default_kv_dtype` applies when --kv-dtype is not given (default_kv_dtype() above).
 
 // `default_remote_warm_mb`: --remote-warm-mb when not given (serve: 256; one-shot commands: 0);
-// `default_kv_warm_mb`: --kv-warm-mb likewise (serve: kServeKvWarmMb; one-shot commands: 0).
+// `default_kv_warm_mb`: --kv-warm-mb likewise (serve: cc::serve::kDefaultKvWarmMb; one-shot commands: 0).
 cc::EngineOptions engine_options(Args& args, const std::string& model_spec, const std::string& backend,
-                                 const std::string& default_kv_dtype = "f32", const std::string& default_weights = "stored",
-                                 int64_t default_remote_warm_mb = 0, int64_t default_kv_warm_mb = 0);
-// serve's --kv-warm-mb when not given (docs/server.md, Continuous batching, "Memory").
-inline constexpr int64_t kServeKvWarmMb = 512;
+                                 const std::string& default_kv_dtype = "f32",
+                                 const std::string& default_weights = "stored", int64_t default_remote_warm_mb = 0,
+                                 int64_t default_kv_warm_mb = 0);
 // Cache problems (a damaged file quarantined, a failed write) are warnings: one line each on stderr.
 void report_warnings(cc::Engine& engine);
 

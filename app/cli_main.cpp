@@ -2,22 +2,23 @@
 // Every command prints one JSON object with --json (human text otherwise). Errors: one line on
 // stderr naming the file and the problem; exit 1 for bad input, 2 for bad usage.
 #include "app/cli_common.h"
-#include "core/model/builtin_model.h"
-#include "core/text/chat_format.h"
 #include "core/base/embedded_resources.h"
 #include "core/base/machine_info.h"
+#include "core/base/paths.h"
+#include "core/base/sha256.h"
 #include "core/engine/engine.h"
-#include "core/store/group_store.h"
-#include "core/text/keys.h"
 #include "core/engine/miss_reason.h"
 #include "core/engine/result_json.h"
-#include "core/base/sha256.h"
-#include "core/text/tool_set_diff.h"
-#include "core/research/nope.h"
+#include "core/model/builtin_model.h"
 #include "core/model/model_spec.h"
-#include "core/base/paths.h"
+#include "core/research/nope.h"
+#include "core/serve/server.h"
+#include "core/store/group_store.h"
+#include "core/text/chat_format.h"
+#include "core/text/keys.h"
 #include "core/text/tokenizer.h"
 #include "core/text/tool_set.h"
+#include "core/text/tool_set_diff.h"
 
 #include <nlohmann/json.hpp>
 
@@ -664,11 +665,12 @@ int main(int argc, char** argv) {
         // with the same options computes (its routing header).
         const bool serve_numerics = command == "serve" || (command == "key" && args.flag("serve"));
         const std::string kv_default = args.has("kv-dtype") ? "f32" : default_kv_dtype(model_spec, backend, serve_numerics);
-        const auto options = serve_numerics
-                                 ? engine_options(args, model_spec, backend, kv_default,
-                                                  args.has("weights") ? "stored" : serve_default_weights(model_spec, backend),
-                                                  command == "serve" ? 256 : 0, command == "serve" ? kServeKvWarmMb : 0)
-                                 : engine_options(args, model_spec, backend, kv_default);
+        const auto options =
+            serve_numerics ? engine_options(args, model_spec, backend, kv_default,
+                                            args.has("weights") ? "stored" : serve_default_weights(model_spec, backend),
+                                            command == "serve" ? 256 : 0,
+                                            command == "serve" ? int64_t(cc::serve::kDefaultKvWarmMb) : 0)
+                           : engine_options(args, model_spec, backend, kv_default);
         if (command == "info" || command == "compile" || command == "query" || command == "generate" ||
             command == "logits") {
             if (command == "info") return cmd_info(args, options, json);

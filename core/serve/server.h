@@ -22,6 +22,10 @@ namespace cc::serve {
 inline constexpr const char* kGroupHeader = "X-ContextCache-Group";
 inline constexpr const char* kGroupHintHeader = "X-ContextCache-Group-Hint";
 
+// The warm KV pool of a server's engine when nothing says otherwise (EngineOptions::kv_warm_bytes):
+// `serve --kv-warm-mb` and the app's Server panel (docs/server.md, Continuous batching, "Memory").
+inline constexpr size_t kDefaultKvWarmMb = 512;
+
 struct ServerOptions {
     std::string host = "127.0.0.1";    // loopback by default; anything else prints a warning
     int port = 8080;                   // 0 = an ephemeral port (see Server::port())

@@ -70,6 +70,13 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(panel.statusText().contains(QStringLiteral("3 requests")), 5000);
         QVERIFY2(panel.statusText().contains(QStringLiteral("hit rate 50%")), qPrintable(panel.statusText()));
 
+        // the panel's engine keeps `serve`'s warm KV pool (the rig's model runs on the CPU backend)
+        auto metrics = client.Get("/metrics");
+        QVERIFY(metrics);
+        const std::string capacity = "contextcache_kv_warm_bytes{state=\"capacity\"} " +
+                                     std::to_string(cc::serve::kDefaultKvWarmMb << 20) + "\n";
+        QVERIFY2(metrics->body.find(capacity) != std::string::npos, metrics->body.c_str());
+
         QSignalSpy stopped(&panel, &ServerPanel::stopped);
         panel.stop();
         QCOMPARE(stopped.count(), 1);
