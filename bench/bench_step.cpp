@@ -52,6 +52,12 @@ int main(int argc, char** argv) {
     std::vector<std::string> shares{"on", "off"}, batches{"serial", "stacked"};
     std::vector<int> depths{2985};
     int threads = 2, tokens = 16, runs = 3;
+    if (argc % 2 == 0) {  // an option without its value (--help among them): say how, run nothing
+        std::cerr << "usage: bench_step [--backend cpu|cuda] [--model SPEC] [--threads N] [--weights W] [--kv bf16]\n"
+                     "                  [--depth 2985[,0,...]] [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3]\n"
+                     "                  [--share on,off] [--batch serial,stacked[,serial+graphs,stacked+graphs]]\n";
+        return 2;
+    }
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];
         if (a == "--backend")
