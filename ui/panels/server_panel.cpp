@@ -157,8 +157,8 @@ void ServerPanel::start() {
     options.max_queue = static_cast<size_t>(m_maxQueue->value());
     cc::EngineOptions engine = m_engine->engineOptions();
     engine.parallel = m_parallel->value();
-    engine.kv_warm_bytes = cc::serve::kDefaultKvWarmMb
-                           << 20;  // as `serve`: the running replies' KV blocks from warm pages
+    // as `serve`: the running replies' KV blocks take warm pages
+    engine.kv_warm_bytes = cc::serve::kDefaultKvWarmMb << 20;
     auto server = std::make_shared<cc::serve::Server>(engine, options);
     QPointer<ServerPanel> self(this);
     server->set_request_listener([self](const cc::serve::RequestLogEntry& entry) {
