@@ -141,13 +141,16 @@ commands:
         [--sample N] [--pool N] [--seed S]   BFCL v4 -> OUT/<split>.jsonl for eval --dataset (+ tools/,
                                               import.json); --pool N: shared N-tool sets (docs/evaluation.md)
   serve [--host 127.0.0.1] [--port 8080] [--api-key K] [--parallel N] [--step-tokens N] [--first-token-rows N]
-        [--max-queue N] [--max-body-bytes N] [--request-timeout-s N] [--default-max-tokens N] [--malloc-arenas N]
+        [--first-token-step-rows N] [--max-queue N] [--max-body-bytes N] [--request-timeout-s N]
+        [--default-max-tokens N] [--malloc-arenas N]
                                               the HTTP server: OpenAI chat completions, POST/GET/DELETE
                                               /tools, /query, /status, /health, /metrics (docs/server.md);
                                               --parallel N requests at once (default 4 per core, 4..16),
                                               batched in steps of at most --step-tokens rows (256);
                                               a first-token prefill of at most --first-token-rows
                                               rows (64; 0: off) runs ahead of decoding requests;
+                                              arriving together, at most --first-token-step-rows
+                                              of their rows per step (128; 0: no cap);
                                               port 0 = any free port; Ctrl-C stops; at most 2 glibc
                                               malloc arenas unless --malloc-arenas (0: glibc's own)
   selftest [--backend cuda|cpu] [--quick]    check this build on this machine: a pass/fail table with

@@ -48,6 +48,9 @@ int cmd_serve(Args& args, const cc::EngineOptions& engine_options, bool json) {
     options.step_tokens = static_cast<int>(parse_int(args.get_or("step-tokens", "256"), "--step-tokens", 1, 1 << 20));
     options.first_token_rows = static_cast<int>(parse_int(
         args.get_or("first-token-rows", std::to_string(options.first_token_rows)), "--first-token-rows", 0, 1 << 20));
+    options.first_token_step_rows =
+        static_cast<int>(parse_int(args.get_or("first-token-step-rows", std::to_string(options.first_token_step_rows)),
+                                   "--first-token-step-rows", 0, 1 << 20));
     cc::serve::ServerOptions s;
     s.host = args.get_or("host", s.host);
     s.port = static_cast<int>(parse_int(args.get_or("port", "8080"), "--port", 0, 65535));
@@ -77,12 +80,19 @@ int cmd_serve(Args& args, const cc::EngineOptions& engine_options, bool json) {
     server.start();
     const auto& info = server.model_info();
     if (json) {
-        print_json(ordered_json{{"address", server.address()}, {"port", server.port()}, {"model", info.spec},
-                                {"backend", info.backend}, {"numerics", info.numerics}, {"weights", info.weights},
-                                {"chat_format", info.chat_format},
-                                {"parallel", options.parallel}, {"step_tokens", options.step_tokens},
-                                {"first_token_rows", options.first_token_rows},
-                                {"malloc_arenas", malloc_arenas < 0 ? ordered_json(nullptr) : ordered_json(malloc_arenas)}});
+        print_json(
+            ordered_json{{"address", server.address()},
+                         {"port", server.port()},
+                         {"model", info.spec},
+                         {"backend", info.backend},
+                         {"numerics", info.numerics},
+                         {"weights", info.weights},
+                         {"chat_format", info.chat_format},
+                         {"parallel", options.parallel},
+                         {"step_tokens", options.step_tokens},
+                         {"first_token_rows", options.first_token_rows},
+                         {"first_token_step_rows", options.first_token_step_rows},
+                         {"malloc_arenas", malloc_arenas < 0 ? ordered_json(nullptr) : ordered_json(malloc_arenas)}});
     } else {
         std::cout << "contextcache serve: " << info.spec << " on " << info.numerics << ", " << options.parallel
                   << " requests at once, listening on " << server.address() << " (Ctrl-C stops)" << std::endl;

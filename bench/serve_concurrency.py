@@ -193,6 +193,7 @@ class Bench:
             "clients": self.clients, "requests_per_client": self.a.requests_per_client,
             "max_tokens": self.a.max_tokens, "ignore_eos": True, "greedy": True, "stream": True,
             "client_stagger_ms": self.a.stagger_ms,
+            "burst": self.a.burst,
             "warmup": "1 request (max_tokens as the load), then 1 concurrent round of C requests (max_tokens 1)",
             "request_timeout_s": self.a.timeout}
         self.prompt_check(llama)
@@ -364,6 +365,10 @@ class Bench:
             # (a dropped SYN costs 1 s); listen_overflows_during_load shows whether any did
             time.sleep(i * self.a.stagger_ms / 1000.0)
             for j in range(per_client):
+                if self.a.burst and j > 0:
+                    # every round arrives together: each client waits for the others' replies
+                    barrier.wait(self.a.timeout)
+                    time.sleep(i * self.a.stagger_ms / 1000.0)
                 q = self.queries[(i * per_client + j) % len(self.queries)]
                 if self.a.fresh_queries:
                     # a lead-in no earlier request had, right after the group prefix: no stored
@@ -541,6 +546,9 @@ def main() -> int:
     ap.add_argument("--cc-weights", default="", help="ContextCache --weights (empty: serve's default)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per request")
     ap.add_argument("--stagger-ms", type=float, default=2.0, help="client i starts i x this after the others")
+    ap.add_argument("--burst", action="store_true",
+                    help="rounds: every client's next request waits until all clients have their replies, so "
+                         "each round's requests arrive together (with the stagger inside the round)")
     ap.add_argument("--fresh-queries", type=int, default=1,
                     help="1: each request's query gets a lead-in no earlier request had (every request a group hit "
                          "with its whole query to prefill); 0: the sample queries as they are (repeats can hit a "

@@ -35,6 +35,8 @@
 #   --stagger-ms MS      client i starts i x MS after the barrier, so the connects do not overflow
 #                        a server's accept queue (recorded: listen_overflows_during_load); a few hundred
 #                        ms or more spreads the arrivals over the others' decoding [2]
+#   --burst              rounds: a client's next request waits until every client has its reply, so
+#                        each round's requests arrive together (the stagger applies inside a round)
 #   --fresh-queries 0|1  1: every request's query starts with a lead-in no earlier request had
 #                        ("Request N. "), so each is a group hit that prefills its whole query; 0: the
 #                        sample queries as they are (a repeat can hit a stored conversation) [1]
@@ -70,6 +72,7 @@ kv_dtype=""
 cc_weights=""
 timeout=900
 stagger_ms=2
+burst=()
 fresh_queries=1
 work="/tmp/cc-serve-concurrency"
 out="serve_concurrency.json"
@@ -99,6 +102,7 @@ while [[ $# -gt 0 ]]; do
         --cc-weights) cc_weights="$2"; shift 2 ;;
         --timeout) timeout="$2"; shift 2 ;;
         --stagger-ms) stagger_ms="$2"; shift 2 ;;
+        --burst) burst=(--burst); shift ;;
         --fresh-queries) fresh_queries="$2"; shift 2 ;;
         --work) work="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
@@ -132,4 +136,4 @@ exec "$python" "$repo/bench/serve_concurrency.py" \
     --work "$work" --model "$model" --threads "$threads" --clients "$clients" \
     --requests-per-client "$requests_per_client" --max-tokens "$max_tokens" --tools "$tools" --sides "$sides" \
     --llama-server-fa "$llama_server_fa" "--llama-extra=$llama_extra" "--cc-extra=$cc_extra" --slot-ctx "$slot_ctx" \
-    --kv-dtype "$kv_dtype" --cc-weights "$cc_weights" --timeout "$timeout" --stagger-ms "$stagger_ms" --fresh-queries "$fresh_queries" --out "$out"
+    --kv-dtype "$kv_dtype" --cc-weights "$cc_weights" --timeout "$timeout" --stagger-ms "$stagger_ms" "${burst[@]}" --fresh-queries "$fresh_queries" --out "$out"

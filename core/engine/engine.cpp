@@ -265,7 +265,8 @@ void Engine::make_backend(ModelInfo& info) {
     if (options_.parallel > 1)
         scheduler_ = std::make_unique<StepScheduler>(
             *backend_, StepSchedulerOptions{.max_step_tokens = options_.step_tokens,
-                                            .first_token_rows = options_.first_token_rows});
+                                            .first_token_rows = options_.first_token_rows,
+                                            .first_token_step_rows = options_.first_token_step_rows});
     info.backend_reason = plan.choice.reason;
     info.backend = backend_->name();
     info.numerics = backend_->numerics_id();

@@ -61,6 +61,9 @@ struct EngineOptions {
     // A request's first-token prefill of at most this many rows runs ahead of the decoding
     // requests in a step of its own (StepSchedulerOptions::first_token_rows; 0: off).
     int first_token_rows = 64;
+    // At most this many rows of such prefills per step when many arrive together
+    // (StepSchedulerOptions::first_token_step_rows; 0: no cap).
+    int first_token_step_rows = 128;
     // Host memory made resident for KV blocks when the model loads (the CPU backend's warm KV
     // pool, CpuBackendOptions::kv_warm_bytes; the server's --kv-warm-mb); 0 = none.
     size_t kv_warm_bytes = 0;

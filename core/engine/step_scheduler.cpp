@@ -186,6 +186,24 @@ std::vector<std::pair<StepScheduler::Call*, int>> StepScheduler::choose_step() {
     auto first = [&](const Call* c) {
         return c->kind == CallKind::first_token && c->remaining() <= options_.first_token_rows;
     };
+    // A burst of them: at most first_token_step_rows of their rows per step (whole calls, at least
+    // one, in arrival order so that none waits behind later ones); the others wait for the next
+    // steps, so the first arrivals' first tokens do not wait for everyone's.
+    if (options_.first_token_step_rows > 0) {
+        std::vector<const Call*> firsts;
+        for (const Call* c : order)
+            if (first(c)) firsts.push_back(c);
+        std::sort(firsts.begin(), firsts.end(), [](const Call* a, const Call* b) { return a->arrival < b->arrival; });
+        int rows = 0;
+        size_t n_kept = 0;
+        for (; n_kept < firsts.size(); ++n_kept) {
+            if (n_kept > 0 && rows + firsts[n_kept]->remaining() > options_.first_token_step_rows) break;
+            rows += firsts[n_kept]->remaining();
+        }
+        std::erase_if(order, [&](const Call* c) {
+            return std::find(firsts.begin() + std::ptrdiff_t(n_kept), firsts.end(), c) != firsts.end();
+        });
+    }
     const auto n_first = std::count_if(order.begin(), order.end(), first);
     const bool alone =
         n_first > 0 && size_t(n_first) < order.size() &&

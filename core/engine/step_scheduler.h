@@ -15,7 +15,8 @@
 //     hit's query suffix, a conversation's new turn) of at most `first_token_rows` rows runs in a
 //     step of its own, ahead of the decode rows waiting with it, so its
 //     TTFT is one small step rather than one step of every running reply; each decode call is
-//     passed over at most once;
+//     passed over at most once; when many arrive together, at most `first_token_step_rows` of
+//     their rows go in one step, the first arrivals first;
 //   - a cancelled call (its flag set) leaves before the next step, its suffix block put back as
 //     it was before the call.
 // Exact: a row's result depends only on its own inputs and the K/V it attends to (backend.h), so
@@ -62,6 +63,13 @@ struct StepSchedulerOptions {
     // priority": on 2 AVX2 cores, 8 clients, TTFT p50 7-15% lower in two sittings, aggregate
     // decode within the machine's spread). 0: every call shares steps by least-left-first only.
     int first_token_rows = 64;
+    // A burst of such calls (requests arriving together): at most this many of their rows per step,
+    // whole calls in arrival order (at least one), the rest in the next steps. One step of everyone's
+    // first tokens gives each arrival the whole burst's time; steps of a few give the first ones
+    // theirs sooner, at the cost of one more streaming of the weights per extra step
+    // (docs/benchmarks.md, "A burst of arrivals": 8 cache hits arriving together on 2 AVX-512 BF16
+    // cores, TTFT p50 13-18% lower, p95 within the spread). 0: no cap, the burst shares one step.
+    int first_token_step_rows = 128;
 };
 
 // What a forward call is to its request: the prefill whose last row gives the request's first

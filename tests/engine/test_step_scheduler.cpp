@@ -455,6 +455,78 @@ TEST(StepScheduler, short_first_token_prefills_run_ahead_of_decode_rows_once) {
     }
 }
 
+// A burst of first-token prefills (four of 3 rows, first_token_step_rows = 8): at most 8 of their
+// rows per step, whole calls in arrival order, the others wait for the next steps. Alone (nothing
+// else waiting) they run two by two; beside two decoding replies the first two go ahead of the
+// decode rows and the last two share the next step with them. With first_token_step_rows = 0 (no
+// cap) the four go ahead together; with first_token_rows = 0 (no priority) all six share one step.
+// Every call's logits == the same call alone.
+TEST(StepScheduler, a_burst_of_first_token_prefills_runs_a_few_rows_at_a_time) {
+    Backend& b = engine().backend();
+    const int vocab = b.config().vocab_size;
+    const auto group = random_ids(20, 4, vocab);
+    auto prefix = prefix_block(b, group);
+    auto make_suffix = [&](size_t i) {
+        auto block = b.allocate_kv(32);
+        b.forward(random_ids(4, uint32_t(160 + i), vocab), KvView{prefix.get(), 20, block.get()}, {});
+        return block;
+    };
+    struct Case {
+        int first_token_rows, first_token_step_rows;
+        std::vector<size_t> waiting;  // after the held step 0 (sequence 0), arriving in this order
+        std::vector<std::vector<size_t>> expected;
+    };
+    // Sequences: 0 holds the first step; 1 and 2 decode one token each; 3-6 are first-token
+    // prefills of 3 rows.
+    const std::vector<size_t> lengths{1, 1, 1, 3, 3, 3, 3};
+    const std::vector<Case> cases{
+        {8, 8, {3, 4, 5, 6}, {{1}, {3, 3}, {3, 3}}},
+        {8, 8, {1, 3, 4, 2, 5, 6}, {{1}, {3, 3}, {1, 1, 3, 3}}},
+        {8, 0, {1, 3, 4, 2, 5, 6}, {{1}, {3, 3, 3, 3}, {1, 1}}},
+        {0, 8, {1, 3, 4, 2, 5, 6}, {{1}, {1, 1, 3, 3, 3, 3}}},
+    };
+    std::vector<std::vector<token_id>> tokens;
+    std::vector<std::vector<float>> alone;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+        tokens.push_back(random_ids(lengths[i], uint32_t(180 + i), vocab));
+        auto block = make_suffix(i);
+        alone.push_back(b.forward(tokens[i], KvView{prefix.get(), 20, block.get()}, all_rows(lengths[i])));
+    }
+    for (const Case& c : cases) {
+        SCOPED_TRACE("first_token_rows " + std::to_string(c.first_token_rows) + ", first_token_step_rows " +
+                     std::to_string(c.first_token_step_rows) + ", " + std::to_string(c.waiting.size()) +
+                     " calls waiting");
+        GatedBackend gated(b, {0});
+        StepScheduler scheduler(gated, StepSchedulerOptions{.max_step_tokens = 64,
+                                                            .first_token_rows = c.first_token_rows,
+                                                            .first_token_step_rows = c.first_token_step_rows});
+        std::vector<std::unique_ptr<KvBlock>> blocks;
+        for (size_t i = 0; i < lengths.size(); ++i) blocks.push_back(make_suffix(i));
+        std::vector<std::vector<float>> got(lengths.size());
+        std::vector<std::thread> threads;
+        auto start = [&](size_t i) {
+            threads.emplace_back([&, i] {
+                const auto rows = all_rows(lengths[i]);
+                got[i].resize(rows.size() * size_t(vocab));
+                scheduler.forward(tokens[i], KvView{prefix.get(), 20, blocks[i].get()}, rows, got[i], nullptr, nullptr,
+                                  i >= 3 ? CallKind::first_token : CallKind::later);
+            });
+        };
+        start(0);
+        gated.wait_for_step(0);                          // step 0 runs sequence 0 alone and is held
+        for (size_t n = 0; n < c.waiting.size(); ++n) {  // one at a time: a known arrival order
+            start(c.waiting[n]);
+            ASSERT_TRUE(calls_waiting(scheduler, n + 2));
+        }
+        gated.release(0);
+        for (auto& t : threads) t.join();
+
+        EXPECT_EQ(gated.steps(), c.expected);
+        for (size_t i : c.waiting) EXPECT_TRUE(bits_equal(got[i], alone[i])) << "sequence " << i;
+        EXPECT_TRUE(bits_equal(got[0], alone[0]));
+    }
+}
+
 // ---- the engine: requests on several threads ------------------------------------------------
 
 ToolSet tools_from(const std::string& file, size_t first, size_t n) {

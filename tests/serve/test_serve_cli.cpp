@@ -101,20 +101,27 @@ TEST(ServeCli, PrintsItsAddressAnswersAndStopsOnSigint) {
     busy.join();
 }
 
-// --first-token-rows (first-token priority, docs/server.md) is announced with its default, taken
-// as given (0 turns it off), and a bad value is refused by the option's name.
+// --first-token-rows and --first-token-step-rows (first-token priority, docs/server.md) are
+// announced with their defaults, taken as given (0 turns each off), and a bad value is refused by
+// the option's name.
 TEST(ServeCli, AnnouncesFirstTokenRows) {
-    for (const auto& [args, expected] : {std::pair<std::vector<std::string>, int>{{}, 64},
-                                         std::pair<std::vector<std::string>, int>{{"--first-token-rows", "0"}, 0}}) {
-        ServeProcess server(args);
+    struct Case {
+        std::vector<std::string> args;
+        int rows, step_rows;
+    };
+    for (const auto& c : {Case{{}, 64, 128}, Case{{"--first-token-rows", "0"}, 0, 128},
+                          Case{{"--first-token-step-rows", "0"}, 64, 0}}) {
+        ServeProcess server(c.args);
         ASSERT_GT(server.port, 0);
-        EXPECT_EQ(server.first_line.at("first_token_rows"), expected);
+        EXPECT_EQ(server.first_line.at("first_token_rows"), c.rows);
+        EXPECT_EQ(server.first_line.at("first_token_step_rows"), c.step_rows);
         EXPECT_EQ(server.interrupt_and_wait(30s), 0);
     }
-    const auto bad =
-        cc::test::run_cli({"--model", "builtin:qwen3-test", "serve", "--port", "0", "--first-token-rows", "-1"});
-    EXPECT_NE(bad.exit_code, 0);
-    EXPECT_NE(bad.err.find("--first-token-rows"), std::string::npos) << bad.err;
+    for (const std::string option : {"--first-token-rows", "--first-token-step-rows"}) {
+        const auto bad = cc::test::run_cli({"--model", "builtin:qwen3-test", "serve", "--port", "0", option, "-1"});
+        EXPECT_NE(bad.exit_code, 0);
+        EXPECT_NE(bad.err.find(option), std::string::npos) << bad.err;
+    }
 }
 
 // Under ASan malloc is the sanitizer's and mallopt refuses: serve runs without a cap. (TSan's
