@@ -49,6 +49,11 @@ int main(int argc, char** argv) {
     std::vector<size_t> rows{1, 2, 4, 6, 8, 12, 24};
     int threads = 2, runs = 9;
     double stream_mb = 256;
+    if (argc % 2 == 0) {  // an option without its value (--help among them): say how, run nothing
+        std::cerr << "usage: bench_gemm [--model builtin:qwen3-0.6b] [--threads 2] [--rows 1,2,4,6,8,12,24]\n"
+                     "                  [--formats bf16dot,bf16,f32] [--stream-mb 256] [--runs 9]\n";
+        return 2;
+    }
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];
         if (a == "--model") model = v;
@@ -85,7 +90,7 @@ int main(int argc, char** argv) {
 
     cc::cpu::ThreadPool pool(threads);
     cc::cpu::Workspace ws(threads);
-    const cc::cpu::Kernels& kernels = cc::cpu::kernels_for(cc::cpu::best_isa());
+    const cc::cpu::Kernels& kernels = cc::cpu::kernels_for(cc::cpu::resolve_isa(""));
     nlohmann::ordered_json results = nlohmann::ordered_json::array();
     std::mt19937 rng(1);
     std::normal_distribution<float> normal(0.0f, 0.02f);
@@ -152,7 +157,7 @@ int main(int argc, char** argv) {
                                {"machine", cc::bench::machine_json()},
                                {"model_shapes", model},
                                {"threads", threads},
-                               {"isa", cc::cpu::isa_name(cc::cpu::best_isa())},
+                               {"isa", cc::cpu::isa_name(cc::cpu::resolve_isa(""))},
                                {"stream_mb", stream_mb},
                                {"runs", runs},
                                {"results", results}};

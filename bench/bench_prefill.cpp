@@ -210,7 +210,7 @@ void BM_cpu_gemm_layer(benchmark::State& state) {
     const ModelConfig& c = m.w.config;
     cpu::ThreadPool pool(cpu::ThreadPool::available_cores());
     cpu::Workspace ws(pool.n_threads());
-    const cpu::Kernels& k = cpu::kernels_for(cpu::best_isa());
+    const cpu::Kernels& k = cpu::kernels_for(cpu::resolve_isa(""));
     std::vector<float> x(size_t(t) * c.ffn_dim, 0.01f), y(size_t(t) * c.ffn_dim);
     const LayerWeights& L = m.w.layers[0];
     const Tensor* ts[] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down};
@@ -339,7 +339,7 @@ void BM_attention(benchmark::State& state) {
     constexpr int n_heads = 16, n_kv = 8, hd = 128;
     cpu::ThreadPool pool(cpu::ThreadPool::available_cores());
     cpu::Workspace ws(pool.n_threads());
-    const cpu::Kernels& k = cpu::kernels_for(cpu::best_isa());
+    const cpu::Kernels& k = cpu::kernels_for(cpu::resolve_isa(""));
     Rng rng{11};
     const auto round_up = [](int n) { return (n + cpu::kKeyTile - 1) / cpu::kKeyTile * cpu::kKeyTile; };
     const int cap[2] = {round_up(std::max(prefix, 1)), round_up(rows)};
@@ -658,7 +658,7 @@ int main(int argc, char** argv) {
 #endif
     } else {
         benchmark::AddCustomContext("backend", "cpu");
-        benchmark::AddCustomContext("cpu_isa", cc::cpu::isa_name(cc::cpu::best_isa()));
+        benchmark::AddCustomContext("cpu_isa", cc::cpu::isa_name(cc::cpu::resolve_isa("")));
         benchmark::AddCustomContext("threads", std::to_string(cc::cpu::ThreadPool::available_cores()));
 #ifdef CC_HAVE_OPENBLAS
         benchmark::AddCustomContext("openblas", "yes");

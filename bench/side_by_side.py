@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -41,7 +42,7 @@ class Bench:
     def versions(self) -> None:
         self.out["llama_cpp"] = llama_version(self.lb, self.a.llama_commit)
         self.out["contextcache"] = {"commit": self.a.cc_commit, "bin": self.a.cc_bin, "weights": self.a.cc_weights,
-                                    "kv_dtype": self.a.kv_dtype}
+                                    "kv_dtype": self.a.kv_dtype, "cc_cpu_isa_env": os.environ.get("CC_CPU_ISA")}
         self.out["machine"] = machine_info()
         self.out["threads"] = self.a.threads
         self.out["runs"] = self.R
@@ -166,6 +167,10 @@ class Bench:
 
     def cc_side(self) -> None:
         res: dict = {"kv_dtype": self.a.kv_dtype}
+        # the numerics the runs below use (instruction set, weights), as `info` reports them
+        out, _ = run([self.cli, "--model", str(self.hf), "--threads", self.T, "--kv-dtype", self.a.kv_dtype,
+                      "--weights", self.a.cc_weights, "--json", "info"])
+        res["numerics"] = json.loads(out).get("numerics")
         out, _ = run([self.cli, "--model", str(self.hf), "--threads", self.T, "--kv-dtype", self.a.kv_dtype, "--weights", self.a.cc_weights, "--json",
                       "generate", "--prompt-ids", ",".join(map(str, self.check_ids)), "--max-new-tokens",
                       str(self.a.check_tokens), "--ignore-eos"])
