@@ -381,6 +381,35 @@ bool calls_waiting(const StepScheduler& s, size_t n) {
     return false;
 }
 
+// Forward calls on threads of their own through one scheduler, as requests make them: sequence i
+// runs tokens[i] over the 20 positions of `prefix` and its own suffix block, every row's logits
+// into got[i]. join() before the end of the scope (a joinable thread left behind terminates).
+class ScheduledCalls {
+public:
+    ScheduledCalls(StepScheduler& s, const KvBlock& prefix, const std::vector<std::vector<token_id>>& tokens,
+                   std::vector<std::unique_ptr<KvBlock>> blocks, int vocab)
+        : got(tokens.size()), s_(s), prefix_(prefix), tokens_(tokens), blocks_(std::move(blocks)), vocab_(vocab) {}
+    void start(size_t i, CallKind kind) {
+        threads_.emplace_back([this, i, kind] {
+            const auto rows = all_rows(tokens_[i].size());
+            got[i].resize(rows.size() * size_t(vocab_));
+            s_.forward(tokens_[i], KvView{&prefix_, 20, blocks_[i].get()}, rows, got[i], nullptr, nullptr, kind);
+        });
+    }
+    void join() {
+        for (auto& t : threads_) t.join();
+    }
+    std::vector<std::vector<float>> got;
+
+private:
+    StepScheduler& s_;
+    const KvBlock& prefix_;
+    const std::vector<std::vector<token_id>>& tokens_;
+    std::vector<std::unique_ptr<KvBlock>> blocks_;
+    int vocab_;
+    std::vector<std::thread> threads_;
+};
+
 // Three replies decoding over one group when two requests' first-token prefills arrive: the first
 // runs alone, ahead of the decode rows; the second, arriving while it runs, shares the next step
 // with the decode rows (they are passed over at most once); a first-token prefill longer than
@@ -417,28 +446,19 @@ TEST(StepScheduler, short_first_token_prefills_run_ahead_of_decode_rows_once) {
                                 StepSchedulerOptions{.max_step_tokens = 64, .first_token_rows = first_token_rows});
         std::vector<std::unique_ptr<KvBlock>> blocks;
         for (size_t i = 0; i < lengths.size(); ++i) blocks.push_back(make_suffix(i));
-        std::vector<std::vector<float>> got(lengths.size());
-        std::vector<std::thread> threads;
-        auto start = [&](size_t i) {
-            threads.emplace_back([&, i] {
-                const auto rows = all_rows(lengths[i]);
-                got[i].resize(rows.size() * size_t(vocab));
-                scheduler.forward(tokens[i], KvView{prefix.get(), 20, blocks[i].get()}, rows, got[i], nullptr, nullptr,
-                                  kinds[i]);
-            });
-        };
-        start(0);
+        ScheduledCalls calls(scheduler, *prefix, tokens, std::move(blocks), vocab);
+        calls.start(0, kinds[0]);
         gated.wait_for_step(0);  // step 0 runs sequence 0 alone and is held
-        for (size_t i : {1, 2, 3, 4, 6}) start(i);
+        for (size_t i : {1, 2, 3, 4, 6}) calls.start(i, kinds[i]);
         ASSERT_TRUE(calls_waiting(scheduler, 6));
         gated.release(0);
         gated.wait_for_step(1);  // step 1 chosen from 1, 2, 3, 4, 6, held
-        start(5);
+        calls.start(5, kinds[5]);
         ASSERT_TRUE(calls_waiting(scheduler, 6));  // the five of step 1 (still running) and 5
         gated.release(1);
-        for (auto& t : threads) t.join();
+        calls.join();
 
-        for (size_t i = 0; i < lengths.size(); ++i) EXPECT_TRUE(bits_equal(got[i], alone[i])) << "sequence " << i;
+        for (size_t i = 0; i < lengths.size(); ++i) EXPECT_TRUE(bits_equal(calls.got[i], alone[i])) << "sequence " << i;
         const auto steps = gated.steps();
         if (first_token_rows > 0) {
             // 0 alone; 4 alone (5 rows), ahead of the decode rows and of 6 (12 rows); then the
@@ -502,28 +522,20 @@ TEST(StepScheduler, a_burst_of_first_token_prefills_runs_a_few_rows_at_a_time) {
                                                             .first_token_step_rows = c.first_token_step_rows});
         std::vector<std::unique_ptr<KvBlock>> blocks;
         for (size_t i = 0; i < lengths.size(); ++i) blocks.push_back(make_suffix(i));
-        std::vector<std::vector<float>> got(lengths.size());
-        std::vector<std::thread> threads;
-        auto start = [&](size_t i) {
-            threads.emplace_back([&, i] {
-                const auto rows = all_rows(lengths[i]);
-                got[i].resize(rows.size() * size_t(vocab));
-                scheduler.forward(tokens[i], KvView{prefix.get(), 20, blocks[i].get()}, rows, got[i], nullptr, nullptr,
-                                  i >= 3 ? CallKind::first_token : CallKind::later);
-            });
-        };
-        start(0);
+        ScheduledCalls calls(scheduler, *prefix, tokens, std::move(blocks), vocab);
+        const auto kind = [](size_t i) { return i >= 3 ? CallKind::first_token : CallKind::later; };
+        calls.start(0, kind(0));
         gated.wait_for_step(0);                          // step 0 runs sequence 0 alone and is held
         for (size_t n = 0; n < c.waiting.size(); ++n) {  // one at a time: a known arrival order
-            start(c.waiting[n]);
+            calls.start(c.waiting[n], kind(c.waiting[n]));
             ASSERT_TRUE(calls_waiting(scheduler, n + 2));
         }
         gated.release(0);
-        for (auto& t : threads) t.join();
+        calls.join();
 
         EXPECT_EQ(gated.steps(), c.expected);
-        for (size_t i : c.waiting) EXPECT_TRUE(bits_equal(got[i], alone[i])) << "sequence " << i;
-        EXPECT_TRUE(bits_equal(got[0], alone[0]));
+        for (size_t i : c.waiting) EXPECT_TRUE(bits_equal(calls.got[i], alone[i])) << "sequence " << i;
+        EXPECT_TRUE(bits_equal(calls.got[0], alone[0]));
     }
 }
 
