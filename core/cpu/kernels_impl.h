@@ -714,10 +714,12 @@ void pv_rows_t(const float* const* e, int j0, int j1, const KT* v, int stride, i
     const int tail = width - (ND - 1) * V::W;  // lanes of the last vector, 1..W
     for (int j = j0; j < j1; ++j, v += stride) {
         typename V::reg vv[ND];
-        // the row 4 keys ahead, a line per vector (V streams from memory on a long prefix; a
-        // prefetch past the keys is harmless)
+        // the row 16 keys ahead, a line per vector (V streams from memory on a long prefix; a
+        // prefetch past the keys is harmless). 16 rather than 4: the 23-row attention of a cache
+        // hit 5% faster with the AVX2 kernels, faster in 14 of 16 interleaved pairs
+        // (docs/benchmarks.md, "A fifteenth sitting")
 #pragma GCC unroll 8
-        for (int d = 0; d < ND; ++d) __builtin_prefetch(v + 4 * size_t(stride) + d * V::W);
+        for (int d = 0; d < ND; ++d) __builtin_prefetch(v + 16 * size_t(stride) + d * V::W);
 #pragma GCC unroll 8
         for (int d = 0; d < ND - 1; ++d) vv[d] = V::load(v + d * V::W);
         vv[ND - 1] = tail == V::W ? V::load(v + (ND - 1) * V::W) : V::load_n(v + (ND - 1) * V::W, tail);
