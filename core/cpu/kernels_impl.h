@@ -22,6 +22,14 @@
 constexpr int kMR = V::gemm_mr;             // tokens per micro-tile
 constexpr int kNR = V::gemm_nrv * V::W;     // features per micro-tile
 constexpr int kKC = 256;                    // k per block: an X micro-panel (KC x MR) stays in L1
+// BF16 panel streams read from memory (the GEMV, and the first row tile down the whole of K)
+// prefetch each panel 4 KiB ahead: with the hardware prefetcher alone one 6-row tile (one panel
+// at a time) drew 7-8 GB/s a core, half what two rows (3 panels side by side) drew, and 6 rows took
+// longer than 8. bench_gemm, the 0.6B shapes, 2 threads, AMD EPYC Zen 5, time of one layer: AVX2
+// kernels 0.84x at 1 row, 0.83x at 8, 0.92x at 24; AVX-512 0.94x, 0.78x, 0.88x (docs/benchmarks.md,
+// "Panel prefetch"). Not for F32 panels (24 rows on AVX-512 took 1.1x). No bit changes.
+template <class WT>
+constexpr int kPanelPrefetchK = std::is_same_v<WT, uint16_t> ? 4096 / int(kNR * sizeof(WT)) : 0;
 constexpr int kNB = 4 * kNR;                // features per task: W block (NB x KC) stays in L2
 
 // Xp panel tp: [K][MR], tokens tp*MR.. (zeros past M).
@@ -232,6 +240,11 @@ void gemv_panels(int np, const float* x, int k, const WT* w0, size_t panel_strid
             load_scales<WT, NV>(q8 ? s0 + size_t(p) * scale_stride + size_t(kb / kQ8Block) * kNR : nullptr, sv[p]);
         const int ke = q8 ? std::min(k, kb + kQ8Block) : k;
         for (int kk = kb; kk < ke; ++kk) {
+            if constexpr (kPanelPrefetchK < WT >> 0) {
+#pragma GCC unroll 8
+                for (int p = 0; p < NP; ++p)
+                    __builtin_prefetch(w0 + size_t(p) * panel_stride + size_t(kk + kPanelPrefetchK<WT>) * kNR);
+            }
             const typename V::reg b = V::set1(x[kk]);
 #pragma GCC unroll 8
             for (int p = 0; p < NP; ++p)
@@ -352,11 +365,11 @@ constexpr RowsShape rows_shape(int rows) {
     return {np_whole, V::gemm_nrv};
 }
 
-template <int R, int NP, int NVT, class WT>
+template <int R, int NP, int NVT, bool PF, class WT>
 void gemm_rows_panels(int np, int v0, const float* xp, int k, const WT* w0, size_t panel_stride, float* y, int64_t ldy,
                       int n_valid) {
     if constexpr (NP > 1) {  // the last panels of a range: fewer side by side
-        if (np < NP) return gemm_rows_panels<R, NP - 1, NVT, WT>(np, v0, xp, k, w0, panel_stride, y, ldy, n_valid);
+        if (np < NP) return gemm_rows_panels<R, NP - 1, NVT, PF, WT>(np, v0, xp, k, w0, panel_stride, y, ldy, n_valid);
     }
     const WT* wv = w0 + v0 * V::W;  // vector v0 of each panel
     typename V::reg acc[R][NP][NVT];
@@ -369,6 +382,10 @@ void gemm_rows_panels(int np, int v0, const float* xp, int k, const WT* w0, size
     for (int kk = 0; kk < k; ++kk) {
         const WT* wk = wv + size_t(kk) * kNR;
         const float* xk = xp + size_t(kk) * kMR;
+        if constexpr (PF && kPanelPrefetchK < WT >> 0) {
+#pragma GCC unroll 8
+            for (int p = 0; p < NP; ++p) __builtin_prefetch(wk + size_t(p) * panel_stride + kPanelPrefetchK<WT> * kNR);
+        }
         if constexpr (R <= NP * NVT) {  // the row broadcasts stay in registers, each weight vector passes through
             typename V::reg b[R];
 #pragma GCC unroll 16
@@ -414,19 +431,19 @@ void gemm_rows_panels(int np, int v0, const float* xp, int k, const WT* w0, size
 }
 
 // Rows `rows` (<= MR) of one X panel over panels [p_begin, p_end) of the matrix, NP at a time.
-template <int R, class WT>
+template <int R, bool PF, class WT>
 void gemm_rows_over(int rows, const float* xp, int k, const WT* panels, size_t panel_stride, int64_t p_begin,
                     int64_t p_end, int64_t n, float* y) {
     if constexpr (R > 1) {
-        if (rows < R) return gemm_rows_over<R - 1, WT>(rows, xp, k, panels, panel_stride, p_begin, p_end, n, y);
+        if (rows < R) return gemm_rows_over<R - 1, PF, WT>(rows, xp, k, panels, panel_stride, p_begin, p_end, n, y);
     }
     constexpr RowsShape shape = rows_shape(R);
     for (int64_t p = p_begin; p < p_end; p += shape.np) {
         const int np = int(std::min<int64_t>(shape.np, p_end - p));
         const int n_valid = int(std::min<int64_t>(int64_t(np) * kNR, n - p * kNR));
         for (int v0 = 0; v0 < V::gemm_nrv; v0 += shape.nvt)
-            gemm_rows_panels<R, shape.np, shape.nvt, WT>(np, v0, xp, k, panels + size_t(p) * panel_stride, panel_stride,
-                                                         y + p * kNR, n, n_valid);
+            gemm_rows_panels<R, shape.np, shape.nvt, PF, WT>(np, v0, xp, k, panels + size_t(p) * panel_stride,
+                                                             panel_stride, y + p * kNR, n, n_valid);
     }
 }
 
@@ -451,9 +468,15 @@ void gemm_rows(ThreadPool& pool, Workspace& ws, const float* x, int m, const Mat
     pool.parallel_for(n_groups * split, [&](int64_t t, int) {
         const int64_t p0 = (t / split) * group, p1 = std::min<int64_t>(n_panels, p0 + group);
         const int tp_begin = split == 1 ? 0 : int(t % split), tp_end = split == 1 ? n_tp : tp_begin + 1;
-        for (int tp = tp_begin; tp < tp_end; ++tp)
-            gemm_rows_over<kMR, WT>(std::min(kMR, m - tp * kMR), xp + size_t(tp) * size_t(k) * kMR, k, panels,
-                                    panel_stride, p0, p1, n, y + size_t(tp) * kMR * size_t(n));
+        for (int tp = tp_begin; tp < tp_end; ++tp) {
+            const int rows = std::min(kMR, m - tp * kMR);
+            const float* xt = xp + size_t(tp) * size_t(k) * kMR;
+            float* yt = y + size_t(tp) * kMR * size_t(n);
+            if (tp == tp_begin)  // the tile that streams the panels from memory
+                gemm_rows_over<kMR, true, WT>(rows, xt, k, panels, panel_stride, p0, p1, n, yt);
+            else
+                gemm_rows_over<kMR, false, WT>(rows, xt, k, panels, panel_stride, p0, p1, n, yt);
+        }
     });
 }
 
