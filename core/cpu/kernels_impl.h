@@ -29,7 +29,9 @@ constexpr int kKC = 256;                    // k per block: an X micro-panel (KC
 // kernels 0.84x at 1 row, 0.83x at 8, 0.92x at 24; AVX-512 0.94x, 0.78x, 0.88x (docs/benchmarks.md,
 // "Panel prefetch"). Not for F32 panels (24 rows on AVX-512 took 1.1x). No bit changes.
 template <class WT>
-constexpr int kPanelPrefetchK = std::is_same_v<WT, uint16_t> ? 4096 / int(kNR * sizeof(WT)) : 0;
+constexpr int panel_prefetch_k() {
+    return std::is_same_v<WT, uint16_t> ? 4096 / int(kNR * sizeof(WT)) : 0;
+}
 constexpr int kNB = 4 * kNR;                // features per task: W block (NB x KC) stays in L2
 
 // Xp panel tp: [K][MR], tokens tp*MR.. (zeros past M).
@@ -240,10 +242,10 @@ void gemv_panels(int np, const float* x, int k, const WT* w0, size_t panel_strid
             load_scales<WT, NV>(q8 ? s0 + size_t(p) * scale_stride + size_t(kb / kQ8Block) * kNR : nullptr, sv[p]);
         const int ke = q8 ? std::min(k, kb + kQ8Block) : k;
         for (int kk = kb; kk < ke; ++kk) {
-            if constexpr (kPanelPrefetchK < WT >> 0) {
+            if constexpr (panel_prefetch_k<WT>() > 0) {
 #pragma GCC unroll 8
                 for (int p = 0; p < NP; ++p)
-                    __builtin_prefetch(w0 + size_t(p) * panel_stride + size_t(kk + kPanelPrefetchK<WT>) * kNR);
+                    __builtin_prefetch(w0 + size_t(p) * panel_stride + size_t(kk + panel_prefetch_k<WT>()) * kNR);
             }
             const typename V::reg b = V::set1(x[kk]);
 #pragma GCC unroll 8
@@ -382,9 +384,10 @@ void gemm_rows_panels(int np, int v0, const float* xp, int k, const WT* w0, size
     for (int kk = 0; kk < k; ++kk) {
         const WT* wk = wv + size_t(kk) * kNR;
         const float* xk = xp + size_t(kk) * kMR;
-        if constexpr (PF && kPanelPrefetchK < WT >> 0) {
+        if constexpr (PF && panel_prefetch_k<WT>() > 0) {
 #pragma GCC unroll 8
-            for (int p = 0; p < NP; ++p) __builtin_prefetch(wk + size_t(p) * panel_stride + kPanelPrefetchK<WT> * kNR);
+            for (int p = 0; p < NP; ++p)
+                __builtin_prefetch(wk + size_t(p) * panel_stride + panel_prefetch_k<WT>() * kNR);
         }
         if constexpr (R <= NP * NVT) {  // the row broadcasts stay in registers, each weight vector passes through
             typename V::reg b[R];
