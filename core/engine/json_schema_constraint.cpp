@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -87,9 +88,15 @@ bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= '
 
 const char* const k_supported =
     "type, properties, required, additionalProperties, items, minItems, maxItems, enum, const, anyOf, "
-    "minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength; "
+    "minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength, "
+    "$ref (#/... within the schema) with $defs or definitions; "
     "annotations: description, title, default, examples, format, $comment, $schema, $id, deprecated, "
     "readOnly, writeOnly";
+
+// Where $ref targets live: read only through a $ref.
+bool is_definitions(const std::string& key) {
+    return key == "$defs" || key == "definitions";
+}
 
 bool is_annotation(const std::string& key) {
     static const char* const names[] = {"description", "title",      "default",  "examples",  "format", "$comment",
@@ -110,7 +117,7 @@ struct JsonSchemaGrammar::Impl {
     struct Node {
         uint8_t types = t_any;
         int32_t literals = -1;        // enum / const: the trie of the allowed values' texts
-        std::vector<uint32_t> alts;   // anyOf: the alternatives (leaves); empty for a leaf
+        std::vector<uint32_t> alts;   // anyOf, $ref: the alternatives (leaves once compiled); empty for a leaf
         // object
         std::vector<uint32_t> props;  // each property's value node
         uint64_t all_props = 0;
@@ -133,7 +140,11 @@ struct JsonSchemaGrammar::Impl {
     };
 
     std::vector<Node> nodes;  // [0]: any JSON value
+    std::vector<std::string> paths;  // where each node is in the schema (for errors)
     std::vector<TrieNode> trie;
+    // While compiling: the whole schema ($ref targets are found in it) and each $ref's node.
+    const ordered_json* doc = nullptr;
+    std::unordered_map<std::string, uint32_t> refs;
     uint32_t bool_root = 0, null_root = 0;
     uint32_t root = 0;
     std::string tail;
@@ -169,7 +180,14 @@ struct JsonSchemaGrammar::Impl {
         throw std::invalid_argument(where + ": strict: " + problem + " at " + path);
     }
 
+    uint32_t new_node(const std::string& path) {
+        nodes.emplace_back();
+        paths.push_back(path);
+        return static_cast<uint32_t>(nodes.size() - 1);
+    }
     uint32_t compile(const ordered_json& s, const std::string& path, int depth);
+    uint32_t compile_ref(const ordered_json& s, const std::string& path, int depth);
+    void finish();
     std::vector<uint32_t> leaves(uint32_t n) const {
         return nodes[n].alts.empty() ? std::vector<uint32_t>{n} : nodes[n].alts;
     }
@@ -185,31 +203,30 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
         refuse(path, "the schema false (no value) is not supported");
     }
     if (!s.is_object()) refuse(path, "a schema must be an object");
+    if (s.contains("$ref")) return compile_ref(s, path, depth);
     for (auto it = s.begin(); it != s.end(); ++it) {
         static const char* const constraining[] = {
             "type",    "properties", "required", "additionalProperties", "items",            "minItems",
             "maxItems", "enum",      "const",    "anyOf",                "minimum",          "maximum",
             "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "multipleOf"};
         const std::string& key = it.key();
-        if (is_annotation(key) ||
+        if (is_annotation(key) || is_definitions(key) ||
             std::any_of(std::begin(constraining), std::end(constraining), [&](const char* n) { return key == n; }))
             continue;
         throw std::invalid_argument(where + ": strict: keyword \"" + key + "\" at " + path +
                                     " is not supported (supported: " + k_supported + ")");
     }
-    const uint32_t index = static_cast<uint32_t>(nodes.size());
-    nodes.emplace_back();
+    const uint32_t index = new_node(path);
 
     if (s.contains("anyOf")) {
         const auto& list = s["anyOf"];
         if (!list.is_array() || list.empty()) refuse(path + ".anyOf", "anyOf must be a non-empty array");
         for (auto it = s.begin(); it != s.end(); ++it)
-            if (it.key() != "anyOf" && !is_annotation(it.key()))
+            if (it.key() != "anyOf" && !is_annotation(it.key()) && !is_definitions(it.key()))
                 refuse(path, "anyOf together with \"" + it.key() + "\" is not supported (put it inside each branch)");
-        std::vector<uint32_t> alts;
+        std::vector<uint32_t> alts;  // made leaves by finish(), once every $ref's target is compiled
         for (size_t i = 0; i < list.size(); ++i)
-            for (const uint32_t leaf : leaves(compile(list[i], path + ".anyOf[" + std::to_string(i) + "]", depth + 1)))
-                alts.push_back(leaf);
+            alts.push_back(compile(list[i], path + ".anyOf[" + std::to_string(i) + "]", depth + 1));
         nodes[index].alts = std::move(alts);
         return index;
     }
@@ -364,6 +381,81 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
             refuse(path, "a bound of 1e15 or more is not supported (bounded numbers have at most 15 digits)");
     }
     return index;
+}
+
+// {"$ref": "#/$defs/Name"} (pydantic's and FastMCP's form; also "#/definitions/...", "#" and any
+// JSON pointer into the schema): a node whose one alternative is the target, compiled once per
+// reference, so a schema may refer to itself (a tree, a linked list). finish() makes it a leaf list.
+uint32_t JsonSchemaGrammar::Impl::compile_ref(const ordered_json& s, const std::string& path, int depth) {
+    for (auto it = s.begin(); it != s.end(); ++it)
+        if (it.key() != "$ref" && !is_annotation(it.key()) && !is_definitions(it.key()))
+            refuse(path, "$ref together with \"" + it.key() + "\" is not supported (put it in the referenced schema)");
+    const auto& r = s["$ref"];
+    if (!r.is_string()) refuse(path + ".$ref", "$ref must be a string");
+    const std::string ref = r.get<std::string>();
+    if (ref.empty() || ref[0] != '#')
+        refuse(path + ".$ref", "$ref \"" + ref + "\" does not point within the schema (only \"#/...\" is supported)");
+    if (const auto it = refs.find(ref); it != refs.end()) return it->second;
+    const ordered_json* target = nullptr;
+    try {
+        target = &doc->at(ordered_json::json_pointer(ref.substr(1)));
+    } catch (const ordered_json::exception&) {
+        refuse(path + ".$ref", "$ref \"" + ref + "\" does not resolve within the schema");
+    }
+    const uint32_t index = new_node(path);
+    refs.emplace(ref, index);
+    std::string at = "parameters";
+    for (size_t i = 1; i < ref.size(); ++i) at += ref[i] == '/' ? '.' : ref[i];
+    const uint32_t to = compile(*target, at, depth + 1);
+    nodes[index].alts = {to};
+    return index;
+}
+
+// After the whole schema is compiled: every anyOf and $ref node lists the leaves it may begin as
+// (refused when it reaches itself through anyOf and $ref alone), and every leaf has a finite value
+// (refused when it cannot, e.g. an object that requires itself): the matcher never enters a branch
+// it could not finish.
+void JsonSchemaGrammar::Impl::finish() {
+    std::vector<uint8_t> seen(nodes.size(), 0);  // 1: being flattened, 2: done
+    std::function<void(uint32_t)> flatten = [&](uint32_t n) {
+        if (seen[n] == 2 || nodes[n].alts.empty()) return void(seen[n] = 2);
+        if (seen[n] == 1)
+            refuse(paths[n], "the schema refers to itself through anyOf or $ref alone, with no value in between");
+        seen[n] = 1;
+        std::vector<uint32_t> out;
+        for (const uint32_t a : nodes[n].alts) {
+            flatten(a);
+            for (const uint32_t leaf : leaves(a))
+                if (std::find(out.begin(), out.end(), leaf) == out.end()) out.push_back(leaf);
+        }
+        nodes[n].alts = std::move(out);
+        seen[n] = 2;
+    };
+    for (uint32_t n = 0; n < nodes.size(); ++n) flatten(n);
+
+    std::vector<uint8_t> finite(nodes.size(), 0);
+    const auto some_finite = [&](uint32_t n) {
+        const auto ls = leaves(n);
+        return std::any_of(ls.begin(), ls.end(), [&](uint32_t l) { return finite[l] != 0; });
+    };
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t n = 0; n < nodes.size(); ++n) {
+            const Node& x = nodes[n];
+            if (finite[n] || !x.alts.empty()) continue;
+            bool ok = x.literals >= 0 || (x.types & (t_string | t_number | t_integer | t_boolean | t_null)) != 0;
+            if (!ok && (x.types & t_object)) {
+                ok = true;
+                for (size_t i = 0; i < x.props.size(); ++i)
+                    if ((x.required >> i & 1) && !some_finite(x.props[i])) ok = false;
+            }
+            if (!ok && (x.types & t_array)) ok = x.min_items == 0 || x.items == 0 || some_finite(x.items);
+            if (ok) finite[n] = 1, changed = true;
+        }
+    }
+    for (uint32_t n = 0; n < nodes.size(); ++n)
+        if (nodes[n].alts.empty() && !finite[n])
+            refuse(paths[n], "the schema has no finite value (it requires itself)");
 }
 
 namespace {
@@ -730,14 +822,18 @@ JsonSchemaGrammar::JsonSchemaGrammar(const ordered_json& schema, std::string tai
     Impl& g = *impl_;
     g.tail = std::move(tail);
     g.where = where;
-    g.nodes.emplace_back();  // [0]: any value (open objects, any items)
+    g.new_node("parameters");  // [0]: any value (open objects, any items)
     g.bool_root = g.new_trie_node();
     g.insert(g.bool_root, "true", 0, 0);
     g.insert(g.bool_root, "false", 0, 0);
     g.null_root = g.new_trie_node();
     g.insert(g.null_root, "null", 0, 0);
     g.nodes[0].keys = g.new_trie_node();
+    g.doc = &schema;
     g.root = g.compile(schema, "parameters", 0);
+    g.finish();
+    g.doc = nullptr;
+    g.refs.clear();
 }
 
 JsonSchemaGrammar::~JsonSchemaGrammar() = default;
@@ -808,12 +904,26 @@ std::string SchemaState::key() const {
     return out;
 }
 
-bool json_schema_valid(const ordered_json& schema, const ordered_json& value) {
+namespace {
+
+// `doc` is the whole schema, where a $ref's target is looked up.
+bool valid_in(const ordered_json& doc, const ordered_json& schema, const ordered_json& value, int depth) {
+    const auto valid = [&](const ordered_json& s, const ordered_json& v) { return valid_in(doc, s, v, depth + 1); };
+    if (depth > 512) return false;  // a $ref cycle with no value in between (compile refuses it)
     if (schema.is_boolean()) return schema.get<bool>();
     if (!schema.is_object()) return false;
+    if (schema.contains("$ref")) {
+        const auto& r = schema["$ref"];
+        if (!r.is_string() || r.get<std::string>().empty() || r.get<std::string>()[0] != '#') return false;
+        try {
+            return valid(doc.at(ordered_json::json_pointer(r.get<std::string>().substr(1))), value);
+        } catch (const ordered_json::exception&) {
+            return false;
+        }
+    }
     if (schema.contains("anyOf")) {
         for (const auto& alt : schema["anyOf"])
-            if (json_schema_valid(alt, value)) return true;
+            if (valid(alt, value)) return true;
         return false;
     }
     if (schema.contains("const")) return value == schema["const"];
@@ -847,9 +957,9 @@ bool json_schema_valid(const ordered_json& schema, const ordered_json& value) {
                 if (!value.contains(r.get<std::string>())) return false;
         for (auto it = value.begin(); it != value.end(); ++it) {
             if (props.contains(it.key())) {
-                if (!json_schema_valid(props[it.key()], it.value())) return false;
+                if (!valid(props[it.key()], it.value())) return false;
             } else if (schema.contains("additionalProperties")) {
-                if (!json_schema_valid(schema["additionalProperties"], it.value())) return false;
+                if (!valid(schema["additionalProperties"], it.value())) return false;
             }
         }
     }
@@ -873,9 +983,15 @@ bool json_schema_valid(const ordered_json& schema, const ordered_json& value) {
         if (schema.contains("maxItems") && value.size() > schema["maxItems"].get<size_t>()) return false;
         if (schema.contains("items"))
             for (const auto& item : value)
-                if (!json_schema_valid(schema["items"], item)) return false;
+                if (!valid(schema["items"], item)) return false;
     }
     return true;
+}
+
+}  // namespace
+
+bool json_schema_valid(const ordered_json& schema, const ordered_json& value) {
+    return valid_in(schema, schema, value, 0);
 }
 
 // ---- TokenTrie ---------------------------------------------------------------------------------

@@ -8,10 +8,13 @@
 // Supported keywords (docs/cli.md, "Strict tool calls"): type (string, number, integer, boolean,
 // null, object, array, or a list of them), properties, required, additionalProperties (false,
 // true or a schema), items, minItems, maxItems, enum, const, anyOf, minimum, maximum,
-// exclusiveMinimum, exclusiveMaximum, multipleOf (numbers), minLength, maxLength; annotations that do not
-// constrain a value (description, title, default, examples, format, $comment, $schema, deprecated,
-// readOnly, writeOnly) are read past. Any other keyword ($ref, $defs, pattern, oneOf, allOf, not,
-// uniqueItems, ...) is refused by name: compile throws std::invalid_argument.
+// exclusiveMinimum, exclusiveMaximum, multipleOf (numbers), minLength, maxLength, and $ref to a JSON
+// pointer within the schema ("#/$defs/Name", "#/definitions/Name", "#": pydantic's and FastMCP's
+// form; recursive definitions too, each compiled once); annotations that do not constrain a value
+// (description, title, default, examples, format, $comment, $schema, deprecated, readOnly,
+// writeOnly) are read past. Any other keyword (pattern, oneOf, allOf, not, uniqueItems, ...), a $ref
+// outside the schema or beside a constraining keyword, a schema that reaches itself through
+// anyOf/$ref alone or has no finite value is refused by name: compile throws std::invalid_argument.
 //
 // An object that lists `properties` and does not say `additionalProperties` takes only the listed
 // properties (as llama.cpp's grammars and OpenAI's strict mode): still JSON the schema accepts.

@@ -211,7 +211,20 @@ TEST(JsonSchemaGrammar, RefusesUnsupportedKeywordsByName) {
         }
     };
     refused(R"({"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]+$"}}})", "\"pattern\" at parameters.properties.zip");
-    refused(R"({"$ref": "#/$defs/x"})", "\"$ref\"");
+    refused(R"({"$ref": "#/$defs/x"})", "$ref \"#/$defs/x\" does not resolve within the schema");
+    refused(R"({"$ref": "https://example.com/s.json"})", "only \"#/...\" is supported");
+    refused(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/a", "type": "string"}}, "$defs": {"a": {}}})",
+            "$ref together with \"type\" is not supported");
+    // A reference that reaches itself with no value in between, and an object that requires itself.
+    refused(R"({"$ref": "#/$defs/a", "$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "string"}]}}})",
+            "the schema refers to itself through anyOf or $ref alone");
+    refused(R"({"$ref": "#"})", "the schema refers to itself through anyOf or $ref alone");
+    refused(R"({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]})",
+            "has no finite value (it requires itself) at parameters");
+    // Inside a referenced schema, the path names the definition.
+    refused(
+        R"({"type": "object", "properties": {"z": {"$ref": "#/$defs/Zip"}}, "$defs": {"Zip": {"type": "string", "pattern": "^[0-9]+$"}}})",
+        "\"pattern\" at parameters.$defs.Zip");
     refused(R"({"oneOf": [{"type": "string"}]})", "\"oneOf\"");
     refused(R"({"allOf": [{"type": "string"}]})", "\"allOf\"");
     refused(R"({"type": "string", "not": {"const": "x"}})", "\"not\"");
@@ -228,6 +241,48 @@ TEST(JsonSchemaGrammar, RefusesUnsupportedKeywordsByName) {
     // Annotations are read past.
     EXPECT_NO_THROW(grammar(R"({"type": "string", "description": "d", "title": "t", "default": "x", "format": "date",
                                 "examples": ["a"]})"));
+}
+
+// $ref into $defs / definitions (pydantic's model_json_schema(), FastMCP's tool schemas), shared
+// and recursive definitions.
+TEST(JsonSchemaGrammar, References) {
+    // pydantic: class Address(BaseModel): street: str; city: str
+    //           class Order(BaseModel): ship_to: Address; bill_to: Optional[Address] = None; tags: list[str]
+    const auto order = grammar(R"({"$defs": {"Address": {"properties": {"street": {"title": "Street", "type": "string"},
+        "city": {"title": "City", "type": "string"}}, "required": ["street", "city"], "title": "Address", "type": "object"}},
+        "properties": {"ship_to": {"$ref": "#/$defs/Address"}, "bill_to": {"anyOf": [{"$ref": "#/$defs/Address"},
+        {"type": "null"}], "default": null}, "tags": {"items": {"type": "string"}, "title": "Tags", "type": "array"}},
+        "required": ["ship_to", "tags"], "title": "Order", "type": "object"})");
+    for (const char* ok :
+         {R"({"ship_to": {"street": "1 Main", "city": "Oslo"}, "tags": []})",
+          R"({"ship_to": {"street": "a", "city": "b"}, "bill_to": null, "tags": ["x"]})",
+          R"({"bill_to": {"city": "b", "street": "a"}, "ship_to": {"street": "a", "city": "b"}, "tags": []})"})
+        EXPECT_TRUE(order.accepts(ok)) << ok;
+    for (const char* bad : {R"({"ship_to": {"street": "1 Main"}, "tags": []})", R"({"ship_to": null, "tags": []})",
+                            R"({"ship_to": {"street": "a", "city": "b", "zip": "1"}, "tags": []})",
+                            R"({"ship_to": {"street": "a", "city": "b"}, "bill_to": 3, "tags": []})"})
+        EXPECT_FALSE(order.accepts(bad)) << bad;
+
+    // Recursive: a tree whose children are trees (draft-07 "definitions"), and "#" itself.
+    const auto tree = grammar(R"({"$ref": "#/definitions/Node", "definitions": {"Node": {"type": "object",
+        "properties": {"name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#/definitions/Node"}}},
+        "required": ["name"], "additionalProperties": false}}})");
+    EXPECT_TRUE(tree.accepts(
+        R"({"name": "a", "children": [{"name": "b"}, {"name": "c", "children": [{"name": "d", "children": []}]}]})"));
+    EXPECT_FALSE(tree.accepts(R"({"name": "a", "children": [{"name": "b", "children": [{}]}]})"));
+    EXPECT_TRUE(
+        tree.is_prefix(R"({"name": "a", "children": [{"name": "b", "children": [{"name": "c", "children": [{"na)"));
+    const auto list =
+        grammar(R"({"type": "object", "properties": {"v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#"},
+        {"type": "null"}]}}, "required": ["v", "next"], "additionalProperties": false})");
+    EXPECT_TRUE(list.accepts(R"({"v": 1, "next": {"v": 2, "next": null}})"));
+    EXPECT_FALSE(list.accepts(R"({"v": 1, "next": {"v": 2}})"));
+
+    // The plain validator follows the same references.
+    const json tree_schema = json::parse(R"({"$ref": "#/$defs/N", "$defs": {"N": {"type": "object", "properties": {
+        "k": {"type": "array", "items": {"$ref": "#/$defs/N"}}}, "additionalProperties": false}}})");
+    EXPECT_TRUE(cc::json_schema_valid(tree_schema, json::parse(R"({"k": [{}, {"k": [{}]}]})")));
+    EXPECT_FALSE(cc::json_schema_valid(tree_schema, json::parse(R"({"k": [{}, {"k": [1]}]})")));
 }
 
 // A toy vocabulary: every printable ASCII byte, JSON-ish multi-byte pieces, and a few UTF-8 ones.
@@ -268,6 +323,9 @@ const char* const kSchemas[] = {
     R"({"type": "object", "properties": {"q": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
         "opts": {"type": "object"}}, "required": ["q"], "additionalProperties": true})",
     R"({"type": "object", "properties": {}, "additionalProperties": false})",
+    R"({"type": "object", "properties": {"city": {"$ref": "#/$defs/C"}, "days": {"type": "array",
+        "items": {"anyOf": [{"$ref": "#/$defs/C"}, {"$ref": "#"}, {"type": "null"}]}, "maxItems": 2}},
+        "required": ["city"], "additionalProperties": false, "$defs": {"C": {"type": "string", "enum": ["Oslo", "ab\"cd"]}}})",
     R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 10, "maximum": 20},
         "x": {"type": "number", "exclusiveMinimum": -1, "maximum": 1, "multipleOf": 0.25}, "s": {"type": "string", "maxLength": 2}},
         "required": ["n", "x", "s"], "additionalProperties": false})",

@@ -215,6 +215,34 @@ TEST(StrictCalls, ChatStaysExact) {
     expect_exact(engine.chat(req, q), "second turn");
 }
 
+// A tool schema as pydantic's model_json_schema() (and so FastMCP) writes it: shared definitions
+// under $defs, reached by $ref, one of them Optional (anyOf with null). Forced strict calls follow
+// the referenced schemas; cached == full.
+TEST(StrictCalls, ReferencedDefinitionsAreFollowed) {
+    Engine& engine = engine_for("builtin:qwen3-test");
+    const char* const text = R"([{"type": "function", "function": {"name": "route", "description": "Plan a route.",
+      "parameters": {"$defs": {"Stop": {"properties": {"city": {"enum": ["Oslo", "Bergen"], "title": "City", "type": "string"},
+        "nights": {"maximum": 3, "minimum": 0, "title": "Nights", "type": "integer"}}, "required": ["city", "nights"],
+        "title": "Stop", "type": "object"}},
+       "properties": {"start": {"$ref": "#/$defs/Stop"}, "end": {"anyOf": [{"$ref": "#/$defs/Stop"}, {"type": "null"}],
+        "default": null}, "fast": {"title": "Fast", "type": "boolean"}},
+       "required": ["start", "end", "fast"], "title": "Route", "type": "object"}}}])";
+    const ToolSet tools = ToolSet::from_json_text(text, "refs");
+    EXPECT_NO_THROW(cc::check_strict_tools(tools, true));
+    engine.set_tools(tools, "");
+    for (const auto& query : kQueries) {
+        QueryOptions q;
+        q.max_new_tokens = 160;
+        q.tool_choice = ToolChoice::parse("required");
+        q.tool_choice.strict = true;
+        q.mode = QueryMode::compare;
+        const auto r = engine.query(query, q);
+        expect_exact(r, query + " -> " + r.text);
+        ASSERT_TRUE(schema_valid(tools, r.tool_call)) << query << " -> " << r.text;
+        EXPECT_TRUE(r.tool_call->arguments["start"]["city"].is_string()) << r.text;
+    }
+}
+
 TEST(StrictCalls, UnsupportedKeywordsAreRefusedByToolAndKeyword) {
     Engine& engine = engine_for("builtin:qwen3-test");
     json arr = json::parse(kBoundedTools);
