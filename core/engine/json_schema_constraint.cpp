@@ -89,7 +89,7 @@ bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= '
 const char* const k_supported =
     "type, properties, required, additionalProperties, items, minItems, maxItems, enum, const, anyOf, "
     "minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength, "
-    "$ref (#/... within the schema) with $defs or definitions; "
+    "$ref (#/... within the schema) with $defs or definitions, allOf of one schema; "
     "annotations: description, title, default, examples, format, $comment, $schema, $id, deprecated, "
     "readOnly, writeOnly";
 
@@ -204,6 +204,15 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
     }
     if (!s.is_object()) refuse(path, "a schema must be an object");
     if (s.contains("$ref")) return compile_ref(s, path, depth);
+    if (s.contains("allOf")) {  // one schema only: pydantic v1 wraps a field's $ref so, to describe it
+        const auto& list = s["allOf"];
+        if (!list.is_array() || list.size() != 1)
+            refuse(path + ".allOf", "allOf with more than one schema is not supported (one is: it is that schema)");
+        for (auto it = s.begin(); it != s.end(); ++it)
+            if (it.key() != "allOf" && !is_annotation(it.key()) && !is_definitions(it.key()))
+                refuse(path, "allOf together with \"" + it.key() + "\" is not supported (put it inside the schema)");
+        return compile(list[0], path + ".allOf[0]", depth + 1);
+    }
     for (auto it = s.begin(); it != s.end(); ++it) {
         static const char* const constraining[] = {
             "type",    "properties", "required", "additionalProperties", "items",            "minItems",
@@ -920,6 +929,11 @@ bool valid_in(const ordered_json& doc, const ordered_json& schema, const ordered
         } catch (const ordered_json::exception&) {
             return false;
         }
+    }
+    if (schema.contains("allOf")) {
+        for (const auto& part : schema["allOf"])
+            if (!valid(part, value)) return false;
+        return true;
     }
     if (schema.contains("anyOf")) {
         for (const auto& alt : schema["anyOf"])

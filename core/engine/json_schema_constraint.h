@@ -10,9 +10,10 @@
 // true or a schema), items, minItems, maxItems, enum, const, anyOf, minimum, maximum,
 // exclusiveMinimum, exclusiveMaximum, multipleOf (numbers), minLength, maxLength, and $ref to a JSON
 // pointer within the schema ("#/$defs/Name", "#/definitions/Name", "#": pydantic's and FastMCP's
-// form; recursive definitions too, each compiled once); annotations that do not constrain a value
+// form; recursive definitions too, each compiled once), allOf of one schema (pydantic v1's wrapper
+// of a described $ref); annotations that do not constrain a value
 // (description, title, default, examples, format, $comment, $schema, deprecated, readOnly,
-// writeOnly) are read past. Any other keyword (pattern, oneOf, allOf, not, uniqueItems, ...), a $ref
+// writeOnly) are read past. Any other keyword (pattern, oneOf, allOf of several, not, uniqueItems, ...), a $ref
 // outside the schema or beside a constraining keyword, a schema that reaches itself through
 // anyOf/$ref alone or has no finite value is refused by name: compile throws std::invalid_argument.
 //

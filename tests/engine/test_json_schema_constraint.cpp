@@ -226,7 +226,8 @@ TEST(JsonSchemaGrammar, RefusesUnsupportedKeywordsByName) {
         R"({"type": "object", "properties": {"z": {"$ref": "#/$defs/Zip"}}, "$defs": {"Zip": {"type": "string", "pattern": "^[0-9]+$"}}})",
         "\"pattern\" at parameters.$defs.Zip");
     refused(R"({"oneOf": [{"type": "string"}]})", "\"oneOf\"");
-    refused(R"({"allOf": [{"type": "string"}]})", "\"allOf\"");
+    refused(R"({"allOf": [{"type": "string"}, {"maxLength": 3}]})", "allOf with more than one schema is not supported");
+    refused(R"({"allOf": [{"type": "string"}], "maxLength": 3})", "allOf together with \"maxLength\"");
     refused(R"({"type": "string", "not": {"const": "x"}})", "\"not\"");
     refused(R"({"type": "integer", "multipleOf": 0.5})", "multipleOf of an integer must be an integer");
     refused(R"({"type": "number", "minimum": 0.1, "maximum": 0.4, "multipleOf": 0.5})", "no number lies within");
@@ -262,6 +263,16 @@ TEST(JsonSchemaGrammar, References) {
                             R"({"ship_to": {"street": "a", "city": "b", "zip": "1"}, "tags": []})",
                             R"({"ship_to": {"street": "a", "city": "b"}, "bill_to": 3, "tags": []})"})
         EXPECT_FALSE(order.accepts(bad)) << bad;
+
+    // pydantic v1: a field that refers to a model and describes it wraps the $ref in allOf.
+    const auto v1 = grammar(R"({"definitions": {"Unit": {"title": "Unit", "enum": ["c", "f"], "type": "string"}},
+        "properties": {"unit": {"allOf": [{"$ref": "#/definitions/Unit"}], "description": "scale", "default": "c"}},
+        "required": ["unit"], "type": "object"})");
+    EXPECT_TRUE(v1.accepts(R"({"unit": "f"})"));
+    EXPECT_FALSE(v1.accepts(R"({"unit": "k"})"));
+    EXPECT_TRUE(cc::json_schema_valid(json::parse(R"({"allOf": [{"type": "string"}, {"maxLength": 2}]})"), json("ab")));
+    EXPECT_FALSE(
+        cc::json_schema_valid(json::parse(R"({"allOf": [{"type": "string"}, {"maxLength": 2}]})"), json("abc")));
 
     // Recursive: a tree whose children are trees (draft-07 "definitions"), and "#" itself.
     const auto tree = grammar(R"({"$ref": "#/definitions/Node", "definitions": {"Node": {"type": "object",
