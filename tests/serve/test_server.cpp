@@ -806,6 +806,39 @@ TEST_F(ForcedToolChoiceTest, StrictToolsGetSchemaValidArguments) {
     EXPECT_NE(message.find("tool \"" + tools[0]["function"]["name"].get<std::string>() + "\""), std::string::npos) << message;
 }
 
+// A strict tool whose parameters sit under $defs behind a $ref (pydantic's and FastMCP's form) gets
+// arguments its schema accepts; a $ref that points nowhere is a 400 naming the tool and the path.
+TEST_F(ForcedToolChoiceTest, StrictToolsFollowReferences) {
+    ordered_json tools = ForcedToolChoiceTest::tools();
+    const std::string name = tools[0]["function"]["name"];
+    ordered_json params = tools[0]["function"]["parameters"];
+    params["additionalProperties"] = false;
+    tools[0]["function"]["parameters"] = {{"$defs", {{"Args", params}}}, {"$ref", "#/$defs/Args"}};
+    tools[0]["function"]["strict"] = true;
+    ordered_json b = chat_body(tools, 128, false);
+    b["tool_choice"] = {{"type", "function"}, {"function", {{"name", name}}}};
+    const auto r = send(b);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const ordered_json reply = ordered_json::parse(r->body);
+    const auto& calls = reply["choices"][0]["message"]["tool_calls"];
+    ASSERT_TRUE(calls.is_array() && !calls.empty()) << r->body;
+    ordered_json args;
+    ASSERT_NO_THROW(args = ordered_json::parse(calls[0]["function"]["arguments"].get<std::string>())) << r->body;
+    EXPECT_TRUE(cc::json_schema_valid(tools[0]["function"]["parameters"], args)) << r->body;
+    EXPECT_FALSE(cc::json_schema_valid(tools[0]["function"]["parameters"], ordered_json{{"not_a_parameter", 1}}));
+
+    tools[0]["function"]["parameters"]["$ref"] = "#/$defs/Missing";
+    ordered_json bad_body = chat_body(tools, 16, false);
+    bad_body["tool_choice"] = "required";
+    const auto bad = send(bad_body);
+    ASSERT_TRUE(bad);
+    ASSERT_EQ(bad->status, 400) << bad->body;
+    const std::string message = ordered_json::parse(bad->body)["error"]["message"];
+    EXPECT_NE(message.find("tool \"" + name + "\""), std::string::npos) << message;
+    EXPECT_NE(message.find("$ref \"#/$defs/Missing\" does not resolve"), std::string::npos) << message;
+}
+
 TEST_F(ForcedToolChoiceTest, PaperQueryTakesTheCliForm) {
     const std::string named = tool_names()[3];
     ordered_json q{{"tools", tools()}, {"query", "Book me something"}, {"max_new_tokens", 24}, {"tool_choice", named}};
