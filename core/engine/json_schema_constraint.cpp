@@ -179,6 +179,12 @@ struct JsonSchemaGrammar::Impl {
     [[noreturn]] void refuse(const std::string& path, const std::string& problem) const {
         throw std::invalid_argument(where + ": strict: " + problem + " at " + path);
     }
+    // `key` (anyOf, $ref, allOf) takes only annotations and definitions beside it.
+    void alone(const ordered_json& s, const std::string& key, const std::string& path, const char* hint) const {
+        for (auto it = s.begin(); it != s.end(); ++it)
+            if (it.key() != key && !is_annotation(it.key()) && !is_definitions(it.key()))
+                refuse(path, key + " together with \"" + it.key() + "\" is not supported (" + hint + ")");
+    }
 
     uint32_t new_node(const std::string& path) {
         nodes.emplace_back();
@@ -208,9 +214,7 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
         const auto& list = s["allOf"];
         if (!list.is_array() || list.size() != 1)
             refuse(path + ".allOf", "allOf with more than one schema is not supported (one is: it is that schema)");
-        for (auto it = s.begin(); it != s.end(); ++it)
-            if (it.key() != "allOf" && !is_annotation(it.key()) && !is_definitions(it.key()))
-                refuse(path, "allOf together with \"" + it.key() + "\" is not supported (put it inside the schema)");
+        alone(s, "allOf", path, "put it inside the schema");
         return compile(list[0], path + ".allOf[0]", depth + 1);
     }
     for (auto it = s.begin(); it != s.end(); ++it) {
@@ -230,9 +234,7 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
     if (s.contains("anyOf")) {
         const auto& list = s["anyOf"];
         if (!list.is_array() || list.empty()) refuse(path + ".anyOf", "anyOf must be a non-empty array");
-        for (auto it = s.begin(); it != s.end(); ++it)
-            if (it.key() != "anyOf" && !is_annotation(it.key()) && !is_definitions(it.key()))
-                refuse(path, "anyOf together with \"" + it.key() + "\" is not supported (put it inside each branch)");
+        alone(s, "anyOf", path, "put it inside each branch");
         std::vector<uint32_t> alts;  // made leaves by finish(), once every $ref's target is compiled
         for (size_t i = 0; i < list.size(); ++i)
             alts.push_back(compile(list[i], path + ".anyOf[" + std::to_string(i) + "]", depth + 1));
@@ -396,9 +398,7 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
 // JSON pointer into the schema): a node whose one alternative is the target, compiled once per
 // reference, so a schema may refer to itself (a tree, a linked list). finish() makes it a leaf list.
 uint32_t JsonSchemaGrammar::Impl::compile_ref(const ordered_json& s, const std::string& path, int depth) {
-    for (auto it = s.begin(); it != s.end(); ++it)
-        if (it.key() != "$ref" && !is_annotation(it.key()) && !is_definitions(it.key()))
-            refuse(path, "$ref together with \"" + it.key() + "\" is not supported (put it in the referenced schema)");
+    alone(s, "$ref", path, "put it in the referenced schema");
     const auto& r = s["$ref"];
     if (!r.is_string()) refuse(path + ".$ref", "$ref must be a string");
     const std::string ref = r.get<std::string>();
