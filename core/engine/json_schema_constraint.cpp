@@ -1,5 +1,7 @@
 #include "core/engine/json_schema_constraint.h"
 
+#include "core/engine/schema_pattern.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -68,6 +70,10 @@ bool string_byte(uint32_t& due, uint8_t c) {
 
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 
+// A string's two-character escapes and the character each stands for.
+constexpr std::pair<uint8_t, char32_t> k_short_escapes[] = {{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 8},
+                                                            {'f', 12},  {'n', 10},    {'r', 13},  {'t', 9}};
+
 // A multiple of m in [lo, hi] (ends open or closed; infinite ends allowed), with a relative
 // tolerance so that decimal multiples such as 0.3 of 0.1 count, as the validator counts them.
 bool has_multiple(long double lo, long double hi, bool lo_open, bool hi_open, long double m) {
@@ -88,10 +94,11 @@ bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= '
 
 const char* const k_supported =
     "type, properties, required, additionalProperties, items, minItems, maxItems, enum, const, anyOf, "
-    "minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength, "
+    "oneOf (of branches no value can match twice), "
+    "minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength, pattern, "
     "$ref (#/... within the schema) with $defs or definitions, allOf of one schema; "
     "annotations: description, title, default, examples, format, $comment, $schema, $id, deprecated, "
-    "readOnly, writeOnly";
+    "readOnly, writeOnly, discriminator";
 
 // Where $ref targets live: read only through a $ref.
 bool is_definitions(const std::string& key) {
@@ -99,10 +106,12 @@ bool is_definitions(const std::string& key) {
 }
 
 bool is_annotation(const std::string& key) {
-    static const char* const names[] = {"description", "title",      "default",  "examples",  "format", "$comment",
-                                        "$schema",     "$id",        "deprecated", "readOnly", "writeOnly"};
+    static const char* const names[] = {"description", "title", "default",    "examples", "format",    "$comment",
+                                        "$schema",     "$id",   "deprecated", "readOnly", "writeOnly", "discriminator"};
     return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return key == n; });
 }
+
+bool valid_in(const ordered_json& doc, const ordered_json& schema, const ordered_json& value, int depth);
 
 }  // namespace
 
@@ -117,9 +126,11 @@ struct JsonSchemaGrammar::Impl {
     struct Node {
         uint8_t types = t_any;
         int32_t literals = -1;        // enum / const: the trie of the allowed values' texts
+        std::vector<ordered_json> values;  // enum / const: those values
         std::vector<uint32_t> alts;   // anyOf, $ref: the alternatives (leaves once compiled); empty for a leaf
         // object
         std::vector<uint32_t> props;  // each property's value node
+        std::vector<std::string> prop_names;
         uint64_t all_props = 0;
         uint64_t required = 0;
         uint32_t keys = 0;            // the trie of the properties' keys, each `name"` (JSON-escaped)
@@ -137,11 +148,15 @@ struct JsonSchemaGrammar::Impl {
         // string length in code points (lengths: either given)
         bool lengths = false;
         uint32_t min_len = 0, max_len = std::numeric_limits<uint32_t>::max();
+        int32_t pattern = -1;  // the string's pattern, in `patterns` (it knows the lengths too)
     };
 
     std::vector<Node> nodes;  // [0]: any JSON value
     std::vector<std::string> paths;  // where each node is in the schema (for errors)
+    std::vector<const ordered_json*> sources;  // while compiling: each leaf's schema (null: any value)
     std::vector<TrieNode> trie;
+    std::vector<SchemaPattern> patterns;
+    std::vector<std::pair<uint32_t, std::vector<uint32_t>>> one_ofs;  // while compiling: each oneOf's node, branches
     // While compiling: the whole schema ($ref targets are found in it) and each $ref's node.
     const ordered_json* doc = nullptr;
     std::unordered_map<std::string, uint32_t> refs;
@@ -186,18 +201,22 @@ struct JsonSchemaGrammar::Impl {
                 refuse(path, key + " together with \"" + it.key() + "\" is not supported (" + hint + ")");
     }
 
-    uint32_t new_node(const std::string& path) {
+    uint32_t new_node(const std::string& path, const ordered_json* source = nullptr) {
         nodes.emplace_back();
         paths.push_back(path);
+        sources.push_back(source);
         return static_cast<uint32_t>(nodes.size() - 1);
     }
     uint32_t compile(const ordered_json& s, const std::string& path, int depth);
     uint32_t compile_ref(const ordered_json& s, const std::string& path, int depth);
     void finish();
+    uint8_t kinds(uint32_t leaf) const;
+    bool exclusive(uint32_t a, uint32_t b, int depth) const;
     std::vector<uint32_t> leaves(uint32_t n) const {
         return nodes[n].alts.empty() ? std::vector<uint32_t>{n} : nodes[n].alts;
     }
 
+    bool code_point_goes_on(SchemaFrame& f, const SchemaPattern* pattern) const;
     bool run(SchemaStackBuf& b, size_t k, uint8_t c) const;
     void step_all(const SchemaStackBuf& in, uint8_t c, SchemaStackBuf& out) const;
 };
@@ -218,10 +237,25 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
         return compile(list[0], path + ".allOf[0]", depth + 1);
     }
     for (auto it = s.begin(); it != s.end(); ++it) {
-        static const char* const constraining[] = {
-            "type",    "properties", "required", "additionalProperties", "items",            "minItems",
-            "maxItems", "enum",      "const",    "anyOf",                "minimum",          "maximum",
-            "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "multipleOf"};
+        static const char* const constraining[] = {"type",
+                                                   "properties",
+                                                   "required",
+                                                   "additionalProperties",
+                                                   "items",
+                                                   "minItems",
+                                                   "maxItems",
+                                                   "enum",
+                                                   "const",
+                                                   "anyOf",
+                                                   "oneOf",
+                                                   "minimum",
+                                                   "maximum",
+                                                   "exclusiveMinimum",
+                                                   "exclusiveMaximum",
+                                                   "minLength",
+                                                   "maxLength",
+                                                   "multipleOf",
+                                                   "pattern"};
         const std::string& key = it.key();
         if (is_annotation(key) || is_definitions(key) ||
             std::any_of(std::begin(constraining), std::end(constraining), [&](const char* n) { return key == n; }))
@@ -229,15 +263,18 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
         throw std::invalid_argument(where + ": strict: keyword \"" + key + "\" at " + path +
                                     " is not supported (supported: " + k_supported + ")");
     }
-    const uint32_t index = new_node(path);
+    const uint32_t index = new_node(path, &s);
 
-    if (s.contains("anyOf")) {
-        const auto& list = s["anyOf"];
-        if (!list.is_array() || list.empty()) refuse(path + ".anyOf", "anyOf must be a non-empty array");
-        alone(s, "anyOf", path, "put it inside each branch");
+    // oneOf matches as anyOf does once finish() has shown that no value can match two branches.
+    if (s.contains("anyOf") || s.contains("oneOf")) {
+        const std::string key = s.contains("anyOf") ? "anyOf" : "oneOf";
+        const auto& list = s[key];
+        if (!list.is_array() || list.empty()) refuse(path + "." + key, key + " must be a non-empty array");
+        alone(s, key, path, "put it inside each branch");
         std::vector<uint32_t> alts;  // made leaves by finish(), once every $ref's target is compiled
         for (size_t i = 0; i < list.size(); ++i)
-            alts.push_back(compile(list[i], path + ".anyOf[" + std::to_string(i) + "]", depth + 1));
+            alts.push_back(compile(list[i], path + "." + key + "[" + std::to_string(i) + "]", depth + 1));
+        if (key == "oneOf") one_ofs.push_back({index, alts});
         nodes[index].alts = std::move(alts);
         return index;
     }
@@ -252,7 +289,12 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
             if (!values.is_array() || values.empty()) refuse(path + ".enum", "enum must be a non-empty array");
         }
         const uint32_t root_at = new_trie_node();
-        for (const auto& v : values) insert(root_at, py_json_dumps(v), 0, 0);
+        for (const auto& v : values)
+            if (valid_in(*doc, s, v, 0)) {  // the other keywords hold
+                insert(root_at, py_json_dumps(v), 0, 0);
+                nodes[index].values.push_back(v);
+            }
+        if (nodes[index].values.empty()) refuse(path, "no value of its enum or const satisfies its other keywords");
         nodes[index].literals = static_cast<int32_t>(root_at);
         return index;
     }
@@ -306,6 +348,7 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
     }
     Node& node = nodes[index];
     node.props = std::move(props);
+    node.prop_names = prop_names;
     node.keys = keys;
     node.all_props = prop_names.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << prop_names.size()) - 1;
     if (s.contains("required")) {
@@ -351,6 +394,17 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
     if (s.contains("minLength")) nodes[index].min_len = count("minLength"), nodes[index].lengths = true;
     if (s.contains("maxLength")) nodes[index].max_len = count("maxLength"), nodes[index].lengths = true;
     if (nodes[index].min_len > nodes[index].max_len) refuse(path, "minLength is greater than maxLength");
+    if (s.contains("pattern")) {
+        if (!s["pattern"].is_string()) refuse(path + ".pattern", "pattern must be a string");
+        if (nodes[index].types & t_string) {  // it constrains strings only
+            try {
+                patterns.emplace_back(s["pattern"].get<std::string>(), nodes[index].min_len, nodes[index].max_len);
+            } catch (const std::invalid_argument& e) {
+                refuse(path + ".pattern", e.what());
+            }
+            nodes[index].pattern = static_cast<int32_t>(patterns.size() - 1);
+        }
+    }
     // number
     Node& num = nodes[index];
     const auto bound = [&](const char* key, double& into, bool exclusive, bool& excl, bool is_min) {
@@ -465,6 +519,16 @@ void JsonSchemaGrammar::Impl::finish() {
     for (uint32_t n = 0; n < nodes.size(); ++n)
         if (nodes[n].alts.empty() && !finite[n])
             refuse(paths[n], "the schema has no finite value (it requires itself)");
+
+    for (const auto& [n, branches] : one_ofs)
+        for (size_t i = 0; i < branches.size(); ++i)
+            for (size_t j = i + 1; j < branches.size(); ++j)
+                if (!exclusive(branches[i], branches[j], 0))
+                    refuse(paths[n] + ".oneOf", "branches " + std::to_string(i) + " and " + std::to_string(j) +
+                                                    " may both match one value (supported: a oneOf whose branches "
+                                                    "cannot, by type, by enum or const values, or by a required "
+                                                    "property whose values differ; anyOf if a value may match both)");
+    one_ofs.clear();
 }
 
 namespace {
@@ -491,6 +555,64 @@ long double pow10l_int(int k) {
 }
 
 }  // namespace
+
+// The kinds of JSON value a leaf takes, as bits (integer and number are one kind: numbers).
+uint8_t JsonSchemaGrammar::Impl::kinds(uint32_t leaf) const {
+    const Node& x = nodes[leaf];
+    if (x.literals < 0) return static_cast<uint8_t>((x.types & ~t_integer) | ((x.types & t_integer) ? t_number : 0));
+    uint8_t out = 0;
+    for (const auto& v : x.values)
+        out |= v.is_string()    ? t_string
+               : v.is_number()  ? t_number
+               : v.is_boolean() ? t_boolean
+               : v.is_null()    ? t_null
+               : v.is_object()  ? t_object
+                                : t_array;
+    return out;
+}
+
+// No value matches both a and b (nodes, so anyOf and $ref are read through their leaves), by what
+// compiling already knows: the kinds of value, enum/const values that the other side refuses
+// (checked with the validator against its schema), bounded numbers whose ranges do not meet, and
+// objects that both require a property whose values are exclusive (pydantic's discriminated
+// unions: a "const" tag per branch). False when it cannot tell.
+bool JsonSchemaGrammar::Impl::exclusive(uint32_t a, uint32_t b, int depth) const {
+    if (depth > 16) return false;
+    for (const uint32_t la : leaves(a))
+        for (const uint32_t lb : leaves(b)) {
+            if (la == lb) return false;
+            const Node& x = nodes[la];
+            const Node& y = nodes[lb];
+            const uint8_t common = kinds(la) & kinds(lb);
+            if (common == 0) continue;
+            // A literal side: none of its values is one the other side takes.
+            if (x.literals >= 0 || y.literals >= 0) {
+                const Node& lit = x.literals >= 0 ? x : y;
+                const uint32_t other = x.literals >= 0 ? lb : la;
+                if (std::any_of(lit.values.begin(), lit.values.end(), [&](const ordered_json& v) {
+                        return !sources[other] || valid_in(*doc, *sources[other], v, 0);
+                    }))
+                    return false;
+                continue;
+            }
+            if (common & (t_string | t_boolean | t_null | t_array)) return false;
+            if (common & t_number) {
+                if (!x.bounded || !y.bounded ||
+                    overlap(Interval{x.min, x.max, x.min_excl, x.max_excl},
+                            Interval{y.min, y.max, y.min_excl, y.max_excl}))
+                    return false;
+            }
+            if (common & t_object) {
+                bool split = false;
+                for (size_t i = 0; i < x.props.size() && !split; ++i)
+                    for (size_t k = 0; k < y.props.size() && !split; ++k)
+                        split = (x.required >> i & 1) && (y.required >> k & 1) && x.prop_names[i] == y.prop_names[k] &&
+                                exclusive(x.props[i], y.props[k], depth + 1);
+                if (!split) return false;
+            }
+        }
+    return true;
+}
 
 // Whether a bounded number in frame `f` (stage, sign, digits so far) can still end within its
 // node's bounds. The values reachable from a prefix are a union of intervals: for the integer
@@ -551,6 +673,24 @@ bool number_in_bounds(const JsonSchemaGrammar::Impl::Node& n, const SchemaFrame&
     if (f.a & 2) v = -v;
     if (n.multiple > 0 && !is_multiple(v, n.multiple)) return false;
     return (n.min_excl ? v > n.min : v >= n.min) && (n.max_excl ? v < n.max : v <= n.max);
+}
+
+// After a UTF-8 lead or continuation byte in a string: the code points the sequence can still
+// become include valid ones (no overlong form, no surrogate) and, under a pattern, one that keeps a
+// match possible within the lengths; at the sequence's last byte the pattern steps.
+bool JsonSchemaGrammar::Impl::code_point_goes_on(SchemaFrame& f, const SchemaPattern* pattern) const {
+    static constexpr char32_t first[] = {0, 0, 0x80, 0x800, 0x10000};  // by the sequence's length
+    static constexpr char32_t last[] = {0, 0, 0x7FF, 0xFFFF, 0x10FFFF};
+    const unsigned rest = 6 * f.count;
+    const char32_t lo = std::max<char32_t>(f.cp << rest, first[f.aux]);
+    const char32_t hi = std::min<char32_t>((f.cp << rest) | ((char32_t{1} << rest) - 1), last[f.aux]);
+    if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;
+    if (pattern && !pattern->can_step(f.a, lo, hi, static_cast<uint32_t>(f.used))) return false;
+    if (f.count == 0) {  // lo == hi: the code point
+        if (pattern) f.a = pattern->step(f.a, lo);
+        f.cp = 0, f.aux = 0;  // so that equal futures keep equal states
+    }
+    return true;
 }
 
 // Processes byte `c` on stack b.v[k], in place. A value that may start several ways (anyOf, a
@@ -619,18 +759,22 @@ bool JsonSchemaGrammar::Impl::run(SchemaStackBuf& b, size_t k, uint8_t c) const 
                 continue;
             }
 
-            case k_string:
-                if (f.count > 0) {
+            case k_string: {
+                const Node& sn = nodes[f.node];
+                const SchemaPattern* pattern = sn.pattern >= 0 ? &patterns[static_cast<size_t>(sn.pattern)] : nullptr;
+                if (f.count > 0) {  // a UTF-8 continuation byte
                     if ((c & 0xC0) != 0x80) return false;
-                    return --f.count, true;
+                    f.cp = f.cp << 6 | (c & 0x3F);
+                    --f.count;
+                    return code_point_goes_on(f, pattern);
                 }
                 switch (f.stage) {
                     case s_before:
-                        return c == '"' ? (f.stage = s_in, true) : false;
+                        return c == '"' ? (f.stage = s_in, f.a = pattern ? pattern->start() : 0, true) : false;
                     case s_in: {
-                        const Node& sn = nodes[f.node];
                         if (c == '"') {
                             if (sn.lengths && f.used < sn.min_len) return false;
+                            if (pattern && !pattern->accepting(f.a)) return false;
                             return s.pop_back(), true;
                         }
                         if (sn.lengths && c >= 0x20) {
@@ -639,18 +783,44 @@ bool JsonSchemaGrammar::Impl::run(SchemaStackBuf& b, size_t k, uint8_t c) const 
                             if (f.used >= sn.max_len) return false;
                             if (sn.max_len != std::numeric_limits<uint32_t>::max() || f.used < sn.min_len) ++f.used;
                         }
-                        if (c == '\\') return f.stage = s_escape, true;
-                        return string_byte(f.count, c);
+                        if (c == '\\') {
+                            if (pattern && !std::any_of(std::begin(k_short_escapes), std::end(k_short_escapes),
+                                                        [&](const auto& e) {
+                                                            return pattern->can_step(f.a, e.second, e.second,
+                                                                                     static_cast<uint32_t>(f.used));
+                                                        }))
+                                return false;
+                            return f.stage = s_escape, true;
+                        }
+                        if (!string_byte(f.count, c)) return false;
+                        if (f.count > 0) {  // a lead byte: the code points it may begin
+                            f.aux = static_cast<uint8_t>(f.count + 1);
+                            f.cp = c & (0x7F >> f.aux);
+                            return code_point_goes_on(f, pattern);
+                        }
+                        if (!pattern) return true;
+                        if (!pattern->can_step(f.a, c, c, static_cast<uint32_t>(f.used))) return false;
+                        f.a = pattern->step(f.a, c);
+                        return true;
                     }
-                    case s_escape:
-                        if (c == 'u') return f.stage = s_hex0, true;
-                        if (std::strchr("\"\\/bfnrt", c) && c != 0) return f.stage = s_in, true;
-                        return false;
+                    case s_escape: {
+                        if (c == 'u') return pattern ? false : (f.stage = s_hex0, true);  // no \u under a pattern
+                        const auto e = std::find_if(std::begin(k_short_escapes), std::end(k_short_escapes),
+                                                    [&](const auto& x) { return x.first == c; });
+                        if (e == std::end(k_short_escapes)) return false;
+                        if (pattern) {
+                            if (!pattern->can_step(f.a, e->second, e->second, static_cast<uint32_t>(f.used)))
+                                return false;
+                            f.a = pattern->step(f.a, e->second);
+                        }
+                        return f.stage = s_in, true;
+                    }
                     default:  // s_hex0 .. s_hex0 + 3
                         if (!is_hex(c)) return false;
                         f.stage = f.stage == s_hex0 + 3 ? s_in : f.stage + 1;
                         return true;
                 }
+            }
 
             case k_number: {
                 const Node& nn = nodes[f.node];
@@ -843,6 +1013,7 @@ JsonSchemaGrammar::JsonSchemaGrammar(const ordered_json& schema, std::string tai
     g.finish();
     g.doc = nullptr;
     g.refs.clear();
+    g.sources.clear();
 }
 
 JsonSchemaGrammar::~JsonSchemaGrammar() = default;
@@ -940,12 +1111,17 @@ bool valid_in(const ordered_json& doc, const ordered_json& schema, const ordered
             if (valid(alt, value)) return true;
         return false;
     }
-    if (schema.contains("const")) return value == schema["const"];
-    if (schema.contains("enum")) {
-        for (const auto& v : schema["enum"])
-            if (value == v) return true;
-        return false;
+    if (schema.contains("oneOf")) {
+        size_t n_valid = 0;
+        for (const auto& alt : schema["oneOf"]) n_valid += valid(alt, value);
+        return n_valid == 1;
     }
+    // enum and const, then every other keyword (a value of the enum may still break one).
+    if (schema.contains("const") && value != schema["const"]) return false;
+    if (schema.contains("enum") &&
+        (!schema["enum"].is_array() ||
+         std::find(schema["enum"].begin(), schema["enum"].end(), value) == schema["enum"].end()))
+        return false;
     if (schema.contains("type")) {
         const auto& t = schema["type"];
         const auto is = [&](const std::string& name) {
@@ -991,6 +1167,13 @@ bool valid_in(const ordered_json& doc, const ordered_json& schema, const ordered
             std::count_if(text.begin(), text.end(), [](char ch) { return (static_cast<uint8_t>(ch) & 0xC0) != 0x80; }));
         if (schema.contains("minLength") && n_chars < schema["minLength"].get<size_t>()) return false;
         if (schema.contains("maxLength") && n_chars > schema["maxLength"].get<size_t>()) return false;
+        if (schema.contains("pattern") && schema["pattern"].is_string()) {
+            try {
+                if (!SchemaPattern(schema["pattern"].get<std::string>()).matches(text)) return false;
+            } catch (const std::invalid_argument&) {
+                // a pattern strict calls refuse is not checked here
+            }
+        }
     }
     if (value.is_array()) {
         if (schema.contains("minItems") && value.size() < schema["minItems"].get<size_t>()) return false;

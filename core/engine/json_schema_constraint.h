@@ -8,13 +8,17 @@
 // Supported keywords (docs/cli.md, "Strict tool calls"): type (string, number, integer, boolean,
 // null, object, array, or a list of them), properties, required, additionalProperties (false,
 // true or a schema), items, minItems, maxItems, enum, const, anyOf, minimum, maximum,
-// exclusiveMinimum, exclusiveMaximum, multipleOf (numbers), minLength, maxLength, and $ref to a JSON
+// exclusiveMinimum, exclusiveMaximum, multipleOf (numbers), minLength, maxLength, pattern (an
+// ECMA-262 regular expression: schema_pattern.h), oneOf of branches that compiling proves no value
+// can match twice (by kind, enum/const values, number ranges, or a required tag property:
+// pydantic's discriminated unions), and $ref to a JSON
 // pointer within the schema ("#/$defs/Name", "#/definitions/Name", "#": pydantic's and FastMCP's
 // form; recursive definitions too, each compiled once), allOf of one schema (pydantic v1's wrapper
 // of a described $ref); annotations that do not constrain a value
 // (description, title, default, examples, format, $comment, $schema, deprecated, readOnly,
-// writeOnly) are read past. Any other keyword (pattern, oneOf, allOf of several, not, uniqueItems, ...), a $ref
-// outside the schema or beside a constraining keyword, a schema that reaches itself through
+// writeOnly, discriminator) are read past. An enum or const keeps the values the other keywords
+// accept. Any other keyword (allOf of several, not, uniqueItems, ...), a oneOf that may match twice,
+// a $ref outside the schema or beside a constraining keyword, a schema that reaches itself through
 // anyOf/$ref alone or has no finite value is refused by name: compile throws std::invalid_argument.
 //
 // An object that lists `properties` and does not say `additionalProperties` takes only the listed
@@ -24,7 +28,8 @@
 // pretty-printed forms) with each whitespace run limited to nothing, one space, or a newline plus
 // up to 20 spaces or tabs, so a masked model cannot spin on whitespace; an object at most 64
 // properties (refused by name otherwise); keys of an object that allows extra properties without
-// backslash escapes; enum and const values as py_json_dumps prints them; strings checked as UTF-8;
+// backslash escapes; enum and const values as py_json_dumps prints them; strings valid UTF-8 (no
+// overlong form, no surrogate), without \u escapes under a pattern;
 // an exponent of at most two digits (every number reads as a finite double); a number with bounds
 // without an exponent and with at most 15 digits, and a digit is allowed only
 // while some completion still lies within the bounds.
@@ -49,12 +54,14 @@ struct SchemaFrame {
     uint64_t used = 0;   // object: the properties seen (bit i = property i); string with a length
                          // bound: characters so far; bounded number: its digits as an integer
     uint32_t node = 0;   // schema node (value, string, number, object, array)
-    uint32_t a = 0;      // per kind: literal / key trie node, tail position, current property
+    uint32_t a = 0;      // per kind: literal / key trie node, tail position, current property,
+                         // string with a pattern: the pattern's state
     uint32_t count = 0;  // array: items so far; string, key: UTF-8 continuation bytes still due
+    uint32_t cp = 0;     // string: the bits of the UTF-8 sequence read so far
     uint8_t kind = 0;
     uint8_t stage = 0;
     uint8_t ws = 0;      // the whitespace run before the next token of this frame
-    uint8_t aux = 0;     // bounded number: digits after the point
+    uint8_t aux = 0;     // bounded number: digits after the point; string: the UTF-8 sequence's length
     bool operator==(const SchemaFrame&) const = default;
 };
 using SchemaStack = std::vector<SchemaFrame>;  // bottom: the tail after the value

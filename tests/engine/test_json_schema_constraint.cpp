@@ -210,7 +210,17 @@ TEST(JsonSchemaGrammar, RefusesUnsupportedKeywordsByName) {
             EXPECT_NE(what.find(keyword), std::string::npos) << what;
         }
     };
-    refused(R"({"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]+$"}}})", "\"pattern\" at parameters.properties.zip");
+    refused(R"({"type": "object", "properties": {"zip": {"type": "string", "not": {"const": "0"}}}})",
+            "\"not\" at parameters.properties.zip");
+    // A pattern strict calls cannot read: what and where, in the pattern and in the schema.
+    refused(R"j({"type": "object", "properties": {"zip": {"type": "string", "pattern": "^(?=[0-9])"}}})j",
+            "pattern \"^(?=[0-9])\": lookahead groups (?= (?! are not supported (at character 2) at "
+            "parameters.properties.zip.pattern");
+    refused(R"({"type": "string", "pattern": "^[0-9]{3}$", "maxLength": 2})",
+            "no string of a length within minLength and maxLength");
+    refused(R"({"type": "string", "pattern": 5})", "pattern must be a string");
+    refused(R"({"type": "string", "enum": ["ab", "cd"], "pattern": "^x"})", "no value of its enum or const satisfies");
+    refused(R"({"type": "integer", "const": "1"})", "no value of its enum or const satisfies");
     refused(R"({"$ref": "#/$defs/x"})", "$ref \"#/$defs/x\" does not resolve within the schema");
     refused(R"({"$ref": "https://example.com/s.json"})", "only \"#/...\" is supported");
     refused(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/a", "type": "string"}}, "$defs": {"a": {}}})",
@@ -223,9 +233,8 @@ TEST(JsonSchemaGrammar, RefusesUnsupportedKeywordsByName) {
             "has no finite value (it requires itself) at parameters");
     // Inside a referenced schema, the path names the definition.
     refused(
-        R"({"type": "object", "properties": {"z": {"$ref": "#/$defs/Zip"}}, "$defs": {"Zip": {"type": "string", "pattern": "^[0-9]+$"}}})",
-        "\"pattern\" at parameters.$defs.Zip");
-    refused(R"({"oneOf": [{"type": "string"}]})", "\"oneOf\"");
+        R"({"type": "object", "properties": {"z": {"$ref": "#/$defs/Zip"}}, "$defs": {"Zip": {"type": "string", "not": {"const": "0"}}}})",
+        "\"not\" at parameters.$defs.Zip");
     refused(R"({"allOf": [{"type": "string"}, {"maxLength": 3}]})", "allOf with more than one schema is not supported");
     refused(R"({"allOf": [{"type": "string"}], "maxLength": 3})", "allOf together with \"maxLength\"");
     refused(R"({"type": "string", "not": {"const": "x"}})", "\"not\"");
@@ -242,6 +251,133 @@ TEST(JsonSchemaGrammar, RefusesUnsupportedKeywordsByName) {
     // Annotations are read past.
     EXPECT_NO_THROW(grammar(R"({"type": "string", "description": "d", "title": "t", "default": "x", "format": "date",
                                 "examples": ["a"]})"));
+}
+
+// pattern: the string's characters (escapes decoded) keep a match possible, and it closes only on a
+// match within its lengths. The two patterns of tools_100.json first.
+TEST(JsonSchemaGrammar, Patterns) {
+    const auto time = grammar(R"({"type": "string", "pattern": "^[0-2][0-9]:[0-5][0-9]$"})");
+    for (const char* ok : {R"("09:30")", R"("23:59")", R"("29:00")"}) EXPECT_TRUE(time.accepts(ok)) << ok;
+    for (const char* bad : {R"("9:30")", R"("09:60")", R"("09:30 ")", R"("")", R"("x09:30")"})
+        EXPECT_FALSE(time.accepts(bad)) << bad;
+    EXPECT_TRUE(time.is_prefix(R"("1)"));
+    EXPECT_FALSE(time.is_prefix(R"("3)"));
+    EXPECT_FALSE(time.is_prefix(R"("09:3")"));   // closing before the match ends
+    EXPECT_FALSE(time.is_prefix(R"("\u0030)"));  // no \u escape under a pattern
+
+    const auto phone =
+        grammar(R"({"type": "object", "properties": {"to": {"type": "string", "pattern": "^\\+[1-9][0-9]{6,14}$"}},
+        "required": ["to"], "additionalProperties": false})");
+    EXPECT_TRUE(phone.accepts(R"({"to": "+4712345678"})"));
+    EXPECT_FALSE(phone.accepts(R"({"to": "+47123"})"));
+    EXPECT_FALSE(phone.accepts(R"({"to": "+4712345678901234"})"));
+    EXPECT_FALSE(phone.is_prefix(R"({"to": "+0)"));
+    EXPECT_FALSE(phone.is_prefix(R"({"to": "+4712345678901234)"));  // 16 digits: no match can end
+
+    // Unanchored, a pattern is searched for; escapes are read as the characters they stand for.
+    const auto quote = grammar(R"({"type": "string", "pattern": "a\"b|\\\\n"})");  // the regex a"b|\\n
+    for (const char* ok : {R"("xa\"by")", R"("\\n")", R"("x\\ny")"}) EXPECT_TRUE(quote.accepts(ok)) << ok;
+    for (const char* bad : {R"("ab")", R"("\n")", R"("a\\\"b")"}) EXPECT_FALSE(quote.accepts(bad)) << bad;
+    const auto newline = grammar(R"({"type": "string", "pattern": "^a\\nb$"})");  // the regex ^a\nb$
+    EXPECT_TRUE(newline.accepts(R"("a\nb")"));
+    EXPECT_FALSE(newline.is_prefix(R"("a\t)"));
+
+    // With lengths: a character is taken only while a match within them can still end.
+    const auto bounded = grammar(R"({"type": "string", "pattern": "^a+b?$", "minLength": 2, "maxLength": 3})");
+    for (const char* ok : {R"("aa")", R"("ab")", R"("aaa")", R"("aab")"}) EXPECT_TRUE(bounded.accepts(ok)) << ok;
+    for (const char* bad : {R"("a")", R"("b")", R"("aaaa")"}) EXPECT_FALSE(bounded.accepts(bad)) << bad;
+    EXPECT_FALSE(bounded.is_prefix(R"("aaab)"));
+    const auto ends_b = grammar(R"({"type": "string", "pattern": "b$", "minLength": 3})");
+    EXPECT_TRUE(ends_b.accepts(R"("xyb")"));
+    EXPECT_FALSE(ends_b.accepts(R"("xb")"));
+    EXPECT_TRUE(ends_b.is_prefix(R"("b)"));
+
+    // Code points: UTF-8 bytes step the pattern once the character is whole.
+    const auto accented = grammar("{\"type\": \"string\", \"pattern\": \"^\xc3\xa9+$\"}");
+    EXPECT_TRUE(accented.accepts("\"\xc3\xa9\xc3\xa9\""));
+    EXPECT_TRUE(accented.is_prefix("\"\xc3"));
+    EXPECT_FALSE(accented.is_prefix("\"\xc3\xa8"));  // è
+    EXPECT_FALSE(accented.is_prefix("\"\xc4"));
+
+    // An enum keeps only the values its other keywords accept; the validator checks patterns too.
+    const auto colours = grammar(R"({"type": "string", "enum": ["red", "green", "blue"], "pattern": "^[rg]"})");
+    EXPECT_TRUE(colours.accepts(R"("red")"));
+    EXPECT_FALSE(colours.accepts(R"("blue")"));
+    const auto short_enum = grammar(R"({"type": "string", "enum": ["ab", "abcd"], "maxLength": 3})");
+    EXPECT_TRUE(short_enum.accepts(R"("ab")"));
+    EXPECT_FALSE(short_enum.accepts(R"("abcd")"));
+    EXPECT_TRUE(cc::json_schema_valid(json::parse(R"({"pattern": "^[0-9]{5}$"})"), json("12345")));
+    EXPECT_FALSE(cc::json_schema_valid(json::parse(R"({"pattern": "^[0-9]{5}$"})"), json("1234")));
+    EXPECT_TRUE(cc::json_schema_valid(json::parse(R"({"pattern": "^[0-9]{5}$"})"), json(12)));  // strings only
+    EXPECT_FALSE(cc::json_schema_valid(json::parse(R"({"enum": ["ab", "abcd"], "maxLength": 3})"), json("abcd")));
+}
+
+// oneOf whose branches no value can match twice: by kind, by enum/const values, by bounded numbers
+// that do not meet, or by a required tag property (pydantic's discriminated unions). Anything else
+// is refused, since the matcher cannot rule out a value that matches two branches.
+TEST(JsonSchemaGrammar, OneOfOfExclusiveBranches) {
+    // pydantic: pet: Union[Cat, Dog] = Field(discriminator="pet_type")
+    const auto pets = grammar(R"({"$defs": {
+        "Cat": {"properties": {"pet_type": {"const": "cat", "title": "Pet Type", "type": "string"},
+                "meows": {"title": "Meows", "type": "integer"}}, "required": ["pet_type", "meows"], "title": "Cat", "type": "object"},
+        "Dog": {"properties": {"pet_type": {"const": "dog", "title": "Pet Type", "type": "string"},
+                "barks": {"title": "Barks", "type": "number"}}, "required": ["pet_type", "barks"], "title": "Dog", "type": "object"}},
+        "properties": {"pet": {"discriminator": {"mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"}, "propertyName": "pet_type"},
+                "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}], "title": "Pet"}},
+        "required": ["pet"], "title": "Model", "type": "object"})");
+    EXPECT_TRUE(pets.accepts(R"({"pet": {"pet_type": "cat", "meows": 3}})"));
+    EXPECT_TRUE(pets.accepts(R"({"pet": {"barks": 1.5, "pet_type": "dog"}})"));
+    EXPECT_FALSE(pets.accepts(R"({"pet": {"pet_type": "cat", "barks": 1}})"));
+    EXPECT_FALSE(pets.accepts(R"({"pet": {"pet_type": "cow", "meows": 1}})"));
+
+    const auto kinds =
+        grammar(R"({"oneOf": [{"type": "string", "maxLength": 3}, {"type": "integer"}, {"type": "null"}]})");
+    for (const char* ok : {R"("abc")", "12", "null"}) EXPECT_TRUE(kinds.accepts(ok)) << ok;
+    for (const char* bad : {R"("abcd")", "1.5", "true"}) EXPECT_FALSE(kinds.accepts(bad)) << bad;
+    const auto values =
+        grammar(R"({"oneOf": [{"enum": ["a", "b"]}, {"const": "c"}, {"type": "number", "minimum": 5}]})");
+    for (const char* ok : {R"("a")", R"("c")", "7"}) EXPECT_TRUE(values.accepts(ok)) << ok;
+    EXPECT_FALSE(values.accepts("4"));
+    const auto ranges =
+        grammar(R"({"oneOf": [{"type": "integer", "maximum": 0}, {"type": "number", "exclusiveMinimum": 0}]})");
+    EXPECT_TRUE(ranges.accepts("-3"));
+    EXPECT_TRUE(ranges.accepts("0.5"));
+
+    const auto refused = [](const char* schema, const char* what) {
+        try {
+            grammar(schema);
+            ADD_FAILURE() << schema << ": not refused";
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    refused(R"({"oneOf": [{"type": "number"}, {"type": "integer"}]})", "branches 0 and 1 may both match one value");
+    refused(
+        R"({"type": "object", "properties": {"x": {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 2}]}}})",
+        "branches 0 and 1 may both match one value (supported: a oneOf whose branches cannot");
+    refused(R"({"oneOf": [{"enum": ["a", 1]}, {"type": "integer"}]})", "at parameters.oneOf");
+    refused(
+        R"({"oneOf": [{"type": "object", "properties": {"t": {"const": 1}}}, {"type": "object", "properties": {"t": {"const": 2}}}]})",
+        "branches 0 and 1");  // the tag is not required: {} matches both
+    refused(R"({"oneOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/A"}], "$defs": {"A": {"type": "string"}}})",
+            "branches 0 and 1");
+    refused(R"({"oneOf": [{"type": "string"}, {}]})", "branches 0 and 1");
+    refused(R"({"oneOf": [{"type": "string"}], "anyOf": [{"type": "string"}]})", "together with");
+    refused(R"({"oneOf": []})", "oneOf must be a non-empty array");
+
+    const json kinds_schema = json::parse(R"({"oneOf": [{"type": "number"}, {"type": "integer"}]})");
+    EXPECT_TRUE(cc::json_schema_valid(kinds_schema, json(1.5)));
+    EXPECT_FALSE(cc::json_schema_valid(kinds_schema, json(2)));  // both match
+    EXPECT_FALSE(cc::json_schema_valid(kinds_schema, json("x")));
+}
+
+// Strings are valid UTF-8: no overlong form, no surrogate, nothing past U+10FFFF.
+TEST(JsonSchemaGrammar, StringsAreValidUtf8) {
+    const auto s = grammar(R"({"type": "string"})");
+    for (const char* ok : {"\"\xe2\x82\xac\"", "\"\xf0\x9f\x98\x80\"", "\"\xed\x9f\xbf\"", "\"\xf4\x8f\xbf\xbf\""})
+        EXPECT_TRUE(s.accepts(ok)) << ok;
+    for (const char* bad : {"\"\xe0\x80", "\"\xe0\x9f", "\"\xed\xa0", "\"\xf0\x80", "\"\xf4\x90", "\"\xc1"})
+        EXPECT_FALSE(s.is_prefix(bad)) << bad;
 }
 
 // $ref into $defs / definitions (pydantic's model_json_schema(), FastMCP's tool schemas), shared
@@ -337,6 +473,15 @@ const char* const kSchemas[] = {
     R"({"type": "object", "properties": {"city": {"$ref": "#/$defs/C"}, "days": {"type": "array",
         "items": {"anyOf": [{"$ref": "#/$defs/C"}, {"$ref": "#"}, {"type": "null"}]}, "maxItems": 2}},
         "required": ["city"], "additionalProperties": false, "$defs": {"C": {"type": "string", "enum": ["Oslo", "ab\"cd"]}}})",
+    R"({"type": "object", "properties": {"time": {"type": "string", "pattern": "^[0-2][0-9]:[0-5][0-9]$"},
+        "to": {"type": "string", "pattern": "^\\+[1-9][0-9]{6,14}$"}, "tag": {"type": "string", "pattern": "x[a-c]", "maxLength": 4},
+        "w": {"type": "string", "pattern": "\u00e9|\\n", "minLength": 2}}, "required": ["time", "to", "tag", "w"],
+        "additionalProperties": false})",
+    R"({"type": "object", "properties": {"pet": {"oneOf": [{"type": "object", "properties": {"t": {"const": "cat"},
+        "n": {"type": "integer"}}, "required": ["t"], "additionalProperties": false}, {"type": "object", "properties":
+        {"t": {"const": "dog"}}, "required": ["t"], "additionalProperties": false}, {"type": "null"}]},
+        "v": {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "integer", "maximum": 3}]}},
+        "required": ["pet", "v"], "additionalProperties": false})",
     R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 10, "maximum": 20},
         "x": {"type": "number", "exclusiveMinimum": -1, "maximum": 1, "multipleOf": 0.25}, "s": {"type": "string", "maxLength": 2}},
         "required": ["n", "x", "s"], "additionalProperties": false})",
