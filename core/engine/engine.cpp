@@ -612,10 +612,10 @@ std::unique_ptr<ToolCallConstraint> Engine::call_constraint(const ToolSet& tools
         const std::vector<std::string>& texts = names.size() > 1 ? token_texts() : token_texts_;
         return std::make_unique<ToolCallConstraint>(*markup, *tokenizer_, std::move(names), texts);
     }
-    if (!choice.forces_call() && !ToolCallConstraint::has_watch_token(*markup, *tokenizer_))
+    if (!choice.forces_call() && !ToolCallConstraint::can_watch(*markup, *tokenizer_))
         throw std::invalid_argument(what + " under tool_choice auto: the " + std::string(format_->id()) +
-                                    " chat format's calls do not open with one token the decoder can watch for; "
-                                    "use tool_choice required or a function's name");
+                                    " chat format's calls neither open with one token the decoder can watch for nor "
+                                    "open the reply; use tool_choice required or a function's name");
     const std::vector<std::string>& texts = token_texts();
     std::vector<std::shared_ptr<SchemaMasker>> schemas;
     for (const auto& name : names) {

@@ -15,6 +15,13 @@ std::string without_trailing_space(std::string text) {
     return text;
 }
 
+// The reply so far without its leading whitespace (Python's str.strip set, as the parser).
+std::string_view without_leading_space(std::string_view text) {
+    while (!text.empty() && std::string_view(" \t\n\r\f\v").find(text.front()) != std::string_view::npos)
+        text.remove_prefix(1);
+    return text;
+}
+
 }  // namespace
 
 ToolChoice ToolChoice::parse(std::string_view text) {
@@ -69,6 +76,12 @@ void check_strict_tools(const ToolSet& tools, bool all) {
         if (all || tool_is_strict(tool)) JsonSchemaGrammar(strict_arguments_schema(tool), "", "tool \"" + tool.name + "\"");
 }
 
+bool ToolCallConstraint::can_watch(const ToolCallMarkup& markup, const Tokenizer& tokenizer) {
+    return has_watch_token(markup, tokenizer) ||
+           (markup.opens_reply && std::all_of(markup.open.begin(), markup.open.end(),
+                                              [](const Piece& p) { return p.kind == Piece::Kind::text; }));
+}
+
 bool ToolCallConstraint::has_watch_token(const ToolCallMarkup& markup, const Tokenizer& tokenizer) {
     if (markup.open.empty() || markup.open.front().kind != Piece::Kind::special) return false;
     return tokenize_pieces(tokenizer, std::span<const Piece>(markup.open.data(), 1)).size() == 1;
@@ -89,11 +102,18 @@ ToolCallConstraint::ToolCallConstraint(const ToolCallMarkup& markup, const Token
         watch_token_ = tokenize_pieces(tokenizer_, std::span<const Piece>(markup_.open.data(), 1)).front();
         watch_head_ = pieces_text(std::span<const Piece>(markup_.open.data() + 1, markup_.open.size() - 1));
     }
-    if (!forced && !watch_token_)
-        throw std::invalid_argument("the chat format's tool calls do not open with a single token, so calls the model "
-                                    "opens itself cannot be constrained; force the call (tool_choice required or a name)");
-    start_frames("");
-    phase_ = forced ? Phase::open : Phase::watch;
+    if (!forced && !can_watch(markup_, tokenizer_))
+        throw std::invalid_argument(
+            "the chat format's tool calls neither open with a single token nor open the reply, so "
+            "calls the model opens itself cannot be constrained; force the call (tool_choice "
+            "required or a name)");
+    if (forced || watch_token_) {
+        start_frames("");
+        phase_ = forced ? Phase::open : Phase::watch;
+    } else {
+        start_frames(pieces_text(markup_.open));  // the call is the reply: its head is the model's to write
+        phase_ = Phase::reply_start;
+    }
 }
 
 void ToolCallConstraint::start_frames(const std::string& head) {
@@ -146,6 +166,23 @@ void ToolCallConstraint::mask(std::vector<float>& logits) const {
         args_->mask(args_state_, logits);
         return;
     }
+    if (phase_ == Phase::reply_start) {
+        // Prose and whitespace pass; a reply that opens with "{" is a call, so it must stay one.
+        std::string candidate;
+        for (size_t id = 0; id < logits.size(); ++id) {
+            if (id >= token_texts_.size()) {
+                logits[id] = -std::numeric_limits<float>::infinity();
+                continue;
+            }
+            if (token_texts_[id].empty()) continue;  // a special token (<|python_tag|>, the end)
+            candidate = lead_;
+            candidate += token_texts_[id];
+            const std::string_view text = without_leading_space(candidate);
+            if (!text.empty() && text.front() == '{' && !fits(std::string(text)))
+                logits[id] = -std::numeric_limits<float>::infinity();
+        }
+        return;
+    }
     if (phase_ != Phase::name) return;
     bool any = false;
     std::string candidate = name_text_;
@@ -166,6 +203,23 @@ void ToolCallConstraint::mask(std::vector<float>& logits) const {
 }
 
 void ToolCallConstraint::accept(token_id id) {
+    if (phase_ == Phase::reply_start) {
+        const std::string& text = token_texts_.at(static_cast<size_t>(id));
+        if (text.empty()) return;
+        lead_ += text;
+        const std::string_view reply = without_leading_space(lead_);
+        if (reply.empty()) return;
+        if (reply.front() != '{') {
+            phase_ = Phase::free;  // prose: the parser reads no call in this reply
+            return;
+        }
+        // The model opened the call: the rest of the head is masked (or fed) from here.
+        name_text_ = std::string(reply);
+        std::erase_if(frames_, [&](const Frame& f) { return !f.text.starts_with(name_text_); });
+        if (frames_.empty()) throw std::logic_error("ToolCallConstraint: a token outside the mask was accepted");
+        phase_ = frames_.size() == 1 ? Phase::after_name : Phase::name;
+        return;
+    }
     if (phase_ == Phase::watch) {
         if (id != *watch_token_) return;
         // The model opened a call: the rest of the opening and the name are masked from here.

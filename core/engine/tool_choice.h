@@ -69,8 +69,12 @@ void check_strict_tools(const ToolSet& tools, bool all);
 // call's end ("}" and the format's closing markup, e.g. "}\n</tool_call>"); once that is read the
 // constraint watches for the next call. Without `forced` (tool_choice auto) nothing is fed: the
 // constraint waits until the model samples the format's call-opening token (Qwen's <tool_call>),
-// then masks the rest of the opening and the name as above, then the arguments; formats whose
-// calls do not open with one token (Llama 3) cannot be watched (has_watch_token()).
+// then masks the rest of the opening and the name as above, then the arguments. A format whose
+// call is the reply itself (Llama 3's JSON object: ToolCallMarkup::opens_reply) is watched at the
+// reply's start instead: a token whose text, after the reply's leading whitespace, begins with "{"
+// is allowed only while it stays a prefix of open + some offered NAME + after_name (the parser
+// reads such a reply as a call), any other text is prose and ends the watch, special tokens
+// (<|python_tag|>) and whitespace leave it open.
 class ToolCallConstraint {
 public:
     // `names`: the offered tools (one name: as a named function). `token_texts`: each id's decoded
@@ -85,6 +89,9 @@ public:
                        bool forced);
     // Whether calls in this markup open with a single token that a watching constraint can see.
     static bool has_watch_token(const ToolCallMarkup& markup, const Tokenizer& tokenizer);
+    // Whether a call the model opens itself can be watched for: by its opening token, or at the
+    // reply's start (opens_reply).
+    static bool can_watch(const ToolCallMarkup& markup, const Tokenizer& tokenizer);
 
     // The tokens to feed next without sampling (the opening markup, then the text after the
     // name); empty when the next token is to be sampled.
@@ -100,7 +107,7 @@ public:
     size_t strict_calls() const { return strict_calls_; }
 
 private:
-    enum class Phase { watch, open, name, after_name, args, free };
+    enum class Phase { watch, reply_start, open, name, after_name, args, free };
     struct Frame {
         std::string name;
         std::string text;  // (watched: the opening after its token +) name + after_name
@@ -119,6 +126,7 @@ private:
     Phase phase_ = Phase::open;
     std::optional<token_id> watch_token_;  // the call-opening token, when the markup has one
     std::string watch_head_;               // the opening's text after it
+    std::string lead_;                     // Phase::reply_start: the reply's text so far (whitespace)
     bool strict_ = false;                  // some name has a schema: watch for further calls
     std::shared_ptr<SchemaMasker> args_;   // Phase::args: the call's masker and where it is
     SchemaState args_state_;

@@ -56,6 +56,9 @@ struct ToolCallMarkup {
     std::vector<Piece> open;
     std::string after_name;
     std::string close;
+    // The parser reads a call only where it opens the reply (Llama 3: the JSON object itself, after
+    // whitespace or <|python_tag|>), so a call the model opens itself is recognised there.
+    bool opens_reply = false;
 };
 
 // The cacheable prefix of a tool set's prompt, rendered once: its pieces (a suffix is tokenized

@@ -109,7 +109,7 @@ public:
 
     // {"name": "NAME", "parameters": -- how the template prints an assistant's call.
     std::optional<ToolCallMarkup> tool_call_markup() const override {
-        return ToolCallMarkup{{Piece::plain("{\"name\": \"")}, "\", \"parameters\": ", ""};
+        return ToolCallMarkup{{Piece::plain("{\"name\": \"")}, "\", \"parameters\": ", "", /*opens_reply=*/true};
     }
 };
 

@@ -4,6 +4,7 @@
 // arguments without it, and on the trained toolcaller -- the cached path stays == a full prefill,
 // and a schema the matcher cannot follow is refused by tool and keyword.
 #include "core/engine/engine.h"
+#include "tests/synthetic_checkpoint.h"
 #include "tests/test_support.h"
 
 #include <chrono>
@@ -240,6 +241,105 @@ TEST(StrictCalls, ReferencedDefinitionsAreFollowed) {
         expect_exact(r, query + " -> " + r.text);
         ASSERT_TRUE(schema_valid(tools, r.tool_call)) << query << " -> " << r.text;
         EXPECT_TRUE(r.tool_call->arguments["start"]["city"].is_string()) << r.text;
+    }
+}
+
+// Llama 3's call is the reply itself ({"name": ..., "parameters": {...}}), so under auto a strict
+// call is watched for at the reply's start. Driven token by token (the lowest id the mask leaves,
+// the forced spans fed), a reply that opens with "{" becomes a call the llama3 parser reads, to an
+// offered tool, with schema-valid arguments; whitespace and <|python_tag|> keep the watch open;
+// prose ends it. Then the engine: strict under auto on synthetic Llama 3 weights, cached == full.
+TEST(StrictCalls, Llama3CallsTheModelOpensUnderAutoAreMasked) {
+    const auto tokenizer_path = cc::test::gen_dir() / "llama3" / "tokenizer.json";
+    if (!std::filesystem::exists(tokenizer_path))
+        GTEST_SKIP() << tokenizer_path << " is absent (unpacked from tests/data/llama3_tokenizer.tar.xz)";
+    const cc::Tokenizer tok = cc::Tokenizer::from_file(tokenizer_path);
+    std::vector<std::string> texts(tok.vocab_size());
+    for (size_t id = 0; id < texts.size(); ++id) {
+        const cc::token_id one = static_cast<cc::token_id>(id);
+        texts[id] = tok.decode(std::span<const cc::token_id>(&one, 1), /*skip_special_tokens=*/true);
+    }
+    const auto format = cc::make_chat_format("llama3");
+    const auto markup = *format->tool_call_markup();
+    ASSERT_TRUE(cc::ToolCallConstraint::can_watch(markup, tok));
+    const ToolSet tools = bounded_tools();
+    cc::SchemaMaskerCache maskers;
+    std::vector<std::shared_ptr<cc::SchemaMasker>> schemas;
+    for (const auto& t : tools.tools())
+        schemas.push_back(maskers.get(cc::strict_arguments_schema(t), "}" + markup.close, t.name, texts));
+    const auto make = [&] {
+        return cc::ToolCallConstraint(markup, tok, tools.names(), texts, schemas, /*forced=*/false);
+    };
+    const auto id_of = [&](const std::string& text) {
+        const auto ids = tok.encode(text);
+        EXPECT_EQ(ids.size(), 1u) << text;
+        return ids.front();
+    };
+    const auto allowed = [&](cc::ToolCallConstraint& c, cc::token_id id) {
+        std::vector<float> logits(texts.size(), 0.0f);
+        c.mask(logits);
+        return logits[static_cast<size_t>(id)] == 0.0f;
+    };
+
+    // At the reply's start: prose, whitespace and the call's opening pass; "{" into anything but a
+    // call head does not.
+    auto c = make();
+    EXPECT_TRUE(allowed(c, id_of("Hello")));
+    EXPECT_TRUE(allowed(c, id_of("{\"")));
+    EXPECT_TRUE(allowed(c, id_of(" {")));
+    EXPECT_FALSE(allowed(c, id_of("{\n")));
+    EXPECT_FALSE(allowed(c, id_of("{}")));
+    c.accept(id_of("\n\n"));
+    // <|python_tag|> is 128010 in Llama 3.1's tokenizer; the test's (Llama 3's) has a reserved special token there.
+    const cc::token_id tag = tok.token_to_id("<|python_tag|>").value_or(128010);
+    ASSERT_TRUE(tok.is_special(tag));
+    c.accept(tag);
+    EXPECT_FALSE(allowed(c, id_of("{\n")));  // still at the reply's start
+    c.accept(id_of("{\""));
+    EXPECT_FALSE(allowed(c, id_of("Hello")));  // the head is masked now
+
+    // Drive it to the call's end.
+    std::vector<cc::token_id> reply{id_of("\n\n"), id_of("{\"")};
+    for (int step = 0; step < 300 && c.strict_calls() == 0; ++step) {
+        const auto forced = c.take_forced();
+        if (!forced.empty()) {
+            reply.insert(reply.end(), forced.begin(), forced.end());
+            continue;
+        }
+        std::vector<float> logits(texts.size(), 0.0f);
+        c.mask(logits);
+        const auto pick = std::find(logits.begin(), logits.end(), 0.0f);
+        ASSERT_NE(pick, logits.end()) << "a dead end";
+        const auto id = static_cast<cc::token_id>(pick - logits.begin());
+        c.accept(id);
+        reply.push_back(id);
+    }
+    ASSERT_EQ(c.strict_calls(), 1u);
+    const std::string text = tok.decode(reply, /*skip_special_tokens=*/true);
+    const auto call = format->parse_tool_call(text);
+    ASSERT_TRUE(call) << text;
+    EXPECT_TRUE(schema_valid(tools, call)) << text;
+
+    // Prose first: no call can follow in this format, nothing more is masked.
+    auto prose = make();
+    prose.accept(id_of("Hello"));
+    EXPECT_TRUE(allowed(prose, id_of("{}")));
+
+    // The engine: strict under auto runs (it was refused before), and stays exact.
+    cc::test::TempDir dir;
+    cc::test::write_synthetic_checkpoint(dir.path(), cc::test::tiny_llama3_config(), tokenizer_path);
+    Engine& engine = engine_for(dir.path().string());
+    engine.set_tools(tools, "");
+    for (const auto& query : kQueries) {
+        QueryOptions q;
+        q.max_new_tokens = 24;
+        q.tool_choice.strict = true;
+        q.mode = QueryMode::compare;
+        const auto r = engine.query(query, q);
+        expect_exact(r, query + " -> " + r.text);
+        if (r.tool_call) {
+            EXPECT_TRUE(schema_valid(tools, r.tool_call)) << r.text;
+        }
     }
 }
 
