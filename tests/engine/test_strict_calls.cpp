@@ -216,6 +216,29 @@ TEST(StrictCalls, ChatStaysExact) {
     expect_exact(engine.chat(req, q), "second turn");
 }
 
+// Every query with a forced strict call (160 tokens at most): cached == full, and the arguments
+// satisfy the schema. The results, each with its call, for checks of the test's own.
+std::vector<QueryResult> forced_strict_calls(Engine& engine, const ToolSet& tools) {
+    EXPECT_NO_THROW(cc::check_strict_tools(tools, true));
+    engine.set_tools(tools, "");
+    std::vector<QueryResult> out;
+    for (const auto& query : kQueries) {
+        QueryOptions q;
+        q.max_new_tokens = 160;
+        q.tool_choice = ToolChoice::parse("required");
+        q.tool_choice.strict = true;
+        q.mode = QueryMode::compare;
+        auto r = engine.query(query, q);
+        expect_exact(r, query + " -> " + r.text);
+        if (!schema_valid(tools, r.tool_call)) {
+            ADD_FAILURE() << query << " -> " << r.text;
+            continue;
+        }
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
 // A tool schema as pydantic's model_json_schema() (and so FastMCP) writes it: shared definitions
 // under $defs, reached by $ref, one of them Optional (anyOf with null). Forced strict calls follow
 // the referenced schemas; cached == full.
@@ -228,20 +251,8 @@ TEST(StrictCalls, ReferencedDefinitionsAreFollowed) {
        "properties": {"start": {"$ref": "#/$defs/Stop"}, "end": {"anyOf": [{"$ref": "#/$defs/Stop"}, {"type": "null"}],
         "default": null}, "fast": {"title": "Fast", "type": "boolean"}},
        "required": ["start", "end", "fast"], "title": "Route", "type": "object"}}}])";
-    const ToolSet tools = ToolSet::from_json_text(text, "refs");
-    EXPECT_NO_THROW(cc::check_strict_tools(tools, true));
-    engine.set_tools(tools, "");
-    for (const auto& query : kQueries) {
-        QueryOptions q;
-        q.max_new_tokens = 160;
-        q.tool_choice = ToolChoice::parse("required");
-        q.tool_choice.strict = true;
-        q.mode = QueryMode::compare;
-        const auto r = engine.query(query, q);
-        expect_exact(r, query + " -> " + r.text);
-        ASSERT_TRUE(schema_valid(tools, r.tool_call)) << query << " -> " << r.text;
+    for (const auto& r : forced_strict_calls(engine, ToolSet::from_json_text(text, "refs")))
         EXPECT_TRUE(r.tool_call->arguments["start"]["city"].is_string()) << r.text;
-    }
 }
 
 // Llama 3's call is the reply itself ({"name": ..., "parameters": {...}}), so under auto a strict
@@ -353,18 +364,7 @@ TEST(StrictCalls, PatternsAreFollowed) {
         "phone": {"type": "string", "pattern": "^\\+[1-9][0-9]{6,14}$"},
         "room": {"type": "string", "pattern": "^[A-Z]{1,3}-\\d+$", "maxLength": 6}},
        "required": ["time", "phone", "room"], "additionalProperties": false}}}])";
-    const ToolSet tools = ToolSet::from_json_text(text, "patterns");
-    EXPECT_NO_THROW(cc::check_strict_tools(tools, true));
-    engine.set_tools(tools, "");
-    for (const auto& query : kQueries) {
-        QueryOptions q;
-        q.max_new_tokens = 160;
-        q.tool_choice = ToolChoice::parse("required");
-        q.tool_choice.strict = true;
-        q.mode = QueryMode::compare;
-        const auto r = engine.query(query, q);
-        expect_exact(r, query + " -> " + r.text);
-        ASSERT_TRUE(schema_valid(tools, r.tool_call)) << query << " -> " << r.text;
+    for (const auto& r : forced_strict_calls(engine, ToolSet::from_json_text(text, "patterns"))) {
         const std::string room = r.tool_call->arguments["room"];
         EXPECT_LE(room.size(), 6u) << r.text;
         EXPECT_NE(room.find('-'), std::string::npos) << r.text;
