@@ -96,8 +96,9 @@ const char* const k_supported =
     "type, properties, required, additionalProperties, items, minItems, maxItems, enum, const, anyOf, "
     "oneOf (of branches no value can match twice), "
     "minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength, pattern, "
+    "format (date, time, date-time, duration, email, hostname, ipv4, uuid checked; others annotations), "
     "$ref (#/... within the schema) with $defs or definitions, allOf of one schema; "
-    "annotations: description, title, default, examples, format, $comment, $schema, $id, deprecated, "
+    "annotations: description, title, default, examples, $comment, $schema, $id, deprecated, "
     "readOnly, writeOnly, discriminator";
 
 // Where $ref targets live: read only through a $ref.
@@ -394,16 +395,22 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
     if (s.contains("minLength")) nodes[index].min_len = count("minLength"), nodes[index].lengths = true;
     if (s.contains("maxLength")) nodes[index].max_len = count("maxLength"), nodes[index].lengths = true;
     if (nodes[index].min_len > nodes[index].max_len) refuse(path, "minLength is greater than maxLength");
+    // pattern, and a format strict calls check (as OpenAI's strict mode): strings must match both.
+    std::vector<SchemaPattern::Source> regexes;
     if (s.contains("pattern")) {
         if (!s["pattern"].is_string()) refuse(path + ".pattern", "pattern must be a string");
-        if (nodes[index].types & t_string) {  // it constrains strings only
-            try {
-                patterns.emplace_back(s["pattern"].get<std::string>(), nodes[index].min_len, nodes[index].max_len);
-            } catch (const std::invalid_argument& e) {
-                refuse(path + ".pattern", e.what());
-            }
-            nodes[index].pattern = static_cast<int32_t>(patterns.size() - 1);
+        regexes.push_back({s["pattern"].get<std::string>(), "pattern \"" + s["pattern"].get<std::string>() + "\""});
+    }
+    if (s.contains("format") && s["format"].is_string())
+        if (auto regex = SchemaPattern::format_regex(s["format"].get<std::string>()))
+            regexes.push_back({*regex, "format \"" + s["format"].get<std::string>() + "\""});
+    if (!regexes.empty() && (nodes[index].types & t_string)) {  // they constrain strings only
+        try {
+            patterns.emplace_back(regexes, nodes[index].min_len, nodes[index].max_len);
+        } catch (const std::invalid_argument& e) {
+            refuse(path + (s.contains("pattern") ? ".pattern" : ".format"), e.what());
         }
+        nodes[index].pattern = static_cast<int32_t>(patterns.size() - 1);
     }
     // number
     Node& num = nodes[index];
@@ -1174,6 +1181,9 @@ bool valid_in(const ordered_json& doc, const ordered_json& schema, const ordered
                 // a pattern strict calls refuse is not checked here
             }
         }
+        if (schema.contains("format") && schema["format"].is_string())
+            if (const auto regex = SchemaPattern::format_regex(schema["format"].get<std::string>()))
+                if (!SchemaPattern(*regex).matches(text)) return false;
     }
     if (value.is_array()) {
         if (schema.contains("minItems") && value.size() < schema["minItems"].get<size_t>()) return false;

@@ -5,7 +5,7 @@
 // tail, e.g. the call's "}\n</tool_call>"); a state never reached a dead end, so a masked
 // reply can always be completed.
 //
-// Supported keywords (docs/cli.md, "Strict tool calls"): type (string, number, integer, boolean,
+// Supported keywords (docs/server.md, "Strict tool calls"): type (string, number, integer, boolean,
 // null, object, array, or a list of them), properties, required, additionalProperties (false,
 // true or a schema), items, minItems, maxItems, enum, const, anyOf, minimum, maximum,
 // exclusiveMinimum, exclusiveMaximum, multipleOf (numbers), minLength, maxLength, pattern (an
@@ -15,8 +15,9 @@
 // pointer within the schema ("#/$defs/Name", "#/definitions/Name", "#": pydantic's and FastMCP's
 // form; recursive definitions too, each compiled once), allOf of one schema (pydantic v1's wrapper
 // of a described $ref); annotations that do not constrain a value
-// (description, title, default, examples, format, $comment, $schema, deprecated, readOnly,
-// writeOnly, discriminator) are read past. An enum or const keeps the values the other keywords
+// (description, title, default, examples, $comment, $schema, deprecated, readOnly, writeOnly,
+// discriminator, a format other than SchemaPattern::format_regex's, which are checked as patterns
+// are) are read past. An enum or const keeps the values the other keywords
 // accept. Any other keyword (allOf of several, not, uniqueItems, ...), a oneOf that may match twice,
 // a $ref outside the schema or beside a constraining keyword, a schema that reaches itself through
 // anyOf/$ref alone or has no finite value is refused by name: compile throws std::invalid_argument.

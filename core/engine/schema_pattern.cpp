@@ -95,8 +95,7 @@ public:
 
 private:
     [[noreturn]] void fail(const std::string& what) const {
-        throw std::invalid_argument("pattern \"" + std::string(source_) + "\": " + what + " (at character " +
-                                    std::to_string(at_ + 1) + ")");
+        throw std::invalid_argument(what + " (at character " + std::to_string(at_ + 1) + ")");
     }
     [[noreturn]] void unsupported(const std::string& what) const { fail(what + " are not supported"); }
     bool more() const { return at_ < cps_.size(); }
@@ -494,17 +493,65 @@ struct Nfa {
 
 }  // namespace
 
-SchemaPattern::SchemaPattern(std::string_view source, uint32_t min_len, uint32_t max_len) {
-    const PatternNode re = Parser(source).parse();  // its errors name the pattern and the character
+SchemaPattern::SchemaPattern(std::string_view source, uint32_t min_len, uint32_t max_len)
+    : SchemaPattern({{std::string(source), "pattern \"" + std::string(source) + "\""}}, min_len, max_len) {}
+
+SchemaPattern::SchemaPattern(const std::vector<Source>& sources, uint32_t min_len, uint32_t max_len) {
+    std::string all;  // what an error names when the sources together are at fault
+    for (const Source& source : sources) {
+        all += (all.empty() ? "" : " and ") + source.label;
+        try {
+            std::vector<State> one = build(Parser(source.regex).parse());
+            states_ = states_.empty() ? std::move(one) : intersect(states_, one);
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument((&source == &sources.front() ? source.label : all) + ": " + e.what());
+        }
+    }
     try {
-        build(re);
+        set_live();
         compute_lengths(min_len, max_len);
     } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument("pattern \"" + std::string(source) + "\": " + e.what());
+        throw std::invalid_argument(all + ": " + e.what());
     }
 }
 
-void SchemaPattern::build(const PatternNode& re) {
+// The product automaton: a string matches both (each is searched for on its own).
+std::vector<SchemaPattern::State> SchemaPattern::intersect(const std::vector<State>& a, const std::vector<State>& b) {
+    std::vector<State> out;
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> ids{{{0, 0}, 0}};
+    std::vector<std::pair<uint32_t, uint32_t>> pairs{{0, 0}};
+    for (size_t d = 0; d < pairs.size(); ++d) {
+        const State& x = a[pairs[d].first];
+        const State& y = b[pairs[d].second];
+        State z;
+        z.accepting = x.accepting && y.accepting;
+        // Both edge lists are sorted and split at the writable bounds: walk them together.
+        for (size_t i = 0, k = 0; i < x.edges.size() && k < y.edges.size();) {
+            const Edge& e = x.edges[i];
+            const Edge& f = y.edges[k];
+            const char32_t lo = std::max(e.lo, f.lo), hi = std::min(e.hi, f.hi);
+            if (lo <= hi) {
+                auto [it, added] = ids.emplace(std::make_pair(e.to, f.to), static_cast<uint32_t>(pairs.size()));
+                if (added) {
+                    if (pairs.size() >= k_max_dfa_states)
+                        throw std::invalid_argument("their joint automaton passes " + std::to_string(k_max_dfa_states) +
+                                                    " states (not supported)");
+                    pairs.emplace_back(e.to, f.to);
+                }
+                z.edges.push_back({lo, hi, it->second, e.writable && f.writable});
+            }
+            if (e.hi < f.hi)
+                ++i;
+            else
+                ++k;
+        }
+        out.push_back(std::move(z));
+    }
+    return out;
+}
+
+std::vector<SchemaPattern::State> SchemaPattern::build(const PatternNode& re) {
+    std::vector<State> states;
     Nfa nfa;
     // A search: any text before the match (the loop at `pre`) and after it (at `post`).
     const uint32_t pre = nfa.add();
@@ -548,12 +595,15 @@ void SchemaPattern::build(const PatternNode& re) {
             else
                 edges.push_back({lo, hi, it->second, writable});
         }
-        states_.emplace_back();
-        states_[d].edges = std::move(edges);
+        states.emplace_back();
+        states[d].edges = std::move(edges);
         const auto ends = nfa.closure(sets[d], d == 0, true);  // $ holds where the string ends
-        states_[d].accepting = std::binary_search(ends.begin(), ends.end(), post);
+        states[d].accepting = std::binary_search(ends.begin(), ends.end(), post);
     }
+    return states;
+}
 
+void SchemaPattern::set_live() {
     // live: a match can still end, reading writable characters only.
     const uint32_t n = n_states();
     std::vector<std::vector<uint32_t>> into(n);
@@ -637,6 +687,36 @@ bool SchemaPattern::matches(std::string_view utf8) const {
         if (state == k_none) return false;
     }
     return accepting(state);
+}
+
+namespace {
+
+// RFC 3339 full-date (the days of each month, February 29 in leap years only) and full-time.
+constexpr const char* k_date =
+    R"((?:\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|02-(?:0[1-9]|1\d|2[0-8]))|)"
+    R"((?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29))";
+constexpr const char* k_time =
+    R"((?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60)(?:\.\d+)?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d))";
+constexpr const char* k_label = R"([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)";
+constexpr const char* k_octet = R"((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))";
+
+}  // namespace
+
+std::optional<std::string> SchemaPattern::format_regex(std::string_view format) {
+    const std::string date = k_date, time = k_time, label = k_label, octet = k_octet;
+    if (format == "date") return "^" + date + "$";
+    if (format == "time") return "^" + time + "$";
+    if (format == "date-time") return "^" + date + "[Tt]" + time + "$";
+    if (format == "duration")  // ISO 8601 as RFC 3339's appendix A: at least one part, T before hours
+        return R"(^P(?:\d+W|(?:\d+Y(?:\d+M)?(?:\d+D)?|\d+M(?:\d+D)?|\d+D)(?:T(?:\d+H(?:\d+M)?(?:\d+S)?|\d+M(?:\d+S)?|\d+S))?)"
+               R"(|T(?:\d+H(?:\d+M)?(?:\d+S)?|\d+M(?:\d+S)?|\d+S))$)";
+    if (format == "email")  // the dot-atom local part and a hostname, as ajv's
+        return R"(^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:)" + label + R"(\.)+)" +
+               label + "$";
+    if (format == "hostname") return "^" + label + R"((?:\.)" + label + R"()*\.?$)";
+    if (format == "ipv4") return "^(?:" + octet + R"(\.){3})" + octet + "$";
+    if (format == "uuid") return R"(^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$)";
+    return std::nullopt;
 }
 
 }  // namespace cc

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,18 @@ public:
     // `min_len`, `max_len`: the string's minLength and maxLength in code points (k_none: none),
     // which can_end() and can_step() take into account. Throws std::invalid_argument.
     explicit SchemaPattern(std::string_view source, uint32_t min_len = 0, uint32_t max_len = k_none);
+    // Several regular expressions a string must all match (a pattern and a format's); each error
+    // starts with the label of the one at fault ("pattern \"^a$\"", "format \"date\"").
+    struct Source {
+        std::string regex;
+        std::string label;
+    };
+    SchemaPattern(const std::vector<Source>& sources, uint32_t min_len, uint32_t max_len);
+
+    // The regular expression of a string format strict calls check, as OpenAI's strict mode does
+    // (date, time, date-time, duration, email, hostname, ipv4, uuid); nullopt for any other format
+    // (an annotation, as JSON Schema has it by default).
+    static std::optional<std::string> format_regex(std::string_view format);
 
     uint32_t start() const { return 0; }
     uint32_t n_states() const { return static_cast<uint32_t>(states_.size()); }
@@ -61,7 +74,9 @@ private:
         std::vector<Edge> edges;  // sorted by lo, disjoint
         bool accepting = false;
     };
-    void build(const PatternNode& re);  // the automaton, from the syntax tree (schema_pattern.cpp)
+    static std::vector<State> build(const PatternNode& re);  // the automaton of one expression
+    static std::vector<State> intersect(const std::vector<State>& a, const std::vector<State>& b);
+    void set_live();  // live_, from states_; throws when no string can match
     void compute_lengths(uint32_t min_len, uint32_t max_len);
 
     std::vector<State> states_;

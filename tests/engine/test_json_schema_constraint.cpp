@@ -219,6 +219,8 @@ TEST(JsonSchemaGrammar, RefusesUnsupportedKeywordsByName) {
     refused(R"({"type": "string", "pattern": "^[0-9]{3}$", "maxLength": 2})",
             "no string of a length within minLength and maxLength");
     refused(R"({"type": "string", "pattern": 5})", "pattern must be a string");
+    refused(R"({"type": "string", "pattern": "^x", "format": "date"})",
+            "pattern \"^x\" and format \"date\": no string a call can write matches it at parameters.pattern");
     refused(R"({"type": "string", "enum": ["ab", "cd"], "pattern": "^x"})", "no value of its enum or const satisfies");
     refused(R"({"type": "integer", "const": "1"})", "no value of its enum or const satisfies");
     refused(R"({"$ref": "#/$defs/x"})", "$ref \"#/$defs/x\" does not resolve within the schema");
@@ -369,6 +371,22 @@ TEST(JsonSchemaGrammar, OneOfOfExclusiveBranches) {
     EXPECT_TRUE(cc::json_schema_valid(kinds_schema, json(1.5)));
     EXPECT_FALSE(cc::json_schema_valid(kinds_schema, json(2)));  // both match
     EXPECT_FALSE(cc::json_schema_valid(kinds_schema, json("x")));
+    // format (date, date-time, ...: SchemaPattern::format_regex) is checked as a pattern is.
+    const auto day = grammar(R"({"type": "string", "format": "date"})");
+    EXPECT_TRUE(day.accepts(R"("2024-02-29")"));
+    EXPECT_FALSE(day.accepts(R"("2023-02-29")"));
+    EXPECT_TRUE(day.is_prefix(R"("2023-02-2)"));
+    EXPECT_FALSE(day.is_prefix(R"("2023-02-29)"));
+    EXPECT_TRUE(day.is_prefix(R"("2023-1)"));
+    EXPECT_FALSE(day.is_prefix(R"("2023-13)"));
+    const auto day_2026 = grammar(R"({"type": "string", "format": "date", "pattern": "^2026-"})");
+    EXPECT_TRUE(day_2026.accepts(R"("2026-01-31")"));
+    EXPECT_FALSE(day_2026.accepts(R"("2025-01-31")"));
+    EXPECT_NO_THROW(grammar(R"({"type": "string", "format": "ipv6"})"));  // an annotation: any string
+    EXPECT_TRUE(grammar(R"({"type": "string", "format": "ipv6"})").accepts(R"("x")"));
+    EXPECT_TRUE(cc::json_schema_valid(json::parse(R"({"format": "date-time"})"), json("2026-12-07T06:02:51Z")));
+    EXPECT_FALSE(cc::json_schema_valid(json::parse(R"({"format": "date-time"})"), json("2026-12-07")));
+    EXPECT_TRUE(cc::json_schema_valid(json::parse(R"({"format": "ipv6"})"), json("x")));
 }
 
 // Strings are valid UTF-8: no overlong form, no surrogate, nothing past U+10FFFF.

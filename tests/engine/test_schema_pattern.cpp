@@ -5,6 +5,7 @@
 #include "core/engine/schema_pattern.h"
 #include "tests/test_support.h"
 
+#include <map>
 #include <random>
 #include <regex>
 #include <set>
@@ -107,6 +108,58 @@ TEST(SchemaPattern, RefusesWhatItDoesNotReadByName) {
     refused("a^b", "no string a call can write");
     refused("^\\x01$", "no string a call can write");  // a string a strict call writes has no \u0001
     refused("(((a|b|c|d){1,1000}){1,1000})", "too large");
+}
+
+// The formats strict calls check (OpenAI's strict mode list, less ipv6), each with values on both
+// sides of its rules; any other format stays an annotation.
+TEST(SchemaPattern, Formats) {
+    const std::map<std::string, std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+        {"date",
+         {{"2026-12-07", "2024-02-29", "2000-02-29", "0400-02-29", "1999-04-30"},
+          {"2023-02-29", "1900-02-29", "2026-04-31", "2026-13-01", "2026-00-10", "26-12-07", "2026-12-7",
+           "2026-12-07 "}}},
+        {"time",
+         {{"09:30:00Z", "23:59:60+01:00", "09:30:00.123-05:30", "00:00:00z"},
+          {"24:00:00Z", "09:30Z", "09:30:00", "09:30:00+5:00", "9:30:00Z"}}},
+        {"date-time",
+         {{"2026-12-07T06:02:51Z", "2026-12-07t06:02:51.5+05:45"},
+          {"2026-12-07 06:02:51Z", "2026-12-07T06:02:51", "2026-02-30T00:00:00Z"}}},
+        {"duration", {{"P1D", "PT1H30M", "P1Y2M3DT4H5M6S", "P2W", "PT0S"}, {"P", "PT", "P1DT", "1D", "P1W2D", "P1H"}}},
+        {"email",
+         {{"a.b+c@example.com", "x_y@mail.example.org"}, {"a@b", ".a@b.com", "a..b@c.com", "a@-b.com", "a b@c.com"}}},
+        {"hostname", {{"example.com", "a", "example.com.", "x-1.y2"}, {"-a", "a-.com", "a..b", "a_b.com"}}},
+        {"ipv4", {{"192.168.0.1", "0.0.0.0", "255.255.255.255"}, {"256.1.1.1", "01.1.1.1", "1.1.1", "1.1.1.1.1"}}},
+        {"uuid",
+         {{"123e4567-e89b-12d3-a456-426614174000", "123E4567-E89B-12D3-A456-426614174000"},
+          {"123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400g"}}},
+    };
+    for (const auto& [format, values] : cases) {
+        const auto regex = SchemaPattern::format_regex(format);
+        ASSERT_TRUE(regex) << format;
+        const SchemaPattern p(*regex);
+        for (const auto& ok : values.first) EXPECT_TRUE(p.matches(ok)) << format << ": " << ok;
+        for (const auto& bad : values.second) EXPECT_FALSE(p.matches(bad)) << format << ": " << bad;
+    }
+    EXPECT_FALSE(SchemaPattern::format_regex("ipv6"));
+    EXPECT_FALSE(SchemaPattern::format_regex("uri"));
+
+    // A pattern and a format together: strings must match both.
+    const SchemaPattern both(
+        {{"^2026-", "pattern \"^2026-\""}, {*SchemaPattern::format_regex("date"), "format \"date\""}}, 0,
+        SchemaPattern::k_none);
+    EXPECT_TRUE(both.matches("2026-02-28"));
+    EXPECT_FALSE(both.matches("2025-02-28"));
+    EXPECT_FALSE(both.matches("2026-02-29"));
+    try {
+        SchemaPattern({{"^x", "pattern \"^x\""}, {*SchemaPattern::format_regex("date"), "format \"date\""}}, 0,
+                      SchemaPattern::k_none);
+        ADD_FAILURE() << "a pattern no date matches was accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(
+            std::string(e.what()).find("pattern \"^x\" and format \"date\": no string a call can write matches it"),
+            std::string::npos)
+            << e.what();
+    }
 }
 
 // Every string over `alphabet` of at most `max_total` characters that matches within the lengths.

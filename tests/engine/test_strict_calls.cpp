@@ -354,16 +354,17 @@ TEST(StrictCalls, Llama3CallsTheModelOpensUnderAutoAreMasked) {
     }
 }
 
-// pattern (pydantic's constr(pattern=...), zod's .regex()): the two of tools_100.json and one with a
-// length bound; every string of the call matches, cached == full.
+// pattern (pydantic's constr(pattern=...), zod's .regex()): the two of tools_100.json, one with a
+// length bound, and a format; every string of the call matches, cached == full.
 TEST(StrictCalls, PatternsAreFollowed) {
     Engine& engine = engine_for("builtin:qwen3-test");
     const char* const text =
         R"([{"type": "function", "function": {"name": "book_slot", "description": "Book a call slot.",
       "parameters": {"type": "object", "properties": {"time": {"type": "string", "pattern": "^[0-2][0-9]:[0-5][0-9]$"},
         "phone": {"type": "string", "pattern": "^\\+[1-9][0-9]{6,14}$"},
-        "room": {"type": "string", "pattern": "^[A-Z]{1,3}-\\d+$", "maxLength": 6}},
-       "required": ["time", "phone", "room"], "additionalProperties": false}}}])";
+        "room": {"type": "string", "pattern": "^[A-Z]{1,3}-\\d+$", "maxLength": 6},
+        "day": {"type": "string", "format": "date"}},
+       "required": ["time", "phone", "room", "day"], "additionalProperties": false}}}])";
     for (const auto& r : forced_strict_calls(engine, ToolSet::from_json_text(text, "patterns"))) {
         const std::string room = r.tool_call->arguments["room"];
         EXPECT_LE(room.size(), 6u) << r.text;
