@@ -822,10 +822,15 @@ bool JsonSchemaGrammar::Impl::run(SchemaStackBuf& b, size_t k, uint8_t c) const 
                         }
                         return f.stage = s_in, true;
                     }
-                    default:  // s_hex0 .. s_hex0 + 3
+                    default: {  // s_hex0 .. s_hex0 + 3
                         if (!is_hex(c)) return false;
-                        f.stage = f.stage == s_hex0 + 3 ? s_in : f.stage + 1;
-                        return true;
+                        f.cp = f.cp << 4 | static_cast<uint32_t>(is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10);
+                        // No surrogate: a lone one is not JSON that parsers take (nlohmann refuses it),
+                        // and a pair is written as the character itself.
+                        if (f.stage == s_hex0 + 1 && f.cp >= 0xD8 && f.cp <= 0xDF) return false;
+                        if (f.stage == s_hex0 + 3) return f.stage = s_in, f.cp = 0, true;
+                        return ++f.stage, true;
+                    }
                 }
             }
 

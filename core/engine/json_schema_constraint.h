@@ -30,7 +30,7 @@
 // up to 20 spaces or tabs, so a masked model cannot spin on whitespace; an object at most 64
 // properties (refused by name otherwise); keys of an object that allows extra properties without
 // backslash escapes; enum and const values as py_json_dumps prints them; strings valid UTF-8 (no
-// overlong form, no surrogate), without \u escapes under a pattern;
+// overlong form, no surrogate, raw or \u-escaped), without \u escapes under a pattern;
 // an exponent of at most two digits (every number reads as a finite double); a number with bounds
 // without an exponent and with at most 15 digits, and a digit is allowed only
 // while some completion still lies within the bounds.

@@ -396,6 +396,16 @@ TEST(JsonSchemaGrammar, StringsAreValidUtf8) {
         EXPECT_TRUE(s.accepts(ok)) << ok;
     for (const char* bad : {"\"\xe0\x80", "\"\xe0\x9f", "\"\xed\xa0", "\"\xf0\x80", "\"\xf4\x90", "\"\xc1"})
         EXPECT_FALSE(s.is_prefix(bad)) << bad;
+    // \u escapes: any but a surrogate (a lone one is not JSON nlohmann reads; a pair is written raw).
+    EXPECT_TRUE(s.accepts(R"("\u00e9\uD7FF\uE000")"));
+    EXPECT_FALSE(s.is_prefix(R"("\ud8)"));
+    EXPECT_FALSE(s.is_prefix(R"("\uDF)"));
+    EXPECT_THROW(
+        {
+            const json lone = json::parse(R"("\ud800")");
+            ADD_FAILURE() << lone.dump();
+        },
+        json::parse_error);
 }
 
 // $ref into $defs / definitions (pydantic's model_json_schema(), FastMCP's tool schemas), shared
