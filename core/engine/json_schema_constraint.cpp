@@ -157,6 +157,7 @@ struct JsonSchemaGrammar::Impl {
     std::vector<const ordered_json*> sources;  // while compiling: each leaf's schema (null: any value)
     std::vector<TrieNode> trie;
     std::vector<SchemaPattern> patterns;
+    uint64_t pattern_work_left = 4 * SchemaPattern::k_max_work;       // while compiling: all patterns together
     std::vector<std::pair<uint32_t, std::vector<uint32_t>>> one_ofs;  // while compiling: each oneOf's node, branches
     // While compiling: the whole schema ($ref targets are found in it) and each $ref's node.
     const ordered_json* doc = nullptr;
@@ -406,7 +407,13 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
             regexes.push_back({*regex, "format \"" + s["format"].get<std::string>() + "\""});
     if (!regexes.empty() && (nodes[index].types & t_string)) {  // they constrain strings only
         try {
-            patterns.emplace_back(regexes, nodes[index].min_len, nodes[index].max_len);
+            // One budget for every pattern of the schema, so that many of them cannot add up to seconds.
+            if (pattern_work_left == 0)
+                throw std::invalid_argument(
+                    "the schema's patterns together are too complex to compile (not supported)");
+            patterns.emplace_back(regexes, nodes[index].min_len, nodes[index].max_len,
+                                  std::min(pattern_work_left, SchemaPattern::k_max_work));
+            pattern_work_left -= patterns.back().work();
         } catch (const std::invalid_argument& e) {
             refuse(path + (s.contains("pattern") ? ".pattern" : ".format"), e.what());
         }

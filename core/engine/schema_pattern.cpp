@@ -23,7 +23,13 @@ constexpr char32_t k_max_cp = 0x10FFFF;
 constexpr uint32_t k_max_dfa_states = 4096;
 constexpr uint32_t k_max_nfa_states = 20000;
 constexpr uint32_t k_max_repeat = 1000;
-constexpr uint64_t k_max_work = 5'000'000;                 // NFA states visited while compiling
+// One step of compiling (a state visited, an edge walked): a hostile pattern is refused once the
+// budget is spent, before it costs seconds.
+void spend(uint64_t& left, uint64_t steps) {
+    if (left < steps) throw std::invalid_argument("too complex to compile (not supported)");
+    left -= steps;
+}
+
 constexpr uint64_t k_max_length_bits = uint64_t{1} << 25;  // the lengths table: 4 MiB
 
 Ranges normalize(Ranges r) {
@@ -391,7 +397,7 @@ struct Nfa {
     std::vector<State> s;
     mutable std::vector<uint32_t> seen;  // closure's scratch: == stamp when visited
     mutable uint32_t stamp = 0;
-    mutable uint64_t work = 0;
+    uint64_t* work_left = nullptr;  // the compile's budget (steps), shared by every part
 
     uint32_t add() {
         if (s.size() >= k_max_nfa_states)
@@ -477,7 +483,7 @@ struct Nfa {
             const uint32_t x = todo.back();
             todo.pop_back();
             set.push_back(x);
-            if (++work > k_max_work) throw std::invalid_argument("too complex to compile (not supported)");
+            spend(*work_left, 1);
             const auto follow = [&](const std::vector<uint32_t>& to) {
                 for (const uint32_t y : to)
                     if (seen[y] != stamp) seen[y] = stamp, todo.push_back(y);
@@ -496,13 +502,14 @@ struct Nfa {
 SchemaPattern::SchemaPattern(std::string_view source, uint32_t min_len, uint32_t max_len)
     : SchemaPattern({{std::string(source), "pattern \"" + std::string(source) + "\""}}, min_len, max_len) {}
 
-SchemaPattern::SchemaPattern(const std::vector<Source>& sources, uint32_t min_len, uint32_t max_len) {
+SchemaPattern::SchemaPattern(const std::vector<Source>& sources, uint32_t min_len, uint32_t max_len, uint64_t max_work)
+    : work_left_(max_work), max_work_(max_work) {
     std::string all;  // what an error names when the sources together are at fault
     for (const Source& source : sources) {
         all += (all.empty() ? "" : " and ") + source.label;
         try {
-            std::vector<State> one = build(Parser(source.regex).parse());
-            states_ = states_.empty() ? std::move(one) : intersect(states_, one);
+            std::vector<State> one = build(Parser(source.regex).parse(), work_left_);
+            states_ = states_.empty() ? std::move(one) : intersect(states_, one, work_left_);
         } catch (const std::invalid_argument& e) {
             throw std::invalid_argument((&source == &sources.front() ? source.label : all) + ": " + e.what());
         }
@@ -516,7 +523,8 @@ SchemaPattern::SchemaPattern(const std::vector<Source>& sources, uint32_t min_le
 }
 
 // The product automaton: a string matches both (each is searched for on its own).
-std::vector<SchemaPattern::State> SchemaPattern::intersect(const std::vector<State>& a, const std::vector<State>& b) {
+std::vector<SchemaPattern::State> SchemaPattern::intersect(const std::vector<State>& a, const std::vector<State>& b,
+                                                           uint64_t& work_left) {
     std::vector<State> out;
     std::map<std::pair<uint32_t, uint32_t>, uint32_t> ids{{{0, 0}, 0}};
     std::vector<std::pair<uint32_t, uint32_t>> pairs{{0, 0}};
@@ -527,6 +535,7 @@ std::vector<SchemaPattern::State> SchemaPattern::intersect(const std::vector<Sta
         z.accepting = x.accepting && y.accepting;
         // Both edge lists are sorted and split at the writable bounds: walk them together.
         for (size_t i = 0, k = 0; i < x.edges.size() && k < y.edges.size();) {
+            spend(work_left, 1);
             const Edge& e = x.edges[i];
             const Edge& f = y.edges[k];
             const char32_t lo = std::max(e.lo, f.lo), hi = std::min(e.hi, f.hi);
@@ -550,9 +559,10 @@ std::vector<SchemaPattern::State> SchemaPattern::intersect(const std::vector<Sta
     return out;
 }
 
-std::vector<SchemaPattern::State> SchemaPattern::build(const PatternNode& re) {
+std::vector<SchemaPattern::State> SchemaPattern::build(const PatternNode& re, uint64_t& work_left) {
     std::vector<State> states;
     Nfa nfa;
+    nfa.work_left = &work_left;
     // A search: any text before the match (the loop at `pre`) and after it (at `post`).
     const uint32_t pre = nfa.add();
     const auto [rs, re_end] = nfa.emit(re);
@@ -635,6 +645,9 @@ void SchemaPattern::compute_lengths(uint32_t min_len, uint32_t max_len) {
         throw std::invalid_argument("a pattern with " + std::to_string(n) + " states and minLength " +
                                     std::to_string(min_len) + " is too large to check (not supported)");
     ends_.assign(size_t{n} * words_, 0);
+    size_t n_edges = 0;
+    for (const State& st : states_) n_edges += st.edges.size();
+    spend(work_left_, uint64_t{cap_} * n_edges);  // the loop below
     const auto bit = [&](uint32_t s, uint32_t l) { return ends_[size_t{s} * words_ + l / 64] >> (l % 64) & 1; };
     for (uint32_t s = 0; s < n; ++s)
         if (states_[s].accepting) ends_[size_t{s} * words_] |= 1;

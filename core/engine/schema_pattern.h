@@ -42,7 +42,12 @@ public:
         std::string regex;
         std::string label;
     };
-    SchemaPattern(const std::vector<Source>& sources, uint32_t min_len, uint32_t max_len);
+    // `max_work`: the steps compiling may take (states visited, edges walked) before it refuses the
+    // expressions as too complex; work() says how many it took, so a caller can share one budget.
+    static constexpr uint64_t k_max_work = 5'000'000;  // about 0.15 s
+    SchemaPattern(const std::vector<Source>& sources, uint32_t min_len, uint32_t max_len,
+                  uint64_t max_work = k_max_work);
+    uint64_t work() const { return max_work_ - work_left_; }
 
     // The regular expression of a string format strict calls check, as OpenAI's strict mode does
     // (date, time, date-time, duration, email, hostname, ipv4, uuid); nullopt for any other format
@@ -74,11 +79,12 @@ private:
         std::vector<Edge> edges;  // sorted by lo, disjoint
         bool accepting = false;
     };
-    static std::vector<State> build(const PatternNode& re);  // the automaton of one expression
-    static std::vector<State> intersect(const std::vector<State>& a, const std::vector<State>& b);
+    static std::vector<State> build(const PatternNode& re, uint64_t& work_left);  // one expression's automaton
+    static std::vector<State> intersect(const std::vector<State>& a, const std::vector<State>& b, uint64_t& work_left);
     void set_live();  // live_, from states_; throws when no string can match
     void compute_lengths(uint32_t min_len, uint32_t max_len);
 
+    uint64_t work_left_ = 0, max_work_ = 0;
     std::vector<State> states_;
     // What can_end() reads. Without lengths: live[s], a match can still end from s. With them:
     // ends[s] is a bitset over L in [0, cap): a match can end after exactly L more characters;

@@ -219,6 +219,15 @@ TEST(JsonSchemaGrammar, RefusesUnsupportedKeywordsByName) {
     refused(R"({"type": "string", "pattern": "^[0-9]{3}$", "maxLength": 2})",
             "no string of a length within minLength and maxLength");
     refused(R"({"type": "string", "pattern": 5})", "pattern must be a string");
+    // One compile budget for all the patterns of a schema: 16 costly ones pass, 20 do not.
+    const auto costly = [](int n) {
+        json schema = {{"type", "object"}, {"properties", json::object()}};
+        for (int i = 0; i < n; ++i)
+            schema["properties"]["p" + std::to_string(i)] = {{"type", "string"}, {"pattern", "[a-z]{0,300}x"}};
+        return schema.dump();
+    };
+    EXPECT_NO_THROW(grammar(costly(16).c_str()));
+    refused(costly(20).c_str(), "too complex to compile (not supported) at parameters.properties.p1");
     refused(R"({"type": "string", "pattern": "^x", "format": "date"})",
             "pattern \"^x\" and format \"date\": no string a call can write matches it at parameters.pattern");
     refused(R"({"type": "string", "enum": ["ab", "cd"], "pattern": "^x"})", "no value of its enum or const satisfies");
