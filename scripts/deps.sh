@@ -17,6 +17,7 @@ CC_PACKAGES=(
   python3                                        # scripts/crash-consistency.py, scripts/soak.py and their ctests
   clang libclang-rt-14-dev                       # clang builds, scripts/sanitize.sh, libFuzzer (fuzz/); -rt is only recommended
   googletest libgtest-dev libgmock-dev           # unit tests
+  json-schema-test-suite                         # the official JSON Schema tests, read by test_json_schema_suite
   libbenchmark-dev                               # bench/
   libopenblas-dev                                # bench_prefill: the machine's SGEMM throughput for comparison
   xvfb xauth                                     # screenshots of the app without a display

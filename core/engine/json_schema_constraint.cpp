@@ -1105,6 +1105,22 @@ std::string SchemaState::key() const {
 
 namespace {
 
+// JSON Schema's equality: objects whatever their keys' order (ordered_json's == minds it), numbers by
+// value (1 == 1.0), nothing else across types.
+bool same_value(const ordered_json& a, const ordered_json& b) {
+    if (a.is_object() && b.is_object()) {
+        if (a.size() != b.size()) return false;
+        for (auto it = a.begin(); it != a.end(); ++it) {
+            const auto at = b.find(it.key());
+            if (at == b.end() || !same_value(it.value(), *at)) return false;
+        }
+        return true;
+    }
+    if (a.is_array() && b.is_array())
+        return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), same_value);
+    return a == b;
+}
+
 // `doc` is the whole schema, where a $ref's target is looked up.
 bool valid_in(const ordered_json& doc, const ordered_json& schema, const ordered_json& value, int depth) {
     const auto valid = [&](const ordered_json& s, const ordered_json& v) { return valid_in(doc, s, v, depth + 1); };
@@ -1136,10 +1152,10 @@ bool valid_in(const ordered_json& doc, const ordered_json& schema, const ordered
         return n_valid == 1;
     }
     // enum and const, then every other keyword (a value of the enum may still break one).
-    if (schema.contains("const") && value != schema["const"]) return false;
+    if (schema.contains("const") && !same_value(value, schema["const"])) return false;
     if (schema.contains("enum") &&
-        (!schema["enum"].is_array() ||
-         std::find(schema["enum"].begin(), schema["enum"].end(), value) == schema["enum"].end()))
+        (!schema["enum"].is_array() || std::none_of(schema["enum"].begin(), schema["enum"].end(),
+                                                    [&](const ordered_json& v) { return same_value(value, v); })))
         return false;
     if (schema.contains("type")) {
         const auto& t = schema["type"];
