@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <stdexcept>
@@ -97,7 +98,7 @@ const char* const k_supported =
     "oneOf (of branches no value can match twice), "
     "minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength, pattern, "
     "format (date, time, date-time, duration, email, hostname, ipv4, uuid checked; others annotations), "
-    "$ref (#/... within the schema) with $defs or definitions, allOf of one schema; "
+    "$ref (#/... within the schema) with $defs or definitions, allOf (merged); "
     "annotations: description, title, default, examples, $comment, $schema, $id, deprecated, "
     "readOnly, writeOnly, discriminator";
 
@@ -113,6 +114,7 @@ bool is_annotation(const std::string& key) {
 }
 
 bool valid_in(const ordered_json& doc, const ordered_json& schema, const ordered_json& value, int depth);
+bool same_value(const ordered_json& a, const ordered_json& b);
 
 }  // namespace
 
@@ -155,6 +157,7 @@ struct JsonSchemaGrammar::Impl {
     std::vector<Node> nodes;  // [0]: any JSON value
     std::vector<std::string> paths;  // where each node is in the schema (for errors)
     std::vector<const ordered_json*> sources;  // while compiling: each leaf's schema (null: any value)
+    std::deque<ordered_json> made;             // while compiling: merged schemas (stable addresses)
     std::vector<TrieNode> trie;
     std::vector<SchemaPattern> patterns;
     uint64_t pattern_work_left = 4 * SchemaPattern::k_max_work;       // while compiling: all patterns together
@@ -210,6 +213,14 @@ struct JsonSchemaGrammar::Impl {
         return static_cast<uint32_t>(nodes.size() - 1);
     }
     uint32_t compile(const ordered_json& s, const std::string& path, int depth);
+    // allOf and keywords beside anyOf/oneOf: one schema that means both, or a refusal naming why.
+    ordered_json merge(const ordered_json& a, const ordered_json& b, const std::string& path) const;
+    ordered_json resolve(const ordered_json& s, const std::string& path) const;  // through a $ref alone
+    static ordered_json base_of(const ordered_json& s, const std::string& key);  // s without key, $defs
+    const ordered_json& keep(ordered_json s) {  // a schema made while compiling, alive until finish()
+        made.push_back(std::move(s));
+        return made.back();
+    }
     uint32_t compile_ref(const ordered_json& s, const std::string& path, int depth);
     void finish();
     uint8_t kinds(uint32_t leaf) const;
@@ -231,13 +242,34 @@ uint32_t JsonSchemaGrammar::Impl::compile(const ordered_json& s, const std::stri
     }
     if (!s.is_object()) refuse(path, "a schema must be an object");
     if (s.contains("$ref")) return compile_ref(s, path, depth);
-    if (s.contains("allOf")) {  // one schema only: pydantic v1 wraps a field's $ref so, to describe it
+    if (s.contains("allOf")) {
         const auto& list = s["allOf"];
-        if (!list.is_array() || list.size() != 1)
-            refuse(path + ".allOf", "allOf with more than one schema is not supported (one is: it is that schema)");
-        alone(s, "allOf", path, "put it inside the schema");
-        return compile(list[0], path + ".allOf[0]", depth + 1);
+        if (!list.is_array() || list.empty()) refuse(path + ".allOf", "allOf must be a non-empty array");
+        // One schema is that schema (pydantic v1 wraps a described $ref so); several, and keywords
+        // beside them, are merged into one schema that means the same (merge() refuses otherwise).
+        bool alone_here = true;
+        for (auto it = s.begin(); it != s.end(); ++it)
+            alone_here = alone_here && (it.key() == "allOf" || is_annotation(it.key()) || is_definitions(it.key()));
+        if (list.size() == 1 && alone_here) return compile(list[0], path + ".allOf[0]", depth + 1);
+        ordered_json merged = base_of(s, "allOf");
+        for (size_t i = 0; i < list.size(); ++i)
+            merged = merge(merged, list[i], path + ".allOf[" + std::to_string(i) + "]");
+        return compile(keep(std::move(merged)), path, depth + 1);
     }
+    // Keywords beside anyOf / oneOf hold for every branch: base and (b1 or b2) = (base and b1) or
+    // (base and b2), so they are merged into each branch.
+    for (const char* key : {"anyOf", "oneOf"})
+        if (s.contains(key) && s[key].is_array() && !s[key].empty() &&
+            !s.contains(key == std::string("anyOf") ? "oneOf" : "anyOf")) {
+            const ordered_json base = base_of(s, key);
+            bool has_base = false;
+            for (auto it = base.begin(); it != base.end(); ++it) has_base = has_base || !is_annotation(it.key());
+            if (!has_base) break;
+            ordered_json branches = ordered_json::array();
+            for (size_t i = 0; i < s[key].size(); ++i)
+                branches.push_back(merge(base, s[key][i], path + "." + key + "[" + std::to_string(i) + "]"));
+            return compile(keep(ordered_json{{key, std::move(branches)}}), path, depth + 1);
+        }
     for (auto it = s.begin(); it != s.end(); ++it) {
         static const char* const constraining[] = {"type",
                                                    "properties",
@@ -486,6 +518,126 @@ uint32_t JsonSchemaGrammar::Impl::compile_ref(const ordered_json& s, const std::
     const uint32_t to = compile(*target, at, depth + 1);
     nodes[index].alts = {to};
     return index;
+}
+
+ordered_json JsonSchemaGrammar::Impl::base_of(const ordered_json& s, const std::string& key) {
+    ordered_json base = ordered_json::object();
+    for (auto it = s.begin(); it != s.end(); ++it)
+        if (it.key() != key && !is_definitions(it.key())) base[it.key()] = it.value();
+    return base;
+}
+
+ordered_json JsonSchemaGrammar::Impl::resolve(const ordered_json& s, const std::string& path) const {
+    const ordered_json* at = &s;
+    for (int hop = 0; at->is_object() && at->contains("$ref"); ++hop) {
+        alone(*at, "$ref", path, "put it in the referenced schema");
+        const auto& r = (*at)["$ref"];
+        if (hop > 16 || !r.is_string() || r.get<std::string>().empty() || r.get<std::string>()[0] != '#')
+            refuse(path + ".$ref", "a $ref in allOf must point within the schema");
+        try {
+            at = &doc->at(ordered_json::json_pointer(r.get<std::string>().substr(1)));
+        } catch (const ordered_json::exception&) {
+            refuse(path + ".$ref", "$ref \"" + r.get<std::string>() + "\" does not resolve within the schema");
+        }
+    }
+    if (at->is_boolean()) {
+        if (!at->get<bool>()) refuse(path, "the schema false (no value) is not supported");
+        return ordered_json::object();
+    }
+    if (!at->is_object()) refuse(path, "a schema must be an object");
+    return base_of(*at, "");
+}
+
+ordered_json JsonSchemaGrammar::Impl::merge(const ordered_json& a_in, const ordered_json& b_in,
+                                            const std::string& path) const {
+    ordered_json a = resolve(a_in, path), b = resolve(b_in, path);
+    // A nested allOf is merged first; anyOf/oneOf go on to compile, which merges this base into them.
+    for (ordered_json* x : {&a, &b})
+        if (x->contains("allOf")) {
+            ordered_json inner = base_of(*x, "allOf");
+            const auto list = (*x)["allOf"];
+            if (!list.is_array()) refuse(path + ".allOf", "allOf must be a non-empty array");
+            for (const auto& part : list) inner = merge(inner, part, path + ".allOf");
+            *x = std::move(inner);
+        }
+    const auto type_set = [&](const ordered_json& t) {
+        std::vector<std::string> out;
+        if (t.is_string())
+            out.push_back(t.get<std::string>());
+        else if (t.is_array())
+            for (const auto& n : t) out.push_back(n.is_string() ? n.get<std::string>() : n.dump());
+        return out;
+    };
+    for (auto it = b.begin(); it != b.end(); ++it) {
+        const std::string& k = it.key();
+        const ordered_json& v = it.value();
+        if (!a.contains(k)) {
+            a[k] = v;
+            continue;
+        }
+        ordered_json& have = a[k];
+        if (is_annotation(k)) continue;  // the first one's
+        if (k == "type") {
+            // integer within number is integer; otherwise the names both allow.
+            std::vector<std::string> both;
+            const auto ta = type_set(have), tb = type_set(v);
+            const auto in = [](const std::vector<std::string>& l, const std::string& n) {
+                return std::find(l.begin(), l.end(), n) != l.end();
+            };
+            for (const auto& n : ta)
+                if (in(tb, n))
+                    both.push_back(n);
+                else if (n == "integer" && in(tb, "number"))
+                    both.push_back(n);
+            for (const auto& n : tb)
+                if (n == "integer" && in(ta, "number") && !in(both, n)) both.push_back(n);
+            if (both.empty()) refuse(path + ".type", "the schemas of the allOf have no type in common");
+            have = both.size() == 1 ? ordered_json(both[0]) : ordered_json(both);
+        } else if (k == "required") {
+            for (const auto& r : v)
+                if (std::find(have.begin(), have.end(), r) == have.end()) have.push_back(r);
+        } else if (k == "properties" && have.is_object() && v.is_object()) {
+            for (auto p = v.begin(); p != v.end(); ++p)
+                if (!have.contains(p.key()))
+                    have[p.key()] = p.value();
+                else
+                    have[p.key()] = ordered_json{{"allOf", ordered_json::array({have[p.key()], p.value()})}};
+        } else if ((k == "minimum" || k == "minLength" || k == "minItems" || k == "exclusiveMinimum") &&
+                   have.is_number() && v.is_number()) {
+            if (v > have) have = v;
+        } else if ((k == "maximum" || k == "maxLength" || k == "maxItems" || k == "exclusiveMaximum") &&
+                   have.is_number() && v.is_number()) {
+            if (v < have) have = v;
+        } else if (k == "enum" && have.is_array() && v.is_array()) {
+            ordered_json both = ordered_json::array();
+            for (const auto& x : have)
+                if (std::any_of(v.begin(), v.end(), [&](const ordered_json& y) { return same_value(x, y); }))
+                    both.push_back(x);
+            if (both.empty()) refuse(path + ".enum", "the schemas of the allOf have no enum value in common");
+            have = std::move(both);
+        } else if (same_value(have, v)) {
+            // the same keyword, the same value
+        } else {
+            refuse(path, "\"" + k +
+                             "\" in more than one schema of an allOf (or beside anyOf/oneOf) is not supported "
+                             "unless its values are equal (merged: type, required, properties, enum, bounds)");
+        }
+    }
+    // additionalProperties speaks of its own schema's properties only: merged, it would speak of the
+    // other's too. So a schema that says it must list every property of the merged one.
+    const ordered_json all = a.value("properties", ordered_json::object());
+    for (const ordered_json* part : {&a_in, &b_in}) {
+        const ordered_json r = resolve(*part, path);
+        if (!r.contains("additionalProperties")) continue;
+        const ordered_json own = r.value("properties", ordered_json::object());
+        for (auto it = all.begin(); it != all.end(); ++it)
+            if (!own.contains(it.key()))
+                refuse(path,
+                       "additionalProperties in one schema of an allOf (or beside anyOf/oneOf) whose other "
+                       "schema lists a property it does not (\"" +
+                           it.key() + "\") is not supported");
+    }
+    return a;
 }
 
 // After the whole schema is compiled: every anyOf and $ref node lists the leaves it may begin as
@@ -1033,6 +1185,7 @@ JsonSchemaGrammar::JsonSchemaGrammar(const ordered_json& schema, std::string tai
     g.doc = nullptr;
     g.refs.clear();
     g.sources.clear();
+    g.made.clear();
 }
 
 JsonSchemaGrammar::~JsonSchemaGrammar() = default;
@@ -1136,21 +1289,16 @@ bool valid_in(const ordered_json& doc, const ordered_json& schema, const ordered
             return false;
         }
     }
-    if (schema.contains("allOf")) {
+    // allOf, anyOf, oneOf, then the keywords beside them.
+    if (schema.contains("allOf"))
         for (const auto& part : schema["allOf"])
             if (!valid(part, value)) return false;
-        return true;
-    }
-    if (schema.contains("anyOf")) {
-        for (const auto& alt : schema["anyOf"])
-            if (valid(alt, value)) return true;
+    if (schema.contains("anyOf") && std::none_of(schema["anyOf"].begin(), schema["anyOf"].end(),
+                                                 [&](const ordered_json& alt) { return valid(alt, value); }))
         return false;
-    }
-    if (schema.contains("oneOf")) {
-        size_t n_valid = 0;
-        for (const auto& alt : schema["oneOf"]) n_valid += valid(alt, value);
-        return n_valid == 1;
-    }
+    if (schema.contains("oneOf") && std::count_if(schema["oneOf"].begin(), schema["oneOf"].end(),
+                                                  [&](const ordered_json& alt) { return valid(alt, value); }) != 1)
+        return false;
     // enum and const, then every other keyword (a value of the enum may still break one).
     if (schema.contains("const") && !same_value(value, schema["const"])) return false;
     if (schema.contains("enum") &&

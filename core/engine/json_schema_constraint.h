@@ -13,12 +13,13 @@
 // can match twice (by kind, enum/const values, number ranges, or a required tag property:
 // pydantic's discriminated unions), and $ref to a JSON
 // pointer within the schema ("#/$defs/Name", "#/definitions/Name", "#": pydantic's and FastMCP's
-// form; recursive definitions too, each compiled once), allOf of one schema (pydantic v1's wrapper
-// of a described $ref); annotations that do not constrain a value
+// form; recursive definitions too, each compiled once), allOf (one schema: that schema, pydantic
+// v1's wrapper of a described $ref; several, and keywords beside allOf/anyOf/oneOf: merged into
+// one schema that means the same, or refused); annotations that do not constrain a value
 // (description, title, default, examples, $comment, $schema, deprecated, readOnly, writeOnly,
 // discriminator, a format other than SchemaPattern::format_regex's, which are checked as patterns
 // are) are read past. An enum or const keeps the values the other keywords
-// accept. Any other keyword (allOf of several, not, uniqueItems, ...), a oneOf that may match twice,
+// accept. Any other keyword (not, uniqueItems, ...), a oneOf that may match twice,
 // a $ref outside the schema or beside a constraining keyword, a schema that reaches itself through
 // anyOf/$ref alone or has no finite value is refused by name: compile throws std::invalid_argument.
 //

@@ -579,14 +579,17 @@ std::vector<SchemaPattern::State> SchemaPattern::build(const PatternNode& re, ui
     for (size_t d = 0; d < sets.size(); ++d) {
         std::vector<char32_t> bounds{0, k_max_cp + 1};
         for (const auto& [lo, hi] : k_writable) bounds.push_back(lo), bounds.push_back(hi + 1);
-        for (const uint32_t x : sets[d])
+        for (const uint32_t x : sets[d]) {
+            spend(work_left, 1 + nfa.s[x].set.size());
             for (const auto& [lo, hi] : nfa.s[x].set) bounds.push_back(lo), bounds.push_back(hi + 1);
+        }
         std::sort(bounds.begin(), bounds.end());
         bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
         std::vector<Edge> edges;
         for (size_t i = 0; i + 1 < bounds.size(); ++i) {
             const char32_t lo = bounds[i], hi = bounds[i + 1] - 1;
             std::vector<uint32_t> next;
+            spend(work_left, sets[d].size());  // this scan, and the lookup of its closure below
             for (const uint32_t x : sets[d])
                 if (nfa.s[x].to != k_none && contains(nfa.s[x].set, lo)) next.push_back(nfa.s[x].to);
             if (next.empty()) continue;
