@@ -18,6 +18,16 @@ JsonSchemaGrammar grammar(const char* schema, std::string tail = "") {
     return JsonSchemaGrammar(json::parse(schema), std::move(tail), "tool \"t\"");
 }
 
+// Compiling `schema` is refused with an error that contains `what`.
+void expect_refused(const char* schema, const char* what) {
+    try {
+        grammar(schema);
+        ADD_FAILURE() << schema << ": not refused";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+}
+
 const char* const kWeather = R"({"type": "object", "properties": {
     "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]},
     "days": {"type": "integer"}}, "required": ["city"], "additionalProperties": false})";
@@ -363,21 +373,15 @@ TEST(JsonSchemaGrammar, AllOfAndBaseKeywordsAreMerged) {
     EXPECT_FALSE(tagged.accepts(R"({"kind": "c"})"));
     EXPECT_FALSE(cc::json_schema_valid(json::parse(R"({"type": "string", "anyOf": [{"maxLength": 2}]})"), json(12)));
 
-    const auto refused = [](const char* schema, const char* what) {
-        try {
-            grammar(schema);
-            ADD_FAILURE() << schema << ": not refused";
-        } catch (const std::invalid_argument& e) {
-            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-        }
-    };
-    refused(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})", "no type in common at parameters.allOf[1].type");
-    refused(R"({"allOf": [{"pattern": "^a"}, {"pattern": "b$"}]})", "\"pattern\" in more than one schema of an allOf");
-    refused(R"({"allOf": [{"additionalProperties": false}, {"properties": {"a": {}}}]})",
-            "lists a property it does not (\"a\")");
-    refused(R"({"allOf": [{"enum": [1, 2]}, {"enum": [3]}]})", "no enum value in common");
-    refused(R"({"allOf": []})", "allOf must be a non-empty array");
-    refused(R"({"allOf": [{"$ref": "#/$defs/x"}, {}]})", "does not resolve within the schema");
+    expect_refused(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})",
+                   "no type in common at parameters.allOf[1].type");
+    expect_refused(R"({"allOf": [{"pattern": "^a"}, {"pattern": "b$"}]})",
+                   "\"pattern\" in more than one schema of an allOf");
+    expect_refused(R"({"allOf": [{"additionalProperties": false}, {"properties": {"a": {}}}]})",
+                   "lists a property it does not (\"a\")");
+    expect_refused(R"({"allOf": [{"enum": [1, 2]}, {"enum": [3]}]})", "no enum value in common");
+    expect_refused(R"({"allOf": []})", "allOf must be a non-empty array");
+    expect_refused(R"({"allOf": [{"$ref": "#/$defs/x"}, {}]})", "does not resolve within the schema");
 }
 
 // oneOf whose branches no value can match twice: by kind, by enum/const values, by bounded numbers
@@ -411,27 +415,20 @@ TEST(JsonSchemaGrammar, OneOfOfExclusiveBranches) {
     EXPECT_TRUE(ranges.accepts("-3"));
     EXPECT_TRUE(ranges.accepts("0.5"));
 
-    const auto refused = [](const char* schema, const char* what) {
-        try {
-            grammar(schema);
-            ADD_FAILURE() << schema << ": not refused";
-        } catch (const std::invalid_argument& e) {
-            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-        }
-    };
-    refused(R"({"oneOf": [{"type": "number"}, {"type": "integer"}]})", "branches 0 and 1 may both match one value");
-    refused(
+    expect_refused(R"({"oneOf": [{"type": "number"}, {"type": "integer"}]})",
+                   "branches 0 and 1 may both match one value");
+    expect_refused(
         R"({"type": "object", "properties": {"x": {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 2}]}}})",
         "branches 0 and 1 may both match one value (supported: a oneOf whose branches cannot");
-    refused(R"({"oneOf": [{"enum": ["a", 1]}, {"type": "integer"}]})", "at parameters.oneOf");
-    refused(
+    expect_refused(R"({"oneOf": [{"enum": ["a", 1]}, {"type": "integer"}]})", "at parameters.oneOf");
+    expect_refused(
         R"({"oneOf": [{"type": "object", "properties": {"t": {"const": 1}}}, {"type": "object", "properties": {"t": {"const": 2}}}]})",
         "branches 0 and 1");  // the tag is not required: {} matches both
-    refused(R"({"oneOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/A"}], "$defs": {"A": {"type": "string"}}})",
-            "branches 0 and 1");
-    refused(R"({"oneOf": [{"type": "string"}, {}]})", "branches 0 and 1");
-    refused(R"({"oneOf": [{"type": "string"}], "anyOf": [{"type": "string"}]})", "together with");
-    refused(R"({"oneOf": []})", "oneOf must be a non-empty array");
+    expect_refused(R"({"oneOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/A"}], "$defs": {"A": {"type": "string"}}})",
+                   "branches 0 and 1");
+    expect_refused(R"({"oneOf": [{"type": "string"}, {}]})", "branches 0 and 1");
+    expect_refused(R"({"oneOf": [{"type": "string"}], "anyOf": [{"type": "string"}]})", "together with");
+    expect_refused(R"({"oneOf": []})", "oneOf must be a non-empty array");
 
     const json kinds_schema = json::parse(R"({"oneOf": [{"type": "number"}, {"type": "integer"}]})");
     EXPECT_TRUE(cc::json_schema_valid(kinds_schema, json(1.5)));
