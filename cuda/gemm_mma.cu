@@ -31,6 +31,9 @@ void gemm_mma(const uint16_t* x, const uint16_t* w, float* y, int m, int n, int 
         return;
     }
     const geom::Launch l = geom::gemm_mma_tiled(m, n);
+    if (l.smem_bytes > geom::kSmemDefaultBytes)
+        CC_CUDA_CHECK(cudaFuncSetAttribute(gemm_mma_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(l.smem_bytes)));
     gemm_mma_tiled_kernel<<<dim3(l.grid.x, l.grid.y), dim3(l.block.x), l.smem_bytes, stream>>>(x, w, y, m, n, k);
     CC_CUDA_CHECK_LAUNCH("gemm_mma_tiled_kernel");
 }

@@ -37,8 +37,9 @@ __device__ __forceinline__ Bf16x4 ld_k4(const uint16_t* p) {  // one 8-byte load
 
 // The rows kernel (m <= 16 * MT): warp w of block b owns outputs n0 .. n0 + 7, n0 = 8 (b * warps +
 // w); lane (g, t) reads weight row n0 + g, 4 values a step, and each m-tile's A fragment from the X
-// rows (zeros past m). U steps of weights are loaded before their mma's, so that many loads are in
-// flight per lane (the kernel is bound by reading W).
+// rows (zeros past m). The kernel is bound by reading W, so the weights come in batches of U steps,
+// two batches deep: the next batch's loads are issued before this batch's mma's, so that between
+// U and 2U loads a lane are always in flight. The mma's still run in ascending steps.
 template <int MT>
 __global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
     gemm_mma_rows_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y, int m,
@@ -54,26 +55,40 @@ __global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
     float acc[MT][4];
     for (int mt = 0; mt < MT; ++mt)
         for (int i = 0; i < 4; ++i) acc[mt][i] = 0.0f;
-    for (int s0 = 0; s0 < steps; s0 += U) {
-        Bf16x4 b[U];
+    auto load = [&](Bf16x4(&b)[U], int s0) {
         if (w_in && s0 + U <= steps) {  // the common case: U loads issued back to back
+#pragma unroll
             for (int u = 0; u < U; ++u) b[u] = ld_k4(wrow + size_t(s0 + u) * 16);
         } else {
+#pragma unroll
             for (int u = 0; u < U; ++u)
                 if (w_in && s0 + u < steps) b[u] = ld_k4(wrow + size_t(s0 + u) * 16);
         }
+    };
+    auto use = [&](const Bf16x4(&b)[U], int s0) {
+#pragma unroll
         for (int u = 0; u < U; ++u) {
             if (s0 + u >= steps) break;
             const size_t kofs = size_t(s0 + u) * 16 + size_t(4 * t);
+#pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 const int r0 = 16 * mt + g, r1 = r0 + 8;
-                Bf16x4 a0, a1;
-                if (r0 < m) a0 = ld_k4(x + size_t(r0) * size_t(k) + kofs);
-                if (r1 < m) a1 = ld_k4(x + size_t(r1) * size_t(k) + kofs);
-                const uint32_t af[4] = {a0.lo, a1.lo, a0.hi, a1.hi};
+                // rows past m read row 0 (always there) and use zeros: no branch around the loads
+                const Bf16x4 a0 = ld_k4(x + size_t(r0 < m ? r0 : 0) * size_t(k) + kofs);
+                const Bf16x4 a1 = ld_k4(x + size_t(r1 < m ? r1 : 0) * size_t(k) + kofs);
+                const uint32_t af[4] = {r0 < m ? a0.lo : 0u, r1 < m ? a1.lo : 0u, r0 < m ? a0.hi : 0u,
+                                        r1 < m ? a1.hi : 0u};
                 mma_16816(acc[mt], af, b[u].lo, b[u].hi);
             }
         }
+    };
+    Bf16x4 b0[U], b1[U];  // two named batches (not b[2][U]: a run-time index would put them in memory)
+    load(b0, 0);
+    for (int s0 = 0; s0 < steps; s0 += 2 * U) {
+        if (s0 + U < steps) load(b1, s0 + U);
+        use(b0, s0);
+        if (s0 + 2 * U < steps) load(b0, s0 + 2 * U);
+        if (s0 + U < steps) use(b1, s0 + U);
     }
     const int c0 = n0 + 2 * t;
     for (int mt = 0; mt < MT; ++mt)
@@ -83,69 +98,109 @@ __global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
         }
 }
 
-// The tiled kernel: a block of 4 warps computes 64 x 64 outputs, warp (wm, wn) 32 x 32 of them (2
-// m-tiles x 4 n-tiles); K goes through shared memory 32 at a time (rows padded by 8 values against
-// bank conflicts), the next tile read from global memory into registers while this one is used.
-__global__ void __launch_bounds__(geom::kGemmMmaThreads)
+// Where the 16-byte piece `chunk` (0..3) of row `row` of a shared-memory tile lives: rows are 64
+// bytes (32 bf16 of K), and rows 2, 3 (mod 4) swap their halves. A half-warp's 8-byte fragment loads
+// (lanes g = 0..3 reading rows r0 + g, all at step s: bytes 32 s .. 32 s + 31 of each row) then fall
+// into four different 32-byte bank groups: no bank conflict.
+__device__ __forceinline__ int gemm_tile_chunk(int row, int chunk) {
+    return chunk ^ (((row >> 1) & 1) << 1);
+}
+
+// The tiled kernel: a block of 4 warps computes 128 x 128 outputs, warp (wm, wn) 64 x 64 of them
+// (4 m-tiles x 8 n-tiles: 32 mma's for 16 fragment loads a step). K goes through shared memory 32
+// at a time in a ring of kGemmMmaStages tiles filled by cp.async: while the block multiplies tile
+// kt, tiles kt+1 .. kt+3 are on their way (outside the matrices they are zeros; the last tile may
+// hold one step, and only the steps that exist are run).
+__global__ void __launch_bounds__(geom::kGemmMmaThreads, 2)
     gemm_mma_tiled_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y, int m,
                           int n, int k) {
-    constexpr int T = geom::kGemmMmaTile, KT = geom::kGemmMmaKTile, LD = KT + 8;
-    constexpr int kLoads = T * KT / 8 / geom::kGemmMmaThreads;  // 16-byte pieces per thread per operand
-    CC_DYNAMIC_SMEM(uint16_t, smem);  // geom::gemm_mma_tiled's smem_bytes: X tile, then W tile
-    uint16_t* xs = smem;
-    uint16_t* ws = smem + T * LD;
+    constexpr int T = geom::kGemmMmaTile, KT = geom::kGemmMmaKTile, S = geom::kGemmMmaStages;
+    constexpr int NT = geom::kGemmMmaThreads, CH = KT / 8;  // 16-byte pieces per tile row
+    constexpr int kCopies = T * CH / NT;                    // pieces per thread per operand and tile
+    static_assert(KT == 32, "gemm_tile_chunk's swizzle is for 64-byte rows");
+    CC_DYNAMIC_SMEM(uint16_t, smem);  // stage s: its X tile at smem + s * 2 * T * KT, then its W tile
     const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
     const int g = lane / 4, t = lane % 4, wm = warp / 2, wn = warp % 2;
     const int m0 = int(blockIdx.y) * T, n0 = int(blockIdx.x) * T;
+    const int steps = k / 16, tiles = (steps + 1) / 2;
 
-    uint4 rx[kLoads], rw[kLoads];
-    auto fetch = [&](int k0) {  // zeros outside the matrices (K is a multiple of 16: whole pieces)
-        for (int i = 0; i < kLoads; ++i) {
-            const int e = tid + i * geom::kGemmMmaThreads, row = e / (KT / 8), col = (e % (KT / 8)) * 8;
-            const bool kin = k0 + col < k;
-            rx[i] = {0u, 0u, 0u, 0u};
-            rw[i] = {0u, 0u, 0u, 0u};
-            if (kin && m0 + row < m)
-                rx[i] = *reinterpret_cast<const uint4*>(x + size_t(m0 + row) * size_t(k) + size_t(k0 + col));
-            if (kin && n0 + row < n)
-                rw[i] = *reinterpret_cast<const uint4*>(w + size_t(n0 + row) * size_t(k) + size_t(k0 + col));
+    auto fill = [&](int stage, int kt) {  // issue the copies of tile kt into `stage`
+        uint16_t* xs = smem + size_t(stage) * 2 * T * KT;
+        uint16_t* ws = xs + T * KT;
+        const int k0 = kt * KT;
+        for (int i = 0; i < kCopies; ++i) {
+            const int e = tid + i * NT, row = e / CH, c = e % CH;
+            const bool kin = k0 + 8 * c < k;  // K is a multiple of 16: a piece is wholly in or out
+            const bool xin = kin && m0 + row < m, win = kin && n0 + row < n;
+            const int dst = row * KT + 8 * gemm_tile_chunk(row, c);
+            cp_async_16(xs + dst, xin ? x + size_t(m0 + row) * size_t(k) + size_t(k0 + 8 * c) : x, xin);
+            cp_async_16(ws + dst, win ? w + size_t(n0 + row) * size_t(k) + size_t(k0 + 8 * c) : w, win);
         }
     };
-    float acc[2][4][4];
-    for (int a = 0; a < 2; ++a)
-        for (int b = 0; b < 4; ++b)
+    // lane (g, t)'s 4 values of step s (k = 16 s + 4t .. +3) in tile row `row`
+    auto frag = [&](const uint16_t* tile, int row, int s) {
+        return ld_k4(tile + row * KT + 8 * gemm_tile_chunk(row, 2 * s + t / 2) + 4 * (t % 2));
+    };
+
+    float acc[4][8][4];
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+        for (int b = 0; b < 8; ++b)
+#pragma unroll
             for (int i = 0; i < 4; ++i) acc[a][b][i] = 0.0f;
-    fetch(0);
-    for (int k0 = 0; k0 < k; k0 += KT) {
-        for (int i = 0; i < kLoads; ++i) {
-            const int e = tid + i * geom::kGemmMmaThreads, row = e / (KT / 8), col = (e % (KT / 8)) * 8;
-            *reinterpret_cast<uint4*>(xs + row * LD + col) = rx[i];
-            *reinterpret_cast<uint4*>(ws + row * LD + col) = rw[i];
-        }
-        __syncthreads();
-        if (k0 + KT < k) fetch(k0 + KT);
-        const int steps = min(KT, k - k0) / 16;  // the last tile may hold one step
-        for (int s = 0; s < steps; ++s) {
-            Bf16x4 a0[2], a1[2], b[4];
-            for (int mt = 0; mt < 2; ++mt) {
-                const int r = wm * 32 + mt * 16 + g;
-                a0[mt] = ld_k4(xs + r * LD + 16 * s + 4 * t);
-                a1[mt] = ld_k4(xs + (r + 8) * LD + 16 * s + 4 * t);
-            }
-            for (int nt = 0; nt < 4; ++nt) b[nt] = ld_k4(ws + (wn * 32 + nt * 8 + g) * LD + 16 * s + 4 * t);
-            for (int mt = 0; mt < 2; ++mt) {
-                const uint32_t af[4] = {a0[mt].lo, a1[mt].lo, a0[mt].hi, a1[mt].hi};
-                for (int nt = 0; nt < 4; ++nt) mma_16816(acc[mt][nt], af, b[nt].lo, b[nt].hi);
-            }
-        }
-        __syncthreads();
+
+    for (int st = 0; st < S - 1; ++st) {  // the first S - 1 tiles (a group each, empty past the end)
+        if (st < tiles) fill(st, st);
+        cp_async_commit();
     }
-    for (int mt = 0; mt < 2; ++mt)
-        for (int nt = 0; nt < 4; ++nt)
-            for (int i = 0; i < 4; ++i) {
-                const int r = m0 + wm * 32 + mt * 16 + g + (i >= 2 ? 8 : 0);
-                const int c = n0 + wn * 32 + nt * 8 + 2 * t + (i & 1);
-                if (r < m && c < n) y[size_t(r) * size_t(n) + size_t(c)] = acc[mt][nt][i];
+    for (int kt = 0; kt < tiles; ++kt) {
+        cp_async_wait<S - 2>();  // this thread's copies of tile kt have landed,
+        __syncthreads();         // everyone's too; and everyone is done with tile kt - 1
+        if (kt + S - 1 < tiles) fill((kt + S - 1) % S, kt + S - 1);  // into tile kt - 1's stage
+        cp_async_commit();
+        const uint16_t* xs = smem + size_t(kt % S) * 2 * T * KT;
+        const uint16_t* ws = xs + T * KT;
+#pragma unroll
+        for (int s = 0; s < KT / 16; ++s) {
+            if (2 * kt + s >= steps) break;
+            Bf16x4 a0[4], a1[4], b[8];
+#pragma unroll
+            for (int mt = 0; mt < 4; ++mt) {
+                const int r = wm * 64 + mt * 16 + g;
+                a0[mt] = frag(xs, r, s);
+                a1[mt] = frag(xs, r + 8, s);
+            }
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) b[nt] = frag(ws, wn * 64 + nt * 8 + g, s);
+#pragma unroll
+            for (int mt = 0; mt < 4; ++mt) {
+                const uint32_t af[4] = {a0[mt].lo, a1[mt].lo, a0[mt].hi, a1[mt].hi};
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) mma_16816(acc[mt][nt], af, b[nt].lo, b[nt].hi);
+            }
+        }
+    }
+    cp_async_wait<0>();  // no copy outlives the block (the trailing groups are empty)
+
+    const bool pairs = n % 2 == 0;  // then (c, c + 1) is one 8-byte store
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = m0 + wm * 64 + mt * 16 + g + 8 * h;
+                const int c = n0 + wn * 64 + nt * 8 + 2 * t;
+                if (r >= m) continue;
+                float* out = y + size_t(r) * size_t(n) + size_t(c);
+                const float v0 = acc[mt][nt][2 * h], v1 = acc[mt][nt][2 * h + 1];
+                if (pairs && c + 1 < n) {
+                    *reinterpret_cast<float2*>(out) = float2{v0, v1};
+                } else {
+                    if (c < n) out[0] = v0;
+                    if (c + 1 < n) out[1] = v1;
+                }
             }
 }
 

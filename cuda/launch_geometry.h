@@ -288,12 +288,13 @@ inline Launch gemm_fallback(int m, int n) {
 // kernels, so a row gets the same bits from either, whatever the row count:
 //   rows:  m <= kGemmRowsMax (decode steps, small chunks): a warp per 8 outputs of n, reading its
 //          8 weight rows once for every m-tile (the weights streamed at the memory bandwidth);
-//   tiled: larger m (prefill): blocks of kGemmMmaTile x kGemmMmaTile outputs, K through shared
-//          memory kGemmMmaKTile at a time.
+//   tiled: larger m (prefill): blocks of kGemmMmaTile x kGemmMmaTile outputs, 4 warps of 64 x 64,
+//          K through a pipeline of kGemmMmaStages shared-memory tiles of kGemmMmaKTile (cp.async).
 inline constexpr int kGemmRowsMax = 64;   // 4 m-tiles of 16
 inline constexpr int kGemmRowsWarps = 4;  // warps per block of the rows kernel
-inline constexpr int kGemmMmaTile = 64;   // tiled kernel: 64 x 64 outputs per block, 4 warps of 32 x 32
-inline constexpr int kGemmMmaKTile = 32;  // two k16 steps per shared-memory tile
+inline constexpr int kGemmMmaTile = 128;  // tiled kernel: 128 x 128 outputs per block
+inline constexpr int kGemmMmaKTile = 32;  // two k16 steps per shared-memory tile (64-byte rows)
+inline constexpr int kGemmMmaStages = 4;  // tiles in flight: three being copied while one is used
 inline constexpr int kGemmMmaThreads = 128;
 inline bool gemm_mma_shape_ok(int n, int k) {
     return n >= 1 && k >= 16 && k % 16 == 0;
@@ -312,7 +313,8 @@ inline Launch gemm_mma_tiled(int m, int n) {
     Launch l;
     l.grid = {unsigned(ceil_div(uint64_t(n), kGemmMmaTile)), unsigned(ceil_div(uint64_t(m), kGemmMmaTile)), 1};
     l.block = {kGemmMmaThreads, 1, 1};
-    l.smem_bytes = size_t(2) * kGemmMmaTile * (kGemmMmaKTile + 8) * 2;  // X and W tiles, bf16, rows padded by 8
+    // every stage holds an X tile and a W tile of kGemmMmaTile rows x kGemmMmaKTile bf16 (64 KiB)
+    l.smem_bytes = size_t(kGemmMmaStages) * 2 * kGemmMmaTile * kGemmMmaKTile * 2;
     check_grid(l, "gemm_mma_tiled");
     return l;
 }

@@ -33,4 +33,39 @@ __device__ __forceinline__ uint32_t ld32(const uint16_t* p) {
     return *reinterpret_cast<const uint32_t*>(p);
 }
 
+// cp.async (sm_80+): 16 bytes from global to shared memory without passing through registers;
+// `valid` false writes 16 zero bytes instead (src-size 0: nothing is read, `src` is not touched).
+// The copies a thread issued become a group at cp_async_commit(); cp_async_wait<N>() returns when
+// at most N of the thread's newest groups are still in flight. Another thread sees the bytes only
+// after its own wait and a __syncthreads() (the emulation defers every write until that wait, so
+// a missing one shows there).
+__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
+#elif defined(CC_CUDA_EMULATE)
+    cc_emu::cp_async_16(smem_dst, src, valid);
+#else
+    __trap();
+#endif
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#elif defined(CC_CUDA_EMULATE)
+    cc_emu::cp_async_commit();
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#elif defined(CC_CUDA_EMULATE)
+    cc_emu::cp_async_wait(N);
+#endif
+}
+
 }  // namespace cc::cuda::kern::detail

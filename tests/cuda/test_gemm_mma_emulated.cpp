@@ -101,6 +101,23 @@ TEST(GemmMmaEmulated, BothKernelsMatchFloat64) {
     EXPECT_TRUE(same_bits(q_rows.data(), q_tiled.data(), q_rows.size()));
 }
 
+TEST(GemmMmaEmulated, TheTiledPipelineCoversBlocksEdgesAndTheRing) {
+    // two block rows and two block columns, both partial; K = 11 steps: six tiles through the ring
+    // of four stages (every stage refilled), the last tile holding one step. A tile used before its
+    // copies were waited for would hold the previous tile's values (or NaN) and miss float64.
+    const Problem p = make_problem(130, 136, 176, 4);
+    const auto tiled = run_tiled(p, p.m);
+    EXPECT_LT(max_rel_error(p, tiled, p.m), 1e-5);
+    // the rows kernel gives the last block row's rows the same bits
+    const auto rows = run_rows(p, 2, 128);
+    EXPECT_TRUE(same_bits(rows.data(), tiled.data() + size_t(128) * p.n, size_t(2) * p.n));
+    // an odd n: the stores of the last column one value at a time
+    const Problem q = make_problem(9, 131, 32, 5);
+    const auto q_tiled = run_tiled(q, q.m);
+    EXPECT_LT(max_rel_error(q, q_tiled, q.m), 1e-5);
+    EXPECT_TRUE(same_bits(run_rows(q, q.m).data(), q_tiled.data(), q_tiled.size()));
+}
+
 TEST(GemmMmaEmulated, EveryRowCountGivesEachRowTheTiledKernelsBits) {
     // decode steps (1 row), a few sequences, and up to the rows kernel's 64: each row's bits equal
     // that row of the tiled kernel over all 70 rows, whichever rows share its m-tile
@@ -120,6 +137,35 @@ TEST(GemmMmaEmulated, EveryRowCountGivesEachRowTheTiledKernelsBits) {
     EXPECT_TRUE(same_bits(tiled_few.data(), tiled.data(), size_t(21) * p.n));
 }
 
+// Shared-memory banks are 32 words of 4 bytes; an 8-byte load per lane is served half a warp at a
+// time, a 16-byte store (cp.async) a quarter at a time. Without bank conflicts each such group
+// touches every bank at most once. (How fast the kernel is, only a device can say; whether its
+// shared-memory layout makes the hardware serialize is arithmetic.)
+TEST(GemmMmaEmulated, TiledKernelSharedMemoryHasNoBankConflicts) {
+    constexpr int KT = geom::kGemmMmaKTile;
+    auto byte_of = [&](int row, int chunk) { return 2 * (row * KT + 8 * kern::detail::gemm_tile_chunk(row, chunk)); };
+    // fragment loads: lane (g, t) reads 8 bytes of row r0 + g at k = 16 s + 4t (r0 a multiple of 8)
+    for (int r0 = 0; r0 < geom::kGemmMmaTile; r0 += 8)
+        for (int s = 0; s < KT / 16; ++s)
+            for (int half = 0; half < 2; ++half) {
+                int uses[32] = {};
+                for (int lane = 16 * half; lane < 16 * half + 16; ++lane) {
+                    const int g = lane / 4, t = lane % 4;
+                    const int byte = byte_of(r0 + g, 2 * s + t / 2) + 8 * (t % 2);
+                    ++uses[(byte / 4) % 32];
+                    ++uses[(byte / 4 + 1) % 32];
+                }
+                for (int b = 0; b < 32; ++b) EXPECT_EQ(uses[b], 1) << "rows " << r0 << " step " << s << " bank " << b;
+            }
+    // the copies: thread e's piece is row e / 4, piece e % 4; 8 threads a phase
+    for (int e0 = 0; e0 < geom::kGemmMmaThreads; e0 += 8) {
+        int uses[32] = {};
+        for (int e = e0; e < e0 + 8; ++e)
+            for (int word = 0; word < 4; ++word) ++uses[(byte_of(e / 4, e % 4) / 4 + word) % 32];
+        for (int b = 0; b < 32; ++b) EXPECT_EQ(uses[b], 1) << "copies from thread " << e0 << " bank " << b;
+    }
+}
+
 TEST(GemmMmaEmulated, GeometryRefusesWhatTheKernelsCannotRun) {
     EXPECT_TRUE(geom::gemm_mma_shape_ok(4096, 4096));
     EXPECT_TRUE(geom::gemm_mma_shape_ok(151936, 4096));
@@ -128,7 +174,9 @@ TEST(GemmMmaEmulated, GeometryRefusesWhatTheKernelsCannotRun) {
     EXPECT_THROW(geom::gemm_mma_rows(65, 64), std::invalid_argument);
     EXPECT_THROW(geom::gemm_mma_rows(0, 64), std::invalid_argument);
     EXPECT_EQ(geom::gemm_mma_rows(1, 4096).grid.x, 4096u / (8 * geom::kGemmRowsWarps));
-    EXPECT_EQ(geom::gemm_mma_tiled(3000, 4096).grid.y, 47u);
+    EXPECT_EQ(geom::gemm_mma_tiled(3000, 4096).grid.y, 24u);
+    EXPECT_EQ(geom::gemm_mma_tiled(3000, 4096).grid.x, 32u);
+    EXPECT_LE(geom::gemm_mma_tiled(3000, 4096).smem_bytes, geom::kSmemMaxBytes);
 }
 
 }  // namespace

@@ -34,6 +34,9 @@ struct alignas(8) uint2 {
 struct alignas(16) uint4 {
     unsigned x, y, z, w;
 };
+struct alignas(8) float2 {
+    float x, y;
+};
 struct alignas(16) float4 {
     float x, y, z, w;
 };
@@ -108,6 +111,37 @@ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32
     }
 }
 
+// cp.async: each copy's 16 source bytes are read when it is issued, but written to shared memory
+// only when the issuing thread's cp_async_wait lets its group complete, in issue order. So a read
+// of a stage the thread has not waited for sees the old bytes (the 0xff fill, or the previous
+// tile), and a stage read before another thread's wait and the barrier after it races (TSan).
+struct AsyncCopy {
+    void* dst;
+    unsigned char bytes[16];
+};
+struct AsyncCopies {
+    std::vector<AsyncCopy> open;                 // issued since the last commit
+    std::vector<std::vector<AsyncCopy>> groups;  // committed, oldest first, not yet written
+};
+inline thread_local AsyncCopies async_copies;
+
+inline void cp_async_16(void* dst, const void* src, bool valid) {
+    AsyncCopy c{dst, {}};
+    if (valid) std::memcpy(c.bytes, src, 16);
+    async_copies.open.push_back(c);
+}
+inline void cp_async_commit() {
+    async_copies.groups.push_back(std::move(async_copies.open));
+    async_copies.open.clear();
+}
+inline void cp_async_wait(int newest_in_flight) {
+    auto& gs = async_copies.groups;
+    while (int(gs.size()) > newest_in_flight) {
+        for (const AsyncCopy& c : gs.front()) std::memcpy(c.dst, c.bytes, 16);
+        gs.erase(gs.begin());
+    }
+}
+
 // Runs kernel() as grid x block threads; block.y and block.z must be 1.
 template <class Kernel>
 void launch(Dim grid, Dim block, size_t smem_bytes, Kernel kernel) {
@@ -128,6 +162,7 @@ void launch(Dim grid, Dim block, size_t smem_bytes, Kernel kernel) {
                         tls.block = &blk;
                         tls.warp = blk.warps[t / 32].get();
                         tls.lane = t % 32;
+                        async_copies = {};
                         kernel();
                     });
                 for (auto& th : threads) th.join();
