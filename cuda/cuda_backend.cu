@@ -658,9 +658,10 @@ void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepC
 
         // attention: xn = bf16(rmsnorm(x)); q, k, v projections over every row of the chunk
         kern::rmsnorm(x_.as<float>(), nullptr, f32(L.attn_norm), xn, true, n, dim, eps, st);
-        plan_q_->run(ctx_, xn, bf(L.wq), q_.as<float>(), n);
-        plan_kv_->run(ctx_, xn, bf(L.wk), k_.as<float>(), n);
-        plan_kv_->run(ctx_, xn, bf(L.wv), v_.as<float>(), n);
+        const Projection qkv[] = {{plan_q_.get(), bf(L.wq), q_.as<float>()},
+                                  {plan_kv_.get(), bf(L.wk), k_.as<float>()},
+                                  {plan_kv_.get(), bf(L.wv), v_.as<float>()}};
+        run_projections(ctx_, xn, n, qkv);
         if (c.qkv_bias) {
             kern::add_bias_rows(q_.as<float>(), f32(L.bq), n, qd, st);
             kern::add_bias_rows(k_.as<float>(), f32(L.bk), n, kvd, st);
@@ -728,8 +729,9 @@ void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepC
 
         // MLP: down(bf16(silu(gate(xn)) * up(xn))), then the residual
         kern::rmsnorm(x_.as<float>(), nullptr, f32(L.ffn_norm), xn, true, n, dim, eps, st);
-        plan_up_->run(ctx_, xn, bf(L.w_gate), gate_.as<float>(), n);
-        plan_up_->run(ctx_, xn, bf(L.w_up), up_.as<float>(), n);
+        const Projection gate_up[] = {{plan_up_.get(), bf(L.w_gate), gate_.as<float>()},
+                                      {plan_up_.get(), bf(L.w_up), up_.as<float>()}};
+        run_projections(ctx_, xn, n, gate_up);
         kern::swiglu(gate_.as<const float>(), up_.as<const float>(), act, int64_t(n) * ffn, st);
         plan_down_->run(ctx_, act, bf(L.w_down), proj_.as<float>(), n);
         kern::add_inplace(x_.as<float>(), proj_.as<const float>(), int64_t(n) * dim, st);

@@ -161,11 +161,15 @@ GemmPlan::~GemmPlan() {
     if (op_ != nullptr) cublasLtMatmulDescDestroy(op_);
 }
 
-void GemmPlan::run(const Context& ctx, const uint16_t* x, const uint16_t* w, float* y, int m) const {
-    if (m == 0) return;
+void GemmPlan::check_rows(int m) const {
     if (m < 0 || m > max_m_)
         throw CudaError("GemmPlan::run: " + std::to_string(m) + " rows, the plan for " + std::to_string(n_) + " x " +
                         std::to_string(k_) + " was checked for 1.." + std::to_string(max_m_));
+}
+
+void GemmPlan::run(const Context& ctx, const uint16_t* x, const uint16_t* w, float* y, int m) const {
+    check_rows(m);
+    if (m == 0) return;
     if (own_) {
         gemm_mma(x, w, y, m, n_, k_, ctx.stream());
         return;
@@ -181,6 +185,21 @@ void GemmPlan::run(const Context& ctx, const uint16_t* x, const uint16_t* w, flo
     const float alpha = 1.0f, beta = 0.0f;
     CC_CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), op_, &alpha, w, a_, x, b.h, &beta, y, c.h, y, c.h, &algo_, ctx.workspace(),
                                    ctx.workspace_bytes(), ctx.stream()));
+}
+
+void run_projections(const Context& ctx, const uint16_t* x, int m, std::span<const Projection> ps) {
+    bool grouped = !ps.empty() && ps.size() <= size_t(kern::kGemmMaxGroup);
+    for (const Projection& p : ps) grouped = grouped && p.plan->own() && p.plan->k() == ps[0].plan->k();
+    if (!grouped) {
+        for (const Projection& p : ps) p.plan->run(ctx, x, p.w, p.y, m);
+        return;
+    }
+    kern::GemmOut outs[kern::kGemmMaxGroup];
+    for (size_t i = 0; i < ps.size(); ++i) {
+        ps[i].plan->check_rows(m);
+        outs[i] = {ps[i].w, ps[i].y, ps[i].plan->n()};
+    }
+    gemm_mma_group(x, std::span<const kern::GemmOut>(outs, ps.size()), m, ps[0].plan->k(), ctx.stream());
 }
 
 }  // namespace cc::cuda

@@ -3,10 +3,12 @@
 #pragma once
 
 #include "cuda/context.h"
+#include "cuda/gemm_args.h"
 
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace cc::cuda {
@@ -21,6 +23,9 @@ enum class GemmImpl {
 // Our tensor-core family (gemm_mma_kernels.cuh): m <= geom::kGemmRowsMax rows through the rows
 // kernel, more through the tiled one; a row gets the same bits from either. k a multiple of 16.
 void gemm_mma(const uint16_t* x, const uint16_t* w, float* y, int m, int n, int k, cudaStream_t stream);
+// Up to kern::kGemmMaxGroup weights that read the same X, in one launch of that family: each output
+// gets the bits gemm_mma gives it alone (kern::GemmGroup).
+void gemm_mma_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k, cudaStream_t stream);
 
 // Y[m][n] (f32, row-major) = X[m][k] (bf16, row-major) · W[n][k]ᵀ (bf16, row-major as torch's
 // Linear weight), FP32 accumulate, for any 1 <= m <= max_m with the same arithmetic.
@@ -33,10 +38,12 @@ public:
     GemmPlan& operator=(const GemmPlan&) = delete;
 
     void run(const Context& ctx, const uint16_t* x, const uint16_t* w, float* y, int m) const;
+    void check_rows(int m) const;  // CudaError unless 0 <= m <= max_m
     int n() const { return n_; }
     int k() const { return k_; }
     int max_m() const { return max_m_; }
     bool fallback() const { return fallback_; }
+    bool own() const { return own_; }
     // "cublasLt algo 21 tile 15 stages 8 splitK 1", "fallback kernel (...)" or "own mma kernels"
     // (for the self-test's table and bug reports).
     const std::string& description() const { return description_; }
@@ -51,5 +58,15 @@ private:
     bool own_ = false;
     std::string description_;
 };
+
+// Projections of the same rows X through several weights (q, k, v; gate, up). Where every plan
+// runs our own kernels with the same k, one grouped launch (gemm_mma_group: more blocks for the
+// small k/v weights, fewer launches); otherwise one call per plan. The bits are each plan's own.
+struct Projection {
+    const GemmPlan* plan = nullptr;
+    const uint16_t* w = nullptr;
+    float* y = nullptr;
+};
+void run_projections(const Context& ctx, const uint16_t* x, int m, std::span<const Projection> ps);
 
 }  // namespace cc::cuda

@@ -5,37 +5,50 @@
 
 namespace cc::cuda {
 
-void gemm_mma(const uint16_t* x, const uint16_t* w, float* y, int m, int n, int k, cudaStream_t stream) {
+void gemm_mma_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k, cudaStream_t stream) {
     if (m == 0) return;
-    if (!geom::gemm_mma_shape_ok(n, k))
-        throw CudaError("gemm_mma: k=" + std::to_string(k) + " is not a multiple of 16 (n=" + std::to_string(n) + ")");
+    for (const kern::GemmOut& o : outs)
+        if (!geom::gemm_mma_shape_ok(o.n, k))
+            throw CudaError("gemm_mma: k=" + std::to_string(k) + " is not a multiple of 16 (n=" + std::to_string(o.n) +
+                            ")");
     using namespace kern::detail;
     if (m <= geom::kGemmRowsMax) {
-        const geom::Launch l = geom::gemm_mma_rows(m, n);
+        const kern::GemmGroup g = kern::make_gemm_group(outs, 8 * geom::kGemmRowsWarps);
+        geom::Launch l = geom::gemm_mma_rows(m, 1);
+        l.grid.x = unsigned(g.first_block[g.count]);
+        geom::check_grid(l, "gemm_mma_rows (group)");
         const dim3 grid(l.grid.x), block(l.block.x);
         switch ((m + 15) / 16) {
             case 1:
-                gemm_mma_rows_kernel<1><<<grid, block, 0, stream>>>(x, w, y, m, n, k);
+                gemm_mma_rows_kernel<1><<<grid, block, 0, stream>>>(x, g, m, k);
                 break;
             case 2:
-                gemm_mma_rows_kernel<2><<<grid, block, 0, stream>>>(x, w, y, m, n, k);
+                gemm_mma_rows_kernel<2><<<grid, block, 0, stream>>>(x, g, m, k);
                 break;
             case 3:
-                gemm_mma_rows_kernel<3><<<grid, block, 0, stream>>>(x, w, y, m, n, k);
+                gemm_mma_rows_kernel<3><<<grid, block, 0, stream>>>(x, g, m, k);
                 break;
             default:
-                gemm_mma_rows_kernel<4><<<grid, block, 0, stream>>>(x, w, y, m, n, k);
+                gemm_mma_rows_kernel<4><<<grid, block, 0, stream>>>(x, g, m, k);
                 break;
         }
         CC_CUDA_CHECK_LAUNCH("gemm_mma_rows_kernel");
         return;
     }
-    const geom::Launch l = geom::gemm_mma_tiled(m, n);
+    const kern::GemmGroup g = kern::make_gemm_group(outs, geom::kGemmMmaTile);
+    geom::Launch l = geom::gemm_mma_tiled(m, 1);
+    l.grid.x = unsigned(g.first_block[g.count]);
+    geom::check_grid(l, "gemm_mma_tiled (group)");
     if (l.smem_bytes > geom::kSmemDefaultBytes)
         CC_CUDA_CHECK(cudaFuncSetAttribute(gemm_mma_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(l.smem_bytes)));
-    gemm_mma_tiled_kernel<<<dim3(l.grid.x, l.grid.y), dim3(l.block.x), l.smem_bytes, stream>>>(x, w, y, m, n, k);
+    gemm_mma_tiled_kernel<<<dim3(l.grid.x, l.grid.y), dim3(l.block.x), l.smem_bytes, stream>>>(x, g, m, k);
     CC_CUDA_CHECK_LAUNCH("gemm_mma_tiled_kernel");
+}
+
+void gemm_mma(const uint16_t* x, const uint16_t* w, float* y, int m, int n, int k, cudaStream_t stream) {
+    const kern::GemmOut one{w, y, n};
+    gemm_mma_group(x, std::span<const kern::GemmOut>(&one, 1), m, k, stream);
 }
 
 }  // namespace cc::cuda

@@ -1,5 +1,6 @@
 // Our own BF16 GEMM family on tensor cores (CudaBackendOptions::own_gemm; issue 35): Y[m][n] (f32,
-// row-major) = X[m][k] (bf16, row-major) · W[n][k]ᵀ (bf16, row-major as torch's Linear weight).
+// row-major) = X[m][k] (bf16, row-major) · W[n][k]ᵀ (bf16, row-major as torch's Linear weight), for
+// one weight or a group of up to three that read the same X (gemm_args.h) in one launch.
 // Opt-in and not yet run on a device: cuBLASLt's pinned algorithms (gemm.cu) stay the default until
 // a device run shows the self-test's rows green and the figures (docs/cuda.md, "Our own GEMMs").
 //
@@ -16,6 +17,7 @@
 // Compiled by nvcc (gemm_mma.cu) and by the CPU emulation (tests/cuda/test_gemm_mma_emulated.cpp).
 #pragma once
 
+#include "cuda/gemm_args.h"
 #include "cuda/launch_geometry.h"
 #include "cuda/mma_sync.cuh"
 
@@ -35,6 +37,23 @@ __device__ __forceinline__ Bf16x4 ld_k4(const uint16_t* p) {  // one 8-byte load
     return r;
 }
 
+// Which weight of the group block `block` (along x) works for, and its block within that weight's
+// own launch. (Static indices only: a run-time index into the kernel's parameters would copy them
+// to local memory.)
+__device__ __forceinline__ GemmOut gemm_group_find(const GemmGroup& g, int block, int& local) {
+    GemmOut o = g.out[0];
+    local = block;
+    if (g.count > 1 && block >= g.first_block[1]) {
+        o = g.out[1];
+        local = block - g.first_block[1];
+    }
+    if (g.count > 2 && block >= g.first_block[2]) {
+        o = g.out[2];
+        local = block - g.first_block[2];
+    }
+    return o;
+}
+
 // The rows kernel (m <= 16 * MT): warp w of block b owns outputs n0 .. n0 + 7, n0 = 8 (b * warps +
 // w); lane (g, t) reads weight row n0 + g, 4 values a step, and each m-tile's A fragment from the X
 // rows (zeros past m). The kernel is bound by reading W, so the weights come in batches of U steps,
@@ -42,12 +61,16 @@ __device__ __forceinline__ Bf16x4 ld_k4(const uint16_t* p) {  // one 8-byte load
 // U and 2U loads a lane are always in flight. The mma's still run in ascending steps.
 template <int MT>
 __global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
-    gemm_mma_rows_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y, int m,
-                         int n, int k) {
+    gemm_mma_rows_kernel(const uint16_t* __restrict__ x, const GemmGroup grp, int m, int k) {
     constexpr int U = 8;
+    int block = 0;
+    const GemmOut o = gemm_group_find(grp, int(blockIdx.x), block);
+    const uint16_t* __restrict__ w = o.w;
+    float* __restrict__ y = o.y;
+    const int n = o.n;
     const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
     const int g = lane / 4, t = lane % 4;
-    const int n0 = (int(blockIdx.x) * geom::kGemmRowsWarps + warp) * 8;
+    const int n0 = (block * geom::kGemmRowsWarps + warp) * 8;
     if (n0 >= n) return;  // whole warps leave: no warp-wide instruction is cut short
     const int steps = k / 16;
     const bool w_in = n0 + g < n;
@@ -112,8 +135,7 @@ __device__ __forceinline__ int gemm_tile_chunk(int row, int chunk) {
 // kt, tiles kt+1 .. kt+3 are on their way (outside the matrices they are zeros; the last tile may
 // hold one step, and only the steps that exist are run).
 __global__ void __launch_bounds__(geom::kGemmMmaThreads, 2)
-    gemm_mma_tiled_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y, int m,
-                          int n, int k) {
+    gemm_mma_tiled_kernel(const uint16_t* __restrict__ x, const GemmGroup grp, int m, int k) {
     constexpr int T = geom::kGemmMmaTile, KT = geom::kGemmMmaKTile, S = geom::kGemmMmaStages;
     constexpr int NT = geom::kGemmMmaThreads, CH = KT / 8;  // 16-byte pieces per tile row
     constexpr int kCopies = T * CH / NT;                    // pieces per thread per operand and tile
@@ -121,7 +143,12 @@ __global__ void __launch_bounds__(geom::kGemmMmaThreads, 2)
     CC_DYNAMIC_SMEM(uint16_t, smem);  // stage s: its X tile at smem + s * 2 * T * KT, then its W tile
     const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
     const int g = lane / 4, t = lane % 4, wm = warp / 2, wn = warp % 2;
-    const int m0 = int(blockIdx.y) * T, n0 = int(blockIdx.x) * T;
+    int block = 0;
+    const GemmOut o = gemm_group_find(grp, int(blockIdx.x), block);
+    const uint16_t* __restrict__ w = o.w;
+    float* __restrict__ y = o.y;
+    const int n = o.n;
+    const int m0 = int(blockIdx.y) * T, n0 = block * T;
     const int steps = k / 16, tiles = (steps + 1) / 2;
 
     auto fill = [&](int stage, int kt) {  // issue the copies of tile kt into `stage`

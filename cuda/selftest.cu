@@ -476,6 +476,46 @@ void check_gemm(const Context& ctx, Table& t, bool quick) {
     }
 }
 
+// Our kernels' grouped launch (q | k | v, gate | up in one launch: run_projections) gives every
+// weight the bits of its own launch, in the rows kernel (1 and 23 rows) and the tiled one (70).
+void check_gemm_group(const Context& ctx, Table& t) {
+    std::mt19937 rng(17);
+    const int k = 1024, max_m = 70;
+    const int ns[] = {4096, 1000, 1000};  // a partial block in both kernels for the small ones
+    t.guarded("gemm own mma, grouped launch", "", [&] {
+        std::vector<std::unique_ptr<GemmPlan>> plans;
+        std::vector<Guarded> ws, ys, alone;
+        const std::vector<uint16_t> x = to_bf16(normals(rng, size_t(max_m) * k));
+        Guarded gx(ctx, x.size() * 2, "x");
+        gx.set(x);
+        for (int n : ns) {
+            plans.push_back(std::make_unique<GemmPlan>(ctx, n, k, max_m, GemmImpl::own_mma));
+            ws.emplace_back(ctx, size_t(n) * k * 2, "w");
+            ws.back().set(to_bf16(normals(rng, size_t(n) * k)));
+            ys.emplace_back(ctx, size_t(max_m) * n * 4, "y group");
+            alone.emplace_back(ctx, size_t(max_m) * n * 4, "y alone");
+        }
+        for (int m : {1, 23, max_m}) {
+            std::vector<Projection> ps;
+            for (size_t i = 0; i < plans.size(); ++i) {
+                ps.push_back({plans[i].get(), ws[i].as<uint16_t>(), ys[i].as<float>()});
+                plans[i]->run(ctx, gx.as<uint16_t>(), ws[i].as<uint16_t>(), alone[i].as<float>(), m);
+            }
+            run_projections(ctx, gx.as<uint16_t>(), m, ps);
+            ctx.sync();
+            size_t mism = 0;
+            bool guards = gx.guards_intact();
+            for (size_t i = 0; i < plans.size(); ++i) {
+                const std::vector<float> a = ys[i].get<float>(), b = alone[i].get<float>();
+                for (size_t e = 0; e < size_t(m) * size_t(ns[i]); ++e) mism += km::f32_bits(a[e]) != km::f32_bits(b[e]);
+                guards = guards && ys[i].guards_intact() && alone[i].guards_intact();
+            }
+            t.add_output("gemm own mma: grouped launch == each weight alone (bits)",
+                         "n=4096,1000,1000 k=1024 m=" + std::to_string(m), double(mism), 0, 0, guards);
+        }
+    });
+}
+
 // Uploads through the staging buffer, staged (the default) and as a ring of slices
 // (CudaBackendOptions::upload_ring): 37 MiB in pieces of uneven sizes through 8 MiB of staging (the
 // ring wraps several times), then read back: every byte arrives.
@@ -1063,6 +1103,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& options) {
         t.guarded("swiglu", "", [&] { check_swiglu(ctx, t); });
         t.guarded("qk_norm + rope", "", [&] { check_qk_rope(ctx, t, options.quick); });
         check_gemm(ctx, t, options.quick);
+        check_gemm_group(ctx, t);
         check_attention(ctx, t, options.quick);
         t.guarded("argmax / sampling", "", [&] { check_argmax_sampling(ctx, t); });
         check_uploads(options.device, t);

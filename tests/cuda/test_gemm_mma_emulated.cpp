@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,28 +39,45 @@ Problem make_problem(int m, int n, int k, uint32_t seed) {
     return p;
 }
 
+// Y of rows [0, m) of X through one launch of the tiled kernel or the rows kernel for a group of
+// weights (X's rows from row0); each y holds NaN where nothing was written.
+void launch_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k) {
+    using namespace kern::detail;
+    if (m > geom::kGemmRowsMax) {
+        const kern::GemmGroup g = kern::make_gemm_group(outs, geom::kGemmMmaTile);
+        const geom::Launch l = geom::gemm_mma_tiled(m, 1);
+        cc_emu::launch({unsigned(g.first_block[g.count]), l.grid.y, 1}, {l.block.x, 1, 1}, l.smem_bytes,
+                       [&] { gemm_mma_tiled_kernel(x, g, m, k); });
+        return;
+    }
+    const kern::GemmGroup g = kern::make_gemm_group(outs, 8 * geom::kGemmRowsWarps);
+    const geom::Launch l = geom::gemm_mma_rows(m, 1);
+    const int mt = (m + 15) / 16;
+    cc_emu::launch({unsigned(g.first_block[g.count]), 1, 1}, {l.block.x, 1, 1}, 0, [&] {
+        if (mt == 1) gemm_mma_rows_kernel<1>(x, g, m, k);
+        if (mt == 2) gemm_mma_rows_kernel<2>(x, g, m, k);
+        if (mt == 3) gemm_mma_rows_kernel<3>(x, g, m, k);
+        if (mt == 4) gemm_mma_rows_kernel<4>(x, g, m, k);
+    });
+}
+
 // y for rows [0, m) of p through the tiled kernel or the rows kernel (NaN where nothing was written).
 std::vector<float> run_tiled(const Problem& p, int m) {
     std::vector<float> y(size_t(m) * p.n, NAN);
+    const kern::GemmOut out{p.w.data(), y.data(), p.n};
+    const uint16_t* x = p.x.data();
+    using namespace kern::detail;
+    const kern::GemmGroup g = kern::make_gemm_group(std::span(&out, 1), geom::kGemmMmaTile);
     const geom::Launch l = geom::gemm_mma_tiled(m, p.n);
     cc_emu::launch({l.grid.x, l.grid.y, 1}, {l.block.x, 1, 1}, l.smem_bytes,
-                   [&] { kern::detail::gemm_mma_tiled_kernel(p.x.data(), p.w.data(), y.data(), m, p.n, p.k); });
+                   [&] { gemm_mma_tiled_kernel(x, g, m, p.k); });
     return y;
 }
 
 std::vector<float> run_rows(const Problem& p, int m, int row0 = 0) {
     std::vector<float> y(size_t(m) * p.n, NAN);
-    const uint16_t* x = p.x.data() + size_t(row0) * p.k;
-    const geom::Launch l = geom::gemm_mma_rows(m, p.n);
-    const cc_emu::Dim grid{l.grid.x, 1, 1}, block{l.block.x, 1, 1};
-    const int mt = (m + 15) / 16;
-    cc_emu::launch(grid, block, 0, [&] {
-        using namespace kern::detail;
-        if (mt == 1) gemm_mma_rows_kernel<1>(x, p.w.data(), y.data(), m, p.n, p.k);
-        if (mt == 2) gemm_mma_rows_kernel<2>(x, p.w.data(), y.data(), m, p.n, p.k);
-        if (mt == 3) gemm_mma_rows_kernel<3>(x, p.w.data(), y.data(), m, p.n, p.k);
-        if (mt == 4) gemm_mma_rows_kernel<4>(x, p.w.data(), y.data(), m, p.n, p.k);
-    });
+    const kern::GemmOut out{p.w.data(), y.data(), p.n};
+    launch_group(p.x.data() + size_t(row0) * p.k, std::span(&out, 1), m, p.k);
     return y;
 }
 
@@ -116,6 +134,28 @@ TEST(GemmMmaEmulated, TheTiledPipelineCoversBlocksEdgesAndTheRing) {
     const auto q_tiled = run_tiled(q, q.m);
     EXPECT_LT(max_rel_error(q, q_tiled, q.m), 1e-5);
     EXPECT_TRUE(same_bits(run_rows(q, q.m).data(), q_tiled.data(), q_tiled.size()));
+}
+
+TEST(GemmMmaEmulated, AGroupOfWeightsInOneLaunchGivesEachItsOwnBits) {
+    // q | k | v or gate | up: three weights of different n (not multiples of either kernel's
+    // blocks) read the same X in one launch; each Y == that weight's launch alone, in both kernels
+    const int k = 48;
+    const Problem a = make_problem(70, 72, k, 6), b = make_problem(70, 24, k, 7), c = make_problem(70, 40, k, 8);
+    for (int m : {1, 19, 70}) {
+        SCOPED_TRACE("m " + std::to_string(m));
+        std::vector<float> ya(size_t(m) * a.n, NAN), yb(size_t(m) * b.n, NAN), yc(size_t(m) * c.n, NAN);
+        const kern::GemmOut outs[] = {
+            {a.w.data(), ya.data(), a.n}, {b.w.data(), yb.data(), b.n}, {c.w.data(), yc.data(), c.n}};
+        launch_group(a.x.data(), outs, m, k);
+        for (const auto* p : {&a, &b, &c}) {
+            Problem alone = *p;
+            alone.x = a.x;  // the group's X
+            const auto want = m > geom::kGemmRowsMax ? run_tiled(alone, m) : run_rows(alone, m);
+            const auto& got = p == &a ? ya : p == &b ? yb : yc;
+            EXPECT_TRUE(same_bits(got.data(), want.data(), want.size())) << "weight of n " << p->n;
+        }
+    }
+    EXPECT_THROW(kern::make_gemm_group({}, 32), std::invalid_argument);
 }
 
 TEST(GemmMmaEmulated, EveryRowCountGivesEachRowTheTiledKernelsBits) {

@@ -1,0 +1,45 @@
+// Our own GEMM kernels' arguments, as plain C++ (no CUDA types), so that the kernels' code can also
+// be compiled for the CPU: tests/cuda/test_gemm_mma_emulated.cpp runs it there.
+#pragma once
+
+#include "cuda/launch_geometry.h"
+
+#include <span>
+#include <stdexcept>
+#include <string>
+
+namespace cc::cuda::kern {
+
+// One weight of a GEMM: Y[m][n] (f32, row-major) = X[m][k] · W[n][k]ᵀ (bf16, row-major).
+struct GemmOut {
+    const uint16_t* w = nullptr;
+    float* y = nullptr;
+    int n = 0;
+};
+
+// Up to kGemmMaxGroup weights that read the same X (q | k | v, gate | up) in ONE launch: weight i
+// takes the blocks [first_block[i], first_block[i + 1]) along x, and each of its blocks runs exactly
+// what its block of a launch for that weight alone runs, so every output gets the same bits.
+inline constexpr int kGemmMaxGroup = 3;
+struct GemmGroup {
+    GemmOut out[kGemmMaxGroup];
+    int first_block[kGemmMaxGroup + 1] = {};
+    int count = 0;
+};
+
+// outputs_per_block: 8 * geom::kGemmRowsWarps (rows kernel) or geom::kGemmMmaTile (tiled kernel).
+inline GemmGroup make_gemm_group(std::span<const GemmOut> outs, int outputs_per_block) {
+    if (outs.empty() || outs.size() > size_t(kGemmMaxGroup))
+        throw std::invalid_argument("gemm group: 1.." + std::to_string(kGemmMaxGroup) + " weights, got " +
+                                    std::to_string(outs.size()));
+    GemmGroup g;
+    g.count = int(outs.size());
+    for (int i = 0; i < g.count; ++i) {
+        if (outs[size_t(i)].n < 1) throw std::invalid_argument("gemm group: a weight with no rows");
+        g.out[i] = outs[size_t(i)];
+        g.first_block[i + 1] = g.first_block[i] + int(geom::ceil_div(uint64_t(outs[size_t(i)].n), outputs_per_block));
+    }
+    return g;
+}
+
+}  // namespace cc::cuda::kern
