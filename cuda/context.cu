@@ -179,24 +179,26 @@ void Context::make_current() const {
     CC_CUDA_CHECK(cudaSetDevice(device_));
 }
 
-void Context::ring_put(Ring& ring, void* dst_device, const std::byte* src_host, size_t bytes) const {
-    auto* dst = static_cast<std::byte*>(dst_device);
-    for (size_t done = 0; done < bytes;) {
-        if (ring.used == ring.slice_bytes) {  // this slice is full: its copies are queued; on to the next
-            CC_CUDA_CHECK(cudaEventRecord(slice_done_[ring.slice], stream_));
-            ring.recorded[ring.slice] = true;
-            ring.slice = (ring.slice + 1) % ring.slices;
-            ring.used = 0;
-        }
-        if (ring.used == 0 && ring.recorded[ring.slice])  // its previous copies have left it
-            CC_CUDA_CHECK(cudaEventSynchronize(slice_done_[ring.slice]));
-        const size_t n = std::min(bytes - done, ring.slice_bytes - ring.used);
-        std::byte* stage = staging_.get() + size_t(ring.slice) * ring.slice_bytes + ring.used;
-        std::memcpy(stage, src_host + done, n);
-        CC_CUDA_CHECK(cudaMemcpyAsync(dst + done, stage, n, cudaMemcpyHostToDevice, stream_));
-        ring.used += n;
-        done += n;
+void Context::set_upload_ring(bool on) {
+    upload_ring_ = on;
+    if (on && copy_pool_ == nullptr)
+        copy_pool_ = std::make_unique<cpu::ThreadPool>(std::min(kUploadThreads, cpu::ThreadPool::available_cores()));
+}
+
+// Copies the slice's parts from the pieces' host bytes into `stage`, each thread its share.
+void Context::fill_slice(const geom::UploadSlice& slice, std::span<const Piece> pieces, std::byte* stage) const {
+    const int n = copy_pool_ != nullptr ? geom::upload_copy_threads(slice.bytes, copy_pool_->n_threads()) : 1;
+    auto share = [&](int t) {
+        geom::for_each_part_in(
+            slice, geom::upload_share(slice.bytes, t, n), [&](const geom::UploadPart& p, size_t from, size_t bytes) {
+                std::memcpy(stage + p.slice_offset + from, pieces[p.piece].host + p.piece_offset + from, bytes);
+            });
+    };
+    if (n == 1) {
+        share(0);
+        return;
     }
+    copy_pool_->parallel_for(n, [&](int64_t t, int) { share(int(t)); });
 }
 
 void Context::upload(void* dst_device, const void* src_host, size_t bytes) const {
@@ -219,10 +221,24 @@ void Context::download(void* dst_host, const void* src_device, size_t bytes) con
 void Context::upload_pieces(std::span<const Piece> pieces) const {
     CC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // nothing queued before still reads the staging buffer
     // Without the ring (the default until a device has run it): the whole buffer, then a wait.
-    Ring ring;
-    ring.slice_bytes = upload_ring_ ? staging_.bytes() / kStagingSlices : staging_.bytes();
-    ring.slices = upload_ring_ ? kStagingSlices : 1;
-    for (const Piece& p : pieces) ring_put(ring, p.device, p.host, p.bytes);
+    const int slots = upload_ring_ ? kStagingSlices : 1;
+    const size_t slice_bytes = staging_.bytes() / size_t(slots);
+    std::vector<size_t> sizes;
+    sizes.reserve(pieces.size());
+    for (const Piece& p : pieces) sizes.push_back(p.bytes);
+    bool recorded[kStagingSlices] = {};
+    int slot = 0;
+    for (const geom::UploadSlice& slice : geom::plan_upload_slices(sizes, slice_bytes)) {
+        if (recorded[slot]) CC_CUDA_CHECK(cudaEventSynchronize(slice_done_[slot]));  // its last copies have left it
+        std::byte* stage = staging_.get() + size_t(slot) * slice_bytes;
+        fill_slice(slice, pieces, stage);
+        for (const geom::UploadPart& p : slice.parts)
+            CC_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(pieces[p.piece].device) + p.piece_offset,
+                                          stage + p.slice_offset, p.bytes, cudaMemcpyHostToDevice, stream_));
+        CC_CUDA_CHECK(cudaEventRecord(slice_done_[slot], stream_));
+        recorded[slot] = true;
+        slot = (slot + 1) % slots;
+    }
     CC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 

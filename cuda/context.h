@@ -8,12 +8,15 @@
 // and what to do about it.
 #pragma once
 
+#include "core/cpu/thread_pool.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/launch_geometry.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -116,7 +119,9 @@ public:
     // a device has run it: CudaBackendOptions::upload_ring), uploads use it as a ring of
     // kStagingSlices slices: while the DMA engine copies one slice to the device, the host fills
     // the next (a slice is refilled only when the event recorded after its copies has passed), so
-    // host copies and PCIe transfers overlap instead of taking turns.
+    // host copies and PCIe transfers overlap instead of taking turns; and a slice of several MiB is
+    // filled by up to kUploadThreads threads (one host thread copies at about half of what a PCIe
+    // Gen5 link takes). The cutting into slices and shares is geom::plan_upload_slices.
     struct Piece {
         void* device;
         std::byte* host;
@@ -126,27 +131,21 @@ public:
     void download_pieces(std::span<const Piece> pieces) const;
     // The staging buffer itself, for callers that convert while copying (weights to BF16).
     std::byte* staging() const { return staging_.get(); }
-    void set_upload_ring(bool on) { upload_ring_ = on; }
+    void set_upload_ring(bool on);
     size_t staging_bytes() const { return staging_.bytes(); }
 
     static constexpr int kStagingSlices = 4;
+    static constexpr int kUploadThreads = 4;
 
 private:
-    // The upload ring: where the next bytes go, waiting first for the slice's previous copies.
-    struct Ring {
-        size_t slice_bytes = 0;
-        int slices = 1;
-        int slice = 0;
-        size_t used = 0;
-        bool recorded[kStagingSlices] = {};
-    };
-    void ring_put(Ring& ring, void* dst_device, const std::byte* src_host, size_t bytes) const;
+    void fill_slice(const geom::UploadSlice& slice, std::span<const Piece> pieces, std::byte* stage) const;
 
     int device_ = 0;
     DeviceInfo info_;
     cudaStream_t stream_ = nullptr;
     cudaEvent_t slice_done_[kStagingSlices] = {};
     bool upload_ring_ = false;
+    std::unique_ptr<cpu::ThreadPool> copy_pool_;  // with the ring: the threads that fill a slice
     cublasLtHandle_t lt_ = nullptr;
     DeviceBuffer workspace_;
     PinnedBuffer staging_;

@@ -319,6 +319,61 @@ inline Launch gemm_mma_tiled(int m, int n) {
     return l;
 }
 
+// ---- uploads through the pinned staging buffer (Context::upload_pieces) ------------------------
+// The pieces' bytes, in order, are cut into slices of at most slice_bytes of the staging buffer. A
+// slice is filled by the host (by several threads when it is large: each copies its share of the
+// slice's bytes), then its parts go to the device as one DMA each, and the slice is refilled only
+// when those have left it. Plain C++, so that the cutting and the shares are tested on the CPU.
+struct UploadPart {
+    size_t piece = 0;         // index into the pieces
+    size_t piece_offset = 0;  // first byte of the piece in this part
+    size_t slice_offset = 0;  // where it sits in the slice
+    size_t bytes = 0;
+};
+struct UploadSlice {
+    std::vector<UploadPart> parts;
+    size_t bytes = 0;
+};
+inline std::vector<UploadSlice> plan_upload_slices(const std::vector<size_t>& piece_bytes, size_t slice_bytes) {
+    require(slice_bytes > 0, "plan_upload_slices: empty slices");
+    std::vector<UploadSlice> slices;
+    for (size_t i = 0; i < piece_bytes.size(); ++i)
+        for (size_t done = 0; done < piece_bytes[i];) {
+            if (slices.empty() || slices.back().bytes == slice_bytes) slices.emplace_back();
+            UploadSlice& sl = slices.back();
+            const size_t n = std::min(piece_bytes[i] - done, slice_bytes - sl.bytes);
+            sl.parts.push_back({i, done, sl.bytes, n});
+            sl.bytes += n;
+            done += n;
+        }
+    return slices;
+}
+// How many threads fill a slice of `bytes`: one below kUploadShareMin per thread (a thread's
+// hand-off costs microseconds), at most max_threads.
+inline constexpr size_t kUploadShareMin = size_t(1) << 20;
+inline int upload_copy_threads(size_t bytes, int max_threads) {
+    return int(std::clamp<size_t>(bytes / kUploadShareMin, 1, size_t(std::max(max_threads, 1))));
+}
+// Thread t of n copies the slice bytes [begin, end): equal shares on 64-byte boundaries (no two
+// threads write one cache line), the last share up to the end.
+struct ByteRange {
+    size_t begin = 0, end = 0;
+};
+inline ByteRange upload_share(size_t bytes, int t, int n) {
+    require(n >= 1 && t >= 0 && t < n, "upload_share: thread out of range");
+    auto cut = [&](int i) { return i == n ? bytes : std::min(bytes, (bytes / size_t(n) * size_t(i)) & ~size_t(63)); };
+    return {cut(t), cut(t + 1)};
+}
+// Calls copy(part, from, n) for every part of `slice` that overlaps [r.begin, r.end): bytes
+// [from, from + n) of that part (from counted from the part's start).
+template <class Copy>
+void for_each_part_in(const UploadSlice& slice, ByteRange r, Copy&& copy) {
+    for (const UploadPart& p : slice.parts) {
+        const size_t b = std::max(r.begin, p.slice_offset), e = std::min(r.end, p.slice_offset + p.bytes);
+        if (b < e) copy(p, b - p.slice_offset, e - b);
+    }
+}
+
 // ---- a step's rows in chunks ---------------------------------------------------------------------
 
 // forward() and forward_batch() stack the new rows of every sequence of a step, in sequence order,

@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <vector>
@@ -311,4 +315,57 @@ TEST(launch_geometry, mma_attention_batches_hold_16_sequences_and_32_rows) {
     EXPECT_EQ(l.grid.z, 7u * 2u);  // 17 rows x 4 heads per KV head = 68 pairs: 2 blocks of 64
     EXPECT_THROW(geom::attn_mma_batch(17, 1, 17, 8, 2, 64, 10), std::invalid_argument);
     EXPECT_THROW(geom::attn_mma_batch(2, 20, 40, 8, 2, 64, 10), std::invalid_argument);
+}
+
+// Uploads through the staging ring (Context::upload_pieces): the pieces cut into slices, each slice
+// filled by its threads' shares, then one copy per part. Done here with host memory standing in
+// for the staging buffer and the device: every byte of every piece lands once, where it belongs.
+TEST(launch_geometry, upload_slices_and_shares_move_every_byte_once) {
+    std::mt19937 rng(21);
+    for (const size_t slice_bytes : {size_t(64), size_t(1000), size_t(3) << 20}) {
+        std::vector<size_t> sizes = {1, slice_bytes, 0, slice_bytes + 1, 7 * slice_bytes / 3, 5};
+        for (int i = 0; i < 20; ++i) sizes.push_back(rng() % (2 * slice_bytes + 3));
+        std::vector<std::vector<unsigned char>> host(sizes.size()), device(sizes.size());
+        for (size_t i = 0; i < sizes.size(); ++i) {
+            host[i].resize(sizes[i]);
+            for (auto& b : host[i]) b = static_cast<unsigned char>(rng());
+            device[i].assign(sizes[i], 0);
+        }
+        const auto slices = geom::plan_upload_slices(sizes, slice_bytes);
+        std::vector<unsigned char> stage(slice_bytes);
+        size_t total = 0;
+        for (const auto& sl : slices) {
+            ASSERT_LE(sl.bytes, slice_bytes);
+            ASSERT_GT(sl.bytes, 0u);
+            total += sl.bytes;
+            for (const int max_threads : {1, 4}) {
+                const int n = geom::upload_copy_threads(sl.bytes, max_threads);
+                ASSERT_GE(n, 1);
+                ASSERT_LE(n, max_threads);
+                std::vector<int> written(sl.bytes, 0);
+                std::fill(stage.begin(), stage.end(), 0);
+                for (int t = 0; t < n; ++t) {
+                    const geom::ByteRange r = geom::upload_share(sl.bytes, t, n);
+                    if (t > 0) {
+                        EXPECT_EQ(r.begin % 64, 0u);
+                    }
+                    geom::for_each_part_in(sl, r, [&](const geom::UploadPart& p, size_t from, size_t bytes) {
+                        std::memcpy(stage.data() + p.slice_offset + from, host[p.piece].data() + p.piece_offset + from,
+                                    bytes);
+                        for (size_t b = 0; b < bytes; ++b) ++written[p.slice_offset + from + b];
+                    });
+                }
+                EXPECT_EQ(std::count(written.begin(), written.end(), 1), std::ptrdiff_t(sl.bytes));
+                for (const auto& p : sl.parts)  // the DMA of each part
+                    std::memcpy(device[p.piece].data() + p.piece_offset, stage.data() + p.slice_offset, p.bytes);
+            }
+        }
+        EXPECT_EQ(total, std::accumulate(sizes.begin(), sizes.end(), size_t(0)));
+        for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(device[i], host[i]) << "piece " << i;
+    }
+    // a thread per MiB of the slice, at most the pool's
+    EXPECT_EQ(geom::upload_copy_threads(100, 4), 1);
+    EXPECT_EQ(geom::upload_copy_threads(size_t(2) << 20, 4), 2);
+    EXPECT_EQ(geom::upload_copy_threads(size_t(8) << 20, 4), 4);
+    EXPECT_THROW(geom::plan_upload_slices({1}, 0), std::invalid_argument);
 }
