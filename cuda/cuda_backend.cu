@@ -508,7 +508,7 @@ private:
     int rope_positions_ = 0;
     DeviceBuffer partial_;                  // split-attention partial states
     std::vector<int32_t> step_tokens_;      // a chunk's tokens, host side
-    std::vector<float> step_logits_;        // one lm_head GEMM's logits, host side
+    std::vector<Context::Piece> logit_pieces_;  // one lm_head GEMM's rows -> their sequences' storage
     std::vector<kern::AttnArgs> attn_;      // a layer's attention, one entry per piece of the chunk
     std::vector<kern::RopeRow> step_rope_;  // a chunk's rows for qk_rope_store_rows, host side
     DeviceBuffer rope_rows_;                // ... and on the device (max_rows_ entries)
@@ -629,11 +629,13 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
             ctx_.upload(sel_.get(), step_tokens_.data(), size_t(ns) * 4);
             kern::rmsnorm(x_.as<const float>(), sel_.as<const int32_t>(), f32(final_norm_), xn, true, ns, dim, eps, st);
             plan_lm_->run(ctx_, xn, lm_head, logits_.as<float>(), ns);
-            step_logits_.resize(size_t(ns) * size_t(vocab));
-            ctx_.download(step_logits_.data(), logits_.get(), step_logits_.size() * 4);
+            // each row's logits from the staging buffer straight into its sequence's storage (one
+            // host copy, not two: a step of 16 sequences brings 9.7 MB of logits on a 152k vocabulary)
+            logit_pieces_.clear();
             for (int i = 0; i < ns; ++i)
-                std::memcpy(outs[s0 + size_t(i)].to, step_logits_.data() + size_t(i) * size_t(vocab),
-                            size_t(vocab) * 4);
+                logit_pieces_.push_back({logits_.as<std::byte>() + size_t(i) * size_t(vocab) * 4,
+                                         reinterpret_cast<std::byte*>(outs[s0 + size_t(i)].to), size_t(vocab) * 4});
+            ctx_.download_pieces(logit_pieces_);
         }
     }
     ctx_.sync();

@@ -115,8 +115,9 @@ public:
     // rows; because a row's result depends only on its own inputs and the K/V it attends to (the
     // contract above), every sequence gets exactly the bits it would get alone. Sequence i's
     // logits are written to seqs[i].logits. The default runs the sequences one after another
-    // through forward() (the CUDA backend until its own lands). On an error or a cancel no suffix
-    // block changes (what was written to the logits storage is then unspecified).
+    // through forward() (the CUDA backend, unless CONTEXTCACHE_CUDA_BATCH=stacked turns on its own:
+    // docs/cuda.md). On an error or a cancel no suffix block changes (what was written to the
+    // logits storage is then unspecified).
     virtual void forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel = nullptr);
 
     // The canonical layout the group store writes: per layer, K then V, each
