@@ -27,19 +27,34 @@ struct GemmGroup {
     int count = 0;
 };
 
-// outputs_per_block: 8 * geom::kGemmRowsWarps (rows kernel) or geom::kGemmMmaTile (tiled kernel).
-inline GemmGroup make_gemm_group(std::span<const GemmOut> outs, int outputs_per_block) {
+// Which of the two kernels runs: the rows kernel up to geom::kGemmRowsMax rows, else the tiled one
+// (a test may ask for either at any row count: a row gets the same bits from both).
+enum class GemmKernel { rows, tiled };
+inline GemmKernel gemm_kernel_for(int m) {
+    return m <= geom::kGemmRowsMax ? GemmKernel::rows : GemmKernel::tiled;
+}
+
+inline GemmGroup make_gemm_group(std::span<const GemmOut> outs, GemmKernel kernel) {
     if (outs.empty() || outs.size() > size_t(kGemmMaxGroup))
         throw std::invalid_argument("gemm group: 1.." + std::to_string(kGemmMaxGroup) + " weights, got " +
                                     std::to_string(outs.size()));
+    const int per_block = kernel == GemmKernel::rows ? 8 * geom::kGemmRowsWarps : geom::kGemmMmaTile;
     GemmGroup g;
     g.count = int(outs.size());
     for (int i = 0; i < g.count; ++i) {
         if (outs[size_t(i)].n < 1) throw std::invalid_argument("gemm group: a weight with no rows");
         g.out[i] = outs[size_t(i)];
-        g.first_block[i + 1] = g.first_block[i] + int(geom::ceil_div(uint64_t(outs[size_t(i)].n), outputs_per_block));
+        g.first_block[i + 1] = g.first_block[i] + int(geom::ceil_div(uint64_t(outs[size_t(i)].n), per_block));
     }
     return g;
+}
+
+// The launch of `kernel` for m rows of group g: every weight's blocks along x.
+inline geom::Launch gemm_group_launch(const GemmGroup& g, int m, GemmKernel kernel) {
+    geom::Launch l = kernel == GemmKernel::rows ? geom::gemm_mma_rows(m, 1) : geom::gemm_mma_tiled(m, 1);
+    l.grid.x = unsigned(g.first_block[g.count]);
+    geom::check_grid(l, kernel == GemmKernel::rows ? "gemm_mma_rows (group)" : "gemm_mma_tiled (group)");
+    return l;
 }
 
 }  // namespace cc::cuda::kern

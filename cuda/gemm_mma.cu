@@ -12,11 +12,10 @@ void gemm_mma_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int 
             throw CudaError("gemm_mma: k=" + std::to_string(k) + " is not a multiple of 16 (n=" + std::to_string(o.n) +
                             ")");
     using namespace kern::detail;
-    if (m <= geom::kGemmRowsMax) {
-        const kern::GemmGroup g = kern::make_gemm_group(outs, 8 * geom::kGemmRowsWarps);
-        geom::Launch l = geom::gemm_mma_rows(m, 1);
-        l.grid.x = unsigned(g.first_block[g.count]);
-        geom::check_grid(l, "gemm_mma_rows (group)");
+    const kern::GemmKernel kernel = kern::gemm_kernel_for(m);
+    const kern::GemmGroup g = kern::make_gemm_group(outs, kernel);
+    const geom::Launch l = kern::gemm_group_launch(g, m, kernel);
+    if (kernel == kern::GemmKernel::rows) {
         const dim3 grid(l.grid.x), block(l.block.x);
         switch ((m + 15) / 16) {
             case 1:
@@ -35,10 +34,6 @@ void gemm_mma_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int 
         CC_CUDA_CHECK_LAUNCH("gemm_mma_rows_kernel");
         return;
     }
-    const kern::GemmGroup g = kern::make_gemm_group(outs, geom::kGemmMmaTile);
-    geom::Launch l = geom::gemm_mma_tiled(m, 1);
-    l.grid.x = unsigned(g.first_block[g.count]);
-    geom::check_grid(l, "gemm_mma_tiled (group)");
     if (l.smem_bytes > geom::kSmemDefaultBytes)
         CC_CUDA_CHECK(cudaFuncSetAttribute(gemm_mma_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(l.smem_bytes)));

@@ -39,46 +39,39 @@ Problem make_problem(int m, int n, int k, uint32_t seed) {
     return p;
 }
 
-// Y of rows [0, m) of X through one launch of the tiled kernel or the rows kernel for a group of
-// weights (X's rows from row0); each y holds NaN where nothing was written.
-void launch_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k) {
+// Y of rows [0, m) of X through one launch of `kernel` for a group of weights (each y holds NaN
+// where nothing was written).
+void launch_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k, kern::GemmKernel kernel) {
     using namespace kern::detail;
-    if (m > geom::kGemmRowsMax) {
-        const kern::GemmGroup g = kern::make_gemm_group(outs, geom::kGemmMmaTile);
-        const geom::Launch l = geom::gemm_mma_tiled(m, 1);
-        cc_emu::launch({unsigned(g.first_block[g.count]), l.grid.y, 1}, {l.block.x, 1, 1}, l.smem_bytes,
-                       [&] { gemm_mma_tiled_kernel(x, g, m, k); });
-        return;
-    }
-    const kern::GemmGroup g = kern::make_gemm_group(outs, 8 * geom::kGemmRowsWarps);
-    const geom::Launch l = geom::gemm_mma_rows(m, 1);
+    const kern::GemmGroup g = kern::make_gemm_group(outs, kernel);
+    const geom::Launch l = kern::gemm_group_launch(g, m, kernel);
     const int mt = (m + 15) / 16;
-    cc_emu::launch({unsigned(g.first_block[g.count]), 1, 1}, {l.block.x, 1, 1}, 0, [&] {
-        if (mt == 1) gemm_mma_rows_kernel<1>(x, g, m, k);
-        if (mt == 2) gemm_mma_rows_kernel<2>(x, g, m, k);
-        if (mt == 3) gemm_mma_rows_kernel<3>(x, g, m, k);
-        if (mt == 4) gemm_mma_rows_kernel<4>(x, g, m, k);
+    cc_emu::launch({l.grid.x, l.grid.y, 1}, {l.block.x, 1, 1}, l.smem_bytes, [&] {
+        if (kernel == kern::GemmKernel::tiled)
+            gemm_mma_tiled_kernel(x, g, m, k);
+        else if (mt == 1)
+            gemm_mma_rows_kernel<1>(x, g, m, k);
+        else if (mt == 2)
+            gemm_mma_rows_kernel<2>(x, g, m, k);
+        else if (mt == 3)
+            gemm_mma_rows_kernel<3>(x, g, m, k);
+        else
+            gemm_mma_rows_kernel<4>(x, g, m, k);
     });
 }
 
-// y for rows [0, m) of p through the tiled kernel or the rows kernel (NaN where nothing was written).
-std::vector<float> run_tiled(const Problem& p, int m) {
+// y for rows [0, m) of p (X from row0) through one kernel (NaN where nothing was written).
+std::vector<float> run_kernel(const Problem& p, int m, kern::GemmKernel kernel, int row0 = 0) {
     std::vector<float> y(size_t(m) * p.n, NAN);
     const kern::GemmOut out{p.w.data(), y.data(), p.n};
-    const uint16_t* x = p.x.data();
-    using namespace kern::detail;
-    const kern::GemmGroup g = kern::make_gemm_group(std::span(&out, 1), geom::kGemmMmaTile);
-    const geom::Launch l = geom::gemm_mma_tiled(m, p.n);
-    cc_emu::launch({l.grid.x, l.grid.y, 1}, {l.block.x, 1, 1}, l.smem_bytes,
-                   [&] { gemm_mma_tiled_kernel(x, g, m, p.k); });
+    launch_group(p.x.data() + size_t(row0) * p.k, std::span(&out, 1), m, p.k, kernel);
     return y;
 }
-
+std::vector<float> run_tiled(const Problem& p, int m) {
+    return run_kernel(p, m, kern::GemmKernel::tiled);
+}
 std::vector<float> run_rows(const Problem& p, int m, int row0 = 0) {
-    std::vector<float> y(size_t(m) * p.n, NAN);
-    const kern::GemmOut out{p.w.data(), y.data(), p.n};
-    launch_group(p.x.data() + size_t(row0) * p.k, std::span(&out, 1), m, p.k);
-    return y;
+    return run_kernel(p, m, kern::GemmKernel::rows, row0);
 }
 
 double max_rel_error(const Problem& p, const std::vector<float>& y, int m) {
@@ -146,16 +139,16 @@ TEST(GemmMmaEmulated, AGroupOfWeightsInOneLaunchGivesEachItsOwnBits) {
         std::vector<float> ya(size_t(m) * a.n, NAN), yb(size_t(m) * b.n, NAN), yc(size_t(m) * c.n, NAN);
         const kern::GemmOut outs[] = {
             {a.w.data(), ya.data(), a.n}, {b.w.data(), yb.data(), b.n}, {c.w.data(), yc.data(), c.n}};
-        launch_group(a.x.data(), outs, m, k);
+        launch_group(a.x.data(), outs, m, k, kern::gemm_kernel_for(m));
         for (const auto* p : {&a, &b, &c}) {
             Problem alone = *p;
             alone.x = a.x;  // the group's X
-            const auto want = m > geom::kGemmRowsMax ? run_tiled(alone, m) : run_rows(alone, m);
+            const auto want = run_kernel(alone, m, kern::gemm_kernel_for(m));
             const auto& got = p == &a ? ya : p == &b ? yb : yc;
             EXPECT_TRUE(same_bits(got.data(), want.data(), want.size())) << "weight of n " << p->n;
         }
     }
-    EXPECT_THROW(kern::make_gemm_group({}, 32), std::invalid_argument);
+    EXPECT_THROW(kern::make_gemm_group({}, kern::GemmKernel::rows), std::invalid_argument);
 }
 
 TEST(GemmMmaEmulated, EveryRowCountGivesEachRowTheTiledKernelsBits) {
