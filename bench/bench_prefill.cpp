@@ -24,11 +24,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <memory>
+#include <span>
+#include <tuple>
 #include <vector>
 
 #ifdef CC_HAVE_CUDA
+#include "cuda/gemm.h"
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #endif
@@ -433,36 +438,26 @@ void BM_decode(benchmark::State& state) {
 #ifdef CC_HAVE_CUDA
 // ---- --backend cuda ----------------------------------------------------------------------------
 
-// cuBLAS BF16 GEMM throughput (FP32 accumulate, cublasGemmEx) over one layer's GEMM shapes at
-// M = t: the practical ceiling of the prefill's GEMMs on this device. Best of 5 after a warm-up;
-// memoised per (shape, t). 0 when a CUDA call fails (the fraction is then not reported).
-double cublas_bf16_tflops(const ModelConfig& c, int t) {
-    static std::map<std::pair<int64_t, int>, double> memo;
-    const auto key = std::make_pair(int64_t(c.dim) * 1000003 + c.ffn_dim, t);
-    if (auto it = memo.find(key); it != memo.end()) return it->second;
+// Throughput of `gemm` (x, w, y, n, k) -> ok over one layer's GEMM shapes at M = t: best of 5
+// after a warm-up, in TFLOP/s; 0 when a CUDA call fails (the fraction is then not reported).
+template <class Gemm>
+double layer_gemms_tflops(const ModelConfig& c, int t, Gemm&& gemm) {
     const auto shapes = layer_gemms(c);
     int64_t max_k = 0, max_n = 0;
     for (const auto& sh : shapes) max_k = std::max(max_k, sh.k), max_n = std::max(max_n, sh.n);
     void *x = nullptr, *y = nullptr;
     std::vector<void*> w(shapes.size(), nullptr);
-    cublasHandle_t handle = nullptr;
     cudaEvent_t start = nullptr, stop = nullptr;
     double result = 0;
     bool ok = cudaMalloc(&x, size_t(t) * size_t(max_k) * 2) == cudaSuccess &&
-              cudaMalloc(&y, size_t(t) * size_t(max_n) * 4) == cudaSuccess && cublasCreate(&handle) == CUBLAS_STATUS_SUCCESS &&
-              cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
+              cudaMalloc(&y, size_t(t) * size_t(max_n) * 4) == cudaSuccess && cudaEventCreate(&start) == cudaSuccess &&
+              cudaEventCreate(&stop) == cudaSuccess;
     for (size_t i = 0; ok && i < shapes.size(); ++i)
         ok = cudaMalloc(&w[i], size_t(shapes[i].n) * size_t(shapes[i].k) * 2) == cudaSuccess &&
              cudaMemset(w[i], 0x3c, size_t(shapes[i].n) * size_t(shapes[i].k) * 2) == cudaSuccess;
     if (ok) ok = cudaMemset(x, 0x3c, size_t(t) * size_t(max_k) * 2) == cudaSuccess;  // bf16 0x3c3c ~ 0.0115
     auto run = [&] {
-        const float alpha = 1.0f, beta = 0.0f;
-        for (size_t i = 0; ok && i < shapes.size(); ++i) {
-            // Row-major Y[t, n] = X[t, k] * W[n, k]^T is column-major Y^T = W^T(op T) * X^T.
-            const int n = int(shapes[i].n), k = int(shapes[i].k);
-            ok = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, t, k, &alpha, w[i], CUDA_R_16BF, k, x, CUDA_R_16BF, k,
-                              &beta, y, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
-        }
+        for (size_t i = 0; ok && i < shapes.size(); ++i) ok = gemm(x, w[i], y, int(shapes[i].n), int(shapes[i].k));
     };
     if (ok) {
         run();
@@ -480,11 +475,48 @@ double cublas_bf16_tflops(const ModelConfig& c, int t) {
     for (void* p : w) cudaFree(p);
     cudaFree(x);
     cudaFree(y);
-    if (handle) cublasDestroy(handle);
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
     cudaGetLastError();
-    return memo[key] = result;
+    return result;
+}
+
+// cuBLAS BF16 GEMM throughput (FP32 accumulate, cublasGemmEx, its own heuristic) on those shapes:
+// the practical ceiling of the prefill's GEMMs on this device. Memoised per (shape, t).
+double cublas_bf16_tflops(const ModelConfig& c, int t) {
+    static std::map<std::pair<int64_t, int>, double> memo;
+    const auto key = std::make_pair(int64_t(c.dim) * 1000003 + c.ffn_dim, t);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+    cublasHandle_t handle = nullptr;
+    if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) return memo[key] = 0;
+    const double r = layer_gemms_tflops(c, t, [&](const void* x, const void* w, void* y, int n, int k) {
+        const float alpha = 1.0f, beta = 0.0f;
+        // Row-major Y[t, n] = X[t, k] * W[n, k]^T is column-major Y^T = W^T(op T) * X^T.
+        return cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, t, k, &alpha, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k,
+                            &beta, y, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+    });
+    cublasDestroy(handle);
+    return memo[key] = r;
+}
+
+// Our own tiled GEMM kernel (CONTEXTCACHE_CUDA_GEMM=own's prefill kernel) on the same shapes, one
+// weight a launch, in blocks of 128 rows or of 64 (cuda/gemm_mma_kernels.cuh): which height pays at
+// which M is what these figures are for (the backend picks by geom::gemm_mma_block_rows). The
+// backend itself runs a long prefill in chunks of max_batch_tokens (512) rows.
+double own_gemm_tflops(const ModelConfig& c, int t, cuda::kern::GemmKernel kernel) {
+    static std::map<std::tuple<int64_t, int, int>, double> memo;
+    const auto key = std::make_tuple(int64_t(c.dim) * 1000003 + c.ffn_dim, t, int(kernel));
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+    return memo[key] = layer_gemms_tflops(c, t, [&](const void* x, const void* w, void* y, int n, int k) {
+               try {
+                   const cuda::kern::GemmOut out{static_cast<const uint16_t*>(w), static_cast<float*>(y), n};
+                   cuda::gemm_mma_launch(static_cast<const uint16_t*>(x), std::span(&out, 1), t, k, kernel, nullptr);
+               } catch (const std::exception& e) {
+                   std::cerr << "bench_prefill: own gemm: " << e.what() << "\n";
+                   return false;
+               }
+               return true;
+           });
 }
 
 // The models: the small bench shape above and the Qwen3-8B shape (the target shape).
@@ -544,6 +576,10 @@ void BM_cuda_prefill(benchmark::State& state, const std::string& name, const ben
     if (cublas > 0) {
         state.counters["cublas_gemm_tflops"] = cublas;
         state.counters["fraction_of_cublas_gemm"] = tflops / cublas;
+    }
+    if (t > cuda::geom::kGemmRowsMax) {  // our tiled kernel's two block heights on the same shapes
+        state.counters["own_gemm_tflops_128_rows"] = own_gemm_tflops(w.config, t, cuda::kern::GemmKernel::tiled);
+        state.counters["own_gemm_tflops_64_rows"] = own_gemm_tflops(w.config, t, cuda::kern::GemmKernel::tiled_half);
     }
     if (name == "qwen3-8b" && t == 3000 && dev.peak_bf16_tflops > 0) {
         state.counters["target_fraction_of_peak"] = 0.5;

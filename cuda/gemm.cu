@@ -171,7 +171,7 @@ void GemmPlan::run(const Context& ctx, const uint16_t* x, const uint16_t* w, flo
     check_rows(m);
     if (m == 0) return;
     if (own_) {
-        gemm_mma(x, w, y, m, n_, k_, ctx.stream());
+        gemm_mma(x, w, y, m, n_, k_, ctx.info().sm_count, ctx.stream());
         return;
     }
     if (fallback_) {
@@ -199,7 +199,8 @@ void run_projections(const Context& ctx, const uint16_t* x, int m, std::span<con
         ps[i].plan->check_rows(m);
         outs[i] = {ps[i].w, ps[i].y, ps[i].plan->n()};
     }
-    gemm_mma_group(x, std::span<const kern::GemmOut>(outs, ps.size()), m, ps[0].plan->k(), ctx.stream());
+    gemm_mma_group(x, std::span<const kern::GemmOut>(outs, ps.size()), m, ps[0].plan->k(), ctx.info().sm_count,
+                   ctx.stream());
 }
 
 }  // namespace cc::cuda

@@ -21,11 +21,18 @@ enum class GemmImpl {
 };
 
 // Our tensor-core family (gemm_mma_kernels.cuh): m <= geom::kGemmRowsMax rows through the rows
-// kernel, more through the tiled one; a row gets the same bits from either. k a multiple of 16.
-void gemm_mma(const uint16_t* x, const uint16_t* w, float* y, int m, int n, int k, cudaStream_t stream);
+// kernel, more through the tiled one, in blocks of 128 rows or, where those would leave some of the
+// device's sm_count SMs idle, of 64 (kern::gemm_kernel_for; sm_count 0: always 128); a row gets the
+// same bits from each. k a multiple of 16.
+void gemm_mma(const uint16_t* x, const uint16_t* w, float* y, int m, int n, int k, int sm_count, cudaStream_t stream);
 // Up to kern::kGemmMaxGroup weights that read the same X, in one launch of that family: each output
 // gets the bits gemm_mma gives it alone (kern::GemmGroup).
-void gemm_mma_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k, cudaStream_t stream);
+void gemm_mma_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k, int sm_count,
+                    cudaStream_t stream);
+// The same with the kernel named (the self-test and the benchmarks compare them; the rows kernel
+// takes at most geom::kGemmRowsMax rows).
+void gemm_mma_launch(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k, kern::GemmKernel kernel,
+                     cudaStream_t stream);
 
 // Y[m][n] (f32, row-major) = X[m][k] (bf16, row-major) · W[n][k]ᵀ (bf16, row-major as torch's
 // Linear weight), FP32 accumulate, for any 1 <= m <= max_m with the same arithmetic.

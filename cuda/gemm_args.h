@@ -4,6 +4,7 @@
 
 #include "cuda/launch_geometry.h"
 
+#include <algorithm>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -27,17 +28,28 @@ struct GemmGroup {
     int count = 0;
 };
 
-// Which of the two kernels runs: the rows kernel up to geom::kGemmRowsMax rows, else the tiled one
-// (a test may ask for either at any row count: a row gets the same bits from both).
-enum class GemmKernel { rows, tiled };
-inline GemmKernel gemm_kernel_for(int m) {
-    return m <= geom::kGemmRowsMax ? GemmKernel::rows : GemmKernel::tiled;
+// Which kernel runs: the rows kernel up to geom::kGemmRowsMax rows, else the tiled one, in blocks
+// of 128 rows or, where those would leave SMs idle, of 64 (geom::gemm_mma_block_rows). A row gets
+// the same bits from all three, so a test may ask for any of them at any row count.
+enum class GemmKernel { rows, tiled, tiled_half };
+inline int gemm_column_blocks(std::span<const GemmOut> outs, int per_block) {
+    int blocks = 0;
+    for (const GemmOut& o : outs) blocks += int(geom::ceil_div(uint64_t(std::max(o.n, 1)), uint64_t(per_block)));
+    return blocks;
+}
+// sm_count 0 (unknown, or a caller that wants the 128-row blocks): never the half-height blocks.
+inline GemmKernel gemm_kernel_for(int m, std::span<const GemmOut> outs, int sm_count) {
+    if (m <= geom::kGemmRowsMax) return GemmKernel::rows;
+    return geom::gemm_mma_block_rows(m, gemm_column_blocks(outs, geom::kGemmMmaTile), sm_count) == geom::kGemmMmaTile
+               ? GemmKernel::tiled
+               : GemmKernel::tiled_half;
 }
 
 inline GemmGroup make_gemm_group(std::span<const GemmOut> outs, GemmKernel kernel) {
     if (outs.empty() || outs.size() > size_t(kGemmMaxGroup))
         throw std::invalid_argument("gemm group: 1.." + std::to_string(kGemmMaxGroup) + " weights, got " +
                                     std::to_string(outs.size()));
+    // columns of n per block: both tiled heights take 128 (only the rows per block differ)
     const int per_block = kernel == GemmKernel::rows ? 8 * geom::kGemmRowsWarps : geom::kGemmMmaTile;
     GemmGroup g;
     g.count = int(outs.size());
@@ -51,7 +63,9 @@ inline GemmGroup make_gemm_group(std::span<const GemmOut> outs, GemmKernel kerne
 
 // The launch of `kernel` for m rows of group g: every weight's blocks along x.
 inline geom::Launch gemm_group_launch(const GemmGroup& g, int m, GemmKernel kernel) {
-    geom::Launch l = kernel == GemmKernel::rows ? geom::gemm_mma_rows(m, 1) : geom::gemm_mma_tiled(m, 1);
+    geom::Launch l = kernel == GemmKernel::rows    ? geom::gemm_mma_rows(m, 1)
+                     : kernel == GemmKernel::tiled ? geom::gemm_mma_tiled(m, 1, geom::kGemmMmaTile)
+                                                   : geom::gemm_mma_tiled(m, 1, geom::kGemmMmaTileHalf);
     l.grid.x = unsigned(g.first_block[g.count]);
     geom::check_grid(l, kernel == GemmKernel::rows ? "gemm_mma_rows (group)" : "gemm_mma_tiled (group)");
     return l;

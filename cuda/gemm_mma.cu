@@ -5,14 +5,34 @@
 
 namespace cc::cuda {
 
-void gemm_mma_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k, cudaStream_t stream) {
+namespace {
+
+template <int MW>
+void launch_tiled(const geom::Launch& l, const uint16_t* x, const kern::GemmGroup& g, int m, int k,
+                  cudaStream_t stream) {
+    using kern::detail::gemm_mma_tiled_kernel;
+    if (l.smem_bytes > geom::kSmemDefaultBytes)
+        CC_CUDA_CHECK(cudaFuncSetAttribute(gemm_mma_tiled_kernel<MW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(l.smem_bytes)));
+    gemm_mma_tiled_kernel<MW><<<dim3(l.grid.x, l.grid.y), dim3(l.block.x), l.smem_bytes, stream>>>(x, g, m, k);
+    CC_CUDA_CHECK_LAUNCH("gemm_mma_tiled_kernel");
+}
+
+}  // namespace
+
+void gemm_mma_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k, int sm_count,
+                    cudaStream_t stream) {
+    gemm_mma_launch(x, outs, m, k, kern::gemm_kernel_for(m, outs, sm_count), stream);
+}
+
+void gemm_mma_launch(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k, kern::GemmKernel kernel,
+                     cudaStream_t stream) {
     if (m == 0) return;
     for (const kern::GemmOut& o : outs)
         if (!geom::gemm_mma_shape_ok(o.n, k))
             throw CudaError("gemm_mma: k=" + std::to_string(k) + " is not a multiple of 16 (n=" + std::to_string(o.n) +
                             ")");
     using namespace kern::detail;
-    const kern::GemmKernel kernel = kern::gemm_kernel_for(m);
     const kern::GemmGroup g = kern::make_gemm_group(outs, kernel);
     const geom::Launch l = kern::gemm_group_launch(g, m, kernel);
     if (kernel == kern::GemmKernel::rows) {
@@ -34,16 +54,15 @@ void gemm_mma_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int 
         CC_CUDA_CHECK_LAUNCH("gemm_mma_rows_kernel");
         return;
     }
-    if (l.smem_bytes > geom::kSmemDefaultBytes)
-        CC_CUDA_CHECK(cudaFuncSetAttribute(gemm_mma_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(l.smem_bytes)));
-    gemm_mma_tiled_kernel<<<dim3(l.grid.x, l.grid.y), dim3(l.block.x), l.smem_bytes, stream>>>(x, g, m, k);
-    CC_CUDA_CHECK_LAUNCH("gemm_mma_tiled_kernel");
+    if (kernel == kern::GemmKernel::tiled)
+        launch_tiled<4>(l, x, g, m, k, stream);
+    else
+        launch_tiled<2>(l, x, g, m, k, stream);
 }
 
-void gemm_mma(const uint16_t* x, const uint16_t* w, float* y, int m, int n, int k, cudaStream_t stream) {
+void gemm_mma(const uint16_t* x, const uint16_t* w, float* y, int m, int n, int k, int sm_count, cudaStream_t stream) {
     const kern::GemmOut one{w, y, n};
-    gemm_mma_group(x, std::span<const kern::GemmOut>(&one, 1), m, k, stream);
+    gemm_mma_group(x, std::span<const kern::GemmOut>(&one, 1), m, k, sm_count, stream);
 }
 
 }  // namespace cc::cuda

@@ -129,18 +129,23 @@ __device__ __forceinline__ int gemm_tile_chunk(int row, int chunk) {
     return chunk ^ (((row >> 1) & 1) << 1);
 }
 
-// The tiled kernel: a block of 4 warps computes 128 x 128 outputs, warp (wm, wn) 64 x 64 of them
-// (4 m-tiles x 8 n-tiles: 32 mma's for 16 fragment loads a step). K goes through shared memory 32
-// at a time in a ring of kGemmMmaStages tiles filled by cp.async: while the block multiplies tile
-// kt, tiles kt+1 .. kt+3 are on their way (outside the matrices they are zeros; the last tile may
-// hold one step, and only the steps that exist are run).
-__global__ void __launch_bounds__(geom::kGemmMmaThreads, 2)
+// The tiled kernel: a block of 4 warps computes TM x 128 outputs, TM = 32 MW (128 or 64 rows),
+// warp (wm, wn) 16 MW x 64 of them (MW m-tiles x 8 n-tiles: 8 MW mma's for 2 MW + 8 fragment loads
+// a step). K goes through shared memory 32 at a time in a ring of kGemmMmaStages tiles filled by
+// cp.async: while the block multiplies tile kt, tiles kt+1 .. kt+3 are on their way (outside the
+// matrices they are zeros; the last tile may hold one step, and only the steps that exist are run).
+// The height only shares the outputs out differently: each is still one chain over K, so a row
+// gets the same bits from either (64-row blocks are for grids that 128-row ones leave too small).
+template <int MW>
+__global__ void __launch_bounds__(geom::kGemmMmaThreads, MW == 4 ? 2 : 3)
     gemm_mma_tiled_kernel(const uint16_t* __restrict__ x, const GemmGroup grp, int m, int k) {
-    constexpr int T = geom::kGemmMmaTile, KT = geom::kGemmMmaKTile, S = geom::kGemmMmaStages;
+    constexpr int T = geom::kGemmMmaTile, TM = 32 * MW, KT = geom::kGemmMmaKTile, S = geom::kGemmMmaStages;
     constexpr int NT = geom::kGemmMmaThreads, CH = KT / 8;  // 16-byte pieces per tile row
-    constexpr int kCopies = T * CH / NT;                    // pieces per thread per operand and tile
+    constexpr int kCopiesX = TM * CH / NT, kCopiesW = T * CH / NT;  // pieces per thread and tile
+    static_assert(MW == 4 || MW == 2, "blocks of 128 or 64 rows (geom::gemm_mma_tiled)");
     static_assert(KT == 32, "gemm_tile_chunk's swizzle is for 64-byte rows");
-    CC_DYNAMIC_SMEM(uint16_t, smem);  // stage s: its X tile at smem + s * 2 * T * KT, then its W tile
+    static_assert(TM * CH % NT == 0 && T * CH % NT == 0, "every thread copies whole pieces");
+    CC_DYNAMIC_SMEM(uint16_t, smem);  // stage s: its X tile at smem + s * (TM + T) * KT, then its W tile
     const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
     const int g = lane / 4, t = lane % 4, wm = warp / 2, wn = warp % 2;
     int block = 0;
@@ -148,19 +153,22 @@ __global__ void __launch_bounds__(geom::kGemmMmaThreads, 2)
     const uint16_t* __restrict__ w = o.w;
     float* __restrict__ y = o.y;
     const int n = o.n;
-    const int m0 = int(blockIdx.y) * T, n0 = block * T;
+    const int m0 = int(blockIdx.y) * TM, n0 = block * T;
     const int steps = k / 16, tiles = (steps + 1) / 2;
 
     auto fill = [&](int stage, int kt) {  // issue the copies of tile kt into `stage`
-        uint16_t* xs = smem + size_t(stage) * 2 * T * KT;
-        uint16_t* ws = xs + T * KT;
+        uint16_t* xs = smem + size_t(stage) * (TM + T) * KT;
+        uint16_t* ws = xs + TM * KT;
         const int k0 = kt * KT;
-        for (int i = 0; i < kCopies; ++i) {
+        for (int i = 0; i < kCopiesW; ++i) {
             const int e = tid + i * NT, row = e / CH, c = e % CH;
             const bool kin = k0 + 8 * c < k;  // K is a multiple of 16: a piece is wholly in or out
-            const bool xin = kin && m0 + row < m, win = kin && n0 + row < n;
             const int dst = row * KT + 8 * gemm_tile_chunk(row, c);
-            cp_async_16(xs + dst, xin ? x + size_t(m0 + row) * size_t(k) + size_t(k0 + 8 * c) : x, xin);
+            if (i < kCopiesX) {
+                const bool xin = kin && m0 + row < m;
+                cp_async_16(xs + dst, xin ? x + size_t(m0 + row) * size_t(k) + size_t(k0 + 8 * c) : x, xin);
+            }
+            const bool win = kin && n0 + row < n;
             cp_async_16(ws + dst, win ? w + size_t(n0 + row) * size_t(k) + size_t(k0 + 8 * c) : w, win);
         }
     };
@@ -169,9 +177,9 @@ __global__ void __launch_bounds__(geom::kGemmMmaThreads, 2)
         return ld_k4(tile + row * KT + 8 * gemm_tile_chunk(row, 2 * s + t / 2) + 4 * (t % 2));
     };
 
-    float acc[4][8][4];
+    float acc[MW][8][4];
 #pragma unroll
-    for (int a = 0; a < 4; ++a)
+    for (int a = 0; a < MW; ++a)
 #pragma unroll
         for (int b = 0; b < 8; ++b)
 #pragma unroll
@@ -186,22 +194,22 @@ __global__ void __launch_bounds__(geom::kGemmMmaThreads, 2)
         __syncthreads();         // everyone's too; and everyone is done with tile kt - 1
         if (kt + S - 1 < tiles) fill((kt + S - 1) % S, kt + S - 1);  // into tile kt - 1's stage
         cp_async_commit();
-        const uint16_t* xs = smem + size_t(kt % S) * 2 * T * KT;
-        const uint16_t* ws = xs + T * KT;
+        const uint16_t* xs = smem + size_t(kt % S) * (TM + T) * KT;
+        const uint16_t* ws = xs + TM * KT;
 #pragma unroll
         for (int s = 0; s < KT / 16; ++s) {
             if (2 * kt + s >= steps) break;
-            Bf16x4 a0[4], a1[4], b[8];
+            Bf16x4 a0[MW], a1[MW], b[8];
 #pragma unroll
-            for (int mt = 0; mt < 4; ++mt) {
-                const int r = wm * 64 + mt * 16 + g;
+            for (int mt = 0; mt < MW; ++mt) {
+                const int r = wm * 16 * MW + mt * 16 + g;
                 a0[mt] = frag(xs, r, s);
                 a1[mt] = frag(xs, r + 8, s);
             }
 #pragma unroll
             for (int nt = 0; nt < 8; ++nt) b[nt] = frag(ws, wn * 64 + nt * 8 + g, s);
 #pragma unroll
-            for (int mt = 0; mt < 4; ++mt) {
+            for (int mt = 0; mt < MW; ++mt) {
                 const uint32_t af[4] = {a0[mt].lo, a1[mt].lo, a0[mt].hi, a1[mt].hi};
 #pragma unroll
                 for (int nt = 0; nt < 8; ++nt) mma_16816(acc[mt][nt], af, b[nt].lo, b[nt].hi);
@@ -212,12 +220,12 @@ __global__ void __launch_bounds__(geom::kGemmMmaThreads, 2)
 
     const bool pairs = n % 2 == 0;  // then (c, c + 1) is one 8-byte store
 #pragma unroll
-    for (int mt = 0; mt < 4; ++mt)
+    for (int mt = 0; mt < MW; ++mt)
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int r = m0 + wm * 64 + mt * 16 + g + 8 * h;
+                const int r = m0 + wm * 16 * MW + mt * 16 + g + 8 * h;
                 const int c = n0 + wn * 64 + nt * 8 + 2 * t;
                 if (r >= m) continue;
                 float* out = y + size_t(r) * size_t(n) + size_t(c);

@@ -288,13 +288,17 @@ inline Launch gemm_fallback(int m, int n) {
 // kernels, so a row gets the same bits from either, whatever the row count:
 //   rows:  m <= kGemmRowsMax (decode steps, small chunks): a warp per 8 outputs of n, reading its
 //          8 weight rows once for every m-tile (the weights streamed at the memory bandwidth);
-//   tiled: larger m (prefill): blocks of kGemmMmaTile x kGemmMmaTile outputs, 4 warps of 64 x 64,
-//          K through a pipeline of kGemmMmaStages shared-memory tiles of kGemmMmaKTile (cp.async).
-inline constexpr int kGemmRowsMax = 64;   // 4 m-tiles of 16
-inline constexpr int kGemmRowsWarps = 4;  // warps per block of the rows kernel
-inline constexpr int kGemmMmaTile = 128;  // tiled kernel: 128 x 128 outputs per block
-inline constexpr int kGemmMmaKTile = 32;  // two k16 steps per shared-memory tile (64-byte rows)
-inline constexpr int kGemmMmaStages = 4;  // tiles in flight: three being copied while one is used
+//   tiled: larger m (prefill): blocks of kGemmMmaTile columns of n and kGemmMmaTile rows (or
+//          kGemmMmaTileHalf, where blocks of 128 rows would leave SMs idle), 4 warps of 64 x 64 (or
+//          32 x 64), K through a pipeline of kGemmMmaStages shared-memory tiles of kGemmMmaKTile
+//          (cp.async). A block's height changes how the outputs are shared out, not a chain.
+inline constexpr int kGemmRowsMax = 64;        // 4 m-tiles of 16
+inline constexpr int kGemmRowsWarps = 4;       // warps per block of the rows kernel
+inline constexpr int kGemmMmaTile = 128;       // tiled kernel: 128 x 128 outputs per block
+inline constexpr int kGemmMmaTileHalf = 64;    // ... or 64 x 128 where the grid is small
+inline constexpr int kGemmMmaBlocksPerSm = 2;  // 128-row blocks an SM holds (64 KiB, 227 registers each)
+inline constexpr int kGemmMmaKTile = 32;       // two k16 steps per shared-memory tile (64-byte rows)
+inline constexpr int kGemmMmaStages = 4;       // tiles in flight: three being copied while one is used
 inline constexpr int kGemmMmaThreads = 128;
 inline bool gemm_mma_shape_ok(int n, int k) {
     return n >= 1 && k >= 16 && k % 16 == 0;
@@ -308,15 +312,28 @@ inline Launch gemm_mma_rows(int m, int n) {
     check_grid(l, "gemm_mma_rows");
     return l;
 }
-inline Launch gemm_mma_tiled(int m, int n) {
+inline Launch gemm_mma_tiled(int m, int n, int block_rows = kGemmMmaTile) {
     require(m >= 1 && n >= 1, "gemm (tiled kernel): empty output");
+    require(block_rows == kGemmMmaTile || block_rows == kGemmMmaTileHalf,
+            "gemm (tiled kernel): blocks of 128 or 64 rows");
     Launch l;
-    l.grid = {unsigned(ceil_div(uint64_t(n), kGemmMmaTile)), unsigned(ceil_div(uint64_t(m), kGemmMmaTile)), 1};
+    l.grid = {unsigned(ceil_div(uint64_t(n), kGemmMmaTile)), unsigned(ceil_div(uint64_t(m), block_rows)), 1};
     l.block = {kGemmMmaThreads, 1, 1};
-    // every stage holds an X tile and a W tile of kGemmMmaTile rows x kGemmMmaKTile bf16 (64 KiB)
-    l.smem_bytes = size_t(kGemmMmaStages) * 2 * kGemmMmaTile * kGemmMmaKTile * 2;
+    // every stage holds an X tile of block_rows rows and a W tile of kGemmMmaTile rows, each row
+    // kGemmMmaKTile bf16 (64 KiB for 128-row blocks, 48 KiB for 64-row ones)
+    l.smem_bytes = size_t(kGemmMmaStages) * size_t(block_rows + kGemmMmaTile) * kGemmMmaKTile * 2;
     check_grid(l, "gemm_mma_tiled");
     return l;
+}
+// The tiled kernel's block height for m rows over `column_blocks` blocks of 128 columns (every
+// weight of a grouped launch together) on a device of sm_count SMs: 128 rows, unless that gives
+// fewer blocks than the SMs hold (kGemmMmaBlocksPerSm each), e.g. a 512-row prefill chunk through
+// o_proj or down_proj of the 8B shape: 4 x 32 = 128 blocks for 132 SMs, one block and 4 warps an
+// SM; 64-row blocks make 256. sm_count 0 (unknown) keeps 128.
+inline int gemm_mma_block_rows(int m, int column_blocks, int sm_count) {
+    const uint64_t blocks = ceil_div(uint64_t(m), kGemmMmaTile) * uint64_t(column_blocks);
+    return sm_count > 0 && blocks < uint64_t(kGemmMmaBlocksPerSm) * uint64_t(sm_count) ? kGemmMmaTileHalf
+                                                                                       : kGemmMmaTile;
 }
 
 // ---- uploads through the pinned staging buffer (Context::upload_pieces) ------------------------

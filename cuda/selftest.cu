@@ -516,6 +516,51 @@ void check_gemm_group(const Context& ctx, Table& t) {
     });
 }
 
+// The tiled kernel's two block heights (128 rows; 64 where 128 would leave SMs idle: the 8B shape's
+// 512-row prefill chunks through o_proj and down_proj) give every output the same bits, and the
+// rows kernel gives its rows those bits too. The rule that picks the height is
+// geom::gemm_mma_block_rows; on this device these shapes may take either, so both are run by name.
+void check_gemm_tiles(const Context& ctx, Table& t, bool quick) {
+    struct Case {
+        int n, k, m;
+    };
+    std::vector<Case> cases = {{1000, 1024, 130}, {4096, 1024, 200}};
+    if (!quick) cases.insert(cases.end(), {{4096, 4096, 512}, {4096, 12288, 512}});
+    std::mt19937 rng(18);
+    for (const Case& c : cases) {
+        const std::string shape =
+            "n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m=" + std::to_string(c.m);
+        t.guarded("gemm own mma, block heights", shape, [&] {
+            Guarded gx(ctx, size_t(c.m) * c.k * 2, "x"), gw(ctx, size_t(c.n) * c.k * 2, "w"),
+                tall(ctx, size_t(c.m) * c.n * 4, "y 128"), half(ctx, size_t(c.m) * c.n * 4, "y 64"),
+                rows(ctx, size_t(geom::kGemmRowsMax) * c.n * 4, "y rows");
+            gx.set(to_bf16(normals(rng, size_t(c.m) * c.k)));
+            gw.set(to_bf16(normals(rng, size_t(c.n) * c.k)));
+            const kern::GemmOut to_tall{gw.as<uint16_t>(), tall.as<float>(), c.n},
+                to_half{gw.as<uint16_t>(), half.as<float>(), c.n}, to_rows{gw.as<uint16_t>(), rows.as<float>(), c.n};
+            gemm_mma_launch(gx.as<uint16_t>(), std::span(&to_tall, 1), c.m, c.k, kern::GemmKernel::tiled, ctx.stream());
+            gemm_mma_launch(gx.as<uint16_t>(), std::span(&to_half, 1), c.m, c.k, kern::GemmKernel::tiled_half,
+                            ctx.stream());
+            const int r0 = 60, nr = std::min(geom::kGemmRowsMax, c.m - r0);  // across a 64-row block's edge
+            gemm_mma_launch(gx.as<uint16_t>() + size_t(r0) * c.k, std::span(&to_rows, 1), nr, c.k,
+                            kern::GemmKernel::rows, ctx.stream());
+            ctx.sync();
+            const std::vector<float> a = tall.get<float>(), b = half.get<float>(), r = rows.get<float>();
+            size_t mism = 0;
+            for (size_t i = 0; i < a.size(); ++i) mism += km::f32_bits(a[i]) != km::f32_bits(b[i]);
+            for (size_t i = 0; i < size_t(nr) * size_t(c.n); ++i)
+                mism += km::f32_bits(r[i]) != km::f32_bits(b[size_t(r0) * c.n + i]);
+            t.add_output("gemm own mma: 64-row blocks == 128-row blocks == rows kernel (bits)",
+                         shape + " (auto: " +
+                             std::to_string(geom::gemm_mma_block_rows(
+                                 c.m, int(geom::ceil_div(uint64_t(c.n), geom::kGemmMmaTile)), ctx.info().sm_count)) +
+                             " rows)",
+                         double(mism), 0, count_nonfinite(b),
+                         gx.guards_intact() && tall.guards_intact() && half.guards_intact() && rows.guards_intact());
+        });
+    }
+}
+
 // Uploads through the staging buffer, staged (the default) and as a ring of slices
 // (CudaBackendOptions::upload_ring): 37 MiB in pieces of uneven sizes through 8 MiB of staging (the
 // ring wraps several times), then read back: every byte arrives.
@@ -1104,6 +1149,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& options) {
         t.guarded("qk_norm + rope", "", [&] { check_qk_rope(ctx, t, options.quick); });
         check_gemm(ctx, t, options.quick);
         check_gemm_group(ctx, t);
+        check_gemm_tiles(ctx, t, options.quick);
         check_attention(ctx, t, options.quick);
         t.guarded("argmax / sampling", "", [&] { check_argmax_sampling(ctx, t); });
         check_uploads(options.device, t);

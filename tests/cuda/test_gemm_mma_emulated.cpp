@@ -4,6 +4,8 @@
 // - both kernels against a float64 reference (bf16 operands, f32 accumulation);
 // - the rows kernel (decode steps, m <= 64) gives every row the tiled kernel's bits (prefill), at
 //   every row count: the exactness the backend needs (a decode row == that row inside a prefill);
+// - the tiled kernel's 64-row blocks (for grids that 128-row blocks leave too small) give every row
+//   the bits of its 128-row blocks;
 // - edges: m and n not multiples of the tiles, K a multiple of 16 but not of the 32 of a tile.
 // The instruction's own rounding on a tensor core is not modelled (the emulated mma rounds its 16
 // products once, in any slot order): the device's self-test rows check the same on the hardware.
@@ -48,7 +50,9 @@ void launch_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m,
     const int mt = (m + 15) / 16;
     cc_emu::launch({l.grid.x, l.grid.y, 1}, {l.block.x, 1, 1}, l.smem_bytes, [&] {
         if (kernel == kern::GemmKernel::tiled)
-            gemm_mma_tiled_kernel(x, g, m, k);
+            gemm_mma_tiled_kernel<4>(x, g, m, k);
+        else if (kernel == kern::GemmKernel::tiled_half)
+            gemm_mma_tiled_kernel<2>(x, g, m, k);
         else if (mt == 1)
             gemm_mma_rows_kernel<1>(x, g, m, k);
         else if (mt == 2)
@@ -69,6 +73,9 @@ std::vector<float> run_kernel(const Problem& p, int m, kern::GemmKernel kernel, 
 }
 std::vector<float> run_tiled(const Problem& p, int m) {
     return run_kernel(p, m, kern::GemmKernel::tiled);
+}
+std::vector<float> run_tiled_half(const Problem& p, int m) {
+    return run_kernel(p, m, kern::GemmKernel::tiled_half);
 }
 std::vector<float> run_rows(const Problem& p, int m, int row0 = 0) {
     return run_kernel(p, m, kern::GemmKernel::rows, row0);
@@ -129,21 +136,72 @@ TEST(GemmMmaEmulated, TheTiledPipelineCoversBlocksEdgesAndTheRing) {
     EXPECT_TRUE(same_bits(run_rows(q, q.m).data(), q_tiled.data(), q_tiled.size()));
 }
 
+TEST(GemmMmaEmulated, SixtyFourRowBlocksGiveTheBitsOfHundredTwentyEightRowBlocks) {
+    // three block rows of 64 (the last partial) over two partial column blocks, K through the whole
+    // ring (11 steps): each row's bits those of the 128-row blocks, and of the rows kernel where it
+    // runs, and near float64
+    const Problem p = make_problem(150, 136, 176, 9);
+    const auto tall = run_tiled(p, p.m), half = run_tiled_half(p, p.m);
+    EXPECT_LT(max_rel_error(p, half, p.m), 1e-5);
+    EXPECT_TRUE(same_bits(half.data(), tall.data(), half.size()));
+    const auto rows = run_rows(p, 21, 60);  // rows 60..80: across the first 64-row block's edge
+    EXPECT_TRUE(same_bits(rows.data(), half.data() + size_t(60) * p.n, size_t(21) * p.n));
+    // a single partial block row, an odd n, a K of one step
+    const Problem q = make_problem(65, 131, 16, 10);
+    const auto q_half = run_tiled_half(q, q.m);
+    EXPECT_LT(max_rel_error(q, q_half, q.m), 1e-5);
+    EXPECT_TRUE(same_bits(q_half.data(), run_tiled(q, q.m).data(), q_half.size()));
+}
+
+TEST(GemmMmaEmulated, BlocksOfSixtyFourRowsOnlyWhereOneHundredTwentyEightLeaveSmsIdle) {
+    const int sms = 132;  // an H100 SXM
+    auto kernel = [&](int m, std::vector<int> ns, int sm_count) {
+        std::vector<kern::GemmOut> outs;
+        for (int n : ns) outs.push_back({nullptr, nullptr, n});
+        return kern::gemm_kernel_for(m, outs, sm_count);
+    };
+    // the 8B shape's 512-row prefill chunk: o_proj and down_proj (n 4096) have 4 x 32 = 128 blocks
+    // of 128 rows for 132 SMs that hold two each, q | k | v (4096 + 1024 + 1024) 4 x 48 = 192
+    EXPECT_EQ(kernel(512, {4096}, sms), kern::GemmKernel::tiled_half);
+    EXPECT_EQ(kernel(512, {4096, 1024, 1024}, sms), kern::GemmKernel::tiled_half);
+    // gate | up (2 x 12288): 4 x 192 = 768 blocks; a 3,000-row chunk: 24 x 32 = 768
+    EXPECT_EQ(kernel(512, {12288, 12288}, sms), kern::GemmKernel::tiled);
+    EXPECT_EQ(kernel(3000, {4096}, sms), kern::GemmKernel::tiled);
+    EXPECT_EQ(geom::gemm_mma_block_rows(1024, 33, sms), geom::kGemmMmaTile);  // 8 x 33 = 264: exactly full
+    EXPECT_EQ(geom::gemm_mma_block_rows(1024, 32, sms), geom::kGemmMmaTileHalf);
+    // decode and short suffixes: the rows kernel; no device count: 128 rows
+    EXPECT_EQ(kernel(64, {4096}, sms), kern::GemmKernel::rows);
+    EXPECT_EQ(kernel(65, {4096}, sms), kern::GemmKernel::tiled_half);
+    EXPECT_EQ(kernel(512, {4096}, 0), kern::GemmKernel::tiled);
+    // the launch: rows of 64, the same columns, less shared memory
+    const geom::Launch half = geom::gemm_mma_tiled(512, 4096, geom::kGemmMmaTileHalf);
+    EXPECT_EQ(half.grid.y, 8u);
+    EXPECT_EQ(half.grid.x, 32u);
+    EXPECT_EQ(half.smem_bytes, size_t(48) << 10);
+    EXPECT_THROW(geom::gemm_mma_tiled(512, 4096, 32), std::invalid_argument);
+}
+
 TEST(GemmMmaEmulated, AGroupOfWeightsInOneLaunchGivesEachItsOwnBits) {
     // q | k | v or gate | up: three weights of different n (not multiples of either kernel's
     // blocks) read the same X in one launch; each Y == that weight's launch alone, in both kernels
     const int k = 48;
     const Problem a = make_problem(70, 72, k, 6), b = make_problem(70, 24, k, 7), c = make_problem(70, 40, k, 8);
-    for (int m : {1, 19, 70}) {
-        SCOPED_TRACE("m " + std::to_string(m));
+    struct Case {
+        int m;
+        kern::GemmKernel kernel;
+    };
+    for (const Case cs : {Case{1, kern::GemmKernel::rows}, Case{19, kern::GemmKernel::rows},
+                          Case{70, kern::GemmKernel::tiled}, Case{70, kern::GemmKernel::tiled_half}}) {
+        const int m = cs.m;
+        SCOPED_TRACE("m " + std::to_string(m) + " kernel " + std::to_string(int(cs.kernel)));
         std::vector<float> ya(size_t(m) * a.n, NAN), yb(size_t(m) * b.n, NAN), yc(size_t(m) * c.n, NAN);
         const kern::GemmOut outs[] = {
             {a.w.data(), ya.data(), a.n}, {b.w.data(), yb.data(), b.n}, {c.w.data(), yc.data(), c.n}};
-        launch_group(a.x.data(), outs, m, k, kern::gemm_kernel_for(m));
+        launch_group(a.x.data(), outs, m, k, cs.kernel);
         for (const auto* p : {&a, &b, &c}) {
             Problem alone = *p;
             alone.x = a.x;  // the group's X
-            const auto want = run_kernel(alone, m, kern::gemm_kernel_for(m));
+            const auto want = run_kernel(alone, m, cs.kernel);
             const auto& got = p == &a ? ya : p == &b ? yb : yc;
             EXPECT_TRUE(same_bits(got.data(), want.data(), want.size())) << "weight of n " << p->n;
         }
@@ -209,6 +267,7 @@ TEST(GemmMmaEmulated, GeometryRefusesWhatTheKernelsCannotRun) {
     EXPECT_EQ(geom::gemm_mma_rows(1, 4096).grid.x, 4096u / (8 * geom::kGemmRowsWarps));
     EXPECT_EQ(geom::gemm_mma_tiled(3000, 4096).grid.y, 24u);
     EXPECT_EQ(geom::gemm_mma_tiled(3000, 4096).grid.x, 32u);
+    EXPECT_EQ(geom::gemm_mma_tiled(3000, 4096).smem_bytes, size_t(64) << 10);
     EXPECT_LE(geom::gemm_mma_tiled(3000, 4096).smem_bytes, geom::kSmemMaxBytes);
 }
 
