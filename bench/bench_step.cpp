@@ -5,7 +5,7 @@
 // CPU unless given (bf16dot with AVX-512 BF16, else stored).
 //   bench_step [--backend cpu|cuda] [--model SPEC] [--threads N] [--weights W] [--kv bf16]
 //              [--depth 2985[,0,...]] [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3] [--share on,off]
-//              [--batch serial,stacked[,serial+graphs,stacked+graphs]]
+//              [--batch serial,stacked[,serial+graphs,stacked+graphs]] [--greedy host[,backend]]
 //
 // Per sequence count: ms per step (median over --runs, each run `tokens` steps after a warm-up
 // run), aggregate tok/s = N x steps/s, `over_one`: that aggregate over the one-sequence run's
@@ -15,7 +15,10 @@
 // (CpuBackendOptions::share_prefix_attention) to show what it saves. CUDA (default model
 // builtin:qwen3-8b, BF16 weights; CONTEXTCACHE_CUDA_ATTENTION applies): `--batch serial` runs a
 // step's sequences one after another, `stacked` in one pass (CudaBackendOptions::stacked_batch),
-// `+graphs` as CUDA graphs (CudaBackendOptions::graphs);
+// `+graphs` as CUDA graphs (CudaBackendOptions::graphs); `--greedy backend` asks the backend for
+// each step's greedy tokens instead of its logits (SequenceRows::argmax: the engine's greedy decode;
+// CONTEXTCACHE_CUDA_GREEDY=device then picks them on the GPU), `host` (the default) brings the
+// logits back and picks here;
 // without a device it prints "skipped: <reason>" and exits 77. Each sequence starts from its own
 // token and greedily decodes, so the steps run real (different) rows; the bits each gets are the
 // tests' and the self-test's business (test_cpu_backend, forward_batch; "several sequences in one
@@ -25,6 +28,7 @@
 #include "core/backend/backend.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/kernels.h"
+#include "core/engine/sampler.h"
 #include "core/research/sample_stats.h"
 
 #include <algorithm>
@@ -48,6 +52,7 @@ double ms_since(Clock::time_point t0) {
 
 int main(int argc, char** argv) {
     std::string backend = "cpu", model, weights_name, kv_name = "bf16";
+    std::vector<std::string> greedies{"host"};
     std::vector<int> sequences{1, 2, 4, 8, 16};
     std::vector<std::string> shares{"on", "off"}, batches{"serial", "stacked"};
     std::vector<int> depths{2985};
@@ -55,7 +60,8 @@ int main(int argc, char** argv) {
     if (argc % 2 == 0) {  // an option without its value (--help among them): say how, run nothing
         std::cerr << "usage: bench_step [--backend cpu|cuda] [--model SPEC] [--threads N] [--weights W] [--kv bf16]\n"
                      "                  [--depth 2985[,0,...]] [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3]\n"
-                     "                  [--share on,off] [--batch serial,stacked[,serial+graphs,stacked+graphs]]\n";
+                     "                  [--share on,off] [--batch serial,stacked[,serial+graphs,stacked+graphs]]\n"
+                     "                  [--greedy host[,backend]]\n";
         return 2;
     }
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -84,6 +90,8 @@ int main(int argc, char** argv) {
             shares = cc::bench::parse_string_list(v);
         else if (a == "--batch")
             batches = cc::bench::parse_string_list(v);
+        else if (a == "--greedy")
+            greedies = cc::bench::parse_string_list(v);
         else {
             std::cerr << "bench_step: unknown option " << a << "\n";
             return 2;
@@ -97,11 +105,13 @@ int main(int argc, char** argv) {
                     [](const std::string& s) {
                         return s != "serial" && s != "stacked" && s != "serial+graphs" && s != "stacked+graphs";
                     }) ||
-        (backend != "cpu" && backend != "cuda")) {
+        (backend != "cpu" && backend != "cuda") || greedies.empty() ||
+        std::any_of(greedies.begin(), greedies.end(),
+                    [](const std::string& g) { return g != "host" && g != "backend"; })) {
         std::cerr
             << "bench_step: --threads, --tokens, --runs and every --sequences entry must be >= 1, every --depth >= 0; "
                "--share takes on and/or off, --batch serial, stacked, serial+graphs and/or stacked+graphs, --backend "
-               "cpu or cuda\n";
+               "cpu or cuda, --greedy host and/or backend\n";
         return 2;
     }
     const bool cuda = backend == "cuda";
@@ -153,6 +163,7 @@ int main(int argc, char** argv) {
                 o.own_gemm = cc::cuda::own_gemm_from_env();
                 o.stacked_batch = variant.rfind("stacked", 0) == 0;
                 o.graphs = variant.ends_with("+graphs");
+                o.device_greedy = cc::cuda::device_greedy_from_env();
                 be = cc::cuda::make_cuda_backend(weights, o);
 #endif
             } else {
@@ -176,50 +187,58 @@ int main(int argc, char** argv) {
                                                        std::vector<float>(static_cast<size_t>(c.vocab_size)));
 
                 double one_tok_s = 0;
-                for (int n : sequences) {
-                    std::vector<double> step_ms;
-                    for (int r = 0; r < runs + 1; ++r) {  // the first run warms up and is not counted
-                        std::vector<cc::token_id> next(first.begin(), first.begin() + n);
-                        for (int s = 0; s < n; ++s) suffixes[size_t(s)]->truncate(0);
-                        const std::vector<int> last{0};
-                        const auto t0 = Clock::now();
-                        for (int i = 0; i < tokens; ++i) {
-                            std::vector<cc::SequenceRows> rows;
-                            for (int s = 0; s < n; ++s)
-                                rows.push_back({std::span<const cc::token_id>(&next[size_t(s)], 1),
-                                                {group.get(), depth, suffixes[size_t(s)].get()},
-                                                last,
-                                                logits[size_t(s)]});
-                            be->forward_batch(rows);
-                            for (int s = 0; s < n; ++s)
-                                next[size_t(s)] =
-                                    cc::token_id(std::max_element(logits[size_t(s)].begin(), logits[size_t(s)].end()) -
-                                                 logits[size_t(s)].begin());
+                for (const std::string& greedy : greedies)
+                    for (int n : sequences) {
+                        const bool by_backend = greedy == "backend";
+                        std::vector<double> step_ms;
+                        for (int r = 0; r < runs + 1; ++r) {  // the first run warms up and is not counted
+                            std::vector<cc::token_id> next(first.begin(), first.begin() + n);
+                            for (int s = 0; s < n; ++s) suffixes[size_t(s)]->truncate(0);
+                            const std::vector<int> last{0};
+                            const auto t0 = Clock::now();
+                            for (int i = 0; i < tokens; ++i) {
+                                std::vector<cc::SequenceRows> rows;
+                                const std::vector<cc::token_id> fed = next;
+                                for (int s = 0; s < n; ++s) {
+                                    cc::SequenceRows q{std::span<const cc::token_id>(&fed[size_t(s)], 1),
+                                                       {group.get(), depth, suffixes[size_t(s)].get()},
+                                                       last,
+                                                       logits[size_t(s)]};
+                                    if (by_backend) {  // the tokens only, picked by the backend
+                                        q.logits = {};
+                                        q.argmax = std::span<cc::token_id>(&next[size_t(s)], 1);
+                                    }
+                                    rows.push_back(q);
+                                }
+                                be->forward_batch(rows);
+                                if (!by_backend)
+                                    for (int s = 0; s < n; ++s) next[size_t(s)] = cc::argmax_token(logits[size_t(s)]);
+                            }
+                            if (r > 0) step_ms.push_back(ms_since(t0) / tokens);
                         }
-                        if (r > 0) step_ms.push_back(ms_since(t0) / tokens);
+                        const double ms = cc::median(step_ms);
+                        const double tok_s = n * 1000.0 / ms;
+                        if (n == 1) one_tok_s = tok_s;
+                        nlohmann::ordered_json row;
+                        if (cuda)
+                            row["batch"] = variant;
+                        else
+                            row["share_prefix_attention"] = variant == "on";
+                        row["greedy"] = greedy;
+                        row["depth"] = depth;
+                        row["sequences"] = n;
+                        row["numerics"] = be->numerics_id();
+                        row["step_ms"] = ms;
+                        row["step_ms_runs"] = step_ms;
+                        row["aggregate_tok_s"] = tok_s;
+                        if (one_tok_s > 0) row["over_one"] = tok_s / one_tok_s;
+                        row["weight_gb_s"] = weight_gb / (ms / 1000.0);
+                        if (device && device->peak_dram_gb_s > 0)
+                            row["fraction_of_dram_peak"] = weight_gb / (ms / 1000.0) / device->peak_dram_gb_s;
+                        out["rows"].push_back(row);
+                        std::cerr << variant << ", greedy " << greedy << ", depth " << depth << ", " << n
+                                  << " sequences: " << ms << " ms/step, " << tok_s << " tok/s\n";
                     }
-                    const double ms = cc::median(step_ms);
-                    const double tok_s = n * 1000.0 / ms;
-                    if (n == 1) one_tok_s = tok_s;
-                    nlohmann::ordered_json row;
-                    if (cuda)
-                        row["batch"] = variant;
-                    else
-                        row["share_prefix_attention"] = variant == "on";
-                    row["depth"] = depth;
-                    row["sequences"] = n;
-                    row["numerics"] = be->numerics_id();
-                    row["step_ms"] = ms;
-                    row["step_ms_runs"] = step_ms;
-                    row["aggregate_tok_s"] = tok_s;
-                    if (one_tok_s > 0) row["over_one"] = tok_s / one_tok_s;
-                    row["weight_gb_s"] = weight_gb / (ms / 1000.0);
-                    if (device && device->peak_dram_gb_s > 0)
-                        row["fraction_of_dram_peak"] = weight_gb / (ms / 1000.0) / device->peak_dram_gb_s;
-                    out["rows"].push_back(row);
-                    std::cerr << variant << ", depth " << depth << ", " << n << " sequences: " << ms << " ms/step, "
-                              << tok_s << " tok/s\n";
-                }
             }
         }
         std::cout << out.dump(2) << "\n";

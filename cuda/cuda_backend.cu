@@ -102,6 +102,10 @@ bool upload_ring_from_env() {
     return env_switch("CONTEXTCACHE_CUDA_UPLOAD", "staged", "ring", "uploads through a ring of staging slices");
 }
 
+bool device_greedy_from_env() {
+    return env_switch("CONTEXTCACHE_CUDA_GREEDY", "host", "device", "greedy tokens picked on the device");
+}
+
 size_t device_free_bytes(int device) {
     int previous = 0;
     cudaGetDevice(&previous);
@@ -290,6 +294,7 @@ public:
         sel_ = ctx_.alloc(fb.sel, "logit row indices");
         rope_rows_ = ctx_.alloc(size_t(max_rows_) * sizeof(kern::RopeRow), "the rows of a multi-sequence step");
         logits_ = ctx_.alloc(fb.logits, "logits");
+        argmax_ = ctx_.alloc(fb.argmax, "greedy tokens");
         ensure_positions(std::min(std::max(c.max_position_embeddings, 1), 8192));
 
         // one pinned GEMM algorithm per weight shape (gemm.cu explains why)
@@ -366,7 +371,8 @@ private:
     bool bf16_kv() const { return options_.kv_dtype == KvDType::bf16; }
 
     // One sequence of a step, checked: its new tokens against [prefix | suffix], and where the
-    // logits of logit_rows go (logit_rows.size() x vocab floats).
+    // logits of logit_rows go (logit_rows.size() x vocab floats) and their greedy tokens (one id a
+    // row); either may be null (SequenceRows::argmax), not both where there are logit rows.
     struct SeqRun {
         std::span<const token_id> tokens;
         const CudaKvBlock* prefix = nullptr;
@@ -374,13 +380,14 @@ private:
         CudaKvBlock* suffix = nullptr;
         std::span<const int> logit_rows;
         float* logits = nullptr;
+        token_id* argmax = nullptr;
     };
     SeqRun checked_run(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
-                       float* logits) const {
+                       float* logits, token_id* argmax = nullptr) const {
         auto* suffix = const_cast<CudaKvBlock*>(&own(kv.suffix, "forward (suffix block)"));
         const CudaKvBlock* prefix = kv.prefix_tokens > 0 ? &own(kv.prefix, "forward (prefix block)") : nullptr;
         check_forward_request(tokens, kv, prefix, *suffix, logit_rows, cfg_.vocab_size);
-        return {tokens, prefix, kv.prefix_tokens, suffix, logit_rows, logits};
+        return {tokens, prefix, kv.prefix_tokens, suffix, logit_rows, logits, argmax};
     }
     // The forward pass of a step (mutex_ held, every sequence checked): the rows of all sequences
     // stacked and cut into chunks (geom::plan_step_chunks). Suffix blocks grow only when the whole
@@ -502,13 +509,15 @@ private:
     bool tied_ = false;
     DeviceBuffer lm_head_;  // (vocab, dim) bf16, or empty when tied to embed_
 
-    DeviceBuffer x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, act_, tokens_, sel_,
+    DeviceBuffer x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, act_, tokens_, sel_, argmax_,
         logits_;              // shapes: geom::ForwardBuffers
     DeviceBuffer cos_, sin_;  // (rope_positions_, head_dim / 2) f32
     int rope_positions_ = 0;
     DeviceBuffer partial_;                  // split-attention partial states
     std::vector<int32_t> step_tokens_;      // a chunk's tokens, host side
     std::vector<Context::Piece> logit_pieces_;  // one lm_head GEMM's rows -> their sequences' storage
+    std::vector<float> host_logits_;            // logits that only the host's greedy pick reads (!device_greedy)
+    std::vector<int32_t> step_ids_;             // the greedy tokens of one lm_head GEMM's rows (device_greedy)
     std::vector<kern::AttnArgs> attn_;      // a layer's attention, one entry per piece of the chunk
     std::vector<kern::RopeRow> step_rope_;  // a chunk's rows for qk_rope_store_rows, host side
     DeviceBuffer rope_rows_;                // ... and on the device (max_rows_ entries)
@@ -529,16 +538,28 @@ std::vector<float> CudaBackend::forward(std::span<const token_id> tokens, const 
 }
 
 void CudaBackend::forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel) {
-    if (!options_.stacked_batch) {
-        Backend::forward_batch(seqs, cancel);
-        return;
-    }
     check_batch_request(seqs, cfg_.vocab_size);
     std::lock_guard lock(mutex_);
     ctx_.make_current();
     std::vector<SeqRun> runs;
-    for (const SequenceRows& s : seqs) runs.push_back(checked_run(s.tokens, s.kv, s.logit_rows, s.logits.data()));
-    run_step(runs, cancel);
+    for (const SequenceRows& s : seqs)
+        runs.push_back(checked_run(s.tokens, s.kv, s.logit_rows, s.logits.empty() ? nullptr : s.logits.data(),
+                                   s.argmax.empty() ? nullptr : s.argmax.data()));
+    if (options_.stacked_batch) {
+        run_step(runs, cancel);
+        return;
+    }
+    // One sequence after another, each the step forward() runs; on a failure the sequences already
+    // run are put back as they were (Backend::forward_batch's contract).
+    std::vector<int> before;
+    for (const SeqRun& r : runs) before.push_back(r.suffix->n_tokens());
+    size_t done = 0;
+    try {
+        for (; done < runs.size(); ++done) run_step({&runs[done], 1}, cancel);
+    } catch (...) {
+        for (size_t i = 0; i < done; ++i) runs[i].suffix->truncate(before[i]);
+        throw;
+    }
 }
 
 void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>* cancel) {
@@ -610,32 +631,57 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
         check_cancel();
 
         // final norm and lm_head for the requested rows in this chunk (rows may repeat), every
-        // sequence's in one GEMM; each row's logits then go to its sequence's storage
+        // sequence's in one GEMM; each row's logits then go to its sequence's storage, and its
+        // greedy token, where asked for, is picked on the device (options_.device_greedy: only the
+        // ids come back) or on the host from the logits
         struct Out {
-            float* to;
+            float* to;        // the row's logits in its sequence's storage, or null
+            token_id* token;  // its greedy token, or null
             int32_t chunk_row;
         };
         std::vector<Out> outs;
         for (size_t si = 0; si < seqs.size(); ++si)
             for (size_t j = 0; j < seqs[si].logit_rows.size(); ++j) {
                 const int row = first_of[si] + seqs[si].logit_rows[j] - chunk.first_row;
-                if (row >= 0 && row < n) outs.push_back({seqs[si].logits + j * size_t(vocab), row});
+                if (row >= 0 && row < n)
+                    outs.push_back({seqs[si].logits ? seqs[si].logits + j * size_t(vocab) : nullptr,
+                                    seqs[si].argmax ? seqs[si].argmax + j : nullptr, row});
             }
         const int max_sel = plan_lm_->max_m();
         for (size_t s0 = 0; s0 < outs.size(); s0 += size_t(max_sel)) {
             const int ns = int(std::min(outs.size() - s0, size_t(max_sel)));
+            const std::span<const Out> sel(outs.data() + s0, size_t(ns));
             step_tokens_.resize(size_t(ns));  // reused for the selected rows
-            for (int i = 0; i < ns; ++i) step_tokens_[size_t(i)] = outs[s0 + size_t(i)].chunk_row;
+            for (int i = 0; i < ns; ++i) step_tokens_[size_t(i)] = sel[size_t(i)].chunk_row;
             ctx_.upload(sel_.get(), step_tokens_.data(), size_t(ns) * 4);
             kern::rmsnorm(x_.as<const float>(), sel_.as<const int32_t>(), f32(final_norm_), xn, true, ns, dim, eps, st);
             plan_lm_->run(ctx_, xn, lm_head, logits_.as<float>(), ns);
+            const bool tokens = std::any_of(sel.begin(), sel.end(), [](const Out& o) { return o.token != nullptr; });
+            const bool device_pick = tokens && options_.device_greedy;
+            if (device_pick) kern::argmax_rows(logits_.as<const float>(), ns, vocab, argmax_.as<int32_t>(), st);
             // each row's logits from the staging buffer straight into its sequence's storage (one
-            // host copy, not two: a step of 16 sequences brings 9.7 MB of logits on a 152k vocabulary)
+            // host copy, not two: a step of 16 sequences brings 9.7 MB of logits on a 152k
+            // vocabulary); a row whose logits only the host's pick reads, into host_logits_
             logit_pieces_.clear();
+            if (tokens && !device_pick) host_logits_.resize(size_t(ns) * size_t(vocab));
+            auto row_bytes = [&](int i) -> float* {
+                const Out& o = sel[size_t(i)];
+                if (o.to != nullptr) return o.to;
+                return o.token != nullptr && !device_pick ? host_logits_.data() + size_t(i) * size_t(vocab) : nullptr;
+            };
             for (int i = 0; i < ns; ++i)
-                logit_pieces_.push_back({logits_.as<std::byte>() + size_t(i) * size_t(vocab) * 4,
-                                         reinterpret_cast<std::byte*>(outs[s0 + size_t(i)].to), size_t(vocab) * 4});
+                if (float* to = row_bytes(i))
+                    logit_pieces_.push_back({logits_.as<std::byte>() + size_t(i) * size_t(vocab) * 4,
+                                             reinterpret_cast<std::byte*>(to), size_t(vocab) * 4});
+            if (device_pick) {
+                step_ids_.resize(size_t(ns));
+                logit_pieces_.push_back(
+                    {argmax_.get(), reinterpret_cast<std::byte*>(step_ids_.data()), size_t(ns) * sizeof(int32_t)});
+            }
             ctx_.download_pieces(logit_pieces_);
+            for (int i = 0; i < ns; ++i)
+                if (token_id* t = sel[size_t(i)].token)
+                    *t = device_pick ? token_id(step_ids_[size_t(i)]) : token_id(km::argmax_row(row_bytes(i), vocab));
         }
     }
     ctx_.sync();

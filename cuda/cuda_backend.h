@@ -80,6 +80,12 @@ struct CudaBackendOptions {
     // slices, host copies overlapping the PCIe transfers (Context::set_upload_ring). The same bytes
     // arrive; not yet run on a device, so off by default: CONTEXTCACHE_CUDA_UPLOAD=ring.
     bool upload_ring = false;
+    // Greedy tokens (SequenceRows::argmax) picked on the device by the argmax kernel (self-tested
+    // on the H100, km::argmax_row's rule) after the lm_head: the ids come back, 4 bytes a row,
+    // instead of the row's logits (0.6 MB on a 152k vocabulary) being copied back and scanned on
+    // the host. The same tokens either way; the step around it not yet run on a device, so off by
+    // default (the logits come back and the host picks): CONTEXTCACHE_CUDA_GREEDY=device.
+    bool device_greedy = false;
 };
 
 // CONTEXTCACHE_CUDA_ATTENTION: unset, "" or "scalar" -> false, "mma" -> true; anything else throws
@@ -94,6 +100,8 @@ bool graphs_from_env();
 bool own_gemm_from_env();
 // CONTEXTCACHE_CUDA_UPLOAD: unset, "" or "staged" -> false, "ring" -> true; anything else throws as above.
 bool upload_ring_from_env();
+// CONTEXTCACHE_CUDA_GREEDY: unset, "" or "host" -> false, "device" -> true; anything else throws as above.
+bool device_greedy_from_env();
 
 // "cuda/sm<major><minor>/bf16/<kv dtype>[/attn-mma][/gemm-own]", e.g. "cuda/sm90/bf16/f32": enters the group_key, so a
 // group computed on the GPU never links on the CPU (or on another architecture), and vice versa.

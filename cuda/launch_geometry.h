@@ -465,8 +465,11 @@ struct ForwardBuffers {
     size_t tokens = 0;   // (rows) int32
     size_t sel = 0;      // (logit_rows) int32   rows whose logits are wanted
     size_t logits = 0;   // (logit_rows, vocab) f32
+    size_t argmax = 0;   // (logit_rows) int32   their greedy tokens (CudaBackendOptions::device_greedy)
     size_t partial = 0;  // split-attention partial states for max_positions
-    size_t total() const { return x + xn + q + k + v + att + proj + gate + up + act + tokens + sel + logits + partial; }
+    size_t total() const {
+        return x + xn + q + k + v + att + proj + gate + up + act + tokens + sel + logits + argmax + partial;
+    }
 };
 
 // Logit rows per lm_head GEMM: (rows, vocab) f32 gets large (Qwen3: 600 KB a row), so at most 32.
@@ -493,6 +496,7 @@ inline ForwardBuffers plan_buffers(const ModelConfig& c, int max_rows, int max_p
     b.tokens = r * 4;
     b.sel = lr * 4;
     b.logits = lr * c.vocab_size * 4;
+    b.argmax = lr * 4;
     b.partial = attn_partial_floats(attn_split_rows(mma_attention), c.n_heads, c.head_dim, max_positions) * 4;
     return b;
 }

@@ -24,6 +24,7 @@ CudaBackendOptions cuda_options(const BackendOptions& o) {
     c.graphs = graphs_from_env();
     c.own_gemm = own_gemm_from_env();
     c.upload_ring = upload_ring_from_env();
+    c.device_greedy = device_greedy_from_env();
     return c;
 }
 

@@ -1023,6 +1023,60 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
         const size_t batch_mism = batch_mismatch(*gpu, full);
         t.add(name + ": several sequences in one step == full (bits)", batch_shape, double(batch_mism), 0);
 
+        // greedy tokens picked on the device (opt-in: CudaBackendOptions::device_greedy): each the
+        // host's pick (km::argmax_row) from that row of the full prefill's logits, whether the row's
+        // logits come back too or not, in steps of three sequences over one prefix block (stacked
+        // and one after another), a prefill of 20 rows each, then decode steps of all three
+        t.guarded(name + ": device greedy", "", [&] {
+            const int P = std::min(100, N - 30), R = 20, steps = 3;
+            for (const bool stacked : {true, false}) {
+                CudaBackendOptions od = o;
+                od.device_greedy = true;
+                od.stacked_batch = stacked;
+                auto gd = make_cuda_backend(weights, od);
+                auto group = gd->allocate_kv(P);
+                gd->forward(std::span(tokens).first(size_t(P)), KvView{nullptr, 0, group.get()}, {});
+                std::vector<std::unique_ptr<KvBlock>> suffixes;
+                for (int q = 0; q < 3; ++q) suffixes.push_back(gd->allocate_kv(R + steps));
+                std::vector<int> rows(static_cast<size_t>(R));
+                for (int i = 0; i < R; ++i) rows[size_t(i)] = i;
+                size_t mism = 0, picked = 0;
+                std::vector<std::vector<token_id>> ids(3, std::vector<token_id>(size_t(R), -1));
+                std::vector<std::vector<float>> logits(3, std::vector<float>(size_t(R) * vocab, NAN));
+                std::vector<SequenceRows> step;
+                for (int q = 0; q < 3; ++q)  // tokens only; tokens and logits; logits only
+                    step.push_back({std::span(tokens).subspan(size_t(P), size_t(R)),
+                                    KvView{group.get(), P, suffixes[size_t(q)].get()}, rows,
+                                    q == 0 ? std::span<float>() : std::span<float>(logits[size_t(q)]),
+                                    q == 2 ? std::span<token_id>() : std::span<token_id>(ids[size_t(q)])});
+                gd->forward_batch(step);
+                for (int q = 0; q < 2; ++q)
+                    for (int i = 0; i < R; ++i, ++picked)
+                        mism += ids[size_t(q)][size_t(i)] != km::argmax_row(&full[size_t(P + i) * vocab], vocab);
+                for (int q = 1; q < 3; ++q)
+                    mism += count_bit_mismatch(logits[size_t(q)], slice_rows(full, vocab, P, R));
+                const std::vector<int> row0{0};
+                for (int d = 0; d < steps; ++d) {
+                    const int pos = P + R + d;
+                    std::vector<token_id> one(3, -1);
+                    step.clear();
+                    for (int q = 0; q < 3; ++q)
+                        step.push_back({std::span(tokens).subspan(size_t(pos), 1),
+                                        KvView{group.get(), P, suffixes[size_t(q)].get()},
+                                        row0,
+                                        {},
+                                        std::span<token_id>(&one[size_t(q)], 1)});
+                    gd->forward_batch(step);
+                    for (int q = 0; q < 3; ++q, ++picked)
+                        mism += one[size_t(q)] != km::argmax_row(&full[size_t(pos) * vocab], vocab);
+                }
+                t.add(name + ": device greedy: tokens == the host's pick from the full prefill's logits",
+                      std::string(stacked ? "stacked" : "serial") + ", 3 sequences, " + std::to_string(picked) +
+                          " tokens, " + std::to_string(steps) + " decode steps",
+                      double(mism), 0);
+            }
+        });
+
         // the three exactness rows of an opt-in path: cached == full, decode == prefill rows, and
         // several sequences in one step == full, against that path's own full prefill `want`
         auto exactness_rows = [&](const std::string& what, Backend& be, const std::vector<float>& want) {

@@ -1,5 +1,7 @@
 #include "core/backend/backend.h"
 
+#include "core/base/kernel_math.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -47,11 +49,16 @@ void check_batch_request(std::span<const SequenceRows> seqs, int vocab_size) {
     for (size_t i = 0; i < seqs.size(); ++i) {
         if (seqs[i].kv.suffix == nullptr)
             throw std::runtime_error("forward_batch: sequence " + std::to_string(i) + " has no suffix block");
-        const size_t want = seqs[i].logit_rows.size() * size_t(vocab_size);
-        if (seqs[i].logits.size() != want)
+        const size_t rows = seqs[i].logit_rows.size(), want = rows * size_t(vocab_size);
+        if (!seqs[i].argmax.empty() && seqs[i].argmax.size() != rows)
+            throw std::runtime_error("forward_batch: sequence " + std::to_string(i) + " gives " +
+                                     std::to_string(seqs[i].argmax.size()) + " ids for the greedy tokens of its " +
+                                     std::to_string(rows) + " logit rows");
+        const bool tokens_only = !seqs[i].argmax.empty() && seqs[i].logits.empty();
+        if (seqs[i].logits.size() != want && !tokens_only)
             throw std::runtime_error("forward_batch: sequence " + std::to_string(i) + " gives " +
                                      std::to_string(seqs[i].logits.size()) + " floats for its logits, its " +
-                                     std::to_string(seqs[i].logit_rows.size()) + " logit rows need " + std::to_string(want));
+                                     std::to_string(rows) + " logit rows need " + std::to_string(want));
         for (size_t j = 0; j < seqs.size(); ++j) {
             if (i == j) continue;
             const KvBlock* other_prefix = seqs[j].kv.prefix_tokens > 0 ? seqs[j].kv.prefix : nullptr;
@@ -60,6 +67,11 @@ void check_batch_request(std::span<const SequenceRows> seqs, int vocab_size) {
                                          " is also used by sequence " + std::to_string(j));
         }
     }
+}
+
+void argmax_rows(const float* logits, int vocab_size, std::span<token_id> out) {
+    for (size_t j = 0; j < out.size(); ++j)
+        out[j] = token_id(km::argmax_row(logits + j * size_t(vocab_size), vocab_size));
 }
 
 void Backend::forward_batch(std::span<const SequenceRows> seqs, const std::atomic<bool>* cancel) {
@@ -72,7 +84,8 @@ void Backend::forward_batch(std::span<const SequenceRows> seqs, const std::atomi
         for (; done < seqs.size(); ++done) {
             const SequenceRows& s = seqs[done];
             const std::vector<float> logits = forward(s.tokens, s.kv, s.logit_rows, cancel);
-            std::copy(logits.begin(), logits.end(), s.logits.begin());
+            if (!s.logits.empty()) std::copy(logits.begin(), logits.end(), s.logits.begin());
+            argmax_rows(logits.data(), config().vocab_size, s.argmax);
         }
     } catch (...) {
         for (size_t i = 0; i < done; ++i) seqs[i].kv.suffix->truncate(before[i]);

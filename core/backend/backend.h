@@ -77,18 +77,30 @@ void check_forward_request(std::span<const token_id> tokens, const KvView& kv, c
 // this storage from step to step (the scheduler, the engine's decode loop) lets a step run without
 // fresh memory: a step's logits are 0.6 MB a sequence on a 152k vocabulary, and memory the
 // process has not touched yet costs a page fault per 4 KB.
+//
+// Greedy decoding need not see the logits: where `argmax` is given (logit_rows.size() ids), each
+// logit row's greedy token (km::argmax_row's rule: the first largest value, NaN never) goes there,
+// and `logits` may then be empty, so that the backend need not bring them back at all (the CUDA
+// backend picks the tokens on the device: 4 bytes a row come back instead of 0.6 MB).
 struct SequenceRows {
     std::span<const token_id> tokens;
     KvView kv;
     std::span<const int> logit_rows;
     std::span<float> logits;
+    std::span<token_id> argmax = {};
 };
 
 // forward_batch's checks across sequences (each sequence's own are check_forward_request's): at
 // least one sequence, every suffix block present, no block written by one sequence (its suffix)
-// read or written by another, and every sequence's logits storage the size its rows need. Throws
+// read or written by another, and every sequence's logits storage the size its rows need (or none,
+// where it asks for its greedy tokens), its argmax storage none or one id a row. Throws
 // std::runtime_error naming the sequences.
 void check_batch_request(std::span<const SequenceRows> seqs, int vocab_size);
+
+// out[j] = the greedy token of logit row j (km::argmax_row) of `logits` (out.size() rows of
+// vocab_size floats): what a backend that computes the logits on the host writes to
+// SequenceRows::argmax.
+void argmax_rows(const float* logits, int vocab_size, std::span<token_id> out);
 
 class Backend {
 public:

@@ -208,7 +208,22 @@ CC_HD inline float merge_acc(float acc_a, float scale_a, float acc_b, float scal
     return acc_a * scale_a + acc_b * scale_b;
 }
 
-// ---- seeded sampling ---------------------------------------------------------------------------
+// ---- greedy and seeded sampling ----------------------------------------------------------------
+
+// Greedy's rule, the same wherever a token is picked (the engine's sampler, the CPU backend, the
+// CUDA backend's argmax kernel, whose tree of "larger value, or the lower index on equal values"
+// picks the same index): the first index of the largest value; NaN never wins; a row of NaN only
+// gives 0.
+CC_HD inline int argmax_row(const float* x, int n) {
+    int best_i = -1;
+    float best = 0.0f;
+    for (int i = 0; i < n; ++i)
+        if (!(x[i] != x[i]) && (best_i < 0 || x[i] > best)) {  // x != x: NaN (no <cmath> isnan on the device)
+            best = x[i];
+            best_i = i;
+        }
+    return best_i < 0 ? 0 : best_i;
+}
 
 // splitmix64: a counter-based generator, so sample i of step s is a pure function of (seed, s, i)
 // on the host and on the device alike.

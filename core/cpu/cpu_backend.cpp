@@ -586,24 +586,28 @@ public:
             for (int r : s.logit_rows) rows.push_back(plans.back().row0 + r);
             tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
         }
+        const size_t vocab = size_t(cfg_.vocab_size);
         std::lock_guard lock(mutex_);
-        if (seqs.size() == 1) {  // the lm_head writes straight into the caller's storage
+        if (seqs.size() == 1 && !seqs[0].logits.empty()) {  // the lm_head writes straight into the caller's storage
             forward_rows(tokens, plans, rows, seqs[0].logits.data(), cancel, nullptr, cfg_.n_layers, nullptr);
+            argmax_rows(seqs[0].logits.data(), cfg_.vocab_size, seqs[0].argmax);
             return;
         }
-        // Several: the lm_head's one GEMM writes every sequence's rows into the step's logits
-        // buffer, then each sequence's go to its storage. The buffer is kept from step to step (no
-        // fresh pages) while it is decode-sized; a step asking for more rows (a chunk of a prompt
-        // whose every row's logits are kept) gets one for itself.
-        const size_t need = rows.size() * size_t(cfg_.vocab_size);
+        // Several, or greedy tokens only: the lm_head's one GEMM writes every sequence's rows into
+        // the step's logits buffer, then each sequence's go to its storage (and its greedy tokens
+        // are picked there). The buffer is kept from step to step (no fresh pages) while it is
+        // decode-sized; a step asking for more rows (a chunk of a prompt whose every row's logits
+        // are kept) gets one for itself.
+        const size_t need = rows.size() * vocab;
         BigVector<float> once;
         BigVector<float>& buffer = rows.size() <= kKeptLogitRows ? act_.logits : once;
         Activations::grow(buffer, need);
         forward_rows(tokens, plans, rows, buffer.data(), cancel, nullptr, cfg_.n_layers, nullptr);
         const float* at = buffer.data();
         for (const SequenceRows& s : seqs) {
-            std::copy_n(at, s.logits.size(), s.logits.data());
-            at += s.logits.size();
+            if (!s.logits.empty()) std::copy_n(at, s.logits.size(), s.logits.data());
+            argmax_rows(at, cfg_.vocab_size, s.argmax);
+            at += s.logit_rows.size() * vocab;
         }
     }
 

@@ -836,14 +836,15 @@ QueryResult Engine::run_full(const std::string& text, const QueryOptions& option
 }
 
 void Engine::run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows,
-                         std::vector<float>& logits, CallKind kind) {
-    logits.resize(logit_rows.size() * static_cast<size_t>(info_.config.vocab_size));
+                         std::vector<float>& logits, CallKind kind, std::span<token_id> argmax) {
+    const bool tokens_only = !argmax.empty();
+    logits.resize(tokens_only ? 0 : logit_rows.size() * static_cast<size_t>(info_.config.vocab_size));
     if (scheduler_) {
-        scheduler_->forward(ids, view, logit_rows, logits, active_flag(), tl_request_steps, kind);
+        scheduler_->forward(ids, view, logit_rows, logits, active_flag(), tl_request_steps, kind, argmax);
         return;
     }
     if (ids.size() <= kForwardChunkTokens || !backend_->prefers_chunked_prefill()) {
-        const SequenceRows seq{ids, view, logit_rows, logits};
+        const SequenceRows seq{ids, view, logit_rows, logits, argmax};
         backend_->forward_batch(std::span<const SequenceRows>(&seq, 1), active_flag());
         return;
     }
@@ -861,6 +862,7 @@ void Engine::run_forward(std::span<const token_id> ids, const KvView& view, std:
     std::vector<int> rows;
     std::vector<size_t> slots;
     std::vector<float> part;
+    std::vector<token_id> part_ids;
     try {
         for (size_t start = 0; start < ids.size(); start += kForwardChunkTokens) {
             const size_t count = std::min(kForwardChunkTokens, ids.size() - start);
@@ -871,12 +873,17 @@ void Engine::run_forward(std::span<const token_id> ids, const KvView& view, std:
                     rows.push_back(static_cast<int>(r - start));
                     slots.push_back(j);
                 }
-            part.resize(rows.size() * vocab);
-            const SequenceRows seq{ids.subspan(start, count), view, rows, part};
+            part.resize(tokens_only ? 0 : rows.size() * vocab);
+            part_ids.resize(tokens_only ? rows.size() : 0);
+            const SequenceRows seq{ids.subspan(start, count), view, rows, part, part_ids};
             backend_->forward_batch(std::span<const SequenceRows>(&seq, 1), active_flag());
-            for (size_t k = 0; k < slots.size(); ++k)
-                std::copy_n(part.begin() + static_cast<std::ptrdiff_t>(k * vocab), vocab,
-                            logits.begin() + static_cast<std::ptrdiff_t>(slots[k] * vocab));
+            for (size_t k = 0; k < slots.size(); ++k) {
+                if (tokens_only)
+                    argmax[slots[k]] = part_ids[k];
+                else
+                    std::copy_n(part.begin() + static_cast<std::ptrdiff_t>(k * vocab), vocab,
+                                logits.begin() + static_cast<std::ptrdiff_t>(slots[k] * vocab));
+            }
         }
     } catch (...) {
         view.suffix->truncate(before);
@@ -911,6 +918,12 @@ void Engine::decode_loop(std::vector<float> logits, const KvView& view, const Qu
     std::optional<IncrementalDecoder> stream;
     if (tokenizer_) stream.emplace(*tokenizer_, /*skip_special_tokens=*/true);
     const bool keep_logits = options.keep_logits || options.mode == QueryMode::compare;
+    // Greedy with nothing else reading the logits (none kept, no constraint's mask): after the
+    // first token the backend picks each token itself, by sample_token's greedy rule
+    // (km::argmax_row), so the tokens are the same; on a GPU a decode step then brings back 4 bytes
+    // instead of a row of logits, and the host does not scan them.
+    const bool backend_picks = options.temperature <= 0.0f && !keep_logits && constraint == nullptr;
+    token_id picked = -1;     // the token the backend picked at the last forward, if it did
     std::string text_so_far;  // for stop strings
     size_t longest_stop = 0;
     for (const auto& s : options.stop) longest_stop = std::max(longest_stop, s.size());
@@ -942,7 +955,8 @@ void Engine::decode_loop(std::vector<float> logits, const KvView& view, const Qu
         } else {
             if (keep_logits) result.step_logits.push_back(logits);
             if (constraint) constraint->mask(logits);
-            next.push_back(sample_token(logits, options.temperature, options.top_p, rng));
+            next.push_back(picked >= 0 ? picked : sample_token(logits, options.temperature, options.top_p, rng));
+            picked = -1;
             if (constraint) constraint->accept(next.back());
         }
         size_t n_emitted = 0;
@@ -985,7 +999,13 @@ void Engine::decode_loop(std::vector<float> logits, const KvView& view, const Qu
         if (stopped || result.tokens.size() == max_tokens) break;
         if (forced) continue;  // already fed
         try {
-            forward_rows(next, view, false, result.step_logits, logits);
+            if (backend_picks) {
+                const int last = static_cast<int>(next.size()) - 1;
+                run_forward(next, view, std::span<const int>(&last, 1), logits, CallKind::later,
+                            std::span<token_id>(&picked, 1));
+            } else {
+                forward_rows(next, view, false, result.step_logits, logits);
+            }
         } catch (const Cancelled&) {
             result.stop_reason = StopReason::cancelled;
             break;

@@ -415,9 +415,11 @@ private:
     // every step, so its storage is reused rather than faulted in fresh each token. `kind` tells
     // the scheduler which call gives the request its first token (it may run ahead of decode rows).
     // The scheduler cuts long calls into steps of step_tokens rows; without one, a call of more
-    // than kForwardChunkTokens rows runs in chunks of that many (bounded activations).
+    // than kForwardChunkTokens rows runs in chunks of that many (bounded activations). With
+    // `argmax` (one id a logit row), the backend picks each row's greedy token instead and
+    // `logits` is left empty (SequenceRows::argmax: the GPU brings back the tokens only).
     void run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows,
-                     std::vector<float>& logits, CallKind kind = CallKind::later);
+                     std::vector<float>& logits, CallKind kind = CallKind::later, std::span<token_id> argmax = {});
     std::vector<float> run_forward(std::span<const token_id> ids, const KvView& view, std::span<const int> logit_rows,
                                    CallKind kind = CallKind::later);
     // The constraint options.tool_choice asks for over `tools` (null for auto/none); throws

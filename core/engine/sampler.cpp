@@ -1,5 +1,7 @@
 #include "core/engine/sampler.h"
 
+#include "core/base/kernel_math.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -7,7 +9,7 @@
 namespace cc {
 
 token_id argmax_token(const std::vector<float>& logits) {
-    return static_cast<token_id>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    return static_cast<token_id>(km::argmax_row(logits.data(), int(logits.size())));
 }
 
 // Sampling runs once per generated token of every request, over the whole vocabulary (152k on

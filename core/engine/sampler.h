@@ -9,7 +9,8 @@
 
 namespace cc {
 
-// The first index of the maximum (ties go to the lower id, as torch.argmax does).
+// The first index of the maximum (ties go to the lower id, as torch.argmax does; NaN never wins:
+// km::argmax_row, the rule every backend's greedy tokens follow).
 token_id argmax_token(const std::vector<float>& logits);
 
 // temperature <= 0: argmax_token. Otherwise softmax(logits / temperature) in double; with

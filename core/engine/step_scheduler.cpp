@@ -3,6 +3,7 @@
 #include "core/base/cancelled.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -35,6 +36,7 @@ struct StepScheduler::Call {
     double busy_ms = 0;              // time inside the steps that ran its rows
     StepStats stats;
     std::span<float> logits;         // the caller's, logit_rows.size() x vocab, filled chunk by chunk
+    std::span<token_id> argmax;      // the caller's greedy tokens, one a logit row (or none)
     bool finished = false;
     std::exception_ptr error;
     int remaining() const { return int(tokens.size()) - done; }
@@ -56,14 +58,14 @@ StepScheduler::~StepScheduler() {
 }
 
 void StepScheduler::forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
-                            std::span<float> logits, const std::atomic<bool>* cancel, StepStats* stats, CallKind kind) {
+                            std::span<float> logits, const std::atomic<bool>* cancel, StepStats* stats, CallKind kind,
+                            std::span<token_id> argmax) {
     if (kv.suffix == nullptr) throw std::runtime_error("forward: the view has no suffix block");
     const int vocab = backend_.config().vocab_size;
     check_forward_request(tokens, kv, kv.prefix_tokens > 0 ? kv.prefix : nullptr, *kv.suffix, logit_rows, vocab);
-    if (logits.size() != logit_rows.size() * size_t(vocab))
-        throw std::runtime_error("forward: " + std::to_string(logits.size()) + " floats for the logits of " +
-                                 std::to_string(logit_rows.size()) + " rows, which need " +
-                                 std::to_string(logit_rows.size() * size_t(vocab)));
+    // the backend's own checks of the storage, before the call joins a step
+    check_batch_request(std::span<const SequenceRows>(std::array{SequenceRows{tokens, kv, logit_rows, logits, argmax}}),
+                        vocab);
     if (tokens.empty()) return;
     if (cancel != nullptr && cancel->load()) throw Cancelled();
 
@@ -75,6 +77,7 @@ void StepScheduler::forward(std::span<const token_id> tokens, const KvView& kv, 
     call.kind = kind;
     call.n0_before = kv.suffix->n_tokens();
     call.logits = logits;
+    call.argmax = argmax;
     {
         std::unique_lock lock(mutex_);
         if (stopping_) throw std::runtime_error("the engine is shutting down");
@@ -228,12 +231,16 @@ std::vector<std::pair<StepScheduler::Call*, int>> StepScheduler::choose_step() {
 void StepScheduler::run_step(const std::vector<std::pair<Call*, int>>& take) {
     const size_t vocab = size_t(backend_.config().vocab_size);
     // Per call: the rows of this chunk that want logits (local to the chunk), which of the call's
-    // logit rows they are, and where the step writes them: straight into the call's storage when
-    // they are consecutive there (always, for logit rows in ascending order), else into `staged`
-    // and copied into place after the step.
+    // logit rows they are, and where the step writes their logits and greedy tokens: straight into
+    // the call's storage when they are consecutive there (always, for logit rows in ascending
+    // order), else into `staged` and copied into place after the step.
+    struct Staged {
+        std::vector<float> logits;
+        std::vector<token_id> argmax;
+    };
     std::vector<std::vector<int>> rows(take.size());
     std::vector<std::vector<size_t>> slots(take.size());
-    std::vector<std::vector<float>> staged(take.size());
+    std::vector<Staged> staged(take.size());
     std::vector<SequenceRows> seqs;
     for (size_t i = 0; i < take.size(); ++i) {
         const auto& [c, n] = take[i];
@@ -244,20 +251,29 @@ void StepScheduler::run_step(const std::vector<std::pair<Call*, int>>& take) {
                 slots[i].push_back(k);
             }
         }
-        const bool consecutive = slots[i].empty() || slots[i].back() - slots[i].front() + 1 == slots[i].size();
+        const size_t m = slots[i].size();
+        const bool consecutive = m == 0 || slots[i].back() - slots[i].front() + 1 == m;
         std::span<float> out;
-        if (consecutive && !slots[i].empty()) {
-            out = c->logits.subspan(slots[i].front() * vocab, slots[i].size() * vocab);
+        std::span<token_id> ids;
+        if (consecutive && m > 0) {
+            if (!c->logits.empty()) out = c->logits.subspan(slots[i].front() * vocab, m * vocab);
+            if (!c->argmax.empty()) ids = c->argmax.subspan(slots[i].front(), m);
         } else if (!consecutive) {
-            staged[i].resize(slots[i].size() * vocab);
-            out = staged[i];
+            if (!c->logits.empty()) staged[i].logits.resize(m * vocab);
+            if (!c->argmax.empty()) staged[i].argmax.resize(m);
+            out = staged[i].logits;
+            ids = staged[i].argmax;
         }
-        seqs.push_back(SequenceRows{c->tokens.subspan(size_t(c->done), size_t(n)), c->kv, rows[i], out});
+        seqs.push_back(SequenceRows{c->tokens.subspan(size_t(c->done), size_t(n)), c->kv, rows[i], out, ids});
     }
     auto scatter = [&](size_t i) {
         Call* c = take[i].first;
-        for (size_t j = 0; j < slots[i].size() && !staged[i].empty(); ++j)
-            std::copy_n(staged[i].begin() + std::ptrdiff_t(j * vocab), vocab, c->logits.begin() + std::ptrdiff_t(slots[i][j] * vocab));
+        for (size_t j = 0; j < slots[i].size(); ++j) {
+            if (!staged[i].logits.empty())
+                std::copy_n(staged[i].logits.begin() + std::ptrdiff_t(j * vocab), vocab,
+                            c->logits.begin() + std::ptrdiff_t(slots[i][j] * vocab));
+            if (!staged[i].argmax.empty()) c->argmax[slots[i][j]] = staged[i].argmax[j];
+        }
         c->done += take[i].second;
     };
     try {

@@ -111,10 +111,11 @@ public:
     // as in SequenceRows). `cancel` is checked before every step: when set, the call throws
     // Cancelled and its suffix block is as it was. Validation errors (check_forward_request, the
     // size of `logits`) are thrown at once, before the call joins a step. `stats` (optional) gets
-    // this call's steps.
+    // this call's steps. `argmax` (optional): each logit row's greedy token, as SequenceRows::argmax
+    // (`logits` may then be empty).
     void forward(std::span<const token_id> tokens, const KvView& kv, std::span<const int> logit_rows,
                  std::span<float> logits, const std::atomic<bool>* cancel = nullptr, StepStats* stats = nullptr,
-                 CallKind kind = CallKind::later);
+                 CallKind kind = CallKind::later, std::span<token_id> argmax = {});
 
     SchedulerTotals totals() const;
     int max_step_tokens() const { return options_.max_step_tokens; }

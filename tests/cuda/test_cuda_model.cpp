@@ -256,8 +256,8 @@ TEST(CudaModel, NumericsIdNamesArchitectureAndKvDtype) {
 }
 
 TEST(CudaModel, UnverifiedPathsAreOptInThroughTheEnvironment) {
-    // The tensor-core attention, the stacked multi-sequence step, the CUDA graphs and our own GEMMs have not
-    // run on a device yet:
+    // The tensor-core attention, the stacked multi-sequence step, the CUDA graphs, our own GEMMs,
+    // the upload ring and greedy tokens picked on the device have not run on a device yet:
     // off unless asked for, and a value the variable does not take is an error that names the
     // variable and its values (runs without a device).
     struct Switch {
@@ -275,6 +275,10 @@ TEST(CudaModel, UnverifiedPathsAreOptInThroughTheEnvironment) {
         {"CONTEXTCACHE_CUDA_GRAPHS", "off", "on", cc::cuda::graphs_from_env, cc::cuda::CudaBackendOptions{}.graphs},
         {"CONTEXTCACHE_CUDA_GEMM", "cublaslt", "own", cc::cuda::own_gemm_from_env,
          cc::cuda::CudaBackendOptions{}.own_gemm},
+        {"CONTEXTCACHE_CUDA_UPLOAD", "staged", "ring", cc::cuda::upload_ring_from_env,
+         cc::cuda::CudaBackendOptions{}.upload_ring},
+        {"CONTEXTCACHE_CUDA_GREEDY", "host", "device", cc::cuda::device_greedy_from_env,
+         cc::cuda::CudaBackendOptions{}.device_greedy},
     };
     for (const Switch& sw : switches) {
         SCOPED_TRACE(sw.name);

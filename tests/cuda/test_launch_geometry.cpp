@@ -195,6 +195,7 @@ TEST(launch_geometry, buffer_plan_and_required_bytes) {
     EXPECT_EQ(b.xn, 512u * 4096 * 2);  // max(dim, n_heads * head_dim) = 4096
     EXPECT_EQ(b.gate, 512u * 12288 * 4);
     EXPECT_EQ(b.logits, 32u * 151936 * 4);  // at most 32 logit rows per lm_head GEMM
+    EXPECT_EQ(b.argmax, 32u * 4);           // and their greedy tokens
     EXPECT_EQ(b.partial, size_t(4) * 32 * 160 * 130 * 4);
     EXPECT_EQ(geom::plan_buffers(c, 512, 40960, true).partial, size_t(32) * 32 * 160 * 130 * 4);  // mma: 32 rows
     EXPECT_EQ(geom::max_logit_rows(1), 1);

@@ -4,6 +4,7 @@
 #include "core/cpu/kernels.h"
 #include "core/engine/engine.h"
 #include "core/engine/result_json.h"
+#include "core/engine/sampler.h"
 #include "core/model/builtin_model.h"
 #include "core/model/model_spec.h"
 #include "tests/test_support.h"
@@ -246,6 +247,45 @@ TEST(Engine, GenerateAndLogitsAgree) {
     EXPECT_THROW(engine.last_logits({}), std::invalid_argument);
     EXPECT_THROW(engine.last_logits({-1}), std::runtime_error);
     EXPECT_THROW(engine.last_logits({10'000'000}), std::runtime_error);
+}
+
+// A greedy reply whose logits nobody reads (none kept, no constraint) takes its tokens from the
+// backend (SequenceRows::argmax: on a GPU only the ids come back); they are the tokens the host
+// picks from the logits when they are kept, directly and through the step scheduler (parallel),
+// cached and full.
+TEST(Engine, GreedyTokensPickedByTheBackendAreTheHostsPicks) {
+    EngineOptions po;
+    po.model_spec = "builtin:qwen3-test";
+    po.parallel = 2;
+    Engine parallel(po);
+    parallel.load_model();
+    for (Engine* engine : {&test_engine(), &parallel}) {
+        engine->set_tools(first_tools(2), "");
+        for (const QueryMode mode : {QueryMode::cached, QueryMode::full}) {
+            const std::string label = std::string(engine == &parallel ? "scheduler" : "direct") +
+                                      (mode == QueryMode::full ? ", full" : ", cached");
+            QueryOptions q;
+            q.max_new_tokens = 12;
+            q.ignore_eos = true;
+            q.mode = mode;
+            const auto by_backend = engine->query("What is the weather in Paris?", q);
+            q.keep_logits = true;
+            const auto by_host = engine->query("What is the weather in Paris?", q);
+            ASSERT_EQ(by_host.step_logits.size(), 12u) << label;
+            EXPECT_TRUE(by_backend.step_logits.empty()) << label;
+            EXPECT_EQ(by_backend.tokens, by_host.tokens) << label;
+            for (size_t i = 0; i < by_host.tokens.size(); ++i)
+                EXPECT_EQ(by_host.tokens[i], cc::argmax_token(by_host.step_logits[i])) << label << " token " << i;
+        }
+    }
+    // generate(): the raw model, greedy, picked by the backend after the first token
+    const std::vector<cc::token_id> prompt{9707, 1879, 11, 1246};
+    const auto g = test_engine().generate(prompt, 6, true);
+    std::vector<cc::token_id> chain = prompt;
+    for (size_t i = 0; i < g.ids.size(); ++i) {
+        EXPECT_EQ(g.ids[i], cc::argmax_token(test_engine().last_logits(chain))) << "token " << i;
+        chain.push_back(g.ids[i]);
+    }
 }
 
 // A prompt longer than Engine::kForwardChunkTokens runs in chunks (bounded activations): the

@@ -64,6 +64,21 @@ TEST(Sampler, greedy_is_the_first_maximum) {
     EXPECT_EQ(argmax_token({3.0f, 3.0f}), 0);
 }
 
+// The rule every backend's greedy tokens follow (km::argmax_row; the CUDA argmax kernel's tree
+// picks the same index): NaN never wins, wherever it sits; masked (-inf) tokens only when nothing
+// else is left; a row of NaN gives 0.
+TEST(Sampler, greedy_skips_nan_and_takes_the_first_of_equal_values) {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    EXPECT_EQ(argmax_token({nan, 1.0f, 2.0f, 2.0f}), 2);
+    EXPECT_EQ(argmax_token({1.0f, nan, 0.5f}), 0);
+    EXPECT_EQ(argmax_token({-inf, -inf, -2.0f, nan}), 2);
+    EXPECT_EQ(argmax_token({-inf, -inf}), 0);
+    EXPECT_EQ(argmax_token({nan, nan, nan}), 0);
+    EXPECT_EQ(argmax_token({nan, -inf}), 1);
+    EXPECT_EQ(argmax_token({0.0f, -0.0f, 0.0f}), 0);
+    EXPECT_EQ(argmax_token({-0.0f, 0.0f}), 0);  // equal values: the first
+}
+
 // Qwen3-sized and small vocabularies, narrow and flat distributions, ties, masked (-inf) tokens,
 // nuclei from one token to nearly all of them (so the sort's slices grow to the end).
 TEST(Sampler, the_nucleus_is_drawn_as_a_full_sort_draws_it) {

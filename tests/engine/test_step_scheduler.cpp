@@ -3,6 +3,7 @@
 // because requests arrive, finish and are cancelled around it. Everything is asserted with ==
 // against the same sequence run alone.
 #include "core/base/cancelled.h"
+#include "core/base/kernel_math.h"
 #include "core/engine/engine.h"
 #include "core/engine/step_scheduler.h"
 #include "tests/test_support.h"
@@ -313,6 +314,41 @@ TEST(StepScheduler, logit_rows_in_any_order_land_in_their_slots) {
     const auto got = scheduled(scheduler, ids, KvView{nullptr, 0, block.get()}, rows);
     EXPECT_TRUE(bits_equal(got, expected));
     EXPECT_GT(scheduler.totals().chunked_calls, 0u);
+}
+
+// Greedy tokens instead of logits (SequenceRows::argmax), through the same chunks and stagings:
+// each the first maximum of that row's logits from the backend alone, with the logits coming back
+// too or not, and a call's token storage of the wrong size refused before it joins a step.
+TEST(StepScheduler, greedy_tokens_land_in_their_slots_through_chunked_steps) {
+    Backend& b = engine().backend();
+    const int vocab = b.config().vocab_size;
+    const auto ids = random_ids(11, 16, vocab);
+    const std::vector<int> rows{9, 2, 3, 3, 10, 0, 5};
+    auto alone = b.allocate_kv(int(ids.size()));
+    const auto expected = b.forward(ids, KvView{nullptr, 0, alone.get()}, rows);
+    StepScheduler scheduler(b, StepSchedulerOptions{.max_step_tokens = 4});
+    for (const bool with_logits : {true, false}) {
+        auto block = b.allocate_kv(int(ids.size()));
+        std::vector<float> logits(with_logits ? rows.size() * size_t(vocab) : 0);
+        std::vector<token_id> tokens(rows.size(), -1);
+        scheduler.forward(ids, KvView{nullptr, 0, block.get()}, rows, logits, nullptr, nullptr, CallKind::later,
+                          tokens);
+        for (size_t j = 0; j < rows.size(); ++j)
+            EXPECT_EQ(tokens[j], km::argmax_row(expected.data() + j * size_t(vocab), vocab))
+                << "row " << rows[j] << (with_logits ? " (logits too)" : " (tokens only)");
+        if (with_logits) {
+            EXPECT_TRUE(bits_equal(logits, expected));
+        }
+        EXPECT_EQ(block->n_tokens(), int(ids.size()));
+    }
+    EXPECT_GT(scheduler.totals().chunked_calls, 0u);
+    auto block = b.allocate_kv(int(ids.size()));
+    std::vector<float> none;
+    std::vector<token_id> short_ids(rows.size() - 1);
+    EXPECT_THROW(scheduler.forward(ids, KvView{nullptr, 0, block.get()}, rows, none, nullptr, nullptr, CallKind::later,
+                                   short_ids),
+                 std::runtime_error);
+    EXPECT_EQ(block->n_tokens(), 0);
 }
 
 // ---- first-token priority ----------------------------------------------------------------------
