@@ -395,8 +395,11 @@ private:
     void run_step(std::span<const SeqRun> seqs, const std::atomic<bool>* cancel);
     // Launches a chunk's layers [l0, l1) (the embedding too when l0 is 0) on the stream; nothing in
     // it synchronises or copies from the host, so it may be captured into a graph. check_cancel,
-    // when given, runs before each layer.
-    void enqueue_layers(std::span<const SeqRun> seqs, const geom::StepChunk& chunk, int l0, int l1,
+    // when given, runs before each layer. `logits` false: no row of the chunk asks for logits, so
+    // the last layer stops after its K/V store (what later rows attend to); its attention, o_proj
+    // and MLP would feed nothing (a long prefill's chunks but the last; the CPU backend trims the
+    // same rows and more: llama.cpp's inp_out_ids).
+    void enqueue_layers(std::span<const SeqRun> seqs, const geom::StepChunk& chunk, int l0, int l1, bool logits,
                         const std::function<void()>& check_cancel);
 
     static void check(const Tensor& t, const std::string& name, std::vector<int64_t> shape) {
@@ -594,6 +597,21 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
     // the memory bound decides the cuts.
     for (const geom::StepChunk& chunk : geom::plan_step_chunks(rows_of, max_rows_)) {
         const int n = chunk.n;
+        // the rows of this chunk whose logits (or greedy tokens) are asked for
+        struct Out {
+            float* to;        // the row's logits in its sequence's storage, or null
+            token_id* token;  // its greedy token, or null
+            int32_t chunk_row;
+        };
+        std::vector<Out> outs;
+        for (size_t si = 0; si < seqs.size(); ++si)
+            for (size_t j = 0; j < seqs[si].logit_rows.size(); ++j) {
+                const int row = first_of[si] + seqs[si].logit_rows[j] - chunk.first_row;
+                if (row >= 0 && row < n)
+                    outs.push_back({seqs[si].logits ? seqs[si].logits + j * size_t(vocab) : nullptr,
+                                    seqs[si].argmax ? seqs[si].argmax + j : nullptr, row});
+            }
+        const bool logits = !outs.empty();
         step_tokens_.clear();
         for (const geom::StepPiece& p : chunk.pieces) {
             const auto t = seqs[size_t(p.seq)].tokens.subspan(size_t(p.seq_row), size_t(p.n));
@@ -617,16 +635,17 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
         // while capturing).
         if (options_.graphs && n <= geom::kGraphMaxRows) {
             std::vector<int> key = geom::graph_key(chunk);
+            key.push_back(logits ? 1 : 0);  // the last layer's kernels depend on it
             key.push_back(0);
             for (int l0 = 0; l0 < c.n_layers; l0 += geom::kGraphLayers) {
                 check_cancel();
                 key.back() = l0;  // each group its own graph: one may run while the next is captured
                 graphs_.run(key, st, [&] {
-                    enqueue_layers(seqs, chunk, l0, std::min(l0 + geom::kGraphLayers, c.n_layers), {});
+                    enqueue_layers(seqs, chunk, l0, std::min(l0 + geom::kGraphLayers, c.n_layers), logits, {});
                 });
             }
         } else {
-            enqueue_layers(seqs, chunk, 0, c.n_layers, check_cancel);
+            enqueue_layers(seqs, chunk, 0, c.n_layers, logits, check_cancel);
         }
         check_cancel();
 
@@ -634,19 +653,6 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
         // sequence's in one GEMM; each row's logits then go to its sequence's storage, and its
         // greedy token, where asked for, is picked on the device (options_.device_greedy: only the
         // ids come back) or on the host from the logits
-        struct Out {
-            float* to;        // the row's logits in its sequence's storage, or null
-            token_id* token;  // its greedy token, or null
-            int32_t chunk_row;
-        };
-        std::vector<Out> outs;
-        for (size_t si = 0; si < seqs.size(); ++si)
-            for (size_t j = 0; j < seqs[si].logit_rows.size(); ++j) {
-                const int row = first_of[si] + seqs[si].logit_rows[j] - chunk.first_row;
-                if (row >= 0 && row < n)
-                    outs.push_back({seqs[si].logits ? seqs[si].logits + j * size_t(vocab) : nullptr,
-                                    seqs[si].argmax ? seqs[si].argmax + j : nullptr, row});
-            }
         const int max_sel = plan_lm_->max_m();
         for (size_t s0 = 0; s0 < outs.size(); s0 += size_t(max_sel)) {
             const int ns = int(std::min(outs.size() - s0, size_t(max_sel)));
@@ -689,7 +695,7 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
 }
 
 void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepChunk& chunk, int l0, int l1,
-                                 const std::function<void()>& check_cancel) {
+                                 bool logits, const std::function<void()>& check_cancel) {
     const ModelConfig& c = cfg_;
     const int n = chunk.n;
     const int dim = c.dim, hd = c.head_dim, ffn = c.ffn_dim;
@@ -736,6 +742,7 @@ void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepC
         qa.kv_bf16 = bf16_kv();
         if (chunk.pieces.size() > 1)  // every sequence's rows in one launch (rope_rows_, above)
             kern::qk_rope_store_rows(qa, rope_rows_.as<const kern::RopeRow>(), l, st);
+        const bool rest = logits || l < c.n_layers - 1;  // whether anything reads this layer's output
         attn_.clear();
         for (const geom::StepPiece& p : chunk.pieces) {
             const SeqRun& s = seqs[size_t(p.seq)];
@@ -749,6 +756,7 @@ void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepC
                 qa.first_slot = n0 + p.seq_row;
                 kern::qk_rope_store(qa, st);
             }
+            if (!rest) continue;
 
             kern::AttnArgs aa;
             if (s.prefix != nullptr)
@@ -767,6 +775,7 @@ void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepC
             aa.kernel = options_.mma_attention ? kern::AttnKernel::mma : kern::AttnKernel::scalar;
             attn_.push_back(aa);
         }
+        if (!rest) break;  // the last layer of a chunk without logits: its K/V are stored, nothing reads the rest
         kern::attention_batch(attn_, partial_.as<float>(), partial_.bytes() / 4, st);
 
         // o_proj and the residual
