@@ -4,7 +4,6 @@
 
 #include "cuda/launch_geometry.h"
 
-#include <algorithm>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -32,18 +31,6 @@ struct GemmGroup {
 // of 128 rows or, where those would leave SMs idle, of 64 (geom::gemm_mma_block_rows). A row gets
 // the same bits from all three, so a test may ask for any of them at any row count.
 enum class GemmKernel { rows, tiled, tiled_half };
-inline int gemm_column_blocks(std::span<const GemmOut> outs, int per_block) {
-    int blocks = 0;
-    for (const GemmOut& o : outs) blocks += int(geom::ceil_div(uint64_t(std::max(o.n, 1)), uint64_t(per_block)));
-    return blocks;
-}
-// sm_count 0 (unknown, or a caller that wants the 128-row blocks): never the half-height blocks.
-inline GemmKernel gemm_kernel_for(int m, std::span<const GemmOut> outs, int sm_count) {
-    if (m <= geom::kGemmRowsMax) return GemmKernel::rows;
-    return geom::gemm_mma_block_rows(m, gemm_column_blocks(outs, geom::kGemmMmaTile), sm_count) == geom::kGemmMmaTile
-               ? GemmKernel::tiled
-               : GemmKernel::tiled_half;
-}
 
 inline GemmGroup make_gemm_group(std::span<const GemmOut> outs, GemmKernel kernel) {
     if (outs.empty() || outs.size() > size_t(kGemmMaxGroup))
@@ -59,6 +46,15 @@ inline GemmGroup make_gemm_group(std::span<const GemmOut> outs, GemmKernel kerne
         g.first_block[i + 1] = g.first_block[i] + int(geom::ceil_div(uint64_t(outs[size_t(i)].n), per_block));
     }
     return g;
+}
+
+// sm_count 0 (unknown, or a caller that wants the 128-row blocks): never the half-height blocks.
+// Both heights share the columns of the tiled group, whose blocks along x the rule counts.
+inline GemmKernel gemm_kernel_for(int m, std::span<const GemmOut> outs, int sm_count) {
+    if (m <= geom::kGemmRowsMax) return GemmKernel::rows;
+    const GemmGroup g = make_gemm_group(outs, GemmKernel::tiled);
+    return geom::gemm_mma_block_rows(m, g.first_block[g.count], sm_count) == geom::kGemmMmaTile ? GemmKernel::tiled
+                                                                                                : GemmKernel::tiled_half;
 }
 
 // The launch of `kernel` for m rows of group g: every weight's blocks along x.
