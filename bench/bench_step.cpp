@@ -5,7 +5,7 @@
 // CPU unless given (bf16dot with AVX-512 BF16, else stored).
 //   bench_step [--backend cpu|cuda] [--model SPEC] [--threads N] [--weights W] [--kv bf16]
 //              [--depth 2985[,0,...]] [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3] [--share on,off]
-//              [--batch serial,stacked[,serial+graphs,stacked+graphs]] [--greedy host[,backend]]
+//              [--batch serial,stacked[,stacked+graphs,stacked+graphs+fused,...]] [--greedy host[,backend]]
 //
 // Per sequence count: ms per step (median over --runs, each run `tokens` steps after a warm-up
 // run), aggregate tok/s = N x steps/s, `over_one`: that aggregate over the one-sequence run's
@@ -15,7 +15,9 @@
 // (CpuBackendOptions::share_prefix_attention) to show what it saves. CUDA (default model
 // builtin:qwen3-8b, BF16 weights; CONTEXTCACHE_CUDA_ATTENTION applies): `--batch serial` runs a
 // step's sequences one after another, `stacked` in one pass (CudaBackendOptions::stacked_batch),
-// `+graphs` as CUDA graphs (CudaBackendOptions::graphs); `--greedy backend` asks the backend for
+// `+graphs` as CUDA graphs (CudaBackendOptions::graphs), `+fused` with the fused small kernels
+// (CudaBackendOptions::fused_kernels, also on for every variant with CONTEXTCACHE_CUDA_FUSED=on);
+// `--greedy backend` asks the backend for
 // each step's greedy tokens instead of its logits (SequenceRows::argmax: the engine's greedy decode;
 // CONTEXTCACHE_CUDA_GREEDY=device then picks them on the GPU), `host` (the default) brings the
 // logits back and picks here;
@@ -48,6 +50,28 @@ double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// A --batch variant: serial or stacked, then optionally +graphs, then optionally +fused.
+struct BatchVariant {
+    bool stacked = false, graphs = false, fused = false;
+};
+std::optional<BatchVariant> parse_batch_variant(const std::string& s) {
+    BatchVariant v;
+    std::string rest = s;
+    auto take = [&](const std::string& part) {
+        if (!rest.starts_with(part)) return false;
+        rest.erase(0, part.size());
+        return true;
+    };
+    if (take("stacked"))
+        v.stacked = true;
+    else if (!take("serial"))
+        return std::nullopt;
+    v.graphs = take("+graphs");
+    v.fused = take("+fused");
+    if (!rest.empty()) return std::nullopt;
+    return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,10 +82,11 @@ int main(int argc, char** argv) {
     std::vector<int> depths{2985};
     int threads = 2, tokens = 16, runs = 3;
     if (argc % 2 == 0) {  // an option without its value (--help among them): say how, run nothing
-        std::cerr << "usage: bench_step [--backend cpu|cuda] [--model SPEC] [--threads N] [--weights W] [--kv bf16]\n"
-                     "                  [--depth 2985[,0,...]] [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3]\n"
-                     "                  [--share on,off] [--batch serial,stacked[,serial+graphs,stacked+graphs]]\n"
-                     "                  [--greedy host[,backend]]\n";
+        std::cerr
+            << "usage: bench_step [--backend cpu|cuda] [--model SPEC] [--threads N] [--weights W] [--kv bf16]\n"
+               "                  [--depth 2985[,0,...]] [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3]\n"
+               "                  [--share on,off] [--batch serial,stacked[,stacked+graphs,stacked+graphs+fused]]\n"
+               "                  [--greedy host[,backend]]\n";
         return 2;
     }
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -101,16 +126,14 @@ int main(int argc, char** argv) {
         std::any_of(depths.begin(), depths.end(), [](int d) { return d < 0; }) ||
         std::any_of(sequences.begin(), sequences.end(), [](int n) { return n < 1; }) ||
         std::any_of(shares.begin(), shares.end(), [](const std::string& s) { return s != "on" && s != "off"; }) ||
-        std::any_of(batches.begin(), batches.end(),
-                    [](const std::string& s) {
-                        return s != "serial" && s != "stacked" && s != "serial+graphs" && s != "stacked+graphs";
-                    }) ||
+        std::any_of(batches.begin(), batches.end(), [](const std::string& s) { return !parse_batch_variant(s); }) ||
         (backend != "cpu" && backend != "cuda") || greedies.empty() ||
         std::any_of(greedies.begin(), greedies.end(),
                     [](const std::string& g) { return g != "host" && g != "backend"; })) {
         std::cerr
             << "bench_step: --threads, --tokens, --runs and every --sequences entry must be >= 1, every --depth >= 0; "
-               "--share takes on and/or off, --batch serial, stacked, serial+graphs and/or stacked+graphs, --backend "
+               "--share takes on and/or off, --batch serial or stacked, each optionally followed by +graphs then "
+               "+fused, --backend "
                "cpu or cuda, --greedy host and/or backend\n";
         return 2;
     }
@@ -161,9 +184,11 @@ int main(int argc, char** argv) {
                 o.kv_dtype = cc::parse_kv_dtype(kv_name);
                 o.mma_attention = cc::cuda::mma_attention_from_env();
                 o.own_gemm = cc::cuda::own_gemm_from_env();
-                o.stacked_batch = variant.rfind("stacked", 0) == 0;
-                o.graphs = variant.ends_with("+graphs");
+                const BatchVariant bv = *parse_batch_variant(variant);
+                o.stacked_batch = bv.stacked;
+                o.graphs = bv.graphs;
                 o.device_greedy = cc::cuda::device_greedy_from_env();
+                o.fused_kernels = bv.fused || cc::cuda::fused_kernels_from_env();
                 be = cc::cuda::make_cuda_backend(weights, o);
 #endif
             } else {

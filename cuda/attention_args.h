@@ -2,6 +2,8 @@
 // also be compiled for the CPU: tests/cuda/test_attention_mma_emulated.cpp runs it there.
 #pragma once
 
+#include <cstdint>
+
 namespace cc::cuda::kern {
 
 // Attention over the two-segment view (DESIGN §6): positions [0, seg[0].n) in seg[0] (the prefix
@@ -29,6 +31,9 @@ struct AttnArgs {
     int n_rows = 0;
     int first_pos = 0;
     float* out = nullptr;  // (n_rows, n_heads * head_dim) f32
+    // When set, the output goes here instead, each value rounded to bf16 (km::f32_to_bf16 of what
+    // `out` would hold): o_proj's input without a conversion launch (CudaBackendOptions::fused_kernels).
+    uint16_t* out_bf16 = nullptr;
 };
 // tiled and split give the same bits (chunks merged in the same order); automatic picks by rows.
 enum class AttnPath { automatic, tiled, split };

@@ -39,6 +39,15 @@ constexpr int kTile = geom::kAttnMmaKeyTile;
 constexpr int kPairs = geom::kAttnMmaPairsPerBlock;
 constexpr int kThreads = 32 * geom::kAttnMmaWarps;
 
+// Output element i of an attention launch: f32 into a.out, or rounded to bf16 into a.out_bf16 (the
+// fused path: o_proj reads it as is). Both kernel families store through it.
+__device__ __forceinline__ void attn_store(const AttnArgs& a, size_t i, float v) {
+    if (a.out_bf16 != nullptr)
+        a.out_bf16[i] = km::f32_to_bf16(v);
+    else
+        a.out[i] = v;
+}
+
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     return uint32_t(km::f32_to_bf16(lo)) | (uint32_t(km::f32_to_bf16(hi)) << 16);
 }
@@ -287,13 +296,14 @@ __device__ __forceinline__ void attn_mma_block(const AttnArgs& a, float* __restr
             }
         }
     }
+#pragma unroll  // acc stays in registers only with constant indices
     for (int r = 0; r < 2; ++r) {
         if (!pr[r].valid) continue;
-        float* dst = a.out + size_t(pr[r].row) * qd + size_t(pr[r].head) * HD;
+        const size_t dst = size_t(pr[r].row) * qd + size_t(pr[r].head) * HD;
 #pragma unroll
         for (int nd = 0; nd < HD / 8; ++nd) {
-            dst[nd * 8 + 2 * t] = acc[nd][2 * r] / total[r].l + 0.0f;
-            dst[nd * 8 + 2 * t + 1] = acc[nd][2 * r + 1] / total[r].l + 0.0f;
+            attn_store(a, dst + nd * 8 + 2 * t, acc[nd][2 * r] / total[r].l + 0.0f);
+            attn_store(a, dst + nd * 8 + 2 * t + 1, acc[nd][2 * r + 1] / total[r].l + 0.0f);
         }
     }
 }
@@ -345,7 +355,7 @@ __device__ __forceinline__ void attn_combine_row(const AttnArgs& a, const float*
             acc = km::merge_acc(acc, f.a, part[2 + d], f.b);
         }
         const float o = acc / total.l;
-        a.out[size_t(t) * qd + size_t(h) * hd + d] = kCanonicalZero ? o + 0.0f : o;
+        attn_store(a, size_t(t) * qd + size_t(h) * hd + d, kCanonicalZero ? o + 0.0f : o);
     }
 }
 

@@ -106,6 +106,10 @@ bool device_greedy_from_env() {
     return env_switch("CONTEXTCACHE_CUDA_GREEDY", "host", "device", "greedy tokens picked on the device");
 }
 
+bool fused_kernels_from_env() {
+    return env_switch("CONTEXTCACHE_CUDA_FUSED", "off", "on", "fused residual adds, norms and attention outputs");
+}
+
 size_t device_free_bytes(int device) {
     int previous = 0;
     cudaGetDevice(&previous);
@@ -401,6 +405,9 @@ private:
     // same rows and more: llama.cpp's inp_out_ids).
     void enqueue_layers(std::span<const SeqRun> seqs, const geom::StepChunk& chunk, int l0, int l1, bool logits,
                         const std::function<void()>& check_cancel);
+    // x += proj (the residual), then, when then_norm is set, xn = bf16(rmsnorm(x) * then_norm): one
+    // launch with options_.fused_kernels (add_rmsnorm), two without; the same bits either way.
+    void add_residual(int n, const float* then_norm);
 
     static void check(const Tensor& t, const std::string& name, std::vector<int64_t> shape) {
         if (t.data == nullptr) throw std::runtime_error("cuda backend: weight " + name + " is missing");
@@ -710,8 +717,10 @@ void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepC
         if (check_cancel) check_cancel();
         const DevLayer& L = layers_[size_t(l)];
 
-        // attention: xn = bf16(rmsnorm(x)); q, k, v projections over every row of the chunk
-        kern::rmsnorm(x_.as<float>(), nullptr, f32(L.attn_norm), xn, true, n, dim, eps, st);
+        // attention: xn = bf16(rmsnorm(x)) (fused: the layer before left it there, with its last
+        // residual add); q, k, v projections over every row of the chunk
+        if (!options_.fused_kernels || l == 0)
+            kern::rmsnorm(x_.as<float>(), nullptr, f32(L.attn_norm), xn, true, n, dim, eps, st);
         const Projection qkv[] = {{plan_q_.get(), bf(L.wq), q_.as<float>()},
                                   {plan_kv_.get(), bf(L.wk), k_.as<float>()},
                                   {plan_kv_.get(), bf(L.wv), v_.as<float>()}};
@@ -772,27 +781,42 @@ void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepC
             aa.n_rows = p.n;
             aa.first_pos = first_pos;
             aa.out = att_.as<float>() + size_t(p.chunk_row) * qd;
+            if (options_.fused_kernels) aa.out_bf16 = xn + size_t(p.chunk_row) * qd;  // o_proj's input, as is
             aa.kernel = options_.mma_attention ? kern::AttnKernel::mma : kern::AttnKernel::scalar;
             attn_.push_back(aa);
         }
         if (!rest) break;  // the last layer of a chunk without logits: its K/V are stored, nothing reads the rest
         kern::attention_batch(attn_, partial_.as<float>(), partial_.bytes() / 4, st);
 
-        // o_proj and the residual
-        kern::f32_to_bf16(att_.as<const float>(), xn, int64_t(n) * qd, st);
+        // o_proj and the residual (fused: attention wrote its output as bf16 into xn already)
+        if (!options_.fused_kernels) kern::f32_to_bf16(att_.as<const float>(), xn, int64_t(n) * qd, st);
         plan_o_->run(ctx_, xn, bf(L.wo), proj_.as<float>(), n);
         if (c.o_bias) kern::add_bias_rows(proj_.as<float>(), f32(L.bo), n, dim, st);
-        kern::add_inplace(x_.as<float>(), proj_.as<const float>(), int64_t(n) * dim, st);
+        add_residual(n, f32(L.ffn_norm));
 
-        // MLP: down(bf16(silu(gate(xn)) * up(xn))), then the residual
-        kern::rmsnorm(x_.as<float>(), nullptr, f32(L.ffn_norm), xn, true, n, dim, eps, st);
+        // MLP: down(bf16(silu(gate(xn)) * up(xn))), then the residual (and, fused, the next
+        // layer's attention norm; the last layer's output goes to the final norm of the chosen rows)
         const Projection gate_up[] = {{plan_up_.get(), bf(L.w_gate), gate_.as<float>()},
                                       {plan_up_.get(), bf(L.w_up), up_.as<float>()}};
         run_projections(ctx_, xn, n, gate_up);
         kern::swiglu(gate_.as<const float>(), up_.as<const float>(), act, int64_t(n) * ffn, st);
         plan_down_->run(ctx_, act, bf(L.w_down), proj_.as<float>(), n);
-        kern::add_inplace(x_.as<float>(), proj_.as<const float>(), int64_t(n) * dim, st);
+        const bool norm_next = options_.fused_kernels && l + 1 < c.n_layers;
+        add_residual(n, norm_next ? f32(layers_[size_t(l + 1)].attn_norm) : nullptr);
     }
+}
+
+void CudaBackend::add_residual(int n, const float* then_norm) {
+    const int dim = cfg_.dim;
+    const float eps = float(cfg_.rms_norm_eps);
+    const cudaStream_t st = ctx_.stream();
+    if (then_norm != nullptr && options_.fused_kernels) {
+        kern::add_rmsnorm(x_.as<float>(), proj_.as<const float>(), then_norm, xn_.as<uint16_t>(), n, dim, eps, st);
+        return;
+    }
+    kern::add_inplace(x_.as<float>(), proj_.as<const float>(), int64_t(n) * dim, st);
+    if (then_norm != nullptr)
+        kern::rmsnorm(x_.as<float>(), nullptr, then_norm, xn_.as<uint16_t>(), true, n, dim, eps, st);
 }
 
 }  // namespace

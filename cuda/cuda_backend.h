@@ -86,6 +86,12 @@ struct CudaBackendOptions {
     // the host. The same tokens either way; the step around it not yet run on a device, so off by
     // default (the logits come back and the host picks): CONTEXTCACHE_CUDA_GREEDY=device.
     bool device_greedy = false;
+    // Small kernels fused (issue 35): each residual add with the RMSNorm that follows it
+    // (add_rmsnorm: after o_proj the MLP's norm, after the MLP the next layer's attention norm), and
+    // attention writing its output as bf16 straight into o_proj's input: three launches fewer a
+    // layer. The bits of the unfused kernels by construction (cuda/row_kernels.cuh, attn_store); not
+    // yet run on a device, so off by default: CONTEXTCACHE_CUDA_FUSED=on.
+    bool fused_kernels = false;
 };
 
 // CONTEXTCACHE_CUDA_ATTENTION: unset, "" or "scalar" -> false, "mma" -> true; anything else throws
@@ -102,6 +108,8 @@ bool own_gemm_from_env();
 bool upload_ring_from_env();
 // CONTEXTCACHE_CUDA_GREEDY: unset, "" or "host" -> false, "device" -> true; anything else throws as above.
 bool device_greedy_from_env();
+// CONTEXTCACHE_CUDA_FUSED: unset, "" or "off" -> false, "on" -> true; anything else throws as above.
+bool fused_kernels_from_env();
 
 // "cuda/sm<major><minor>/bf16/<kv dtype>[/attn-mma][/gemm-own]", e.g. "cuda/sm90/bf16/f32": enters the group_key, so a
 // group computed on the GPU never links on the CPU (or on another architecture), and vice versa.

@@ -8,6 +8,7 @@
 
 #include "cuda/attention_mma.h"
 #include "cuda/attention_mma_kernels.cuh"
+#include "cuda/row_kernels.cuh"
 
 #include "core/base/kernel_math.h"
 #include "cuda/context.h"
@@ -20,7 +21,9 @@
 namespace cc::cuda::kern {
 namespace {
 
+using detail::add_rmsnorm_kernel;
 using detail::attn_combine_kernel;
+using detail::rmsnorm_kernel;
 
 dim3 d3(const geom::Dim3& d) {
     return dim3(d.x, d.y, d.z);
@@ -33,39 +36,6 @@ __global__ void embed_kernel(const uint16_t* __restrict__ table, const int32_t* 
     const size_t r = blockIdx.x;
     const uint16_t* src = table + size_t(tokens[r]) * size_t(dim);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) x[r * size_t(dim) + i] = km::bf16_to_f32(src[i]);
-}
-
-// Sum of squares of one row: thread t sums elements t, t + 256, ... in order, then a fixed tree
-// over the 256 partial sums. blockDim.x == geom::kRowThreads (a power of two).
-__device__ float block_sum(float v, float* red) {
-    red[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) red[threadIdx.x] = red[threadIdx.x] + red[threadIdx.x + s];
-        __syncthreads();
-    }
-    const float total = red[0];
-    __syncthreads();  // red may be reused
-    return total;
-}
-
-template <bool kOutBf16>
-__global__ void rmsnorm_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
-                               const float* __restrict__ w, void* __restrict__ y, int dim, float eps) {
-    extern __shared__ float red[];
-    const size_t r = blockIdx.x;
-    const size_t src = rows != nullptr ? size_t(rows[r]) : r;
-    const float* xr = x + src * size_t(dim);
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) ss = ss + xr[i] * xr[i];
-    const float inv = km::rms_inv(block_sum(ss, red), dim, eps);
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        const float v = km::rms_apply(xr[i], inv, w[i]);
-        if constexpr (kOutBf16)
-            static_cast<uint16_t*>(y)[r * size_t(dim) + i] = km::f32_to_bf16(v);
-        else
-            static_cast<float*>(y)[r * size_t(dim) + i] = v;
-    }
 }
 
 __global__ void f32_to_bf16_kernel(const float* __restrict__ x, uint16_t* __restrict__ y, int64_t n) {
@@ -359,7 +329,7 @@ __global__ void attn_tiled_kernel(AttnArgs a) {
     const size_t qd = size_t(a.n_heads) * hd;
     for (int e = threadIdx.x; e < nr * hd; e += blockDim.x) {
         const int r = e / hd, d = e % hd;
-        a.out[size_t(t0 + r) * qd + size_t(h) * hd + d] = s.acc_t[e] / s.st[r * 8 + kLt];
+        detail::attn_store(a, size_t(t0 + r) * qd + size_t(h) * hd + d, s.acc_t[e] / s.st[r * 8 + kLt]);
     }
 }
 
@@ -446,6 +416,13 @@ void rmsnorm(const float* x, const int32_t* rows, const float* w, void* y, bool 
     else
         rmsnorm_kernel<false><<<d3(l.grid), d3(l.block), l.smem_bytes, stream>>>(x, rows, w, y, dim, eps);
     CC_CUDA_CHECK_LAUNCH("rmsnorm_kernel");
+}
+
+void add_rmsnorm(float* x, const float* y, const float* w, uint16_t* out, int n_rows, int dim, float eps,
+                 cudaStream_t stream) {
+    const geom::Launch l = geom::row_blocks(n_rows);
+    add_rmsnorm_kernel<<<d3(l.grid), d3(l.block), l.smem_bytes, stream>>>(x, y, w, out, dim, eps);
+    CC_CUDA_CHECK_LAUNCH("add_rmsnorm_kernel");
 }
 
 void f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {

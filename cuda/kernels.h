@@ -23,6 +23,11 @@ void embed(const uint16_t* table, const int32_t* tokens, float* x, int n_rows, i
 void rmsnorm(const float* x, const int32_t* rows, const float* w, void* y, bool y_bf16, int n_rows, int dim, float eps,
              cudaStream_t stream);
 
+// x[r] += y[r], then out[r] = bf16(rmsnorm(x[r]) * w), for rows [0, n_rows): the bits of add_inplace
+// followed by rmsnorm(..., y_bf16 = true) in one launch (cuda/row_kernels.cuh).
+void add_rmsnorm(float* x, const float* y, const float* w, uint16_t* out, int n_rows, int dim, float eps,
+                 cudaStream_t stream);
+
 void f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 void bf16_to_f32(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
 void add_inplace(float* x, const float* y, int64_t n, cudaStream_t stream);                      // x += y

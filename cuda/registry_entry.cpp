@@ -25,6 +25,7 @@ CudaBackendOptions cuda_options(const BackendOptions& o) {
     c.own_gemm = own_gemm_from_env();
     c.upload_ring = upload_ring_from_env();
     c.device_greedy = device_greedy_from_env();
+    c.fused_kernels = fused_kernels_from_env();
     return c;
 }
 

@@ -227,6 +227,24 @@ void check_rmsnorm(const Context& ctx, Table& t, bool quick) {
                      gx.guards_intact() && y.guards_intact());
         t.add_output("rmsnorm bf16 out == bf16(f32 out)", shape,
                      double(count_bit_mismatch(yb.get<uint16_t>(), to_bf16(got))), 0, 0, yb.guards_intact());
+
+        // the residual add fused with the norm after it (CudaBackendOptions::fused_kernels): x and
+        // the bf16 rows == add_inplace then rmsnorm
+        const std::vector<float> res = normals(rng, x.size(), 1.0f);
+        Guarded gr(ctx, res.size() * 4, "residual"), gx2(ctx, x.size() * 4, "x fused"),
+            yf(ctx, x.size() * 2, "y fused");
+        gr.set(res);
+        gx2.set(x);
+        kern::add_inplace(gx.as<float>(), gr.as<float>(), int64_t(x.size()), ctx.stream());
+        kern::rmsnorm(gx.as<float>(), nullptr, gw.as<float>(), yb.as<uint16_t>(), true, rows, dim, eps, ctx.stream());
+        kern::add_rmsnorm(gx2.as<float>(), gr.as<float>(), gw.as<float>(), yf.as<uint16_t>(), rows, dim, eps,
+                          ctx.stream());
+        ctx.sync();
+        const std::vector<float> x_fused = gx2.get<float>();
+        t.add_output("add + rmsnorm fused == add then rmsnorm (bits)", shape,
+                     double(count_bit_mismatch(x_fused, gx.get<float>()) +
+                            count_bit_mismatch(yf.get<uint16_t>(), yb.get<uint16_t>())),
+                     0, count_nonfinite(x_fused), gx2.guards_intact() && yf.guards_intact());
     }
 }
 
@@ -660,9 +678,10 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
             // runs the rows with the keys split at P (prefix [0, P), suffix [P, N)), in launches of
             // `group` consecutive rows (0: the split path's most, else all rows in one launch)
             // batched: the groups as separate sequences of one kern::attention_batch call (the
-            // mma kernel's batch launch: up to 16 sequences and 32 rows a launch)
+            // mma kernel's batch launch: up to 16 sequences and 32 rows a launch); bf16_out: the
+            // output as bf16 in dst's first half (AttnArgs::out_bf16, the fused path)
             auto run = [&](int P, kern::AttnPath path, Guarded& dst, kern::AttnKernel kernel = kern::AttnKernel::scalar,
-                           int group = 0, bool batched = false) {
+                           int group = 0, bool batched = false, bool bf16_out = false) {
                 const int cap0 = P + 5, cap1 = N - P + 3;
                 Guarded k0(ctx, size_t(c.kv) * cap0 * c.hd * eb, "K prefix"),
                     v0(ctx, size_t(c.kv) * cap0 * c.hd * eb, "V prefix"),
@@ -688,7 +707,8 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
                 std::vector<kern::AttnArgs> seqs;
                 for (int r0 = 0; r0 < c.rows; r0 += group) {
                     a.q = gq.as<float>() + size_t(r0) * qd;
-                    a.out = dst.as<float>() + size_t(r0) * qd;
+                    a.out = bf16_out ? nullptr : dst.as<float>() + size_t(r0) * qd;
+                    a.out_bf16 = bf16_out ? dst.as<uint16_t>() + size_t(r0) * qd : nullptr;
                     a.n_rows = std::min(group, c.rows - r0);
                     a.first_pos = c.n_before + r0;
                     if (batched)
@@ -731,6 +751,21 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
                 tried += (tried.empty() ? "" : ",") + std::to_string(P);
             }
             t.add_output("attention segment invariance (bits)", shape + " prefix=" + tried, double(mism), 0, 0,
+                         out2.guards_intact());
+
+            // the output as bf16 for o_proj (CudaBackendOptions::fused_kernels): the f32 output
+            // rounded, from both launches (and, below, the mma kernel's three)
+            auto bf16_mismatch = [&](Guarded& dst, const std::vector<float>& f32) {
+                std::vector<uint16_t> b = dst.get<uint16_t>();
+                b.resize(f32.size());
+                return count_bit_mismatch(b, to_bf16(f32));
+            };
+            size_t mb = 0;
+            for (auto path : {kern::AttnPath::tiled, kern::AttnPath::split}) {
+                run(c.n_before, path, out2, kern::AttnKernel::scalar, 0, false, true);
+                mb += bf16_mismatch(out2, got);
+            }
+            t.add_output("attention bf16 out == bf16(f32 out) (bits)", shape + " tiled and split", double(mb), 0, 0,
                          out2.guards_intact());
             if (!geom::attn_mma_head_dim_ok(c.hd)) return;
 
@@ -789,6 +824,15 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
             }
             t.add_output("attention mma, rows as sequences of 1 / 3 in batch launches == batch (bits)", sm, double(mm), 0,
                          nonfinite, om2.guards_intact());
+            mb = 0;
+            run(c.n_before, kern::AttnPath::tiled, om2, mma, 0, false, true);
+            mb += bf16_mismatch(om2, gm);
+            run(c.n_before, kern::AttnPath::split, om2, mma, 0, false, true);
+            mb += bf16_mismatch(om2, gm);
+            run(c.n_before, kern::AttnPath::automatic, om2, mma, 3, true, true);
+            mb += bf16_mismatch(om2, gm);
+            t.add_output("attention mma bf16 out == bf16(f32 out) (bits)", sm + " tiled, split, batch", double(mb), 0,
+                         0, om2.guards_intact());
         });
     }
 }
@@ -1184,6 +1228,21 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             t.add(name + ": graphs: full prefill == without graphs (bits)", "tokens=" + std::to_string(N),
                   double(count_bit_mismatch(fg, full)), 0);
             exactness_rows("graphs", *gg, full);
+        });
+
+        // the fused small kernels (opt-in, issue 35): the same bits as the unfused ones, eager and
+        // as graphs (a graph group of four layers then starts from the norm the group before left)
+        t.guarded(name + ": fused kernels", "", [&] {
+            CudaBackendOptions of = o;
+            of.fused_kernels = true;
+            auto gf = make_cuda_backend(weights, of);
+            auto fkv = gf->allocate_kv(N);
+            t.add(name + ": fused kernels: full prefill == unfused (bits)", "tokens=" + std::to_string(N),
+                  double(count_bit_mismatch(gf->forward(tokens, KvView{nullptr, 0, fkv.get()}, all), full)), 0);
+            exactness_rows("fused kernels", *gf, full);
+            of.graphs = true;
+            auto gfg = make_cuda_backend(weights, of);
+            exactness_rows("fused kernels, graphs", *gfg, full);
         });
     });
 }

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -123,15 +124,18 @@ std::unique_ptr<View> make_view(const Data& d, int P) {
 }
 
 // The output of every row, with the keys split into blocks at P and the rows run in launches of
-// `group` rows (tiled or split).
-std::vector<float> run(const Data& d, int P, bool split, int group) {
+// `group` rows (tiled or split); with out_bf16, the launches write bf16 there (AttnArgs::out_bf16,
+// no f32 output) and the f32 output stays NaN.
+std::vector<float> run(const Data& d, int P, bool split, int group, std::vector<uint16_t>* out_bf16 = nullptr) {
     const Case& c = d.c;
     const auto view = make_view(d, P);
     AttnArgs a = view->a;
     std::vector<float> out(d.q.size(), NAN);  // a row never written stays NaN
+    if (out_bf16 != nullptr) out_bf16->assign(d.q.size(), 0xffff);
     for (int r0 = 0; r0 < c.rows; r0 += group) {
         a.q = d.q.data() + size_t(r0) * d.qd;
-        a.out = out.data() + size_t(r0) * d.qd;
+        a.out = out_bf16 != nullptr ? nullptr : out.data() + size_t(r0) * d.qd;
+        if (out_bf16 != nullptr) a.out_bf16 = out_bf16->data() + size_t(r0) * d.qd;
         a.n_rows = std::min(group, c.rows - r0);
         a.first_pos = c.n_before + r0;
         switch (c.hd) {
@@ -155,6 +159,12 @@ size_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) 
     size_t n = 0;
     for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], 4) != 0;
     return n;
+}
+// elements of the bf16 output that are not the f32 output rounded
+size_t bf16_mismatches(const std::vector<uint16_t>& got, const std::vector<float>& f32) {
+    size_t n = 0;
+    for (size_t i = 0; i < got.size(); ++i) n += got[i] != km::f32_to_bf16(f32[i]);
+    return n + (got.size() != f32.size());
 }
 
 double relative_error_vs_float64(const Data& d, const std::vector<float>& got) {
@@ -197,6 +207,14 @@ TEST_P(MmaAttentionEmulated, NearFloat64AndEveryRowsBitsIndependentOfLaunchAndBo
         EXPECT_EQ(bit_mismatches(run(d, c.n_before, true, group), tiled), 0u)
             << describe(c) << ": rows in launches of " << group << " (split)";
     }
+    // the output written as bf16 for o_proj (CudaBackendOptions::fused_kernels): the f32 output
+    // rounded, element for element, from both launches; nothing written as f32
+    std::vector<uint16_t> b16;
+    const std::vector<float> untouched = run(d, c.n_before, false, c.rows, &b16);
+    EXPECT_EQ(bf16_mismatches(b16, tiled), 0u) << describe(c) << ": bf16 output (tiled)";
+    EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(), [](float x) { return std::isnan(x); }));
+    run(d, c.n_before, true, split_group, &b16);
+    EXPECT_EQ(bf16_mismatches(b16, tiled), 0u) << describe(c) << ": bf16 output (split)";
 }
 
 // Small shapes (each block's threads are OS threads here): 4 heads per KV head over three chunks
@@ -257,6 +275,20 @@ TEST(MmaAttentionEmulatedBatch, EverySequenceGetsTheBitsOfItsOwnSplitLaunch) {
         EXPECT_EQ(nan, 0u) << "sequence " << i << ": outputs not written";
         EXPECT_EQ(bit_mismatches(together[i], alone[i]), 0u) << "sequence " << i << " (" << describe(data[i].c) << ")";
     }
+    // the same launch writing bf16 (the fused path): each sequence's f32 output rounded
+    std::vector<std::vector<uint16_t>> b16(shapes.size());
+    for (int i = 0; i < b.n_seqs; ++i) {
+        b16[size_t(i)].assign(data[size_t(i)].q.size(), 0xffff);
+        b.seq[i].out = nullptr;
+        b.seq[i].out_bf16 = b16[size_t(i)].data();
+    }
+    partial.assign(partial.size(), NAN);
+    cc_emu::launch({l.grid.x, l.grid.y, l.grid.z}, {l.block.x, 1, 1}, l.smem_bytes,
+                   [&] { kern::detail::attn_mma_batch_kernel<kHd>(b, partial.data(), n_chunks); });
+    cc_emu::launch({lc.grid.x, lc.grid.y, lc.grid.z}, {lc.block.x, 1, 1}, 0,
+                   [&] { kern::detail::attn_combine_batch_kernel<true>(b, partial.data(), n_chunks); });
+    for (size_t i = 0; i < shapes.size(); ++i)
+        EXPECT_EQ(bf16_mismatches(b16[i], alone[i]), 0u) << "sequence " << i << ": bf16 output";
 }
 
 }  // namespace

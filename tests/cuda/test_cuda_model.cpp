@@ -187,6 +187,63 @@ TEST(CudaModel, GraphsGiveTheEagerBitsAndCancelBetweenGroups) {
     EXPECT_EQ(gk->n_tokens(), 36);
 }
 
+TEST(CudaModel, FusedKernelsGiveTheUnfusedBits) {
+    // CudaBackendOptions::fused_kernels (add + RMSNorm in one launch, attention writing bf16 for
+    // o_proj): a chunked prefill, decode steps and a stacked step of three sequences, eager and as
+    // graphs, give every logit of the unfused backend; the K/V stored are the same bytes.
+    REQUIRE_DEVICE();
+    const cc::ModelWeights w = qwen3_test();
+    for (bool mma : {false, true}) {
+        SCOPED_TRACE(mma ? "mma attention" : "scalar attention");
+        cc::cuda::CudaBackendOptions o;
+        o.max_batch_tokens = 16;
+        o.stacked_batch = true;
+        o.mma_attention = mma;
+        o.kv_dtype = mma ? cc::KvDType::bf16 : cc::KvDType::f32;
+        auto plain = cc::cuda::make_cuda_backend(w, o);
+        o.fused_kernels = true;
+        auto fused = cc::cuda::make_cuda_backend(w, o);
+        o.graphs = true;
+        auto fused_graphs = cc::cuda::make_cuda_backend(w, o);
+        const auto tokens = seeded_tokens(40, w.config.vocab_size);
+        std::vector<int> all(30);
+        for (int i = 0; i < 30; ++i) all[size_t(i)] = i;
+        auto pk = plain->allocate_kv(40);
+        const auto want = plain->forward(std::span(tokens).first(30), cc::KvView{nullptr, 0, pk.get()}, all);
+        for (cc::Backend* be : {fused.get(), fused_graphs.get()}) {
+            auto kv = be->allocate_kv(40);
+            EXPECT_TRUE(
+                same_bits(be->forward(std::span(tokens).first(30), cc::KvView{nullptr, 0, kv.get()}, all), want));
+            std::vector<std::byte> a(plain->kv_bytes(30)), b(be->kv_bytes(30));
+            plain->export_kv(*pk, 30, a);
+            be->export_kv(*kv, 30, b);
+            EXPECT_EQ(a, b) << "the stored K/V";
+            // decode steps against the unfused backend's, each on its own copy of the block
+            auto pk2 = plain->import_kv(a, 30, 40, 30);
+            const std::vector<int> row0{0};
+            for (int i = 30; i < 34; ++i) {
+                const auto t = std::span(tokens).subspan(size_t(i), 1);
+                const auto d_want = plain->forward(t, cc::KvView{nullptr, 0, pk2.get()}, row0);
+                EXPECT_TRUE(same_bits(be->forward(t, cc::KvView{nullptr, 0, kv.get()}, row0), d_want)) << i;
+            }
+            // three sequences in one step over the first 20 positions of each block
+            std::vector<std::vector<float>> sw(3, std::vector<float>(size_t(w.config.vocab_size), NAN)), sg = sw;
+            std::vector<std::unique_ptr<cc::KvBlock>> ps, fs;
+            std::vector<cc::SequenceRows> pstep, fstep;
+            for (int s = 0; s < 3; ++s) {
+                ps.push_back(plain->allocate_kv(2));
+                fs.push_back(be->allocate_kv(2));
+                const auto t = std::span(tokens).subspan(size_t(20 + s), 1);
+                pstep.push_back({t, cc::KvView{pk.get(), 20 + s, ps.back().get()}, row0, sw[size_t(s)]});
+                fstep.push_back({t, cc::KvView{kv.get(), 20 + s, fs.back().get()}, row0, sg[size_t(s)]});
+            }
+            plain->forward_batch(pstep);
+            be->forward_batch(fstep);
+            for (int s = 0; s < 3; ++s) EXPECT_TRUE(same_bits(sg[size_t(s)], sw[size_t(s)])) << "sequence " << s;
+        }
+    }
+}
+
 TEST(CudaModel, KvExportImportRoundTripAndForeignBlocks) {
     REQUIRE_DEVICE();
     const cc::ModelWeights w = qwen3_test();
@@ -257,7 +314,7 @@ TEST(CudaModel, NumericsIdNamesArchitectureAndKvDtype) {
 
 TEST(CudaModel, UnverifiedPathsAreOptInThroughTheEnvironment) {
     // The tensor-core attention, the stacked multi-sequence step, the CUDA graphs, our own GEMMs,
-    // the upload ring and greedy tokens picked on the device have not run on a device yet:
+    // the upload ring, greedy tokens picked on the device and the fused kernels have not run on a device yet:
     // off unless asked for, and a value the variable does not take is an error that names the
     // variable and its values (runs without a device).
     struct Switch {
@@ -279,6 +336,8 @@ TEST(CudaModel, UnverifiedPathsAreOptInThroughTheEnvironment) {
          cc::cuda::CudaBackendOptions{}.upload_ring},
         {"CONTEXTCACHE_CUDA_GREEDY", "host", "device", cc::cuda::device_greedy_from_env,
          cc::cuda::CudaBackendOptions{}.device_greedy},
+        {"CONTEXTCACHE_CUDA_FUSED", "off", "on", cc::cuda::fused_kernels_from_env,
+         cc::cuda::CudaBackendOptions{}.fused_kernels},
     };
     for (const Switch& sw : switches) {
         SCOPED_TRACE(sw.name);
