@@ -796,10 +796,15 @@ void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepC
 
         // MLP: down(bf16(silu(gate(xn)) * up(xn))), then the residual (and, fused, the next
         // layer's attention norm; the last layer's output goes to the final norm of the chosen rows)
-        const Projection gate_up[] = {{plan_up_.get(), bf(L.w_gate), gate_.as<float>()},
-                                      {plan_up_.get(), bf(L.w_up), up_.as<float>()}};
-        run_projections(ctx_, xn, n, gate_up);
-        kern::swiglu(gate_.as<const float>(), up_.as<const float>(), act, int64_t(n) * ffn, st);
+        if (options_.fused_kernels && plan_up_->own() && n <= geom::kGemmRowsMax) {
+            // decode and short chunks: gate, up and SwiGLU in one launch of the rows kernel's form
+            gemm_mma_swiglu(xn, bf(L.w_gate), bf(L.w_up), act, n, ffn, dim, st);
+        } else {
+            const Projection gate_up[] = {{plan_up_.get(), bf(L.w_gate), gate_.as<float>()},
+                                          {plan_up_.get(), bf(L.w_up), up_.as<float>()}};
+            run_projections(ctx_, xn, n, gate_up);
+            kern::swiglu(gate_.as<const float>(), up_.as<const float>(), act, int64_t(n) * ffn, st);
+        }
         plan_down_->run(ctx_, act, bf(L.w_down), proj_.as<float>(), n);
         const bool norm_next = options_.fused_kernels && l + 1 < c.n_layers;
         add_residual(n, norm_next ? f32(layers_[size_t(l + 1)].attn_norm) : nullptr);

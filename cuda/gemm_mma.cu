@@ -60,6 +60,32 @@ void gemm_mma_launch(const uint16_t* x, std::span<const kern::GemmOut> outs, int
         launch_tiled<2>(l, x, g, m, k, stream);
 }
 
+void gemm_mma_swiglu(const uint16_t* x, const uint16_t* w_gate, const uint16_t* w_up, uint16_t* act, int m, int n,
+                     int k, cudaStream_t stream) {
+    if (m == 0) return;
+    if (!geom::gemm_mma_shape_ok(n, k))
+        throw CudaError("gemm_mma_swiglu: k=" + std::to_string(k) + " is not a multiple of 16 (n=" + std::to_string(n) +
+                        ")");
+    using kern::detail::gemm_mma_rows_swiglu_kernel;
+    const geom::Launch l = geom::gemm_mma_rows(m, n);  // m <= kGemmRowsMax, or it throws
+    const dim3 grid(l.grid.x), block(l.block.x);
+    switch ((m + 15) / 16) {
+        case 1:
+            gemm_mma_rows_swiglu_kernel<1><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
+            break;
+        case 2:
+            gemm_mma_rows_swiglu_kernel<2><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
+            break;
+        case 3:
+            gemm_mma_rows_swiglu_kernel<3><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
+            break;
+        default:
+            gemm_mma_rows_swiglu_kernel<4><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
+            break;
+    }
+    CC_CUDA_CHECK_LAUNCH("gemm_mma_rows_swiglu_kernel");
+}
+
 void gemm_mma(const uint16_t* x, const uint16_t* w, float* y, int m, int n, int k, int sm_count, cudaStream_t stream) {
     const kern::GemmOut one{w, y, n};
     gemm_mma_group(x, std::span<const kern::GemmOut>(&one, 1), m, k, sm_count, stream);

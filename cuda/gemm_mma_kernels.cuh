@@ -17,6 +17,7 @@
 // Compiled by nvcc (gemm_mma.cu) and by the CPU emulation (tests/cuda/test_gemm_mma_emulated.cpp).
 #pragma once
 
+#include "core/base/kernel_math.h"
 #include "cuda/gemm_args.h"
 #include "cuda/launch_geometry.h"
 #include "cuda/mma_sync.cuh"
@@ -54,41 +55,41 @@ __device__ __forceinline__ GemmOut gemm_group_find(const GemmGroup& g, int block
     return o;
 }
 
-// The rows kernel (m <= 16 * MT): warp w of block b owns outputs n0 .. n0 + 7, n0 = 8 (b * warps +
-// w); lane (g, t) reads weight row n0 + g, 4 values a step, and each m-tile's A fragment from the X
-// rows (zeros past m). The kernel is bound by reading W, so the weights come in batches of U steps,
-// two batches deep: the next batch's loads are issued before this batch's mma's, so that between
-// U and 2U loads a lane are always in flight. The mma's still run in ascending steps.
-template <int MT>
-__global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
-    gemm_mma_rows_kernel(const uint16_t* __restrict__ x, const GemmGroup grp, int m, int k) {
+// The rows kernel's chains (m <= 16 * MT): lane (g, t) of a warp reads weight row wrow[j] (row
+// n0 + g of weight j: NW weights a warp, one for a GEMM, gate and up for the SwiGLU kernel), 4
+// values a step, and each m-tile's A fragment from the X rows (zeros past m); acc[j][mt] ends as
+// the warp's outputs of weight j. The kernel is bound by reading W, so the weights come in batches
+// of U steps, two batches deep: the next batch's loads are issued before this batch's mma's, so
+// that between U and 2U loads a lane (a weight) are always in flight. The mma's still run in
+// ascending steps, and every output is its own chain: NW changes nothing in any output's bits.
+template <int MT, int NW>
+__device__ __forceinline__ void gemm_rows_chains(const uint16_t* __restrict__ x, const uint16_t* const (&wrow)[NW],
+                                                 bool w_in, int m, int k, float (&acc)[NW][MT][4]) {
     constexpr int U = 8;
-    int block = 0;
-    const GemmOut o = gemm_group_find(grp, int(blockIdx.x), block);
-    const uint16_t* __restrict__ w = o.w;
-    float* __restrict__ y = o.y;
-    const int n = o.n;
-    const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+    const int lane = int(threadIdx.x) % 32;
     const int g = lane / 4, t = lane % 4;
-    const int n0 = (block * geom::kGemmRowsWarps + warp) * 8;
-    if (n0 >= n) return;  // whole warps leave: no warp-wide instruction is cut short
     const int steps = k / 16;
-    const bool w_in = n0 + g < n;
-    const uint16_t* wrow = w + size_t(w_in ? n0 + g : 0) * size_t(k) + size_t(4 * t);
-    float acc[MT][4];
-    for (int mt = 0; mt < MT; ++mt)
-        for (int i = 0; i < 4; ++i) acc[mt][i] = 0.0f;
-    auto load = [&](Bf16x4(&b)[U], int s0) {
-        if (w_in && s0 + U <= steps) {  // the common case: U loads issued back to back
 #pragma unroll
-            for (int u = 0; u < U; ++u) b[u] = ld_k4(wrow + size_t(s0 + u) * 16);
+    for (int j = 0; j < NW; ++j)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[j][mt][i] = 0.0f;
+    auto load = [&](Bf16x4(&b)[NW][U], int s0) {
+        if (w_in && s0 + U <= steps) {  // the common case: U loads a weight issued back to back
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+#pragma unroll
+                for (int j = 0; j < NW; ++j) b[j][u] = ld_k4(wrow[j] + size_t(s0 + u) * 16);
         } else {
 #pragma unroll
             for (int u = 0; u < U; ++u)
-                if (w_in && s0 + u < steps) b[u] = ld_k4(wrow + size_t(s0 + u) * 16);
+#pragma unroll
+                for (int j = 0; j < NW; ++j)
+                    if (w_in && s0 + u < steps) b[j][u] = ld_k4(wrow[j] + size_t(s0 + u) * 16);
         }
     };
-    auto use = [&](const Bf16x4(&b)[U], int s0) {
+    auto use = [&](const Bf16x4(&b)[NW][U], int s0) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (s0 + u >= steps) break;
@@ -101,11 +102,12 @@ __global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
                 const Bf16x4 a1 = ld_k4(x + size_t(r1 < m ? r1 : 0) * size_t(k) + kofs);
                 const uint32_t af[4] = {r0 < m ? a0.lo : 0u, r1 < m ? a1.lo : 0u, r0 < m ? a0.hi : 0u,
                                         r1 < m ? a1.hi : 0u};
-                mma_16816(acc[mt], af, b[u].lo, b[u].hi);
+#pragma unroll
+                for (int j = 0; j < NW; ++j) mma_16816(acc[j][mt], af, b[j][u].lo, b[j][u].hi);
             }
         }
     };
-    Bf16x4 b0[U], b1[U];  // two named batches (not b[2][U]: a run-time index would put them in memory)
+    Bf16x4 b0[NW][U], b1[NW][U];  // two named batches (not b[2]...: a run-time index would put them in memory)
     load(b0, 0);
     for (int s0 = 0; s0 < steps; s0 += 2 * U) {
         if (s0 + U < steps) load(b1, s0 + U);
@@ -113,11 +115,57 @@ __global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
         if (s0 + 2 * U < steps) load(b0, s0 + 2 * U);
         if (s0 + U < steps) use(b1, s0 + U);
     }
+}
+
+// The rows kernel (m <= 16 * MT): warp w of block b owns outputs n0 .. n0 + 7, n0 = 8 (b * warps +
+// w), of the group's weight that block b works for.
+template <int MT>
+__global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
+    gemm_mma_rows_kernel(const uint16_t* __restrict__ x, const GemmGroup grp, int m, int k) {
+    int block = 0;
+    const GemmOut o = gemm_group_find(grp, int(blockIdx.x), block);
+    float* __restrict__ y = o.y;
+    const int n = o.n;
+    const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+    const int g = lane / 4, t = lane % 4;
+    const int n0 = (block * geom::kGemmRowsWarps + warp) * 8;
+    if (n0 >= n) return;  // whole warps leave: no warp-wide instruction is cut short
+    const bool w_in = n0 + g < n;
+    const uint16_t* const wrow[1] = {o.w + size_t(w_in ? n0 + g : 0) * size_t(k) + size_t(4 * t)};
+    float acc[1][MT][4];
+    gemm_rows_chains<MT, 1>(x, wrow, w_in, m, k, acc);
     const int c0 = n0 + 2 * t;
     for (int mt = 0; mt < MT; ++mt)
         for (int i = 0; i < 4; ++i) {
             const int r = 16 * mt + g + (i >= 2 ? 8 : 0), c = c0 + (i & 1);
-            if (r < m && c < n) y[size_t(r) * size_t(n) + size_t(c)] = acc[mt][i];
+            if (r < m && c < n) y[size_t(r) * size_t(n) + size_t(c)] = acc[0][mt][i];
+        }
+}
+
+// The MLP's gate and up GEMMs with SwiGLU after them (CudaBackendOptions::fused_kernels, decode):
+// act[r][c] = bf16(swiglu(gate[r][c], up[r][c])) for m <= 16 * MT rows, both weights (n, k). Warp w
+// of block b computes gate and up outputs n0 .. n0 + 7 side by side (the rows kernel's chains, one
+// a weight), so the f32 gate and up never leave the registers; each is the bits the rows kernel
+// gives it, and swiglu is swiglu_kernel's formula: act has the unfused bits.
+template <int MT>
+__global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
+    gemm_mma_rows_swiglu_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w_gate,
+                                const uint16_t* __restrict__ w_up, uint16_t* __restrict__ act, int m, int n, int k) {
+    const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+    const int g = lane / 4, t = lane % 4;
+    const int n0 = (int(blockIdx.x) * geom::kGemmRowsWarps + warp) * 8;
+    if (n0 >= n) return;
+    const bool w_in = n0 + g < n;
+    const size_t row = size_t(w_in ? n0 + g : 0) * size_t(k) + size_t(4 * t);
+    const uint16_t* const wrow[2] = {w_gate + row, w_up + row};
+    float acc[2][MT][4];
+    gemm_rows_chains<MT, 2>(x, wrow, w_in, m, k, acc);
+    const int c0 = n0 + 2 * t;
+    for (int mt = 0; mt < MT; ++mt)
+        for (int i = 0; i < 4; ++i) {
+            const int r = 16 * mt + g + (i >= 2 ? 8 : 0), c = c0 + (i & 1);
+            if (r < m && c < n)
+                act[size_t(r) * size_t(n) + size_t(c)] = km::f32_to_bf16(km::swiglu(acc[0][mt][i], acc[1][mt][i]));
         }
 }
 

@@ -532,6 +532,33 @@ void check_gemm_group(const Context& ctx, Table& t) {
                          "n=4096,1000,1000 k=1024 m=" + std::to_string(m), double(mism), 0, 0, guards);
         }
     });
+    // gate and up with SwiGLU in one launch (CudaBackendOptions::fused_kernels): act == swiglu of
+    // the grouped launch's gate and up, at 1..4 m-tiles (n = 1000: a partial block)
+    t.guarded("gemm own mma + swiglu", "", [&] {
+        const int n = 1000;
+        const std::vector<uint16_t> x = to_bf16(normals(rng, size_t(geom::kGemmRowsMax) * k));
+        Guarded gx(ctx, x.size() * 2, "x"), wg(ctx, size_t(n) * k * 2, "w gate"), wu(ctx, size_t(n) * k * 2, "w up"),
+            yg(ctx, size_t(geom::kGemmRowsMax) * n * 4, "gate"), yu(ctx, size_t(geom::kGemmRowsMax) * n * 4, "up"),
+            act(ctx, size_t(geom::kGemmRowsMax) * n * 2, "act"), want(ctx, size_t(geom::kGemmRowsMax) * n * 2, "want");
+        gx.set(x);
+        wg.set(to_bf16(normals(rng, size_t(n) * k)));
+        wu.set(to_bf16(normals(rng, size_t(n) * k)));
+        for (int m : {1, 17, 40, geom::kGemmRowsMax}) {
+            const kern::GemmOut outs[] = {{wg.as<uint16_t>(), yg.as<float>(), n},
+                                          {wu.as<uint16_t>(), yu.as<float>(), n}};
+            gemm_mma_launch(gx.as<uint16_t>(), outs, m, k, kern::GemmKernel::rows, ctx.stream());
+            kern::swiglu(yg.as<float>(), yu.as<float>(), want.as<uint16_t>(), int64_t(m) * n, ctx.stream());
+            gemm_mma_swiglu(gx.as<uint16_t>(), wg.as<uint16_t>(), wu.as<uint16_t>(), act.as<uint16_t>(), m, n, k,
+                            ctx.stream());
+            ctx.sync();
+            std::vector<uint16_t> a = act.get<uint16_t>(), b = want.get<uint16_t>();
+            a.resize(size_t(m) * n);
+            b.resize(size_t(m) * n);
+            t.add_output("gemm own mma + swiglu in one launch == gemm then swiglu (bits)",
+                         "n=1000 k=1024 m=" + std::to_string(m), double(count_bit_mismatch(a, b)), 0, 0,
+                         act.guards_intact() && gx.guards_intact());
+        }
+    });
 }
 
 // The tiled kernel's two block heights (128 rows; 64 where 128 would leave SMs idle: the 8B shape's
@@ -1213,6 +1240,16 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             auto g7 = make_cuda_backend(weights, oo);
             t.add(name + ": own gemm, graphs: decode steps == prefill rows (bits)",
                   "last " + std::to_string(D) + " of " + std::to_string(N), double(decode_mismatch(*g7, f5)), 0);
+            // with the fused small kernels (gate, up and SwiGLU in one launch for the chunks of up
+            // to 64 rows): every bit of the unfused own GEMMs, eager and as graphs
+            oo.fused_kernels = true;
+            exactness_rows("own gemm, fused kernels, graphs", *make_cuda_backend(weights, oo), f5);
+            oo.graphs = false;
+            auto g8 = make_cuda_backend(weights, oo);
+            auto fkv = g8->allocate_kv(N);
+            t.add(name + ": own gemm, fused kernels: full prefill == unfused (bits)", "tokens=" + std::to_string(N),
+                  double(count_bit_mismatch(g8->forward(tokens, KvView{nullptr, 0, fkv.get()}, all), f5)), 0);
+            exactness_rows("own gemm, fused kernels", *g8, f5);
         });
 
         // CUDA graphs (opt-in, issue 35): the same kernels with the same arguments, so the same bits.

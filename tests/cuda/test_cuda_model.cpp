@@ -189,16 +189,19 @@ TEST(CudaModel, GraphsGiveTheEagerBitsAndCancelBetweenGroups) {
 
 TEST(CudaModel, FusedKernelsGiveTheUnfusedBits) {
     // CudaBackendOptions::fused_kernels (add + RMSNorm in one launch, attention writing bf16 for
-    // o_proj): a chunked prefill, decode steps and a stacked step of three sequences, eager and as
-    // graphs, give every logit of the unfused backend; the K/V stored are the same bytes.
+    // o_proj; with our own GEMMs, gate, up and SwiGLU in one launch): a chunked prefill, decode
+    // steps and a stacked step of three sequences, eager and as graphs, give every logit of the
+    // unfused backend; the K/V stored are the same bytes.
     REQUIRE_DEVICE();
     const cc::ModelWeights w = qwen3_test();
-    for (bool mma : {false, true}) {
-        SCOPED_TRACE(mma ? "mma attention" : "scalar attention");
+    for (int variant = 0; variant < 3; ++variant) {
+        const bool mma = variant > 0, own_gemm = variant == 2;
+        SCOPED_TRACE(std::string(mma ? "mma attention" : "scalar attention") + (own_gemm ? ", own gemm" : ""));
         cc::cuda::CudaBackendOptions o;
         o.max_batch_tokens = 16;
         o.stacked_batch = true;
         o.mma_attention = mma;
+        o.own_gemm = own_gemm;
         o.kv_dtype = mma ? cc::KvDType::bf16 : cc::KvDType::f32;
         auto plain = cc::cuda::make_cuda_backend(w, o);
         o.fused_kernels = true;

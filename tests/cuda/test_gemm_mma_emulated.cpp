@@ -257,6 +257,42 @@ TEST(GemmMmaEmulated, TiledKernelSharedMemoryHasNoBankConflicts) {
     }
 }
 
+TEST(GemmMmaEmulated, TheSwigluFormGivesTheBitsOfGateAndUpThenSwiglu) {
+    // gemm_mma_rows_swiglu_kernel (CudaBackendOptions::fused_kernels, decode): gate and up side by
+    // side in one warp, swiglu in the registers; act == bf16(swiglu(gate, up)) of the rows kernel's
+    // gate and up, at 1..4 m-tiles, with a partial block and a partial warp of outputs (n = 44) and
+    // K through full batches and a tail (17 steps).
+    using namespace kern::detail;
+    for (int n : {72, 44}) {
+        const int k = 272;
+        Problem gate = make_problem(64, n, k, 11), up = make_problem(64, n, k, 12);
+        up.x = gate.x;  // both read the same rows
+        for (int m : {1, 5, 17, 37, 64}) {
+            SCOPED_TRACE("n=" + std::to_string(n) + " m=" + std::to_string(m));
+            const auto g = run_rows(gate, m), u = run_rows(up, m);
+            std::vector<uint16_t> want(size_t(m) * n);
+            for (size_t i = 0; i < want.size(); ++i) want[i] = km::f32_to_bf16(km::swiglu(g[i], u[i]));
+            std::vector<uint16_t> act(size_t(m) * n, 0xffff);  // a NaN where nothing was written
+            const geom::Launch l = geom::gemm_mma_rows(m, n);
+            const int mt = (m + 15) / 16;
+            cc_emu::launch({l.grid.x, 1, 1}, {l.block.x, 1, 1}, 0, [&] {
+                const uint16_t *x = gate.x.data(), *wg = gate.w.data(), *wu = up.w.data();
+                if (mt == 1)
+                    gemm_mma_rows_swiglu_kernel<1>(x, wg, wu, act.data(), m, n, k);
+                else if (mt == 2)
+                    gemm_mma_rows_swiglu_kernel<2>(x, wg, wu, act.data(), m, n, k);
+                else if (mt == 3)
+                    gemm_mma_rows_swiglu_kernel<3>(x, wg, wu, act.data(), m, n, k);
+                else
+                    gemm_mma_rows_swiglu_kernel<4>(x, wg, wu, act.data(), m, n, k);
+            });
+            EXPECT_EQ(act, want);
+            // and the gate really is a GEMM (not a vacuous comparison of two wrong things)
+            EXPECT_LT(max_rel_error(gate, g, m), 1e-5);
+        }
+    }
+}
+
 TEST(GemmMmaEmulated, GeometryRefusesWhatTheKernelsCannotRun) {
     EXPECT_TRUE(geom::gemm_mma_shape_ok(4096, 4096));
     EXPECT_TRUE(geom::gemm_mma_shape_ok(151936, 4096));
