@@ -1158,6 +1158,16 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             const size_t mb = batch_mismatch(be, want);
             t.add(name + ": " + what + ": several sequences in one step == full (bits)", batch_shape, double(mb), 0);
         };
+        // a path that must give another's bits (graphs, fused kernels): a backend with `ob`, its
+        // full prefill == want (what it is compared with: `other`), then every exactness row
+        auto same_bits_rows = [&](const std::string& what, const CudaBackendOptions& ob, const std::vector<float>& want,
+                                  const std::string& other) {
+            auto be = make_cuda_backend(weights, ob);
+            auto kv_full = be->allocate_kv(N);
+            t.add(name + ": " + what + ": full prefill == " + other + " (bits)", "tokens=" + std::to_string(N),
+                  double(count_bit_mismatch(be->forward(tokens, KvView{nullptr, 0, kv_full.get()}, all), want)), 0);
+            exactness_rows(what, *be, want);
+        };
 
         // the upload ring: a stored group's image imported through it links to the same bits
         t.guarded(name + ": upload ring", "", [&] {
@@ -1243,13 +1253,9 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             // with the fused small kernels (gate, up and SwiGLU in one launch for the chunks of up
             // to 64 rows): every bit of the unfused own GEMMs, eager and as graphs
             oo.fused_kernels = true;
-            exactness_rows("own gemm, fused kernels, graphs", *make_cuda_backend(weights, oo), f5);
+            same_bits_rows("own gemm, fused kernels, graphs", oo, f5, "unfused");
             oo.graphs = false;
-            auto g8 = make_cuda_backend(weights, oo);
-            auto fkv = g8->allocate_kv(N);
-            t.add(name + ": own gemm, fused kernels: full prefill == unfused (bits)", "tokens=" + std::to_string(N),
-                  double(count_bit_mismatch(g8->forward(tokens, KvView{nullptr, 0, fkv.get()}, all), f5)), 0);
-            exactness_rows("own gemm, fused kernels", *g8, f5);
+            same_bits_rows("own gemm, fused kernels", oo, f5, "unfused");
         });
 
         // CUDA graphs (opt-in, issue 35): the same kernels with the same arguments, so the same bits.
@@ -1259,12 +1265,7 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
         t.guarded(name + ": graphs", "", [&] {
             CudaBackendOptions og = o;
             og.graphs = true;
-            auto gg = make_cuda_backend(weights, og);
-            auto gkv = gg->allocate_kv(N);
-            const std::vector<float> fg = gg->forward(tokens, KvView{nullptr, 0, gkv.get()}, all);
-            t.add(name + ": graphs: full prefill == without graphs (bits)", "tokens=" + std::to_string(N),
-                  double(count_bit_mismatch(fg, full)), 0);
-            exactness_rows("graphs", *gg, full);
+            same_bits_rows("graphs", og, full, "without graphs");
         });
 
         // the fused small kernels (opt-in, issue 35): the same bits as the unfused ones, eager and
@@ -1272,14 +1273,9 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
         t.guarded(name + ": fused kernels", "", [&] {
             CudaBackendOptions of = o;
             of.fused_kernels = true;
-            auto gf = make_cuda_backend(weights, of);
-            auto fkv = gf->allocate_kv(N);
-            t.add(name + ": fused kernels: full prefill == unfused (bits)", "tokens=" + std::to_string(N),
-                  double(count_bit_mismatch(gf->forward(tokens, KvView{nullptr, 0, fkv.get()}, all), full)), 0);
-            exactness_rows("fused kernels", *gf, full);
+            same_bits_rows("fused kernels", of, full, "unfused");
             of.graphs = true;
-            auto gfg = make_cuda_backend(weights, of);
-            exactness_rows("fused kernels, graphs", *gfg, full);
+            same_bits_rows("fused kernels, graphs", of, full, "unfused");
         });
     });
 }
