@@ -561,6 +561,44 @@ void check_gemm_group(const Context& ctx, Table& t) {
     });
 }
 
+// Batch invariance at every row count the engine issues: a prefill chunk, a step's stacked rows or
+// a decode step is any m in 1..max_batch_tokens (512 by default), so rows [0, m) through the plan
+// at every such m give the bits those rows get in the 512-row batch, for cuBLASLt's pinned
+// algorithm and for our own kernels (rows kernel up to 64, then the tiled kernel at both heights as
+// the device's SM count picks them). The 8B shape's o_proj (n = k = 4096); quick: 1..80 of a
+// smaller one.
+void check_gemm_every_m(const Context& ctx, Table& t, bool quick) {
+    const int n = quick ? 1024 : 4096, k = quick ? 1024 : 4096, max_m = quick ? 80 : 512;
+    std::mt19937 rng(19);
+    const std::vector<uint16_t> x = to_bf16(normals(rng, size_t(max_m) * k)), w = to_bf16(normals(rng, size_t(n) * k));
+    for (GemmImpl impl : {GemmImpl::cublas_lt, GemmImpl::own_mma}) {
+        const std::string shape = "n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=1.." +
+                                  std::to_string(max_m) + (impl == GemmImpl::own_mma ? " own mma" : "");
+        t.guarded("gemm batch invariance, every m", shape, [&] {
+            GemmPlan plan(ctx, n, k, max_m, impl);
+            Guarded gx(ctx, x.size() * 2, "x"), gw(ctx, w.size() * 2, "w"), y(ctx, size_t(max_m) * n * 4, "y");
+            gx.set(x);
+            gw.set(w);
+            plan.run(ctx, gx.as<uint16_t>(), gw.as<uint16_t>(), y.as<float>(), max_m);
+            const std::vector<float> full = y.get<float>();
+            std::vector<float> got(full.size());
+            size_t mism = 0;
+            int first_bad = 0;
+            for (int m = 1; m < max_m; ++m) {
+                plan.run(ctx, gx.as<uint16_t>(), gw.as<uint16_t>(), y.as<float>(), m);
+                ctx.download(got.data(), y.as<float>(), size_t(m) * n * 4);  // waits for the GEMM
+                const size_t before = mism;
+                for (size_t i = 0; i < size_t(m) * n; ++i) mism += km::f32_bits(got[i]) != km::f32_bits(full[i]);
+                if (mism > before && first_bad == 0) first_bad = m;
+            }
+            t.add("gemm batch invariance: every m == the " + std::to_string(max_m) + "-row batch (bits)",
+                  shape + " [" + plan.description() + "]", double(mism), 0,
+                  first_bad ? "first differing m: " + std::to_string(first_bad) : "",
+                  gx.guards_intact() && y.guards_intact());
+        });
+    }
+}
+
 // The tiled kernel's two block heights (128 rows; 64 where 128 would leave SMs idle: the 8B shape's
 // 512-row prefill chunks through o_proj and down_proj) give every output the same bits, and the
 // rows kernel gives its rows those bits too. The rule that picks the height is
@@ -1295,6 +1333,7 @@ std::vector<SelftestRow> run_selftest(const SelftestOptions& options) {
         t.guarded("qk_norm + rope", "", [&] { check_qk_rope(ctx, t, options.quick); });
         check_gemm(ctx, t, options.quick);
         check_gemm_group(ctx, t);
+        check_gemm_every_m(ctx, t, options.quick);
         check_gemm_tiles(ctx, t, options.quick);
         check_attention(ctx, t, options.quick);
         t.guarded("argmax / sampling", "", [&] { check_argmax_sampling(ctx, t); });
