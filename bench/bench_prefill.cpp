@@ -499,10 +499,11 @@ double cublas_bf16_tflops(const ModelConfig& c, int t) {
     return memo[key] = r;
 }
 
-// Our own tiled GEMM kernel (CONTEXTCACHE_CUDA_GEMM=own's prefill kernel) on the same shapes, one
-// weight a launch, in blocks of 128 rows or of 64 (cuda/gemm_mma_kernels.cuh): which height pays at
-// which M is what these figures are for (the backend picks by geom::gemm_mma_block_rows). The
-// backend itself runs a long prefill in chunks of max_batch_tokens (512) rows.
+// Our own GEMM kernels (CONTEXTCACHE_CUDA_GEMM=own; cuda/gemm_mma_kernels.cuh) on the same shapes,
+// one weight a launch, as `kernel` names them: the tiled kernel in blocks of 128 rows or of 64
+// (prefill), the rows kernel with loads in batches of 8 steps or of 16 (decode). Which pays at which
+// M is what these figures are for (the backend picks by geom::gemm_mma_block_rows and
+// geom::gemm_rows_deep). The backend itself runs a long prefill in chunks of max_batch_tokens (512) rows.
 double own_gemm_tflops(const ModelConfig& c, int t, cuda::kern::GemmKernel kernel) {
     static std::map<std::tuple<int64_t, int, int>, double> memo;
     const auto key = std::make_tuple(int64_t(c.dim) * 1000003 + c.ffn_dim, t, int(kernel));
@@ -617,6 +618,11 @@ void BM_cuda_decode(benchmark::State& state, const std::string& name, const benc
     state.counters["tokens_per_s"] = 1.0 / per_token;
     state.counters["gb_s"] = gb_s;
     if (dev.peak_dram_gb_s > 0) state.counters["fraction_of_dram_peak"] = gb_s / dev.peak_dram_gb_s;
+    // our rows kernel on one layer's GEMM shapes at one row, each weight its own launch, with its
+    // loads in batches of 8 steps and of 16 (geom::gemm_rows_deep picks 16 where a launch has few
+    // warps an SM): the weights' GB/s (one row: a FLOP per weight byte, so GB/s = 1000 x TFLOP/s)
+    state.counters["own_rows_gb_s_batch_8"] = 1e3 * own_gemm_tflops(w.config, 1, cuda::kern::GemmKernel::rows);
+    state.counters["own_rows_gb_s_batch_16"] = 1e3 * own_gemm_tflops(w.config, 1, cuda::kern::GemmKernel::rows_deep);
     state.SetLabel(name + " " + be.numerics_id() + " on " + dev.name);
 }
 

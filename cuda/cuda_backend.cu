@@ -798,7 +798,7 @@ void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepC
         // layer's attention norm; the last layer's output goes to the final norm of the chosen rows)
         if (options_.fused_kernels && plan_up_->own() && n <= geom::kGemmRowsMax) {
             // decode and short chunks: gate, up and SwiGLU in one launch of the rows kernel's form
-            gemm_mma_swiglu(xn, bf(L.w_gate), bf(L.w_up), act, n, ffn, dim, st);
+            gemm_mma_swiglu(xn, bf(L.w_gate), bf(L.w_up), act, n, ffn, dim, ctx_.info().sm_count, st);
         } else {
             const Projection gate_up[] = {{plan_up_.get(), bf(L.w_gate), gate_.as<float>()},
                                           {plan_up_.get(), bf(L.w_up), up_.as<float>()}};

@@ -37,8 +37,9 @@ void gemm_mma_launch(const uint16_t* x, std::span<const kern::GemmOut> outs, int
 // act[m][n] (bf16) = bf16(swiglu(X · W_gateᵀ, X · W_upᵀ)) for m <= geom::kGemmRowsMax rows in one
 // launch of the rows kernel's SwiGLU form (CudaBackendOptions::fused_kernels): the bits of
 // gemm_mma_group over {gate, up} followed by kern::swiglu, without the f32 gate and up in memory.
+// sm_count: for the depth of its loads (geom::gemm_rows_deep; 0: never deep).
 void gemm_mma_swiglu(const uint16_t* x, const uint16_t* w_gate, const uint16_t* w_up, uint16_t* act, int m, int n,
-                     int k, cudaStream_t stream);
+                     int k, int sm_count, cudaStream_t stream);
 
 // Y[m][n] (f32, row-major) = X[m][k] (bf16, row-major) · W[n][k]ᵀ (bf16, row-major as torch's
 // Linear weight), FP32 accumulate, for any 1 <= m <= max_m with the same arithmetic.

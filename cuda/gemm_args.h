@@ -27,17 +27,23 @@ struct GemmGroup {
     int count = 0;
 };
 
-// Which kernel runs: the rows kernel up to geom::kGemmRowsMax rows, else the tiled one, in blocks
-// of 128 rows or, where those would leave SMs idle, of 64 (geom::gemm_mma_block_rows). A row gets
-// the same bits from all three, so a test may ask for any of them at any row count.
-enum class GemmKernel { rows, tiled, tiled_half };
+// Which kernel runs: the rows kernel up to geom::kGemmRowsMax rows (its loads in batches of
+// geom::kGemmRowsBatch steps, or kGemmRowsBatchDeep where few warps share the device:
+// geom::gemm_rows_deep), else the tiled one, in blocks of 128 rows or, where those would leave SMs
+// idle, of 64 (geom::gemm_mma_block_rows). A row gets the same bits from all four, so a test may
+// ask for any of them at any row count (the rows kernels up to kGemmRowsMax rows).
+enum class GemmKernel { rows, rows_deep, tiled, tiled_half };
+
+inline bool gemm_rows_kernel(GemmKernel k) {
+    return k == GemmKernel::rows || k == GemmKernel::rows_deep;
+}
 
 inline GemmGroup make_gemm_group(std::span<const GemmOut> outs, GemmKernel kernel) {
     if (outs.empty() || outs.size() > size_t(kGemmMaxGroup))
         throw std::invalid_argument("gemm group: 1.." + std::to_string(kGemmMaxGroup) + " weights, got " +
                                     std::to_string(outs.size()));
     // columns of n per block: both tiled heights take 128 (only the rows per block differ)
-    const int per_block = kernel == GemmKernel::rows ? 8 * geom::kGemmRowsWarps : geom::kGemmMmaTile;
+    const int per_block = gemm_rows_kernel(kernel) ? 8 * geom::kGemmRowsWarps : geom::kGemmMmaTile;
     GemmGroup g;
     g.count = int(outs.size());
     for (int i = 0; i < g.count; ++i) {
@@ -51,7 +57,11 @@ inline GemmGroup make_gemm_group(std::span<const GemmOut> outs, GemmKernel kerne
 // sm_count 0 (unknown, or a caller that wants the 128-row blocks): never the half-height blocks.
 // Both heights share the columns of the tiled group, whose blocks along x the rule counts.
 inline GemmKernel gemm_kernel_for(int m, std::span<const GemmOut> outs, int sm_count) {
-    if (m <= geom::kGemmRowsMax) return GemmKernel::rows;
+    if (m <= geom::kGemmRowsMax) {
+        const GemmGroup g = make_gemm_group(outs, GemmKernel::rows);
+        const uint64_t warps = uint64_t(g.first_block[g.count]) * geom::kGemmRowsWarps;
+        return geom::gemm_rows_deep(warps, sm_count) ? GemmKernel::rows_deep : GemmKernel::rows;
+    }
     const GemmGroup g = make_gemm_group(outs, GemmKernel::tiled);
     return geom::gemm_mma_block_rows(m, g.first_block[g.count], sm_count) == geom::kGemmMmaTile ? GemmKernel::tiled
                                                                                                 : GemmKernel::tiled_half;
@@ -59,11 +69,11 @@ inline GemmKernel gemm_kernel_for(int m, std::span<const GemmOut> outs, int sm_c
 
 // The launch of `kernel` for m rows of group g: every weight's blocks along x.
 inline geom::Launch gemm_group_launch(const GemmGroup& g, int m, GemmKernel kernel) {
-    geom::Launch l = kernel == GemmKernel::rows    ? geom::gemm_mma_rows(m, 1)
+    geom::Launch l = gemm_rows_kernel(kernel)      ? geom::gemm_mma_rows(m, 1)
                      : kernel == GemmKernel::tiled ? geom::gemm_mma_tiled(m, 1, geom::kGemmMmaTile)
                                                    : geom::gemm_mma_tiled(m, 1, geom::kGemmMmaTileHalf);
     l.grid.x = unsigned(g.first_block[g.count]);
-    geom::check_grid(l, kernel == GemmKernel::rows ? "gemm_mma_rows (group)" : "gemm_mma_tiled (group)");
+    geom::check_grid(l, gemm_rows_kernel(kernel) ? "gemm_mma_rows (group)" : "gemm_mma_tiled (group)");
     return l;
 }
 

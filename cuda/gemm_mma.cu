@@ -18,6 +18,51 @@ void launch_tiled(const geom::Launch& l, const uint16_t* x, const kern::GemmGrou
     CC_CUDA_CHECK_LAUNCH("gemm_mma_tiled_kernel");
 }
 
+// The rows kernel for m rows (1..4 m-tiles), loads in batches of U steps.
+template <int U>
+void launch_rows(const geom::Launch& l, const uint16_t* x, const kern::GemmGroup& g, int m, int k,
+                 cudaStream_t stream) {
+    using kern::detail::gemm_mma_rows_kernel;
+    const dim3 grid(l.grid.x), block(l.block.x);
+    switch ((m + 15) / 16) {
+        case 1:
+            gemm_mma_rows_kernel<1, U><<<grid, block, 0, stream>>>(x, g, m, k);
+            break;
+        case 2:
+            gemm_mma_rows_kernel<2, U><<<grid, block, 0, stream>>>(x, g, m, k);
+            break;
+        case 3:
+            gemm_mma_rows_kernel<3, U><<<grid, block, 0, stream>>>(x, g, m, k);
+            break;
+        default:
+            gemm_mma_rows_kernel<4, U><<<grid, block, 0, stream>>>(x, g, m, k);
+            break;
+    }
+    CC_CUDA_CHECK_LAUNCH("gemm_mma_rows_kernel");
+}
+
+template <int U>
+void launch_rows_swiglu(const geom::Launch& l, const uint16_t* x, const uint16_t* w_gate, const uint16_t* w_up,
+                        uint16_t* act, int m, int n, int k, cudaStream_t stream) {
+    using kern::detail::gemm_mma_rows_swiglu_kernel;
+    const dim3 grid(l.grid.x), block(l.block.x);
+    switch ((m + 15) / 16) {
+        case 1:
+            gemm_mma_rows_swiglu_kernel<1, U><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
+            break;
+        case 2:
+            gemm_mma_rows_swiglu_kernel<2, U><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
+            break;
+        case 3:
+            gemm_mma_rows_swiglu_kernel<3, U><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
+            break;
+        default:
+            gemm_mma_rows_swiglu_kernel<4, U><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
+            break;
+    }
+    CC_CUDA_CHECK_LAUNCH("gemm_mma_rows_swiglu_kernel");
+}
+
 }  // namespace
 
 void gemm_mma_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k, int sm_count,
@@ -32,28 +77,10 @@ void gemm_mma_launch(const uint16_t* x, std::span<const kern::GemmOut> outs, int
         if (!geom::gemm_mma_shape_ok(o.n, k))
             throw CudaError("gemm_mma: k=" + std::to_string(k) + " is not a multiple of 16 (n=" + std::to_string(o.n) +
                             ")");
-    using namespace kern::detail;
     const kern::GemmGroup g = kern::make_gemm_group(outs, kernel);
     const geom::Launch l = kern::gemm_group_launch(g, m, kernel);
-    if (kernel == kern::GemmKernel::rows) {
-        const dim3 grid(l.grid.x), block(l.block.x);
-        switch ((m + 15) / 16) {
-            case 1:
-                gemm_mma_rows_kernel<1><<<grid, block, 0, stream>>>(x, g, m, k);
-                break;
-            case 2:
-                gemm_mma_rows_kernel<2><<<grid, block, 0, stream>>>(x, g, m, k);
-                break;
-            case 3:
-                gemm_mma_rows_kernel<3><<<grid, block, 0, stream>>>(x, g, m, k);
-                break;
-            default:
-                gemm_mma_rows_kernel<4><<<grid, block, 0, stream>>>(x, g, m, k);
-                break;
-        }
-        CC_CUDA_CHECK_LAUNCH("gemm_mma_rows_kernel");
-        return;
-    }
+    if (kernel == kern::GemmKernel::rows) return launch_rows<geom::kGemmRowsBatch>(l, x, g, m, k, stream);
+    if (kernel == kern::GemmKernel::rows_deep) return launch_rows<geom::kGemmRowsBatchDeep>(l, x, g, m, k, stream);
     if (kernel == kern::GemmKernel::tiled)
         launch_tiled<4>(l, x, g, m, k, stream);
     else
@@ -61,29 +88,16 @@ void gemm_mma_launch(const uint16_t* x, std::span<const kern::GemmOut> outs, int
 }
 
 void gemm_mma_swiglu(const uint16_t* x, const uint16_t* w_gate, const uint16_t* w_up, uint16_t* act, int m, int n,
-                     int k, cudaStream_t stream) {
+                     int k, int sm_count, cudaStream_t stream) {
     if (m == 0) return;
     if (!geom::gemm_mma_shape_ok(n, k))
         throw CudaError("gemm_mma_swiglu: k=" + std::to_string(k) + " is not a multiple of 16 (n=" + std::to_string(n) +
                         ")");
-    using kern::detail::gemm_mma_rows_swiglu_kernel;
     const geom::Launch l = geom::gemm_mma_rows(m, n);  // m <= kGemmRowsMax, or it throws
-    const dim3 grid(l.grid.x), block(l.block.x);
-    switch ((m + 15) / 16) {
-        case 1:
-            gemm_mma_rows_swiglu_kernel<1><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
-            break;
-        case 2:
-            gemm_mma_rows_swiglu_kernel<2><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
-            break;
-        case 3:
-            gemm_mma_rows_swiglu_kernel<3><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
-            break;
-        default:
-            gemm_mma_rows_swiglu_kernel<4><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
-            break;
-    }
-    CC_CUDA_CHECK_LAUNCH("gemm_mma_rows_swiglu_kernel");
+    if (geom::gemm_rows_deep(uint64_t(l.grid.x) * geom::kGemmRowsWarps, sm_count))
+        launch_rows_swiglu<geom::kGemmRowsBatchDeep>(l, x, w_gate, w_up, act, m, n, k, stream);
+    else
+        launch_rows_swiglu<geom::kGemmRowsBatch>(l, x, w_gate, w_up, act, m, n, k, stream);
 }
 
 void gemm_mma(const uint16_t* x, const uint16_t* w, float* y, int m, int n, int k, int sm_count, cudaStream_t stream) {

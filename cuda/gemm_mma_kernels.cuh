@@ -59,13 +59,13 @@ __device__ __forceinline__ GemmOut gemm_group_find(const GemmGroup& g, int block
 // n0 + g of weight j: NW weights a warp, one for a GEMM, gate and up for the SwiGLU kernel), 4
 // values a step, and each m-tile's A fragment from the X rows (zeros past m); acc[j][mt] ends as
 // the warp's outputs of weight j. The kernel is bound by reading W, so the weights come in batches
-// of U steps, two batches deep: the next batch's loads are issued before this batch's mma's, so
-// that between U and 2U loads a lane (a weight) are always in flight. The mma's still run in
-// ascending steps, and every output is its own chain: NW changes nothing in any output's bits.
-template <int MT, int NW>
+// of U steps (geom::kGemmRowsBatch, or kGemmRowsBatchDeep: geom::gemm_rows_deep), two batches
+// deep: the next batch's loads are issued before this batch's mma's, so that between U and 2U
+// loads a lane (a weight) are always in flight. The mma's still run in ascending steps, and every
+// output is its own chain: neither NW nor U changes anything in any output's bits.
+template <int MT, int NW, int U>
 __device__ __forceinline__ void gemm_rows_chains(const uint16_t* __restrict__ x, const uint16_t* const (&wrow)[NW],
                                                  bool w_in, int m, int k, float (&acc)[NW][MT][4]) {
-    constexpr int U = 8;
     const int lane = int(threadIdx.x) % 32;
     const int g = lane / 4, t = lane % 4;
     const int steps = k / 16;
@@ -118,8 +118,8 @@ __device__ __forceinline__ void gemm_rows_chains(const uint16_t* __restrict__ x,
 }
 
 // The rows kernel (m <= 16 * MT): warp w of block b owns outputs n0 .. n0 + 7, n0 = 8 (b * warps +
-// w), of the group's weight that block b works for.
-template <int MT>
+// w), of the group's weight that block b works for; U: its loads' batch (gemm_rows_chains).
+template <int MT, int U>
 __global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
     gemm_mma_rows_kernel(const uint16_t* __restrict__ x, const GemmGroup grp, int m, int k) {
     int block = 0;
@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
     const bool w_in = n0 + g < n;
     const uint16_t* const wrow[1] = {o.w + size_t(w_in ? n0 + g : 0) * size_t(k) + size_t(4 * t)};
     float acc[1][MT][4];
-    gemm_rows_chains<MT, 1>(x, wrow, w_in, m, k, acc);
+    gemm_rows_chains<MT, 1, U>(x, wrow, w_in, m, k, acc);
     const int c0 = n0 + 2 * t;
     for (int mt = 0; mt < MT; ++mt)
         for (int i = 0; i < 4; ++i) {
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
 // of block b computes gate and up outputs n0 .. n0 + 7 side by side (the rows kernel's chains, one
 // a weight), so the f32 gate and up never leave the registers; each is the bits the rows kernel
 // gives it, and swiglu is swiglu_kernel's formula: act has the unfused bits.
-template <int MT>
+template <int MT, int U>
 __global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
     gemm_mma_rows_swiglu_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w_gate,
                                 const uint16_t* __restrict__ w_up, uint16_t* __restrict__ act, int m, int n, int k) {
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(32 * geom::kGemmRowsWarps)
     const size_t row = size_t(w_in ? n0 + g : 0) * size_t(k) + size_t(4 * t);
     const uint16_t* const wrow[2] = {w_gate + row, w_up + row};
     float acc[2][MT][4];
-    gemm_rows_chains<MT, 2>(x, wrow, w_in, m, k, acc);
+    gemm_rows_chains<MT, 2, U>(x, wrow, w_in, m, k, acc);
     const int c0 = n0 + 2 * t;
     for (int mt = 0; mt < MT; ++mt)
         for (int i = 0; i < 4; ++i) {

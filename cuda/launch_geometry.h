@@ -294,6 +294,9 @@ inline Launch gemm_fallback(int m, int n) {
 //          (cp.async). A block's height changes how the outputs are shared out, not a chain.
 inline constexpr int kGemmRowsMax = 64;        // 4 m-tiles of 16
 inline constexpr int kGemmRowsWarps = 4;       // warps per block of the rows kernel
+inline constexpr int kGemmRowsBatch = 8;       // rows kernel: weight loads a lane issues together (k16 steps)...
+inline constexpr int kGemmRowsBatchDeep = 16;  // ... or this many, where few warps share the device (below)
+inline constexpr int kGemmRowsDeepWarpsPerSm = 8;
 inline constexpr int kGemmMmaTile = 128;       // tiled kernel: 128 x 128 outputs per block
 inline constexpr int kGemmMmaTileHalf = 64;    // ... or 64 x 128 where the grid is small
 inline constexpr int kGemmMmaBlocksPerSm = 2;  // 128-row blocks an SM holds (64 KiB, 227 registers each)
@@ -330,6 +333,17 @@ inline Launch gemm_mma_tiled(int m, int n, int block_rows = kGemmMmaTile) {
 // fewer blocks than the SMs hold (kGemmMmaBlocksPerSm each), e.g. a 512-row prefill chunk through
 // o_proj or down_proj of the 8B shape: 4 x 32 = 128 blocks for 132 SMs, one block and 4 warps an
 // SM; 64-row blocks make 256. sm_count 0 (unknown) keeps 128.
+// The rows kernel is bound by reading the weights, and a warp owns 8 outputs of n: a launch for
+// n = 4096 (o_proj, down_proj of the 8B shape) has 512 warps, under 4 an SM. With batches of
+// kGemmRowsBatch 8-byte loads, two deep, an SM then has at most 4 x 32 x 16 x 8 = 16 KiB of loads in
+// flight, while 3.35 TB/s at ~0.7 us of latency wants about 18 KiB an SM (Little's law). So where a
+// launch has fewer than kGemmRowsDeepWarpsPerSm warps an SM, its lanes load kGemmRowsBatchDeep steps
+// at a time (twice the bytes in flight, 32 more registers). The mma's run in the same ascending
+// steps either way: the bits do not depend on the depth. sm_count 0 (unknown): never deep.
+inline bool gemm_rows_deep(uint64_t warps, int sm_count) {
+    return sm_count > 0 && warps < uint64_t(kGemmRowsDeepWarpsPerSm) * uint64_t(sm_count);
+}
+
 inline int gemm_mma_block_rows(int m, int column_blocks, int sm_count) {
     const uint64_t blocks = ceil_div(uint64_t(m), kGemmMmaTile) * uint64_t(column_blocks);
     return sm_count > 0 && blocks < uint64_t(kGemmMmaBlocksPerSm) * uint64_t(sm_count) ? kGemmMmaTileHalf

@@ -533,7 +533,8 @@ void check_gemm_group(const Context& ctx, Table& t) {
         }
     });
     // gate and up with SwiGLU in one launch (CudaBackendOptions::fused_kernels): act == swiglu of
-    // the grouped launch's gate and up, at 1..4 m-tiles (n = 1000: a partial block)
+    // the grouped launch's gate and up, at 1..4 m-tiles (n = 1000: a partial block), with both load
+    // depths (sm_count 0: batches of 8; this device's: 16, as n = 1000 has few warps)
     t.guarded("gemm own mma + swiglu", "", [&] {
         const int n = 1000;
         const std::vector<uint16_t> x = to_bf16(normals(rng, size_t(geom::kGemmRowsMax) * k));
@@ -548,14 +549,18 @@ void check_gemm_group(const Context& ctx, Table& t) {
                                           {wu.as<uint16_t>(), yu.as<float>(), n}};
             gemm_mma_launch(gx.as<uint16_t>(), outs, m, k, kern::GemmKernel::rows, ctx.stream());
             kern::swiglu(yg.as<float>(), yu.as<float>(), want.as<uint16_t>(), int64_t(m) * n, ctx.stream());
-            gemm_mma_swiglu(gx.as<uint16_t>(), wg.as<uint16_t>(), wu.as<uint16_t>(), act.as<uint16_t>(), m, n, k,
-                            ctx.stream());
-            ctx.sync();
-            std::vector<uint16_t> a = act.get<uint16_t>(), b = want.get<uint16_t>();
-            a.resize(size_t(m) * n);
+            std::vector<uint16_t> b = want.get<uint16_t>();
             b.resize(size_t(m) * n);
-            t.add_output("gemm own mma + swiglu in one launch == gemm then swiglu (bits)",
-                         "n=1000 k=1024 m=" + std::to_string(m), double(count_bit_mismatch(a, b)), 0, 0,
+            size_t mism = 0;
+            for (int sm_count : {0, ctx.info().sm_count}) {
+                gemm_mma_swiglu(gx.as<uint16_t>(), wg.as<uint16_t>(), wu.as<uint16_t>(), act.as<uint16_t>(), m, n, k,
+                                sm_count, ctx.stream());
+                std::vector<uint16_t> a = act.get<uint16_t>();  // (waits for the launch)
+                a.resize(size_t(m) * n);
+                mism += count_bit_mismatch(a, b);
+            }
+            t.add_output("gemm own mma + swiglu in one launch == gemm then swiglu, both load depths (bits)",
+                         "n=1000 k=1024 m=" + std::to_string(m), double(mism), 0, 0,
                          act.guards_intact() && gx.guards_intact());
         }
     });
@@ -616,30 +621,37 @@ void check_gemm_tiles(const Context& ctx, Table& t, bool quick) {
         t.guarded("gemm own mma, block heights", shape, [&] {
             Guarded gx(ctx, size_t(c.m) * c.k * 2, "x"), gw(ctx, size_t(c.n) * c.k * 2, "w"),
                 tall(ctx, size_t(c.m) * c.n * 4, "y 128"), half(ctx, size_t(c.m) * c.n * 4, "y 64"),
-                rows(ctx, size_t(geom::kGemmRowsMax) * c.n * 4, "y rows");
+                rows(ctx, size_t(geom::kGemmRowsMax) * c.n * 4, "y rows"),
+                deep(ctx, size_t(geom::kGemmRowsMax) * c.n * 4, "y rows deep");
             gx.set(to_bf16(normals(rng, size_t(c.m) * c.k)));
             gw.set(to_bf16(normals(rng, size_t(c.n) * c.k)));
             const kern::GemmOut to_tall{gw.as<uint16_t>(), tall.as<float>(), c.n},
-                to_half{gw.as<uint16_t>(), half.as<float>(), c.n}, to_rows{gw.as<uint16_t>(), rows.as<float>(), c.n};
+                to_half{gw.as<uint16_t>(), half.as<float>(), c.n}, to_rows{gw.as<uint16_t>(), rows.as<float>(), c.n},
+                to_deep{gw.as<uint16_t>(), deep.as<float>(), c.n};
             gemm_mma_launch(gx.as<uint16_t>(), std::span(&to_tall, 1), c.m, c.k, kern::GemmKernel::tiled, ctx.stream());
             gemm_mma_launch(gx.as<uint16_t>(), std::span(&to_half, 1), c.m, c.k, kern::GemmKernel::tiled_half,
                             ctx.stream());
             const int r0 = 60, nr = std::min(geom::kGemmRowsMax, c.m - r0);  // across a 64-row block's edge
             gemm_mma_launch(gx.as<uint16_t>() + size_t(r0) * c.k, std::span(&to_rows, 1), nr, c.k,
                             kern::GemmKernel::rows, ctx.stream());
+            gemm_mma_launch(gx.as<uint16_t>() + size_t(r0) * c.k, std::span(&to_deep, 1), nr, c.k,
+                            kern::GemmKernel::rows_deep, ctx.stream());
             ctx.sync();
-            const std::vector<float> a = tall.get<float>(), b = half.get<float>(), r = rows.get<float>();
+            const std::vector<float> a = tall.get<float>(), b = half.get<float>(), r = rows.get<float>(),
+                                     d = deep.get<float>();
             size_t mism = 0;
             for (size_t i = 0; i < a.size(); ++i) mism += km::f32_bits(a[i]) != km::f32_bits(b[i]);
             for (size_t i = 0; i < size_t(nr) * size_t(c.n); ++i)
-                mism += km::f32_bits(r[i]) != km::f32_bits(b[size_t(r0) * c.n + i]);
-            t.add_output("gemm own mma: 64-row blocks == 128-row blocks == rows kernel (bits)",
+                mism += (km::f32_bits(r[i]) != km::f32_bits(b[size_t(r0) * c.n + i])) +
+                        (km::f32_bits(d[i]) != km::f32_bits(b[size_t(r0) * c.n + i]));
+            t.add_output("gemm own mma: 64-row blocks == 128-row blocks == rows kernel, both load depths (bits)",
                          shape + " (auto: " +
                              std::to_string(geom::gemm_mma_block_rows(
                                  c.m, int(geom::ceil_div(uint64_t(c.n), geom::kGemmMmaTile)), ctx.info().sm_count)) +
                              " rows)",
                          double(mism), 0, count_nonfinite(b),
-                         gx.guards_intact() && tall.guards_intact() && half.guards_intact() && rows.guards_intact());
+                         gx.guards_intact() && tall.guards_intact() && half.guards_intact() && rows.guards_intact() &&
+                             deep.guards_intact());
         });
     }
 }

@@ -41,6 +41,20 @@ Problem make_problem(int m, int n, int k, uint32_t seed) {
     return p;
 }
 
+// The rows kernel's body (one thread's share) for mt m-tiles, loads in batches of U steps.
+template <int U>
+void rows_kernel(int mt, const uint16_t* x, const kern::GemmGroup& g, int m, int k) {
+    using namespace kern::detail;
+    if (mt == 1)
+        gemm_mma_rows_kernel<1, U>(x, g, m, k);
+    else if (mt == 2)
+        gemm_mma_rows_kernel<2, U>(x, g, m, k);
+    else if (mt == 3)
+        gemm_mma_rows_kernel<3, U>(x, g, m, k);
+    else
+        gemm_mma_rows_kernel<4, U>(x, g, m, k);
+}
+
 // Y of rows [0, m) of X through one launch of `kernel` for a group of weights (each y holds NaN
 // where nothing was written).
 void launch_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m, int k, kern::GemmKernel kernel) {
@@ -53,14 +67,10 @@ void launch_group(const uint16_t* x, std::span<const kern::GemmOut> outs, int m,
             gemm_mma_tiled_kernel<4>(x, g, m, k);
         else if (kernel == kern::GemmKernel::tiled_half)
             gemm_mma_tiled_kernel<2>(x, g, m, k);
-        else if (mt == 1)
-            gemm_mma_rows_kernel<1>(x, g, m, k);
-        else if (mt == 2)
-            gemm_mma_rows_kernel<2>(x, g, m, k);
-        else if (mt == 3)
-            gemm_mma_rows_kernel<3>(x, g, m, k);
+        else if (kernel == kern::GemmKernel::rows)
+            rows_kernel<geom::kGemmRowsBatch>(mt, x, g, m, k);
         else
-            gemm_mma_rows_kernel<4>(x, g, m, k);
+            rows_kernel<geom::kGemmRowsBatchDeep>(mt, x, g, m, k);
     });
 }
 
@@ -169,8 +179,16 @@ TEST(GemmMmaEmulated, BlocksOfSixtyFourRowsOnlyWhereOneHundredTwentyEightLeaveSm
     EXPECT_EQ(kernel(3000, {4096}, sms), kern::GemmKernel::tiled);
     EXPECT_EQ(geom::gemm_mma_block_rows(1024, 33, sms), geom::kGemmMmaTile);  // 8 x 33 = 264: exactly full
     EXPECT_EQ(geom::gemm_mma_block_rows(1024, 32, sms), geom::kGemmMmaTileHalf);
-    // decode and short suffixes: the rows kernel; no device count: 128 rows
-    EXPECT_EQ(kernel(64, {4096}, sms), kern::GemmKernel::rows);
+    // decode and short suffixes: the rows kernel, its loads in deep batches where the launch has
+    // under 8 warps an SM: o_proj and down_proj (512 warps), q | k | v (768); gate | up (3,072) and
+    // the lm_head (18,992) keep the shallow ones; no device count: 128 rows, never deep
+    EXPECT_EQ(kernel(64, {4096}, sms), kern::GemmKernel::rows_deep);
+    EXPECT_EQ(kernel(1, {4096, 1024, 1024}, sms), kern::GemmKernel::rows_deep);
+    EXPECT_EQ(kernel(1, {12288, 12288}, sms), kern::GemmKernel::rows);
+    EXPECT_EQ(kernel(16, {151936}, sms), kern::GemmKernel::rows);
+    EXPECT_EQ(kernel(1, {4096}, 0), kern::GemmKernel::rows);
+    EXPECT_TRUE(geom::gemm_rows_deep(1055, sms));
+    EXPECT_FALSE(geom::gemm_rows_deep(1056, sms));
     EXPECT_EQ(kernel(65, {4096}, sms), kern::GemmKernel::tiled_half);
     EXPECT_EQ(kernel(512, {4096}, 0), kern::GemmKernel::tiled);
     // the launch: rows of 64, the same columns, less shared memory
@@ -190,8 +208,9 @@ TEST(GemmMmaEmulated, AGroupOfWeightsInOneLaunchGivesEachItsOwnBits) {
         int m;
         kern::GemmKernel kernel;
     };
-    for (const Case cs : {Case{1, kern::GemmKernel::rows}, Case{19, kern::GemmKernel::rows},
-                          Case{70, kern::GemmKernel::tiled}, Case{70, kern::GemmKernel::tiled_half}}) {
+    for (const Case cs :
+         {Case{1, kern::GemmKernel::rows}, Case{19, kern::GemmKernel::rows}, Case{19, kern::GemmKernel::rows_deep},
+          Case{70, kern::GemmKernel::tiled}, Case{70, kern::GemmKernel::tiled_half}}) {
         const int m = cs.m;
         SCOPED_TRACE("m " + std::to_string(m) + " kernel " + std::to_string(int(cs.kernel)));
         std::vector<float> ya(size_t(m) * a.n, NAN), yb(size_t(m) * b.n, NAN), yc(size_t(m) * c.n, NAN);
@@ -228,6 +247,21 @@ TEST(GemmMmaEmulated, EveryRowCountGivesEachRowTheTiledKernelsBits) {
     EXPECT_TRUE(same_bits(tiled_few.data(), tiled.data(), size_t(21) * p.n));
 }
 
+TEST(GemmMmaEmulated, DeepLoadBatchesGiveTheShallowOnesBits) {
+    // the rows kernel's loads in batches of 16 steps (few warps an SM) against batches of 8, and
+    // the tiled kernel: K = 37 steps (two deep batches, then a tail of 5; four shallow ones and 5),
+    // 1 to 4 m-tiles, a partial warp of outputs (n = 44)
+    const Problem p = make_problem(64, 44, 16 * 37, 9);
+    const auto tiled = run_tiled(p, p.m);
+    EXPECT_LT(max_rel_error(p, tiled, p.m), 1e-5);
+    for (int m : {1, 17, 37, 64}) {
+        SCOPED_TRACE("m " + std::to_string(m));
+        const auto deep = run_kernel(p, m, kern::GemmKernel::rows_deep);
+        EXPECT_TRUE(same_bits(deep.data(), run_rows(p, m).data(), deep.size()));
+        EXPECT_TRUE(same_bits(deep.data(), tiled.data(), deep.size()));
+    }
+}
+
 // Shared-memory banks are 32 words of 4 bytes; an 8-byte load per lane is served half a warp at a
 // time, a 16-byte store (cp.async) a quarter at a time. Without bank conflicts each such group
 // touches every bank at most once. (How fast the kernel is, only a device can say; whether its
@@ -257,6 +291,21 @@ TEST(GemmMmaEmulated, TiledKernelSharedMemoryHasNoBankConflicts) {
     }
 }
 
+// gemm_mma_rows_swiglu_kernel's body for mt m-tiles, loads in batches of U steps.
+template <int U>
+void swiglu_kernel(int mt, const Problem& gate, const Problem& up, uint16_t* act, int m, int n, int k) {
+    using namespace kern::detail;
+    const uint16_t *x = gate.x.data(), *wg = gate.w.data(), *wu = up.w.data();
+    if (mt == 1)
+        gemm_mma_rows_swiglu_kernel<1, U>(x, wg, wu, act, m, n, k);
+    else if (mt == 2)
+        gemm_mma_rows_swiglu_kernel<2, U>(x, wg, wu, act, m, n, k);
+    else if (mt == 3)
+        gemm_mma_rows_swiglu_kernel<3, U>(x, wg, wu, act, m, n, k);
+    else
+        gemm_mma_rows_swiglu_kernel<4, U>(x, wg, wu, act, m, n, k);
+}
+
 TEST(GemmMmaEmulated, TheSwigluFormGivesTheBitsOfGateAndUpThenSwiglu) {
     // gemm_mma_rows_swiglu_kernel (CudaBackendOptions::fused_kernels, decode): gate and up side by
     // side in one warp, swiglu in the registers; act == bf16(swiglu(gate, up)) of the rows kernel's
@@ -272,21 +321,18 @@ TEST(GemmMmaEmulated, TheSwigluFormGivesTheBitsOfGateAndUpThenSwiglu) {
             const auto g = run_rows(gate, m), u = run_rows(up, m);
             std::vector<uint16_t> want(size_t(m) * n);
             for (size_t i = 0; i < want.size(); ++i) want[i] = km::f32_to_bf16(km::swiglu(g[i], u[i]));
-            std::vector<uint16_t> act(size_t(m) * n, 0xffff);  // a NaN where nothing was written
             const geom::Launch l = geom::gemm_mma_rows(m, n);
             const int mt = (m + 15) / 16;
-            cc_emu::launch({l.grid.x, 1, 1}, {l.block.x, 1, 1}, 0, [&] {
-                const uint16_t *x = gate.x.data(), *wg = gate.w.data(), *wu = up.w.data();
-                if (mt == 1)
-                    gemm_mma_rows_swiglu_kernel<1>(x, wg, wu, act.data(), m, n, k);
-                else if (mt == 2)
-                    gemm_mma_rows_swiglu_kernel<2>(x, wg, wu, act.data(), m, n, k);
-                else if (mt == 3)
-                    gemm_mma_rows_swiglu_kernel<3>(x, wg, wu, act.data(), m, n, k);
-                else
-                    gemm_mma_rows_swiglu_kernel<4>(x, wg, wu, act.data(), m, n, k);
-            });
-            EXPECT_EQ(act, want);
+            for (bool deep : {false, true}) {
+                std::vector<uint16_t> act(size_t(m) * n, 0xffff);  // a NaN where nothing was written
+                cc_emu::launch({l.grid.x, 1, 1}, {l.block.x, 1, 1}, 0, [&] {
+                    if (deep)
+                        swiglu_kernel<geom::kGemmRowsBatchDeep>(mt, gate, up, act.data(), m, n, k);
+                    else
+                        swiglu_kernel<geom::kGemmRowsBatch>(mt, gate, up, act.data(), m, n, k);
+                });
+                EXPECT_EQ(act, want) << (deep ? "deep batches" : "shallow batches");
+            }
             // and the gate really is a GEMM (not a vacuous comparison of two wrong things)
             EXPECT_LT(max_rel_error(gate, g, m), 1e-5);
         }
