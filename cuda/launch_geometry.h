@@ -328,11 +328,7 @@ inline Launch gemm_mma_tiled(int m, int n, int block_rows = kGemmMmaTile) {
     check_grid(l, "gemm_mma_tiled");
     return l;
 }
-// The tiled kernel's block height for m rows over `column_blocks` blocks of 128 columns (every
-// weight of a grouped launch together) on a device of sm_count SMs: 128 rows, unless that gives
-// fewer blocks than the SMs hold (kGemmMmaBlocksPerSm each), e.g. a 512-row prefill chunk through
-// o_proj or down_proj of the 8B shape: 4 x 32 = 128 blocks for 132 SMs, one block and 4 warps an
-// SM; 64-row blocks make 256. sm_count 0 (unknown) keeps 128.
+
 // The rows kernel is bound by reading the weights, and a warp owns 8 outputs of n: a launch for
 // n = 4096 (o_proj, down_proj of the 8B shape) has 512 warps, under 4 an SM. With batches of
 // kGemmRowsBatch 8-byte loads, two deep, an SM then has at most 4 x 32 x 16 x 8 = 16 KiB of loads in
@@ -344,6 +340,11 @@ inline bool gemm_rows_deep(uint64_t warps, int sm_count) {
     return sm_count > 0 && warps < uint64_t(kGemmRowsDeepWarpsPerSm) * uint64_t(sm_count);
 }
 
+// The tiled kernel's block height for m rows over `column_blocks` blocks of 128 columns (every
+// weight of a grouped launch together) on a device of sm_count SMs: 128 rows, unless that gives
+// fewer blocks than the SMs hold (kGemmMmaBlocksPerSm each), e.g. a 512-row prefill chunk through
+// o_proj or down_proj of the 8B shape: 4 x 32 = 128 blocks for 132 SMs, one block and 4 warps an
+// SM; 64-row blocks make 256. sm_count 0 (unknown) keeps 128.
 inline int gemm_mma_block_rows(int m, int column_blocks, int sm_count) {
     const uint64_t blocks = ceil_div(uint64_t(m), kGemmMmaTile) * uint64_t(column_blocks);
     return sm_count > 0 && blocks < uint64_t(kGemmMmaBlocksPerSm) * uint64_t(sm_count) ? kGemmMmaTileHalf
