@@ -88,9 +88,10 @@ struct CudaBackendOptions {
     bool device_greedy = false;
     // Small kernels fused (issue 35): each residual add with the RMSNorm that follows it
     // (add_rmsnorm: after o_proj the MLP's norm, after the MLP the next layer's attention norm), and
-    // attention writing its output as bf16 straight into o_proj's input: three launches fewer a
-    // layer. The bits of the unfused kernels by construction (cuda/row_kernels.cuh, attn_store); not
-    // yet run on a device, so off by default: CONTEXTCACHE_CUDA_FUSED=on.
+    // attention writing its output as bf16 straight into o_proj's input, and with own_gemm gate, up
+    // and SwiGLU in one launch for up to 64 rows: three launches fewer a layer, four with own_gemm.
+    // The bits of the unfused kernels by construction (row_kernels.cuh, attn_store, the rows
+    // kernel's chains); not yet run on a device, so off by default: CONTEXTCACHE_CUDA_FUSED=on.
     bool fused_kernels = false;
 };
 

@@ -3,6 +3,8 @@
 #include "cuda/gemm.h"
 #include "cuda/gemm_mma_kernels.cuh"
 
+#include <type_traits>
+
 namespace cc::cuda {
 
 namespace {
@@ -18,48 +20,39 @@ void launch_tiled(const geom::Launch& l, const uint16_t* x, const kern::GemmGrou
     CC_CUDA_CHECK_LAUNCH("gemm_mma_tiled_kernel");
 }
 
-// The rows kernel for m rows (1..4 m-tiles), loads in batches of U steps.
+// Calls f(std::integral_constant<int, MT>) for the m-tiles (1..4) that m rows need: the rows
+// kernels' template argument.
+template <class F>
+void with_m_tiles(int m, F&& f) {
+    switch ((m + 15) / 16) {
+        case 1:
+            return f(std::integral_constant<int, 1>{});
+        case 2:
+            return f(std::integral_constant<int, 2>{});
+        case 3:
+            return f(std::integral_constant<int, 3>{});
+        default:
+            return f(std::integral_constant<int, 4>{});
+    }
+}
+
+// The rows kernel for m rows, loads in batches of U steps.
 template <int U>
 void launch_rows(const geom::Launch& l, const uint16_t* x, const kern::GemmGroup& g, int m, int k,
                  cudaStream_t stream) {
-    using kern::detail::gemm_mma_rows_kernel;
-    const dim3 grid(l.grid.x), block(l.block.x);
-    switch ((m + 15) / 16) {
-        case 1:
-            gemm_mma_rows_kernel<1, U><<<grid, block, 0, stream>>>(x, g, m, k);
-            break;
-        case 2:
-            gemm_mma_rows_kernel<2, U><<<grid, block, 0, stream>>>(x, g, m, k);
-            break;
-        case 3:
-            gemm_mma_rows_kernel<3, U><<<grid, block, 0, stream>>>(x, g, m, k);
-            break;
-        default:
-            gemm_mma_rows_kernel<4, U><<<grid, block, 0, stream>>>(x, g, m, k);
-            break;
-    }
+    with_m_tiles(m, [&](auto mt) {
+        kern::detail::gemm_mma_rows_kernel<mt(), U><<<dim3(l.grid.x), dim3(l.block.x), 0, stream>>>(x, g, m, k);
+    });
     CC_CUDA_CHECK_LAUNCH("gemm_mma_rows_kernel");
 }
 
 template <int U>
 void launch_rows_swiglu(const geom::Launch& l, const uint16_t* x, const uint16_t* w_gate, const uint16_t* w_up,
                         uint16_t* act, int m, int n, int k, cudaStream_t stream) {
-    using kern::detail::gemm_mma_rows_swiglu_kernel;
-    const dim3 grid(l.grid.x), block(l.block.x);
-    switch ((m + 15) / 16) {
-        case 1:
-            gemm_mma_rows_swiglu_kernel<1, U><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
-            break;
-        case 2:
-            gemm_mma_rows_swiglu_kernel<2, U><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
-            break;
-        case 3:
-            gemm_mma_rows_swiglu_kernel<3, U><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
-            break;
-        default:
-            gemm_mma_rows_swiglu_kernel<4, U><<<grid, block, 0, stream>>>(x, w_gate, w_up, act, m, n, k);
-            break;
-    }
+    with_m_tiles(m, [&](auto mt) {
+        kern::detail::gemm_mma_rows_swiglu_kernel<mt(), U>
+            <<<dim3(l.grid.x), dim3(l.block.x), 0, stream>>>(x, w_gate, w_up, act, m, n, k);
+    });
     CC_CUDA_CHECK_LAUNCH("gemm_mma_rows_swiglu_kernel");
 }
 
