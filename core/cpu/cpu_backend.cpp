@@ -538,15 +538,14 @@ public:
         }
         for (int i = 0; i < c.head_dim / 2; ++i) inv_freq_.push_back(km::rope_inv_freq(i, rope_));
         // Last: nothing below throws, so the thread is always joined by the destructor.
-        if (kv_pool_)
-            kv_fill_ = std::thread([pool = kv_pool_, refill = options.kv_warm_refill] {
+        if (kv_pool_ && !options.kv_warm_refill)
+            kv_pool_->fill();  // once, here: no thread runs beside the caller's takes and gives
+        else if (kv_pool_)
+            kv_fill_ = std::thread([pool = kv_pool_] {
                 // The lowest priority (per thread on Linux): filling takes CPU time the requests
                 // leave idle. Failure leaves the default, which is only less polite.
                 setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
-                if (refill)
-                    pool->keep_filled();
-                else
-                    pool->fill();
+                pool->keep_filled();
             });
     }
     ~CpuBackend() override {

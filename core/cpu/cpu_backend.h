@@ -41,8 +41,9 @@ struct CpuBackendOptions {
     // warm, not the whole capacity in its RSS; up_front: all of it when the backend is built.
     WarmFill kv_warm_fill = WarmFill::on_demand;
     // Whether that pool is refilled, at the lowest priority, whenever takes leave it below half its
-    // fill target (WarmPages::keep_filled); false: filled once, then only by freed storage (what a
-    // test uses to know which pieces the pool holds).
+    // fill target (WarmPages::keep_filled); false: filled once, on the caller's thread while the
+    // backend is built, then only by freed storage (what a test uses to know which pieces the pool
+    // holds, with no thread beside it whose progress depends on the machine's load).
     bool kv_warm_refill = true;
 };
 

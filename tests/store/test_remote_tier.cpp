@@ -455,7 +455,8 @@ TEST_F(RemoteTier, FetchesUseTheWarmPoolAndGiveItBack) {
     auto options = tier_options(url(), MiB);
     options.warm_bytes = 16 * MiB;   // 8 pieces of 2 MiB
     cc::RemoteTier tier(options);
-    for (int i = 0; i < 1000 && tier.counters().warm_held_bytes < 16 * MiB; ++i)   // filled in the background
+    // filled in the background: wait 60 s at most
+    for (int i = 0; i < 6000 && tier.counters().warm_held_bytes < 16 * MiB; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ASSERT_EQ(tier.counters().warm_held_bytes, 16 * MiB);
     EXPECT_EQ(tier.counters().warm_capacity_bytes, 16 * MiB);
