@@ -28,14 +28,17 @@ WarmPages::~WarmPages() {
 }
 
 size_t WarmPages::fill() {
+    // What the pool lacks now, and no more: takes while it fills are made up by the next call
+    // (keep_filled's, once they leave the pool below half), never by this one, so a caller that
+    // saw the pool full and then took from it finds exactly what it left.
+    size_t deficit = 0;
+    {
+        std::lock_guard lock(mutex_);
+        if (stats_.held_bytes < stats_.target_bytes) deficit = stats_.target_bytes - stats_.held_bytes;
+    }
     size_t added = 0;
-    while (!stop_) {
-        size_t want = 0;
-        {
-            std::lock_guard lock(mutex_);
-            if (stats_.held_bytes >= stats_.target_bytes) break;
-            want = std::min(kFillBlock, stats_.target_bytes - stats_.held_bytes);
-        }
+    while (!stop_ && added < deficit) {
+        const size_t want = std::min(kFillBlock, deficit - added);
         std::byte* block = nullptr;
         try {
             block = static_cast<std::byte*>(big_alloc(want));  // whole pieces: every one MADV_HUGEPAGE
@@ -52,9 +55,12 @@ size_t WarmPages::fill() {
             pieces_.push_back(block + kept);
             stats_.held_bytes += kPiece;
         }
-        if (kept < want) munmap(block + kept, want - kept);  // buffers given back meanwhile filled it
         stats_.filled_bytes += kept;
         added += kept;
+        if (kept < want) {
+            munmap(block + kept, want - kept);  // buffers given back meanwhile filled it
+            break;
+        }
     }
     return added;
 }

@@ -53,8 +53,10 @@ public:
     WarmPages(const WarmPages&) = delete;
     WarmPages& operator=(const WarmPages&) = delete;
 
-    // Maps and touches pieces until the pool holds its fill target; returns the bytes added. Safe
-    // on any thread beside take/give; stops early (between blocks of 32 MiB) once stop() is called.
+    // Maps and touches the pieces the pool lacks when called (its fill target less what it holds);
+    // returns the bytes added. Takes made while it runs are not made up by the same call (the
+    // next one does: keep_filled's, once they leave the pool below half). Safe on any thread
+    // beside take/give; stops early (between blocks of 32 MiB) once stop() is called.
     size_t fill();
     // Fills the pool, then again whenever take() leaves it below half its fill target, until stop():
     // the body of a thread of its own that keeps a pool ready (the CPU backend's KV pool runs it at

@@ -124,7 +124,8 @@ TEST(WarmPages, VectorOverTheAllocatorKeepsThePoolAlive) {
 
 TEST(WarmPages, FillBesideTakeAndGiveOnOtherThreads) {
     WarmPages pool(64 * kMiB);
-    std::thread filler([&] { pool.fill(); });
+    size_t filled = 0;
+    std::thread filler([&] { filled = pool.fill(); });
     for (int i = 0; i < 20; ++i) {
         const size_t bytes = (size_t(1 + i % 5) << 20) + 12345;
         auto* p = static_cast<unsigned char*>(pool.take(bytes));
@@ -134,6 +135,7 @@ TEST(WarmPages, FillBesideTakeAndGiveOnOtherThreads) {
     }
     filler.join();
     const auto s = pool.stats();
+    EXPECT_LE(filled, s.capacity_bytes) << "one fill makes up what the pool lacked at its start, no more";
     EXPECT_LE(s.held_bytes, s.capacity_bytes);
     EXPECT_EQ(pool.fill() + s.held_bytes, s.capacity_bytes);
 
@@ -171,11 +173,18 @@ TEST(WarmPages, KeepFilledRefillsBelowHalfUntilStopped) {
     WarmPages pool(8 * kPiece);
     Keeper keeper(pool);
     ASSERT_TRUE(held_reaches(pool, 8 * kPiece)) << "never filled";
-    // (a take above half may still meet the first fill's last check and be topped up: not tested)
-    void* a = pool.take(6 * kPiece);  // 2 of 8 left: below half, refilled to 8
+    // A take that leaves half or more is not made up, even one made the moment the pool reported
+    // full (the fill that filled it made up only what the pool lacked when it began). The pause
+    // gives a wrong top-up the time to show.
+    void* b = pool.take(2 * kPiece);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(pool.stats().held_bytes, 6 * kPiece) << "topped up above half";
+    EXPECT_EQ(pool.stats().filled_bytes, 8 * kPiece);
+    void* a = pool.take(4 * kPiece);  // 2 of 8 left: below half, refilled to 8
     ASSERT_TRUE(held_reaches(pool, 8 * kPiece)) << "not refilled";
-    EXPECT_GE(pool.stats().filled_bytes, 14 * kPiece);
-    pool.give(a, 6 * kPiece);  // full: given back pieces are unmapped
+    EXPECT_EQ(pool.stats().filled_bytes, 14 * kPiece);
+    pool.give(a, 4 * kPiece);  // full: given back pieces are unmapped
+    pool.give(b, 2 * kPiece);
     EXPECT_EQ(pool.stats().held_bytes, 8 * kPiece);
 }
 
