@@ -22,6 +22,7 @@ namespace cc::cuda::kern {
 namespace {
 
 using detail::add_rmsnorm_kernel;
+using detail::argmax_kernel;
 using detail::attn_combine_kernel;
 using detail::rmsnorm_kernel;
 
@@ -354,46 +355,6 @@ __global__ void attn_split_kernel(AttnArgs a, float* __restrict__ partial, int n
     for (int d = threadIdx.x; d < hd; d += blockDim.x) out[2 + d] = s.acc_c[d];
 }
 
-// ---- argmax and sampling ---------------------------------------------------------------------------
-
-// (value, index) reduction with a fixed tree; larger value wins, the lower index on equal values.
-// NaN never wins (comparisons with NaN are false), so a NaN row gives the best finite logit.
-__device__ void better(float& v, int& i, float v2, int i2) {
-    if (v2 > v || (v2 == v && i2 < i)) {
-        v = v2;
-        i = i2;
-    }
-}
-
-__global__ void argmax_kernel(const float* __restrict__ logits, int vocab, int32_t* __restrict__ out, int sample,
-                              float temperature, uint64_t seed, uint64_t step) {
-    __shared__ float sv[geom::kRowThreads];
-    __shared__ int si[geom::kRowThreads];
-    const size_t r = blockIdx.x;
-    const float* row = logits + r * size_t(vocab);
-    float best = -INFINITY;
-    int best_i = vocab;  // "none yet": any real index is lower
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-        float v = row[i];
-        if (sample) v = km::gumbel_score(v, temperature, km::uniform01(seed, step, r * size_t(vocab) + size_t(i)));
-        better(best, best_i, v, i);
-    }
-    sv[threadIdx.x] = best;
-    si[threadIdx.x] = best_i;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            float v = sv[threadIdx.x];
-            int i = si[threadIdx.x];
-            better(v, i, sv[threadIdx.x + s], si[threadIdx.x + s]);
-            sv[threadIdx.x] = v;
-            si[threadIdx.x] = i;
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[r] = si[0] < vocab ? si[0] : 0;
-}
-
 void launch_elementwise_check(const char* name) {
     check_cuda(cudaGetLastError(), name, __FILE__, __LINE__);
 }
@@ -540,8 +501,8 @@ void combine_partials(const AttnArgs& a, const float* partial, int n_chunks, boo
 
 void argmax_rows(const float* logits, int n_rows, int vocab, int32_t* out, cudaStream_t stream) {
     if (n_rows == 0) return;
-    const geom::Launch l = geom::row_blocks(n_rows);
-    argmax_kernel<<<d3(l.grid), d3(l.block), 0, stream>>>(logits, vocab, out, 0, 1.0f, 0, 0);
+    const geom::Launch l = geom::argmax_blocks(n_rows);
+    argmax_kernel<<<d3(l.grid), d3(l.block), l.smem_bytes, stream>>>(logits, vocab, out, 0, 1.0f, 0, 0);
     CC_CUDA_CHECK_LAUNCH("argmax_kernel");
 }
 
@@ -549,8 +510,8 @@ void sample_rows(const float* logits, int n_rows, int vocab, float temperature, 
                  int32_t* out, cudaStream_t stream) {
     if (n_rows == 0) return;
     if (!(temperature > 0.0f)) throw CudaError("sample_rows: temperature must be > 0 (use argmax_rows for greedy)");
-    const geom::Launch l = geom::row_blocks(n_rows);
-    argmax_kernel<<<d3(l.grid), d3(l.block), 0, stream>>>(logits, vocab, out, 1, temperature, seed, step);
+    const geom::Launch l = geom::argmax_blocks(n_rows);
+    argmax_kernel<<<d3(l.grid), d3(l.block), l.smem_bytes, stream>>>(logits, vocab, out, 1, temperature, seed, step);
     CC_CUDA_CHECK_LAUNCH("sample_kernel");
 }
 

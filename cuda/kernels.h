@@ -76,7 +76,8 @@ void attention(const AttnArgs& args, float* partial, size_t partial_floats, Attn
 // (attention_mma_batch); every other sequence, and the scalar kernels, one attention() each.
 void attention_batch(std::span<const AttnArgs> seqs, float* partial, size_t partial_floats, cudaStream_t stream);
 
-// out[r] = the index of the largest logit of row r (the lowest index among equal maxima).
+// out[r] = the index of the largest logit of row r (the lowest index among equal maxima; never a
+// NaN's; 0 for a row of NaN): km::argmax_row's pick.
 void argmax_rows(const float* logits, int n_rows, int vocab, int32_t* out, cudaStream_t stream);
 // out[r] = a sample of softmax(logits[r] / temperature) by Gumbel-max with km::uniform01(seed,
 // step, r * vocab + i); deterministic for a given (seed, step).

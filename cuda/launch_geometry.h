@@ -246,6 +246,14 @@ inline Launch row_blocks(int n_rows) {
     return l;
 }
 
+// argmax / sampling, one block per row: a strided (value, index) per thread, then a fixed tree
+// over the kRowThreads pairs in shared memory (the values, then the indices).
+inline Launch argmax_blocks(int n_rows) {
+    Launch l = row_blocks(n_rows);
+    l.smem_bytes = kRowThreads * (sizeof(float) + sizeof(int32_t));
+    return l;
+}
+
 // Q/K norm + RoPE + KV store: one block per row, one warp per head (warps loop over heads).
 inline constexpr unsigned kHeadWarps = 8;
 inline Launch heads_per_row(int n_rows, int head_dim) {

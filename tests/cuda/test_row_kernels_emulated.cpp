@@ -4,7 +4,10 @@
 // - the fused residual add + RMSNorm (CudaBackendOptions::fused_kernels) gives x and the normalised
 //   row exactly the bits of the add followed by rmsnorm_kernel, at dims below, at and above the
 //   block's 256 threads and not multiples of it;
-// - the row indirection of the final norm (rows may repeat), and a row's bits alone == in a batch.
+// - the row indirection of the final norm (rows may repeat), and a row's bits alone == in a batch;
+// - argmax_kernel (greedy tokens on the device) picks what the host's km::argmax_row picks, for
+//   ties within and across threads' strides, ±0, NaN, infinities and rows shorter than the block;
+//   its Gumbel-max sampling picks the largest km::gumbel_score, lowest index on ties.
 // The device's self-test rows check the same on the hardware.
 #include "tests/cuda/warp_emulation.h"
 
@@ -15,6 +18,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -54,6 +58,17 @@ std::vector<uint16_t> run_add_rmsnorm(std::vector<float>& x, const std::vector<f
     const geom::Launch l = geom::row_blocks(n_rows);
     cc_emu::launch({l.grid.x, 1, 1}, {l.block.x, 1, 1}, l.smem_bytes,
                    [&] { kern::detail::add_rmsnorm_kernel(x.data(), y.data(), w.data(), out.data(), dim, kEps); });
+    return out;
+}
+
+// argmax_kernel over n_rows rows of `vocab` logits (sample: Gumbel-max at `temperature`)
+std::vector<int32_t> run_argmax(const std::vector<float>& logits, int n_rows, int vocab, bool sample = false,
+                                float temperature = 1.0f, uint64_t seed = 0, uint64_t step = 0) {
+    std::vector<int32_t> out(size_t(n_rows), -7);  // not an index: shows a row not written
+    const geom::Launch l = geom::argmax_blocks(n_rows);
+    cc_emu::launch({l.grid.x, 1, 1}, {l.block.x, 1, 1}, l.smem_bytes, [&] {
+        kern::detail::argmax_kernel(logits.data(), vocab, out.data(), sample ? 1 : 0, temperature, seed, step);
+    });
     return out;
 }
 
@@ -131,6 +146,64 @@ TEST(RowKernelsEmulated, ARowsBitsDoNotDependOnItsNeighboursOrItsIndex) {
     const auto one = run_add_rmsnorm(x1, y1, w, 1, dim);
     EXPECT_EQ(0, std::memcmp(one.data(), batch.data() + dim, size_t(dim) * 2));
     EXPECT_EQ(0, std::memcmp(x1.data(), xb.data() + dim, size_t(dim) * 4));
+}
+
+// Greedy tokens on the device are the host's: the kernel's pick == km::argmax_row for every row.
+TEST(RowKernelsEmulated, ArgmaxPicksTheHostsToken) {
+    std::mt19937 rng(4);
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const int T = int(geom::kRowThreads);
+    for (int vocab : {1, 5, T - 1, T, T + 1, 1000, 151936}) {
+        SCOPED_TRACE("vocab=" + std::to_string(vocab));
+        std::vector<std::vector<float>> rows;
+        auto row = [&] { return normals(rng, size_t(vocab), 3.0f); };
+        rows.push_back(row());  // plain
+        auto set = [&](std::vector<float> r, std::initializer_list<std::pair<int, float>> at) {
+            for (auto [i, v] : at)
+                if (i < vocab) r[size_t(i)] = v;
+            rows.push_back(std::move(r));
+        };
+        set(row(), {{vocab - 1, 50.0f}});                                        // the last index
+        set(row(), {{0, 50.0f}});                                                // the first
+        set(row(), {{3, 50.0f}, {3 + T, 50.0f}});                                // a tie inside one thread's stride
+        set(row(), {{T + 7, 50.0f}, {9, 50.0f}});                                // a tie across threads: 9 wins
+        set(row(), {{vocab - 1, 50.0f}, {vocab / 2, 50.0f}});                    // the lower of two
+        set(row(), {{1, 0.0f}, {0, -0.0f}});                                     // not the max: ±0 elsewhere
+        set(std::vector<float>(size_t(vocab), -1.0f), {{2, -0.0f}, {1, 0.0f}});  // -0 == +0: index 1
+        set(row(), {{0, nan}, {4, nan}, {6, 60.0f}});                            // NaN never wins
+        set(std::vector<float>(size_t(vocab), nan), {});                         // all NaN: 0
+        set(std::vector<float>(size_t(vocab), nan), {{vocab - 1, -inf}});        // NaN and one -inf: the -inf
+        set(std::vector<float>(size_t(vocab), -inf), {});                        // all -inf: 0
+        set(row(), {{vocab / 3, inf}, {vocab - 1, inf}});                        // +inf ties
+        std::vector<float> all;
+        for (const auto& r : rows) all.insert(all.end(), r.begin(), r.end());
+        const auto got = run_argmax(all, int(rows.size()), vocab);
+        for (size_t r = 0; r < rows.size(); ++r)
+            EXPECT_EQ(got[r], km::argmax_row(rows[r].data(), vocab)) << "row " << r;
+        // a row alone gets its pick in the batch
+        const auto alone = run_argmax(rows[3], 1, vocab);
+        EXPECT_EQ(alone[0], got[3]);
+    }
+}
+
+// Gumbel-max sampling (not used by the engine yet: the self-test checks its frequencies on the
+// device): the kernel picks the largest km::gumbel_score of its row's logits, the lowest index on
+// ties, and the draw is a function of (seed, step, row, index) only.
+TEST(RowKernelsEmulated, SamplingPicksTheLargestGumbelScore) {
+    std::mt19937 rng(5);
+    const int rows = 4, vocab = 3000;
+    const float temperature = 0.7f;
+    const auto logits = normals(rng, size_t(rows) * vocab, 2.0f);
+    const auto got = run_argmax(logits, rows, vocab, true, temperature, 1234, 9);
+    for (int r = 0; r < rows; ++r) {
+        std::vector<float> scores(static_cast<size_t>(vocab));
+        for (int i = 0; i < vocab; ++i)
+            scores[size_t(i)] = km::gumbel_score(logits[size_t(r) * vocab + i], temperature,
+                                                 km::uniform01(1234, 9, size_t(r) * vocab + size_t(i)));
+        EXPECT_EQ(got[size_t(r)], km::argmax_row(scores.data(), vocab)) << "row " << r;
+    }
+    EXPECT_EQ(run_argmax(logits, rows, vocab, true, temperature, 1234, 9), got) << "same seed and step: same draw";
+    EXPECT_NE(run_argmax(logits, rows, vocab, true, temperature, 1234, 10), got) << "another step: another draw";
 }
 
 }  // namespace
