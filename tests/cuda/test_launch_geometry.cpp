@@ -173,11 +173,16 @@ TEST(launch_geometry, row_and_elementwise_kernels) {
         EXPECT_EQ(l.grid.x, unsigned(rows));
         EXPECT_EQ(l.smem_bytes, geom::kRowThreads * sizeof(float));
         EXPECT_EQ(geom::kRowThreads & (geom::kRowThreads - 1), 0u) << "the reduction tree halves the block";
+        const geom::Launch a = geom::argmax_blocks(rows);
+        expect_within_limits(a);
+        EXPECT_EQ(a.grid.x, unsigned(rows));
+        EXPECT_EQ(a.smem_bytes, a.block.x * (sizeof(float) + sizeof(int32_t))) << "a value and an index a thread";
         const geom::Launch h = geom::heads_per_row(rows, 128);
         expect_within_limits(h);
         EXPECT_EQ(h.block.x, 32 * geom::kHeadWarps);
     }
     EXPECT_THROW(geom::row_blocks(0), std::invalid_argument);
+    EXPECT_THROW(geom::argmax_blocks(0), std::invalid_argument);
     EXPECT_THROW(geom::heads_per_row(1, 127), std::invalid_argument);
     for (int64_t n :
          {int64_t(1), int64_t(255), int64_t(256), int64_t(257), int64_t(100000) * 151936, int64_t(1) << 40}) {
