@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -916,23 +917,31 @@ void check_attention(const Context& ctx, Table& t, bool quick) {
 
 void check_argmax_sampling(const Context& ctx, Table& t) {
     std::mt19937 rng(18);
-    const int rows = 6, vocab = 50000;
+    const int rows = 10, vocab = 50000;
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     std::vector<float> logits = normals(rng, size_t(rows) * vocab, 3.0f);
-    logits[size_t(1) * vocab + 777] = 100.0f;  // row 1: a tie between 777 and 40000 -> 777
-    logits[size_t(1) * vocab + 40000] = 100.0f;
-    logits[size_t(2) * vocab + vocab - 1] = 50.0f;  // the last index
-    logits[size_t(3) * vocab + 0] = 50.0f;          // the first index
+    auto row = [&](int r) { return logits.data() + size_t(r) * vocab; };
+    auto at = [&](int r, int i) -> float& { return row(r)[i]; };
+    at(1, 777) = at(1, 40000) = 100.0f;  // row 1: a tie between 777 and 40000 -> 777
+    at(2, vocab - 1) = 50.0f;            // the last index
+    at(3, 0) = 50.0f;                    // the first index
+    at(4, 5) = nan, at(4, 6) = 60.0f;    // NaN never wins
+    std::fill(row(5), row(6), nan);      // all NaN -> 0
+    std::fill(row(6), row(7), nan);      // NaN and one -inf -> the -inf
+    at(6, 4321) = -inf;
+    std::fill(row(7), row(8), -1.0f);  // -0 == +0: the lower index
+    at(7, 300) = -0.0f, at(7, 44) = 0.0f;
+    at(8, 1000) = at(8, 20) = inf;     // +inf ties
+    std::fill(row(9), row(10), -inf);  // all -inf -> 0
     Guarded gl(ctx, logits.size() * 4, "logits"), out(ctx, size_t(rows) * 4, "tokens");
     gl.set(logits);
     kern::argmax_rows(gl.as<float>(), rows, vocab, out.as<int32_t>(), ctx.stream());
     ctx.sync();
     const std::vector<int32_t> got = out.get<int32_t>();
     size_t mism = 0;
-    for (int r = 0; r < rows; ++r) {
-        const float* row = &logits[size_t(r) * vocab];
-        mism += got[size_t(r)] != int32_t(std::max_element(row, row + vocab) - row);  // the first maximum
-    }
-    t.add_output("argmax (exact, lowest index on ties)", "rows=6 vocab=50000", double(mism), 0, 0, out.guards_intact());
+    for (int r = 0; r < rows; ++r) mism += got[size_t(r)] != km::argmax_row(row(r), vocab);  // the host's pick
+    t.add_output("argmax (exact, lowest index on ties) == host's", "rows=10 vocab=50000 ties/NaN/inf/+-0", double(mism),
+                 0, 0, out.guards_intact());
 
     // Gumbel-max sampling: two logits [0, ln 3] -> P(token 1) = 0.75 at temperature 1.
     const int n = 20000;
