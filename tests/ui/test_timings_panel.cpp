@@ -175,6 +175,44 @@ private slots:
         }
     }
 
+    // A segment's value is written inside it only where the text fits between its ends: a short
+    // segment on a narrow chart drops its label (white text would run out over the background),
+    // the same segment on a wide chart shows it.
+    void requestChartSegmentLabelsFitTheirSegments() {
+        RequestRecord r;
+        r.index = 5;
+        r.mode = QStringLiteral("compare");
+        r.tier = cc::Tier::memory;
+        r.timings.prefill_ms = 30;
+        r.timings.ttft_ms = 30;
+        r.timings.decode_ms = 25;  // 8% of the axis (to 300 ms): above the 7% rule, narrow in pixels
+        cc::Timings full;
+        full.prefill_ms = 200;
+        full.ttft_ms = 200;
+        full.decode_ms = 30;
+        r.fullTimings = full;
+        const QString decode = formatMs(25.0);
+        for (const auto& [width, shown] : {std::pair{500, false}, std::pair{2400, true}}) {
+            auto* chart = new RequestChart;
+            QChartView view(chart);
+            view.resize(width, 260);
+            view.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&view));
+            chart->setRecord(&r);
+            QTest::qWait(50);
+            const QStringList texts = chart->labelTexts();
+            QVERIFY2(texts.contains(decode) == shown,
+                     qPrintable(QStringLiteral("%1 px: %2").arg(width).arg(texts.join(QStringLiteral(" | ")))));
+            QVERIFY2(texts.contains(formatMs(200.0)), qPrintable(texts.join(QStringLiteral(" | "))));  // a long one
+            const QList<QRectF> rects = chart->labelRects();
+            QCOMPARE(rects.size(), texts.size());
+            for (int i = 0; i < rects.size(); ++i)
+                for (int j = i + 1; j < rects.size(); ++j)
+                    QVERIFY2(!rects[i].intersects(rects[j]),
+                             qPrintable(QStringLiteral("labels \"%1\" and \"%2\" overlap").arg(texts[i], texts[j])));
+        }
+    }
+
     void historyAndBarEqualTheEngineTimings() {
         Rig rig;
         TimingsPanel panel(&rig.controller);

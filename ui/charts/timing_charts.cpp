@@ -104,11 +104,23 @@ void ChartLabels::add(QPointF value, QAbstractSeries* series, const QString& tex
     m_labels.push_back(Label{value, series, item, place});
 }
 
+void ChartLabels::addInside(QPointF value, double span, QAbstractSeries* series, const QString& text,
+                            const QColor& color) {
+    add(value, series, text, color, Center);
+    m_labels.back().span = span;
+}
+
 void ChartLabels::reposition() {
     const QRectF plot = m_chart->plotArea();
     for (auto& l : m_labels) {
         const QPointF p = m_chart->mapToPosition(l.value, l.series);
         const QRectF r = l.item->boundingRect();
+        if (l.span > 0 && plot.isValid()) {
+            const QPointF half(l.span / 2, 0);
+            const double px = std::abs(m_chart->mapToPosition(l.value + half, l.series).x() -
+                                       m_chart->mapToPosition(l.value - half, l.series).x());
+            l.dropped = r.width() + 8 > px;  // 4 px of the segment's colour each side
+        }
         QPointF at;
         switch (l.place) {
             case Center:
@@ -145,19 +157,21 @@ void ChartLabels::reposition() {
             at.setX(left ? other.left() - r.width() - 6 : other.right() + 6);
         }
         l.item->setPos(at);
-        l.item->setVisible(plot.isValid());
+        l.item->setVisible(plot.isValid() && !l.dropped);
     }
 }
 
 QList<QRectF> ChartLabels::sceneRects() const {
     QList<QRectF> out;
-    for (const auto& l : m_labels) out << l.item->sceneBoundingRect();
+    for (const auto& l : m_labels)
+        if (!l.dropped) out << l.item->sceneBoundingRect();
     return out;
 }
 
 QStringList ChartLabels::texts() const {
     QStringList out;
-    for (const auto& l : m_labels) out << l.item->text();
+    for (const auto& l : m_labels)
+        if (!l.dropped) out << l.item->text();
     return out;
 }
 
@@ -350,8 +364,8 @@ void RequestChart::relabel() {
         for (int s = 0; s < SegCount; ++s) {
             // a value inside its segment where it fits; the small ones are in the table and the CSV
             if (v[size_t(s)] >= range * 0.07)
-                m_labels.add(QPointF(start + v[size_t(s)] / 2, double(i)), m_bars, segmentLabel(s, m_shown[i]),
-                             onColor(segmentColor(s)), ChartLabels::Center);
+                m_labels.addInside(QPointF(start + v[size_t(s)] / 2, double(i)), v[size_t(s)], m_bars,
+                                   segmentLabel(s, m_shown[i]), onColor(segmentColor(s)));
             start += v[size_t(s)];
         }
         // Above the marker's top end, in the gap over the bar -- but the topmost of two bars has

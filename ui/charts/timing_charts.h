@@ -35,9 +35,12 @@ public:
     void clear();
     void add(QPointF value, QAbstractSeries* series, const QString& text, const QColor& color, Place place,
              bool bold = false);
+    // A Center label inside a bar segment `span` wide (in the value axis's units) around `value`:
+    // drawn only where its text fits the segment's pixels (a short segment's value is in the table).
+    void addInside(QPointF value, double span, QAbstractSeries* series, const QString& text, const QColor& color);
     void reposition();
-    QStringList texts() const;
-    QList<QRectF> sceneRects() const;  // where each label is drawn, in the chart's scene
+    QStringList texts() const;         // the labels drawn (or to be drawn once the chart has a plot area)
+    QList<QRectF> sceneRects() const;  // where each of them is drawn, in the chart's scene
 
 private:
     struct Label {
@@ -45,6 +48,8 @@ private:
         QAbstractSeries* series;
         QGraphicsSimpleTextItem* item;
         Place place;
+        double span = 0;       // addInside's segment width; 0: none
+        bool dropped = false;  // its text does not fit its segment: not drawn
     };
     QChart* m_chart;
     std::vector<Label> m_labels;
