@@ -710,7 +710,11 @@ int main(int argc, char** argv) {
 #endif
         register_cpu();
     }
-    benchmark::RunSpecifiedBenchmarks();
+    const size_t ran = benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
+    if (ran == 0) {  // a filter that matches nothing (e.g. BM_cuda without --backend cuda) is a mistake, not a run
+        std::cerr << "bench_prefill: no benchmark matched (the CUDA rows need --backend cuda)\n";
+        return 1;
+    }
     return 0;
 }

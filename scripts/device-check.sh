@@ -54,11 +54,11 @@ step step_decode_own 110 CONTEXTCACHE_CUDA_GEMM=own CONTEXTCACHE_CUDA_GREEDY=dev
   --greedy host,backend
 step ttft_mma 90 CONTEXTCACHE_CUDA_ATTENTION=mma CONTEXTCACHE_CUDA_UPLOAD=ring "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3 --kv bf16
 step ttft_scalar 90 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
-step prefill_mma 50 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_prefill" --benchmark_filter='BM_cuda' \
+step prefill_mma 50 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_prefill" --backend cuda \
   --benchmark_out="$OUT/prefill_mma.json" --benchmark_out_format=json
 step prefill_mma_own 50 CONTEXTCACHE_CUDA_ATTENTION=mma CONTEXTCACHE_CUDA_GEMM=own "$D/bin/bench_prefill" \
-  --benchmark_filter='BM_cuda' --benchmark_out="$OUT/prefill_mma_own.json" --benchmark_out_format=json
-step prefill_scalar 50 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_prefill" --benchmark_filter='BM_cuda' \
+  --backend cuda --benchmark_out="$OUT/prefill_mma_own.json" --benchmark_out_format=json
+step prefill_scalar 50 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_prefill" --backend cuda \
   --benchmark_out="$OUT/prefill_scalar.json" --benchmark_out_format=json
 # the self-test's failing rows, if any, then the summary (the tool's reply carries the end)
 python3 - "$OUT/selftest.out" <<'PY' 2>/dev/null | tee -a "$OUT/summary.txt"
