@@ -537,6 +537,7 @@ Backend& cuda_backend_for(const std::string& name) {
         cuda::CudaBackendOptions o;
         o.mma_attention = cuda::mma_attention_from_env();  // CONTEXTCACHE_CUDA_ATTENTION=mma: the tensor-core kernel
         o.graphs = cuda::graphs_from_env();                // CONTEXTCACHE_CUDA_GRAPHS=on: small chunks as graphs
+        o.graph_replay = cuda::graph_replay_from_env();    // =replay: captured once per shape and bucket
         o.own_gemm = cuda::own_gemm_from_env();            // CONTEXTCACHE_CUDA_GEMM=own: our tensor-core GEMMs
         o.fused_kernels = cuda::fused_kernels_from_env();  // CONTEXTCACHE_CUDA_FUSED=on: residual add + RMSNorm
         b = cuda::make_cuda_backend(cuda_model(name), o);

@@ -5,7 +5,7 @@
 // CPU unless given (bf16dot with AVX-512 BF16, else stored).
 //   bench_step [--backend cpu|cuda] [--model SPEC] [--threads N] [--weights W] [--kv bf16]
 //              [--depth 2985[,0,...]] [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3] [--share on,off]
-//              [--batch serial,stacked[,stacked+graphs,stacked+graphs+fused,...]] [--greedy host[,backend]]
+//              [--batch serial,stacked[,stacked+graphs,stacked+replay+fused,...]] [--greedy host[,backend]]
 //
 // Per sequence count: ms per step (median over --runs, each run `tokens` steps after a warm-up
 // run), aggregate tok/s = N x steps/s, `over_one`: that aggregate over the one-sequence run's
@@ -15,8 +15,10 @@
 // (CpuBackendOptions::share_prefix_attention) to show what it saves. CUDA (default model
 // builtin:qwen3-8b, BF16 weights; CONTEXTCACHE_CUDA_ATTENTION applies): `--batch serial` runs a
 // step's sequences one after another, `stacked` in one pass (CudaBackendOptions::stacked_batch),
-// `+graphs` as CUDA graphs (CudaBackendOptions::graphs), `+fused` with the fused small kernels
-// (CudaBackendOptions::fused_kernels, also on for every variant with CONTEXTCACHE_CUDA_FUSED=on);
+// `+graphs` as CUDA graphs (CudaBackendOptions::graphs), `+replay` as graphs captured once per shape
+// and KV-length bucket and replayed (CudaBackendOptions::graph_replay: with
+// CONTEXTCACHE_CUDA_ATTENTION=mma; without it the graphs are captured every step), `+fused` with the fused small
+// kernels (CudaBackendOptions::fused_kernels, also on for every variant with CONTEXTCACHE_CUDA_FUSED=on);
 // `--greedy backend` asks the backend for
 // each step's greedy tokens instead of its logits (SequenceRows::argmax: the engine's greedy decode;
 // CONTEXTCACHE_CUDA_GREEDY=device then picks them on the GPU), `host` (the default) brings the
@@ -50,9 +52,9 @@ double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// A --batch variant: serial or stacked, then optionally +graphs, then optionally +fused.
+// A --batch variant: serial or stacked, then optionally +graphs or +replay, then optionally +fused.
 struct BatchVariant {
-    bool stacked = false, graphs = false, fused = false;
+    bool stacked = false, graphs = false, replay = false, fused = false;
 };
 std::optional<BatchVariant> parse_batch_variant(const std::string& s) {
     BatchVariant v;
@@ -66,7 +68,8 @@ std::optional<BatchVariant> parse_batch_variant(const std::string& s) {
         v.stacked = true;
     else if (!take("serial"))
         return std::nullopt;
-    v.graphs = take("+graphs");
+    v.replay = take("+replay");
+    v.graphs = v.replay || take("+graphs");
     v.fused = take("+fused");
     if (!rest.empty()) return std::nullopt;
     return v;
@@ -85,7 +88,7 @@ int main(int argc, char** argv) {
         std::cerr
             << "usage: bench_step [--backend cpu|cuda] [--model SPEC] [--threads N] [--weights W] [--kv bf16]\n"
                "                  [--depth 2985[,0,...]] [--sequences 1,2,4,8,16] [--tokens 16] [--runs 3]\n"
-               "                  [--share on,off] [--batch serial,stacked[,stacked+graphs,stacked+graphs+fused]]\n"
+               "                  [--share on,off] [--batch serial,stacked[,stacked+graphs,stacked+replay+fused]]\n"
                "                  [--greedy host[,backend]]\n";
         return 2;
     }
@@ -132,9 +135,8 @@ int main(int argc, char** argv) {
                     [](const std::string& g) { return g != "host" && g != "backend"; })) {
         std::cerr
             << "bench_step: --threads, --tokens, --runs and every --sequences entry must be >= 1, every --depth >= 0; "
-               "--share takes on and/or off, --batch serial or stacked, each optionally followed by +graphs then "
-               "+fused, --backend "
-               "cpu or cuda, --greedy host and/or backend\n";
+               "--share takes on and/or off, --batch serial or stacked, each optionally followed by +graphs or "
+               "+replay then +fused, --backend cpu or cuda, --greedy host and/or backend\n";
         return 2;
     }
     const bool cuda = backend == "cuda";
@@ -187,6 +189,7 @@ int main(int argc, char** argv) {
                 const BatchVariant bv = *parse_batch_variant(variant);
                 o.stacked_batch = bv.stacked;
                 o.graphs = bv.graphs;
+                o.graph_replay = bv.replay;
                 o.device_greedy = cc::cuda::device_greedy_from_env();
                 o.fused_kernels = bv.fused || cc::cuda::fused_kernels_from_env();
                 be = cc::cuda::make_cuda_backend(weights, o);

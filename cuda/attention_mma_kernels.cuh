@@ -324,12 +324,16 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(AttnArgs a, float* _
 // (chunk, KV head, block of pairs) of the sequence's own split launch computes, into the
 // sequence's rows of the scratch, so every sequence gets the bits it gets alone.
 template <int HD>
-__global__ void __launch_bounds__(kThreads)
-    attn_mma_batch_kernel(AttnBatch b, float* __restrict__ partial, int n_chunks) {
+__device__ __forceinline__ void attn_mma_batch_block(const AttnBatch& b, float* __restrict__ partial, int n_chunks) {
     const int seq = blockIdx.z / b.pair_blocks;
     const AttnArgs& a = b.seq[seq];
     attn_mma_block<HD, true>(a, partial + attn_partial_offset(a, b.partial_row0[seq], n_chunks), n_chunks, blockIdx.x,
                              blockIdx.y, blockIdx.z % b.pair_blocks);
+}
+template <int HD>
+__global__ void __launch_bounds__(kThreads)
+    attn_mma_batch_kernel(AttnBatch b, float* __restrict__ partial, int n_chunks) {
+    attn_mma_batch_block<HD>(b, partial, n_chunks);
 }
 
 // One (head, row)'s combine: its chunks' partial states merged in chunk order, divided by l.
@@ -368,11 +372,32 @@ __global__ void attn_combine_kernel(AttnArgs a, const float* __restrict__ partia
 // The combine of attn_mma_batch_kernel's partial states: grid = (head, row, sequence); rows past a
 // sequence's return. (A template, as every kernel in this header, so that two programs may include it.)
 template <bool kCanonicalZero>
-__global__ void attn_combine_batch_kernel(AttnBatch b, const float* __restrict__ partial, int n_chunks) {
+__device__ __forceinline__ void attn_combine_batch_block(const AttnBatch& b, const float* __restrict__ partial,
+                                                         int n_chunks) {
     const AttnArgs& a = b.seq[blockIdx.z];
     if (int(blockIdx.y) >= a.n_rows) return;
     attn_combine_row<kCanonicalZero>(a, partial + attn_partial_offset(a, b.partial_row0[blockIdx.z], n_chunks),
                                      n_chunks, blockIdx.x, blockIdx.y);
+}
+template <bool kCanonicalZero>
+__global__ void attn_combine_batch_kernel(AttnBatch b, const float* __restrict__ partial, int n_chunks) {
+    attn_combine_batch_block<kCanonicalZero>(b, partial, n_chunks);
+}
+
+// The two kernels above for graph replay (CudaBackendOptions::graph_replay): the batch is read
+// from device memory, tables[layer], which the host rewrites before each launch of the graph,
+// instead of from the launch's arguments, which a captured graph keeps. n_chunks (the grid's and
+// the scratch's) is the KV-length bucket's (geom::graph_positions_bucket): the same blocks run the
+// same code on the same values as the launches above, so every sequence gets the same bits.
+template <int HD>
+__global__ void __launch_bounds__(kThreads) attn_mma_batch_table_kernel(const AttnBatch* __restrict__ tables, int layer,
+                                                                        float* __restrict__ partial, int n_chunks) {
+    attn_mma_batch_block<HD>(tables[layer], partial, n_chunks);
+}
+template <bool kCanonicalZero>
+__global__ void attn_combine_batch_table_kernel(const AttnBatch* __restrict__ tables, int layer,
+                                                const float* __restrict__ partial, int n_chunks) {
+    attn_combine_batch_block<kCanonicalZero>(tables[layer], partial, n_chunks);
 }
 
 }  // namespace cc::cuda::kern::detail

@@ -10,6 +10,7 @@
 #include "cuda/cuda_backend.h"
 
 #include "core/base/kernel_math.h"
+#include "cuda/attention_mma.h"
 #include "cuda/context.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
@@ -90,8 +91,30 @@ bool stacked_batch_from_env() {
     return env_switch("CONTEXTCACHE_CUDA_BATCH", "serial", "stacked", "every sequence of a step in one pass");
 }
 
+namespace {
+
+// CONTEXTCACHE_CUDA_GRAPHS: unset, "" or "off" -> 0, "on" -> 1 (captured every step), "replay" -> 2
+// (captured once per shape and KV-length bucket, then replayed).
+int graphs_mode_from_env() {
+    const char* v = std::getenv("CONTEXTCACHE_CUDA_GRAPHS");
+    const std::string s = v == nullptr ? "" : v;
+    if (s.empty() || s == "off") return 0;
+    if (s == "on") return 1;
+    if (s == "replay") return 2;
+    throw std::runtime_error("CONTEXTCACHE_CUDA_GRAPHS=" + s +
+                             ": takes \"off\" (the default), \"on\" (small chunks as CUDA graphs, captured every "
+                             "step) or \"replay\" (captured once per shape and KV-length bucket, then replayed); "
+                             "neither yet run on a device");
+}
+
+}  // namespace
+
 bool graphs_from_env() {
-    return env_switch("CONTEXTCACHE_CUDA_GRAPHS", "off", "on", "small chunks as CUDA graphs");
+    return graphs_mode_from_env() != 0;
+}
+
+bool graph_replay_from_env() {
+    return graphs_mode_from_env() == 2;
 }
 
 bool own_gemm_from_env() {
@@ -403,8 +426,17 @@ private:
     // the last layer stops after its K/V store (what later rows attend to); its attention, o_proj
     // and MLP would feed nothing (a long prefill's chunks but the last; the CPU backend trims the
     // same rows and more: llama.cpp's inp_out_ids).
+    // replay_positions > 0 (graph replay, replayable(chunk)): every piece's K/V store and attention
+    // read their rows' positions and views from rope_rows_ and attn_tables_ (written before the
+    // launch), the attention's grid sized for that many positions, so that the launches do not
+    // depend on the step and one captured graph serves every step of the shape and bucket.
     void enqueue_layers(std::span<const SeqRun> seqs, const geom::StepChunk& chunk, int l0, int l1, bool logits,
-                        const std::function<void()>& check_cancel);
+                        const std::function<void()>& check_cancel, int replay_positions = 0);
+    // A piece's attention in layer l: its rows against its own sequence's view [prefix | suffix].
+    kern::AttnArgs piece_attention(const SeqRun& s, const geom::StepPiece& p, int l) const;
+    // Whether a chunk runs by graph replay (options_.graph_replay): up to geom::kGraphMaxRows rows,
+    // every piece through the tensor-core attention's batch launch, all in one launch.
+    bool replayable(const geom::StepChunk& chunk) const;
     // x += proj (the residual), then, when then_norm is set, xn = bf16(rmsnorm(x) * then_norm): one
     // launch with options_.fused_kernels (add_rmsnorm), two without; the same bits either way.
     void add_residual(int n, const float* then_norm);
@@ -488,13 +520,23 @@ private:
                          s = ctx_.alloc(sn.size() * 4, "the RoPE sin table");
             ctx_.upload(c.get(), cs.data(), cs.size() * 4);
             ctx_.upload(s.get(), sn.data(), sn.size() * 4);
+            forget_graphs();  // they name the tables replaced below
             cos_ = std::move(c);
             sin_ = std::move(s);
             rope_positions_ = positions;
         }
         const size_t need = geom::attn_partial_floats(geom::attn_split_rows(options_.mma_attention), cfg_.n_heads,
                                                       cfg_.head_dim, geom::rope_table_positions(n_positions));
-        if (need * 4 > partial_.bytes()) partial_ = ctx_.alloc(need * 4, "split-attention scratch");
+        if (need * 4 > partial_.bytes()) {
+            forget_graphs();
+            partial_ = ctx_.alloc(need * 4, "split-attention scratch");
+        }
+    }
+    // Graphs keep the device addresses they were captured with: none may outlive a buffer it names.
+    void forget_graphs() {
+        if (graphs_.empty()) return;
+        ctx_.sync();
+        graphs_.clear();
     }
 
     const CudaKvBlock& own(const KvBlock* b, const char* what) const {
@@ -531,6 +573,8 @@ private:
     std::vector<kern::AttnArgs> attn_;      // a layer's attention, one entry per piece of the chunk
     std::vector<kern::RopeRow> step_rope_;  // a chunk's rows for qk_rope_store_rows, host side
     DeviceBuffer rope_rows_;                // ... and on the device (max_rows_ entries)
+    std::vector<kern::AttnBatch> step_tables_;  // graph replay: each layer's attention batch, host side
+    DeviceBuffer attn_tables_;                  // ... and on the device (n_layers entries)
 
     std::map<std::string, std::shared_ptr<GemmPlan>> plans_;
     std::shared_ptr<GemmPlan> plan_q_, plan_kv_, plan_o_, plan_up_, plan_down_, plan_lm_;
@@ -625,7 +669,8 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
             step_tokens_.insert(step_tokens_.end(), t.begin(), t.end());
         }
         ctx_.upload(tokens_.get(), step_tokens_.data(), size_t(n) * sizeof(int32_t));
-        if (chunk.pieces.size() > 1) {  // each row's position, slot and block, for qk_rope_store_rows
+        const bool replay = replayable(chunk);
+        if (chunk.pieces.size() > 1 || replay) {  // each row's position, slot and block, for qk_rope_store_rows
             step_rope_.clear();
             for (const geom::StepPiece& p : chunk.pieces) {
                 const SeqRun& s = seqs[size_t(p.seq)];
@@ -639,8 +684,33 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
         // The chunk's layers: launched as they are, or (options_.graphs, small chunks) as CUDA graphs
         // of geom::kGraphLayers layers each (step_graphs.h), the next group captured while the GPU
         // runs the one before; a cancel is then checked between groups (nothing may synchronise
-        // while capturing).
-        if (options_.graphs && n <= geom::kGraphMaxRows) {
+        // while capturing). Graph replay: one graph for all layers, captured once per shape and
+        // KV-length bucket, every layer's attention batch written to the device first.
+        if (replay) {
+            int positions = 0;
+            for (const geom::StepPiece& p : chunk.pieces) {
+                const SeqRun& s = seqs[size_t(p.seq)];
+                positions = std::max(positions, s.prefix_tokens + s.suffix->n_tokens() + p.seq_row + p.n);
+            }
+            const int bucket = geom::graph_positions_bucket(positions, rope_positions_);
+            step_tables_.resize(size_t(c.n_layers));
+            for (int l = 0; l < c.n_layers; ++l) {
+                attn_.clear();
+                for (const geom::StepPiece& p : chunk.pieces)
+                    attn_.push_back(piece_attention(seqs[size_t(p.seq)], p, l));
+                step_tables_[size_t(l)] = kern::attn_mma_batch_of(attn_);
+            }
+            const size_t table_bytes = step_tables_.size() * sizeof(kern::AttnBatch);
+            if (attn_tables_.bytes() < table_bytes) {
+                forget_graphs();
+                attn_tables_ = ctx_.alloc(table_bytes, "the attention tables of graph replay");
+            }
+            ctx_.upload(attn_tables_.get(), step_tables_.data(), table_bytes);
+            std::vector<int> key = geom::graph_key(chunk);
+            key.insert(key.end(), {logits ? 1 : 0, bucket, -1});  // -1: replay's keys, never run()'s
+            check_cancel();
+            graphs_.replay(key, st, [&] { enqueue_layers(seqs, chunk, 0, c.n_layers, logits, {}, bucket); });
+        } else if (options_.graphs && n <= geom::kGraphMaxRows) {
             std::vector<int> key = geom::graph_key(chunk);
             key.push_back(logits ? 1 : 0);  // the last layer's kernels depend on it
             key.push_back(0);
@@ -701,8 +771,43 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
     for (const SeqRun& s : seqs) s.suffix->set_n_tokens(s.suffix->n_tokens() + int(s.tokens.size()));
 }
 
+bool CudaBackend::replayable(const geom::StepChunk& chunk) const {
+    if (!options_.graphs || !options_.graph_replay || !options_.mma_attention || chunk.n > geom::kGraphMaxRows ||
+        !geom::attn_mma_head_dim_ok(cfg_.head_dim))
+        return false;
+    std::vector<int> rows;
+    for (const geom::StepPiece& p : chunk.pieces) {
+        if (!geom::attn_mma_use_split(p.n)) return false;
+        rows.push_back(p.n);
+    }
+    return geom::attn_mma_batches(rows).size() == 1;
+}
+
+kern::AttnArgs CudaBackend::piece_attention(const SeqRun& s, const geom::StepPiece& p, int l) const {
+    const ModelConfig& c = cfg_;
+    const int hd = c.head_dim, qd = c.n_heads * hd;
+    const int n0 = s.suffix->n_tokens();  // positions the suffix held before this step
+    kern::AttnArgs aa;
+    if (s.prefix != nullptr)
+        aa.seg[0] = {s.prefix->part(l, 0), s.prefix->part(l, 1), s.prefix->capacity_tokens(), s.prefix_tokens};
+    aa.seg[1] = {s.suffix->part(l, 0), s.suffix->part(l, 1), s.suffix->capacity_tokens(), n0 + p.seq_row + p.n};
+    aa.kv_bf16 = bf16_kv();
+    aa.n_heads = c.n_heads;
+    aa.n_kv_heads = c.n_kv_heads;
+    aa.head_dim = hd;
+    aa.window = c.sliding_window;
+    aa.scale = float(1.0 / std::sqrt(double(hd)));
+    aa.q = q_.as<const float>() + size_t(p.chunk_row) * qd;
+    aa.n_rows = p.n;
+    aa.first_pos = s.prefix_tokens + n0 + p.seq_row;
+    aa.out = att_.as<float>() + size_t(p.chunk_row) * qd;
+    if (options_.fused_kernels) aa.out_bf16 = xn_.as<uint16_t>() + size_t(p.chunk_row) * qd;  // o_proj's input, as is
+    aa.kernel = options_.mma_attention ? kern::AttnKernel::mma : kern::AttnKernel::scalar;
+    return aa;
+}
+
 void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepChunk& chunk, int l0, int l1,
-                                 bool logits, const std::function<void()>& check_cancel) {
+                                 bool logits, const std::function<void()>& check_cancel, int replay_positions) {
     const ModelConfig& c = cfg_;
     const int n = chunk.n;
     const int dim = c.dim, hd = c.head_dim, ffn = c.ffn_dim;
@@ -749,44 +854,30 @@ void CudaBackend::enqueue_layers(std::span<const SeqRun> seqs, const geom::StepC
         qa.cos_t = f32(cos_);
         qa.sin_t = f32(sin_);
         qa.kv_bf16 = bf16_kv();
-        if (chunk.pieces.size() > 1)  // every sequence's rows in one launch (rope_rows_, above)
+        const bool by_rows = chunk.pieces.size() > 1 || replay_positions > 0;
+        if (by_rows)  // every sequence's rows in one launch (rope_rows_, written before)
             kern::qk_rope_store_rows(qa, rope_rows_.as<const kern::RopeRow>(), l, st);
         const bool rest = logits || l < c.n_layers - 1;  // whether anything reads this layer's output
         attn_.clear();
         for (const geom::StepPiece& p : chunk.pieces) {
             const SeqRun& s = seqs[size_t(p.seq)];
-            const int n0 = s.suffix->n_tokens();  // positions the suffix held before this step
-            const int first_pos = s.prefix_tokens + n0 + p.seq_row;
-            if (chunk.pieces.size() == 1) {
-                qa.first_pos = first_pos;
+            if (!by_rows) {
+                const int n0 = s.suffix->n_tokens();  // positions the suffix held before this step
+                qa.first_pos = s.prefix_tokens + n0 + p.seq_row;
                 qa.kv_k = s.suffix->part(l, 0);
                 qa.kv_v = s.suffix->part(l, 1);
                 qa.kv_cap = s.suffix->capacity_tokens();
                 qa.first_slot = n0 + p.seq_row;
                 kern::qk_rope_store(qa, st);
             }
-            if (!rest) continue;
-
-            kern::AttnArgs aa;
-            if (s.prefix != nullptr)
-                aa.seg[0] = {s.prefix->part(l, 0), s.prefix->part(l, 1), s.prefix->capacity_tokens(), s.prefix_tokens};
-            aa.seg[1] = {s.suffix->part(l, 0), s.suffix->part(l, 1), s.suffix->capacity_tokens(), n0 + p.seq_row + p.n};
-            aa.kv_bf16 = bf16_kv();
-            aa.n_heads = c.n_heads;
-            aa.n_kv_heads = c.n_kv_heads;
-            aa.head_dim = hd;
-            aa.window = c.sliding_window;
-            aa.scale = float(1.0 / std::sqrt(double(hd)));
-            aa.q = q_.as<const float>() + size_t(p.chunk_row) * qd;
-            aa.n_rows = p.n;
-            aa.first_pos = first_pos;
-            aa.out = att_.as<float>() + size_t(p.chunk_row) * qd;
-            if (options_.fused_kernels) aa.out_bf16 = xn + size_t(p.chunk_row) * qd;  // o_proj's input, as is
-            aa.kernel = options_.mma_attention ? kern::AttnKernel::mma : kern::AttnKernel::scalar;
-            attn_.push_back(aa);
+            if (rest && replay_positions == 0) attn_.push_back(piece_attention(s, p, l));
         }
         if (!rest) break;  // the last layer of a chunk without logits: its K/V are stored, nothing reads the rest
-        kern::attention_batch(attn_, partial_.as<float>(), partial_.bytes() / 4, st);
+        if (replay_positions > 0)  // this layer's batch as the table on the device will hold it when the graph runs
+            kern::attention_mma_batch_table(step_tables_[size_t(l)], attn_tables_.as<const kern::AttnBatch>(), l,
+                                            replay_positions, partial_.as<float>(), partial_.bytes() / 4, st);
+        else
+            kern::attention_batch(attn_, partial_.as<float>(), partial_.bytes() / 4, st);
 
         // o_proj and the residual (fused: attention wrote its output as bf16 into xn already)
         if (!options_.fused_kernels) kern::f32_to_bf16(att_.as<const float>(), xn, int64_t(n) * qd, st);

@@ -70,6 +70,14 @@ struct CudaBackendOptions {
     // bits and the same numerics id, without a launch per op. Not yet run on a device, so off by
     // default; the programs turn it on with CONTEXTCACHE_CUDA_GRAPHS=on.
     bool graphs = false;
+    // With graphs: the chunks whose every piece takes the tensor-core attention's batch launch (up
+    // to 32 rows in all: decode steps of up to 16 sequences) are captured once per shape and
+    // KV-length bucket (geom::graph_positions_bucket) and replayed, their positions and KV views
+    // read from tables the host writes to the device before each launch, instead of captured again
+    // every step (cuda/step_graphs.h). The same kernels' code on the same values, so the same bits
+    // and numerics id; needs mma_attention (other chunks run as `graphs` says). Not yet run on a
+    // device, so off by default; the programs turn it on with CONTEXTCACHE_CUDA_GRAPHS=replay.
+    bool graph_replay = false;
     // Every GEMM through our own tensor-core kernels (cuda/gemm_mma_kernels.cuh) instead of cuBLASLt:
     // a rows kernel for up to 64 rows that streams the weights at the memory bandwidth (decode) and
     // a tiled kernel for more (prefill), one mma chain per output in the same order, so a decode row
@@ -101,8 +109,11 @@ bool mma_attention_from_env();
 // CONTEXTCACHE_CUDA_BATCH: unset, "" or "serial" -> false, "stacked" -> true; anything else throws
 // as above.
 bool stacked_batch_from_env();
-// CONTEXTCACHE_CUDA_GRAPHS: unset, "" or "off" -> false, "on" -> true; anything else throws as above.
+// CONTEXTCACHE_CUDA_GRAPHS: unset, "" or "off" -> false, "on" or "replay" -> true; anything else
+// throws as above.
 bool graphs_from_env();
+// CONTEXTCACHE_CUDA_GRAPHS=replay -> true (graph_replay: captured once per shape and bucket).
+bool graph_replay_from_env();
 // CONTEXTCACHE_CUDA_GEMM: unset, "" or "cublaslt" -> false, "own" -> true; anything else throws as above.
 bool own_gemm_from_env();
 // CONTEXTCACHE_CUDA_UPLOAD: unset, "" or "staged" -> false, "ring" -> true; anything else throws as above.

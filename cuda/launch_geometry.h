@@ -471,6 +471,20 @@ inline std::vector<int> graph_key(const StepChunk& chunk) {
     return key;
 }
 
+// Graph replay (CudaBackendOptions::graph_replay): a chunk is captured once per key and KV-length
+// bucket and replayed, its positions and KV blocks read from tables in device memory, so its
+// launches' grids must cover every length of the bucket. The split attention's grid is sized for
+// the bucket's positions: a block of a chunk past a sequence's keys returns at once and the combine
+// reads only the chunks a row sees, so the bits are those of a launch sized for the longest view
+// (as a batch launch is for its shorter sequences). Buckets: powers of two of kAttnChunk
+// positions, at most `limit` (the positions the split scratch and the RoPE table hold).
+inline int graph_positions_bucket(int max_positions, int limit) {
+    require(max_positions >= 1 && max_positions <= limit, "graph bucket: positions past the scratch");
+    int chunks = 1;
+    while (chunks < attn_n_chunks(max_positions)) chunks *= 2;
+    return int(std::min<int64_t>(int64_t(chunks) * kAttnChunk, limit));
+}
+
 // ---- buffers of one backend ----------------------------------------------------------------------
 
 // Device activation buffers of a forward pass for `max_rows` rows (bytes; each a separate cudaMalloc).

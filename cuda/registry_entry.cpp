@@ -22,6 +22,7 @@ CudaBackendOptions cuda_options(const BackendOptions& o) {
     c.mma_attention = mma_attention_from_env();
     c.stacked_batch = stacked_batch_from_env();
     c.graphs = graphs_from_env();
+    c.graph_replay = graph_replay_from_env();
     c.own_gemm = own_gemm_from_env();
     c.upload_ring = upload_ring_from_env();
     c.device_greedy = device_greedy_from_env();

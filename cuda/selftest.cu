@@ -1075,17 +1075,21 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
 
         // decode (one token at a time: the split attention kernel) gives the prefill's bits
         const int D = 5;
-        auto decode_mismatch = [&](Backend& be, const std::vector<float>& want) {
+        // a prefill of positions [0, from), then decode steps at [from, to), each against that row of `want`
+        auto decode_range_mismatch = [&](Backend& be, const std::vector<float>& want, int from, int to) {
             auto dkv = be.allocate_kv(N);
-            be.forward(std::span(tokens).first(size_t(N - D)), KvView{nullptr, 0, dkv.get()}, {});
+            be.forward(std::span(tokens).first(size_t(from)), KvView{nullptr, 0, dkv.get()}, {});
             size_t m = 0;
-            for (int i = N - D; i < N; ++i) {
+            for (int i = from; i < to; ++i) {
                 const std::vector<int> row0 = {0};
                 const std::vector<float> got =
                     be.forward(std::span(tokens).subspan(size_t(i), 1), KvView{nullptr, 0, dkv.get()}, row0);
                 m += count_bit_mismatch(got, slice_rows(want, vocab, i, 1));
             }
             return m;
+        };
+        auto decode_mismatch = [&](Backend& be, const std::vector<float>& want) {
+            return decode_range_mismatch(be, want, N - D, N);
         };
         t.add(name + ": decode steps == prefill rows (bits)", "last " + std::to_string(D) + " of " + std::to_string(N),
               double(decode_mismatch(*gpu, full)), 0);
@@ -1259,13 +1263,14 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
 
         // the tensor-core attention (opt-in, issue 34), with bf16 KV as it is meant to run: near
         // the CPU (bf16 attention operands: twice the bound), cached == full, decode == prefill
+        CudaBackendOptions om = o;  // and its full prefill, f3 (empty where the head_dim is not built)
+        om.kv_dtype = KvDType::bf16;
+        om.mma_attention = true;
+        std::vector<float> f3;
         if (geom::attn_mma_head_dim_ok(c.head_dim)) {
-            CudaBackendOptions om = o;
-            om.kv_dtype = KvDType::bf16;
-            om.mma_attention = true;
             auto g3 = make_cuda_backend(weights, om);
             auto fkv = g3->allocate_kv(N);
-            const std::vector<float> f3 = g3->forward(tokens, KvView{nullptr, 0, fkv.get()}, all);
+            f3 = g3->forward(tokens, KvView{nullptr, 0, fkv.get()}, all);
             double e3 = 0;
             for (size_t i = 0; i < ref.size(); ++i) e3 = std::max(e3, double(std::abs(f3[i] - ref[i])));
             t.add_output(name + ": mma attention, kv=bf16: logits vs cpu", "tokens=" + std::to_string(N), e3, 2 * bound,
@@ -1336,6 +1341,53 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
             of.graphs = true;
             same_bits_rows("fused kernels, graphs", of, full, "unfused");
         });
+
+        // graph replay (opt-in, issue 35), last, as the newest path: with the tensor-core attention
+        // it needs, every exactness row against that attention's own full prefill; decode steps
+        // across a KV-length bucket (each bucket eager once, captured once, then replayed); three
+        // sequences decoding together for 12 steps, one of them crossing the bucket (each step's
+        // views read from the tables written before the launch); and with the fused kernels.
+        if (!f3.empty()) {
+            t.guarded(name + ": graph replay", "", [&] {
+                CudaBackendOptions orp = om;
+                orp.graphs = true;
+                orp.graph_replay = true;
+                same_bits_rows("graph replay, mma attention", orp, f3, "without graphs");
+                auto be = make_cuda_backend(weights, orp);
+                const int edge = N >= 600 ? 512 : 256, steps = 12;
+                t.add(name + ": graph replay: decode steps across a bucket == prefill rows (bits)",
+                      "positions " + std::to_string(edge - 6) + " to " + std::to_string(edge + 5),
+                      double(decode_range_mismatch(*be, f3, edge - 6, edge + 6)), 0);
+                const int P1 = 100, P2 = 200;
+                auto g1 = be->allocate_kv(P1), g2 = be->allocate_kv(P2);
+                be->forward(std::span(tokens).first(size_t(P1)), KvView{nullptr, 0, g1.get()}, {});
+                be->forward(std::span(tokens).first(size_t(P2)), KvView{nullptr, 0, g2.get()}, {});
+                auto s0 = be->allocate_kv(steps), s1 = be->allocate_kv(steps), s2 = be->allocate_kv(edge + steps);
+                be->forward(std::span(tokens).first(size_t(edge - 6)), KvView{nullptr, 0, s2.get()}, {});
+                const KvView views[3] = {{g1.get(), P1, s0.get()}, {g2.get(), P2, s1.get()}, {nullptr, 0, s2.get()}};
+                const int start[3] = {P1, P2, edge - 6};
+                const std::vector<int> row0{0};
+                std::vector<std::vector<float>> got(3);
+                size_t m = 0;
+                for (int k = 0; k < steps; ++k) {
+                    std::vector<SequenceRows> step;
+                    for (int q = 0; q < 3; ++q) {
+                        got[size_t(q)].assign(size_t(vocab), NAN);
+                        step.push_back(
+                            {std::span(tokens).subspan(size_t(start[q] + k), 1), views[q], row0, got[size_t(q)]});
+                    }
+                    be->forward_batch(step);
+                    for (int q = 0; q < 3; ++q)
+                        m += count_bit_mismatch(got[size_t(q)], slice_rows(f3, vocab, start[q] + k, 1));
+                }
+                t.add(name + ": graph replay: three sequences decoding together == prefill rows (bits)",
+                      std::to_string(steps) + " steps, at " + std::to_string(P1) + ", " + std::to_string(P2) + " and " +
+                          std::to_string(edge - 6),
+                      double(m), 0);
+                orp.fused_kernels = true;
+                same_bits_rows("graph replay, mma attention, fused kernels", orp, f3, "unfused, without graphs");
+            });
+        }
     });
 }
 

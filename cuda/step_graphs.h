@@ -14,6 +14,12 @@
 // The key names the chunk's shape (rows, pieces and their rows: what decides which kernels run),
 // so replays of one key share a topology. A graph runs exactly the kernels with exactly the
 // arguments of the eager run, so the bits are the same (the self-test's "graphs" rows check it).
+//
+// StepGraphs::replay(key, enqueue) is the form without a capture per step, for an `enqueue` whose
+// launches read everything that changes between steps (tokens, positions, KV blocks) from device
+// buffers that the caller rewrites before the call (CudaBackendOptions::graph_replay): the first
+// time a key is seen eagerly, the second time captured and instantiated, then launched, and from
+// then on only launched. Its keys must differ from run()'s (the caller marks them).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,9 +39,15 @@ public:
     StepGraphs& operator=(const StepGraphs&) = delete;
 
     void run(const std::vector<int>& key, cudaStream_t stream, const std::function<void()>& enqueue);
+    void replay(const std::vector<int>& key, cudaStream_t stream, const std::function<void()>& enqueue);
     void clear();  // no launch of these graphs may be in flight (the caller has synchronised)
+    bool empty() const { return exec_.empty(); }
 
 private:
+    // The key's entry; nullptr when it is new (then `enqueue` has run eagerly and it is kept, as
+    // seen, with no graph yet).
+    cudaGraphExec_t* find_or_run_eagerly(const std::vector<int>& key, cudaStream_t stream,
+                                         const std::function<void()>& enqueue);
     size_t max_graphs_;
     std::map<std::vector<int>, cudaGraphExec_t> exec_;  // nullptr: seen once, run eagerly
 };

@@ -7,11 +7,14 @@
 #   2. bench_step on the Qwen3-8B shape: 1, 2, 4, 8 and 16 sequences decoding together at depth 0
 #      and 2,985, one after another (serial), in one pass (CONTEXTCACHE_CUDA_BATCH=stacked's step;
 #      the self-test's "several sequences in one step" rows check its bits) and in one pass as CUDA
-#      graphs (CONTEXTCACHE_CUDA_GRAPHS's path; the "graphs" rows); then the same with our own
-#      tensor-core GEMMs (CONTEXTCACHE_CUDA_GEMM=own; the "own gemm" rows), each step's logits
-#      brought back and picked on the host, then greedy tokens picked on the device
-#      (--greedy backend with CONTEXTCACHE_CUDA_GREEDY=device; the "device greedy" rows), the graphs
-#      also with the fused small kernels (+fused: CONTEXTCACHE_CUDA_FUSED's path; the "fused" rows);
+#      graphs (CONTEXTCACHE_CUDA_GRAPHS's path; the "graphs" rows); then every opt-in path together:
+#      the tensor-core attention (CONTEXTCACHE_CUDA_ATTENTION=mma), our own tensor-core GEMMs
+#      (CONTEXTCACHE_CUDA_GEMM=own; the "own gemm" rows), stacked, as graphs with the fused small
+#      kernels (+fused: CONTEXTCACHE_CUDA_FUSED's path; the "fused" rows) captured every step, and
+#      as graphs captured once per shape and KV-length bucket and replayed (+replay:
+#      CONTEXTCACHE_CUDA_GRAPHS=replay; the "graph replay" rows), each step's logits brought back
+#      and picked on the host, then greedy tokens picked on the device (--greedy backend with
+#      CONTEXTCACHE_CUDA_GREEDY=device; the "device greedy" rows);
 #   3. bench_ttft on the Qwen3-8B shape (5 and 20 tools) with CONTEXTCACHE_CUDA_ATTENTION=mma, BF16
 #      KV (the GPU's default width) and the upload ring (CONTEXTCACHE_CUDA_UPLOAD=ring: its
 #      upload GB/s against the staged uploads of the next run), then with the scalar attention and
@@ -49,9 +52,9 @@ step selftest 200 "$D/bin/contextcache-cli" selftest --backend cuda --json
 # decode first (issue 35: graphs, our own GEMMs), then the attention's TTFT and prefill (issue 34)
 step step_decode 120 "$D/bin/bench_step" --backend cuda --depth 0,2985 --sequences 1,2,4,8,16 --tokens 8 --runs 2 \
   --kv bf16 --batch serial,stacked,stacked+graphs
-step step_decode_own 110 CONTEXTCACHE_CUDA_GEMM=own CONTEXTCACHE_CUDA_GREEDY=device "$D/bin/bench_step" --backend cuda \
-  --depth 0,2985 --sequences 1,2,4,8,16 --tokens 8 --runs 2 --kv bf16 --batch stacked,stacked+graphs,stacked+graphs+fused \
-  --greedy host,backend
+step step_decode_own 110 CONTEXTCACHE_CUDA_ATTENTION=mma CONTEXTCACHE_CUDA_GEMM=own CONTEXTCACHE_CUDA_GREEDY=device \
+  "$D/bin/bench_step" --backend cuda --depth 0,2985 --sequences 1,2,4,8,16 --tokens 8 --runs 2 --kv bf16 \
+  --batch stacked,stacked+graphs+fused,stacked+replay+fused --greedy host,backend
 step ttft_mma 90 CONTEXTCACHE_CUDA_ATTENTION=mma CONTEXTCACHE_CUDA_UPLOAD=ring "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3 --kv bf16
 step ttft_scalar 90 CONTEXTCACHE_CUDA_ATTENTION=scalar "$D/bin/bench_ttft" --backend cuda --tools 5,20 --runs 3
 step prefill_mma 50 CONTEXTCACHE_CUDA_ATTENTION=mma "$D/bin/bench_prefill" --backend cuda \

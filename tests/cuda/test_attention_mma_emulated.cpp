@@ -6,7 +6,9 @@
 // - the split launch (one block per chunk, then the combine) gives the tiled launch's bits;
 // - the keys split into prefix and suffix blocks anywhere give the same bits;
 // - every row gets the same bits whether it runs alone, in launches of 3 rows, or in the batch
-//   (its (row, head) pairs then sit elsewhere in the mma tiles and blocks).
+//   (its (row, head) pairs then sit elsewhere in the mma tiles and blocks);
+// - graph replay's form of the batch launch (the batch read from a table in memory, the grid sized
+//   for a KV-length bucket larger than the step needs) gives the batch launch's bits.
 // The instruction's own rounding on a tensor core is not modelled: the device's self-test rows
 // (cuda/selftest.cu) check the same properties on the hardware.
 #include "tests/cuda/warp_emulation.h"
@@ -289,6 +291,33 @@ TEST(MmaAttentionEmulatedBatch, EverySequenceGetsTheBitsOfItsOwnSplitLaunch) {
                    [&] { kern::detail::attn_combine_batch_kernel<true>(b, partial.data(), n_chunks); });
     for (size_t i = 0; i < shapes.size(); ++i)
         EXPECT_EQ(bf16_mismatches(b16[i], alone[i]), 0u) << "sequence " << i << ": bf16 output";
+
+    // Graph replay's form (attn_mma_batch_table_kernel + attn_combine_batch_table_kernel): the batch
+    // read from a table of layers (layer 1 here; layer 0 holds another step's batch, with every
+    // sequence one position earlier), the grid and the scratch sized for the KV-length bucket
+    // (a power of two: 4 chunks where the longest view needs 3): the bits of the launch above.
+    kern::AttnBatch tables[2] = {b, b};
+    for (int i = 0; i < b.n_seqs; ++i) {
+        tables[1].seq[i].out = together[size_t(i)].data();
+        tables[1].seq[i].out_bf16 = nullptr;
+        together[size_t(i)].assign(together[size_t(i)].size(), NAN);
+        if (tables[0].seq[i].first_pos > 0) --tables[0].seq[i].first_pos;
+        tables[0].seq[i].out = nullptr;
+        tables[0].seq[i].out_bf16 = nullptr;  // a launch reading layer 0 would fault here
+    }
+    const int positions = geom::graph_positions_bucket(b.max_positions, 8192);
+    ASSERT_GT(geom::attn_n_chunks(positions), n_chunks) << "the bucket's grid is larger than the step needs";
+    const geom::Launch lt = geom::attn_mma_batch(b.n_seqs, b.max_rows, b.total_rows, 8, 2, kHd, positions);
+    std::vector<float> scratch(geom::attn_partial_floats(b.total_rows, 8, kHd, positions), NAN);
+    const int bucket_chunks = int(lt.grid.x);
+    cc_emu::launch({lt.grid.x, lt.grid.y, lt.grid.z}, {lt.block.x, 1, 1}, lt.smem_bytes,
+                   [&] { kern::detail::attn_mma_batch_table_kernel<kHd>(tables, 1, scratch.data(), bucket_chunks); });
+    cc_emu::launch({lc.grid.x, lc.grid.y, lc.grid.z}, {lc.block.x, 1, 1}, 0, [&] {
+        kern::detail::attn_combine_batch_table_kernel<true>(tables, 1, scratch.data(), bucket_chunks);
+    });
+    for (size_t i = 0; i < shapes.size(); ++i)
+        EXPECT_EQ(bit_mismatches(together[i], alone[i]), 0u)
+            << "replay: sequence " << i << " (" << describe(data[i].c) << ")";
 }
 
 }  // namespace

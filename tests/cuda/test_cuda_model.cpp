@@ -187,6 +187,55 @@ TEST(CudaModel, GraphsGiveTheEagerBitsAndCancelBetweenGroups) {
     EXPECT_EQ(gk->n_tokens(), 36);
 }
 
+TEST(CudaModel, GraphReplayGivesTheEagerBitsAcrossStepsAndBuckets) {
+    // CudaBackendOptions::graph_replay (with the tensor-core attention it needs): decode steps that
+    // cross a KV-length bucket (256 -> 512 positions: each bucket eager once, captured once, then
+    // replayed), and rounds of three sequences decoding together, each round over new suffix blocks
+    // at new positions (a replayed graph reads them from the tables written before its launch),
+    // give the bits of the eager backend; a cancel before the step leaves the suffix as it was.
+    REQUIRE_DEVICE();
+    const cc::ModelWeights w = qwen3_test();
+    cc::cuda::CudaBackendOptions o;
+    o.stacked_batch = true;
+    o.mma_attention = true;
+    o.kv_dtype = cc::KvDType::bf16;
+    auto eager = cc::cuda::make_cuda_backend(w, o);
+    o.graphs = true;
+    o.graph_replay = true;
+    auto replay = cc::cuda::make_cuda_backend(w, o);
+    const auto tokens = seeded_tokens(280, w.config.vocab_size);
+    const std::vector<int> row0{0};
+    auto ek = eager->allocate_kv(280), rk = replay->allocate_kv(280);
+    for (auto [be, kv] : {std::pair{eager.get(), ek.get()}, std::pair{replay.get(), rk.get()}})
+        be->forward(std::span(tokens).first(248), cc::KvView{nullptr, 0, kv}, {});
+    for (int i = 248; i < 264; ++i) {
+        const auto t = std::span(tokens).subspan(size_t(i), 1);
+        const auto want = eager->forward(t, cc::KvView{nullptr, 0, ek.get()}, row0);
+        const auto got = replay->forward(t, cc::KvView{nullptr, 0, rk.get()}, row0);
+        EXPECT_TRUE(same_bits(got, want)) << "decode position " << i;
+    }
+    for (int round = 0; round < 5; ++round) {
+        std::vector<std::vector<float>> want(3, std::vector<float>(size_t(w.config.vocab_size), NAN)), got = want;
+        std::vector<std::unique_ptr<cc::KvBlock>> es, rs;
+        std::vector<cc::SequenceRows> estep, rstep;
+        for (int s = 0; s < 3; ++s) {
+            const int p = 20 + 40 * s + 7 * round;
+            es.push_back(eager->allocate_kv(2));
+            rs.push_back(replay->allocate_kv(2));
+            const auto t = std::span(tokens).subspan(size_t(p), 1);
+            estep.push_back({t, cc::KvView{ek.get(), p, es.back().get()}, row0, want[size_t(s)]});
+            rstep.push_back({t, cc::KvView{rk.get(), p, rs.back().get()}, row0, got[size_t(s)]});
+        }
+        eager->forward_batch(estep);
+        replay->forward_batch(rstep);
+        for (int s = 0; s < 3; ++s) EXPECT_TRUE(same_bits(got[size_t(s)], want[size_t(s)])) << "round " << round;
+    }
+    std::atomic<bool> cancel{true};
+    EXPECT_THROW(replay->forward(std::span(tokens).subspan(264, 1), cc::KvView{nullptr, 0, rk.get()}, row0, &cancel),
+                 cc::Cancelled);
+    EXPECT_EQ(rk->n_tokens(), 264);
+}
+
 TEST(CudaModel, FusedKernelsGiveTheUnfusedBits) {
     // CudaBackendOptions::fused_kernels (add + RMSNorm in one launch, attention writing bf16 for
     // o_proj; with our own GEMMs, gate, up and SwiGLU in one launch): a chunked prefill, decode
@@ -333,6 +382,8 @@ TEST(CudaModel, UnverifiedPathsAreOptInThroughTheEnvironment) {
         {"CONTEXTCACHE_CUDA_BATCH", "serial", "stacked", cc::cuda::stacked_batch_from_env,
          cc::cuda::CudaBackendOptions{}.stacked_batch},
         {"CONTEXTCACHE_CUDA_GRAPHS", "off", "on", cc::cuda::graphs_from_env, cc::cuda::CudaBackendOptions{}.graphs},
+        {"CONTEXTCACHE_CUDA_GRAPHS", "off", "replay", cc::cuda::graph_replay_from_env,
+         cc::cuda::CudaBackendOptions{}.graph_replay},
         {"CONTEXTCACHE_CUDA_GEMM", "cublaslt", "own", cc::cuda::own_gemm_from_env,
          cc::cuda::CudaBackendOptions{}.own_gemm},
         {"CONTEXTCACHE_CUDA_UPLOAD", "staged", "ring", cc::cuda::upload_ring_from_env,
@@ -362,6 +413,12 @@ TEST(CudaModel, UnverifiedPathsAreOptInThroughTheEnvironment) {
         }
         unsetenv(sw.name);
     }
+    // graphs "on" are captured every step, "replay" once per shape and bucket: both are graphs
+    setenv("CONTEXTCACHE_CUDA_GRAPHS", "replay", 1);
+    EXPECT_TRUE(cc::cuda::graphs_from_env());
+    setenv("CONTEXTCACHE_CUDA_GRAPHS", "on", 1);
+    EXPECT_FALSE(cc::cuda::graph_replay_from_env());
+    unsetenv("CONTEXTCACHE_CUDA_GRAPHS");
 }
 
 // Attention biases on the device (Qwen2 q/k/v; Llama attention_bias q/k/v/o): the tiny reference

@@ -297,6 +297,30 @@ TEST(launch_geometry, graph_keys_follow_the_chunk_shape) {
     EXPECT_GE(geom::kGraphLayers, 1);
 }
 
+// Graph replay's KV-length buckets: powers of two of the attention's chunks, never past the
+// scratch, and always holding the chunk's longest view (its split grid covers every key).
+TEST(launch_geometry, graph_buckets_hold_the_longest_view_in_powers_of_two_chunks) {
+    const int C = geom::kAttnChunk;
+    EXPECT_EQ(geom::graph_positions_bucket(1, 8192), C);
+    EXPECT_EQ(geom::graph_positions_bucket(C, 8192), C);
+    EXPECT_EQ(geom::graph_positions_bucket(C + 1, 8192), 2 * C);
+    EXPECT_EQ(geom::graph_positions_bucket(2 * C + 1, 8192), 4 * C);
+    EXPECT_EQ(geom::graph_positions_bucket(2985, 8192), 16 * C);
+    EXPECT_EQ(geom::graph_positions_bucket(5000, 6000), 6000) << "cut to the scratch";
+    EXPECT_THROW(geom::graph_positions_bucket(6001, 6000), std::invalid_argument);
+    EXPECT_THROW(geom::graph_positions_bucket(0, 6000), std::invalid_argument);
+    int buckets = 0;
+    for (int p = 1, last = 0; p <= 8192; ++p) {
+        const int b = geom::graph_positions_bucket(p, 8192);
+        EXPECT_GE(b, p);
+        EXPECT_GE(geom::attn_n_chunks(b), geom::attn_n_chunks(p));
+        EXPECT_LE(geom::attn_n_chunks(b), 2 * geom::attn_n_chunks(p)) << "at most twice the blocks a launch needs";
+        buckets += b != last;
+        last = b;
+    }
+    EXPECT_EQ(buckets, 6) << "256 to 8,192 positions: six graphs a shape";
+}
+
 TEST(launch_geometry, mma_attention_batches_hold_16_sequences_and_32_rows) {
     const auto one = geom::attn_mma_batches(std::vector<int>(16, 1));
     ASSERT_EQ(one.size(), 1u);
