@@ -44,6 +44,46 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// A prefill of positions [0, from) into `wk` (in `want_be`) and `gk` (in `got_be`), then decode steps
+// at [from, to): `got_be` must give `want_be`'s bits at every step.
+void expect_decode_agrees(cc::Backend& want_be, cc::KvBlock& wk, cc::Backend& got_be, cc::KvBlock& gk,
+                          const std::vector<cc::token_id>& tokens, int from, int to) {
+    const std::vector<int> row0{0};
+    for (auto [be, kv] : {std::pair{&want_be, &wk}, std::pair{&got_be, &gk}})
+        be->forward(std::span(tokens).first(size_t(from)), cc::KvView{nullptr, 0, kv}, {});
+    for (int i = from; i < to; ++i) {
+        const auto t = std::span(tokens).subspan(size_t(i), 1);
+        const auto want = want_be.forward(t, cc::KvView{nullptr, 0, &wk}, row0);
+        const auto got = got_be.forward(t, cc::KvView{nullptr, 0, &gk}, row0);
+        EXPECT_TRUE(same_bits(got, want)) << "decode position " << i;
+    }
+}
+
+// Rounds of three sequences decoding one token together (forward_batch), sequence s of round r at
+// position at(s, r) over the first at(s, r) positions of a prefix block (`wk` in `want`'s backend,
+// `gk` in `got`'s), each round on new suffix blocks: `got` must give `want`'s bits.
+void expect_rounds_agree(cc::Backend& want_be, const cc::KvBlock& wk, cc::Backend& got_be, const cc::KvBlock& gk,
+                         const std::vector<cc::token_id>& tokens, int rounds, int (*at)(int s, int round)) {
+    const std::vector<int> row0{0};
+    const size_t vocab = size_t(want_be.config().vocab_size);
+    for (int round = 0; round < rounds; ++round) {
+        std::vector<std::vector<float>> want(3, std::vector<float>(vocab, NAN)), got = want;
+        std::vector<std::unique_ptr<cc::KvBlock>> ws, gs;
+        std::vector<cc::SequenceRows> wstep, gstep;
+        for (int s = 0; s < 3; ++s) {
+            const int p = at(s, round);
+            ws.push_back(want_be.allocate_kv(2));
+            gs.push_back(got_be.allocate_kv(2));
+            const auto t = std::span(tokens).subspan(size_t(p), 1);
+            wstep.push_back({t, cc::KvView{&wk, p, ws.back().get()}, row0, want[size_t(s)]});
+            gstep.push_back({t, cc::KvView{&gk, p, gs.back().get()}, row0, got[size_t(s)]});
+        }
+        want_be.forward_batch(wstep);
+        got_be.forward_batch(gstep);
+        for (int s = 0; s < 3; ++s) EXPECT_TRUE(same_bits(got[size_t(s)], want[size_t(s)])) << "round " << round;
+    }
+}
+
 TEST(CudaModel, SelftestModelRowsPass) {
     REQUIRE_DEVICE();
     cc::cuda::SelftestOptions o;
@@ -157,30 +197,9 @@ TEST(CudaModel, GraphsGiveTheEagerBitsAndCancelBetweenGroups) {
     const auto tokens = seeded_tokens(40, w.config.vocab_size);
     const std::vector<int> row0{0};
     auto ek = eager->allocate_kv(40), gk = graphs->allocate_kv(40);
-    for (auto [be, kv] : {std::pair{eager.get(), ek.get()}, std::pair{graphs.get(), gk.get()}})
-        be->forward(std::span(tokens).first(30), cc::KvView{nullptr, 0, kv}, {});
-    for (int i = 30; i < 36; ++i) {
-        const auto t = std::span(tokens).subspan(size_t(i), 1);
-        const auto want = eager->forward(t, cc::KvView{nullptr, 0, ek.get()}, row0);
-        const auto got = graphs->forward(t, cc::KvView{nullptr, 0, gk.get()}, row0);
-        EXPECT_TRUE(same_bits(got, want)) << "decode position " << i;
-    }
+    expect_decode_agrees(*eager, *ek, *graphs, *gk, tokens, 30, 36);
     // three sequences decoding together over the first 20 positions of each backend's block
-    for (int round = 0; round < 3; ++round) {
-        std::vector<std::vector<float>> want(3, std::vector<float>(size_t(w.config.vocab_size), NAN)), got = want;
-        std::vector<std::unique_ptr<cc::KvBlock>> es, gs;
-        std::vector<cc::SequenceRows> estep, gstep;
-        for (int s = 0; s < 3; ++s) {
-            es.push_back(eager->allocate_kv(2));
-            gs.push_back(graphs->allocate_kv(2));
-            const auto t = std::span(tokens).subspan(size_t(20 + s + round), 1);
-            estep.push_back({t, cc::KvView{ek.get(), 20 + s, es.back().get()}, row0, want[size_t(s)]});
-            gstep.push_back({t, cc::KvView{gk.get(), 20 + s, gs.back().get()}, row0, got[size_t(s)]});
-        }
-        eager->forward_batch(estep);
-        graphs->forward_batch(gstep);
-        for (int s = 0; s < 3; ++s) EXPECT_TRUE(same_bits(got[size_t(s)], want[size_t(s)])) << "round " << round;
-    }
+    expect_rounds_agree(*eager, *ek, *graphs, *gk, tokens, 3, [](int s, int round) { return 20 + s + round; });
     std::atomic<bool> cancel{true};
     EXPECT_THROW(graphs->forward(std::span(tokens).subspan(36, 1), cc::KvView{nullptr, 0, gk.get()}, row0, &cancel),
                  cc::Cancelled);
@@ -206,30 +225,8 @@ TEST(CudaModel, GraphReplayGivesTheEagerBitsAcrossStepsAndBuckets) {
     const auto tokens = seeded_tokens(280, w.config.vocab_size);
     const std::vector<int> row0{0};
     auto ek = eager->allocate_kv(280), rk = replay->allocate_kv(280);
-    for (auto [be, kv] : {std::pair{eager.get(), ek.get()}, std::pair{replay.get(), rk.get()}})
-        be->forward(std::span(tokens).first(248), cc::KvView{nullptr, 0, kv}, {});
-    for (int i = 248; i < 264; ++i) {
-        const auto t = std::span(tokens).subspan(size_t(i), 1);
-        const auto want = eager->forward(t, cc::KvView{nullptr, 0, ek.get()}, row0);
-        const auto got = replay->forward(t, cc::KvView{nullptr, 0, rk.get()}, row0);
-        EXPECT_TRUE(same_bits(got, want)) << "decode position " << i;
-    }
-    for (int round = 0; round < 5; ++round) {
-        std::vector<std::vector<float>> want(3, std::vector<float>(size_t(w.config.vocab_size), NAN)), got = want;
-        std::vector<std::unique_ptr<cc::KvBlock>> es, rs;
-        std::vector<cc::SequenceRows> estep, rstep;
-        for (int s = 0; s < 3; ++s) {
-            const int p = 20 + 40 * s + 7 * round;
-            es.push_back(eager->allocate_kv(2));
-            rs.push_back(replay->allocate_kv(2));
-            const auto t = std::span(tokens).subspan(size_t(p), 1);
-            estep.push_back({t, cc::KvView{ek.get(), p, es.back().get()}, row0, want[size_t(s)]});
-            rstep.push_back({t, cc::KvView{rk.get(), p, rs.back().get()}, row0, got[size_t(s)]});
-        }
-        eager->forward_batch(estep);
-        replay->forward_batch(rstep);
-        for (int s = 0; s < 3; ++s) EXPECT_TRUE(same_bits(got[size_t(s)], want[size_t(s)])) << "round " << round;
-    }
+    expect_decode_agrees(*eager, *ek, *replay, *rk, tokens, 248, 264);
+    expect_rounds_agree(*eager, *ek, *replay, *rk, tokens, 5, [](int s, int round) { return 20 + 40 * s + 7 * round; });
     std::atomic<bool> cancel{true};
     EXPECT_THROW(replay->forward(std::span(tokens).subspan(264, 1), cc::KvView{nullptr, 0, rk.get()}, row0, &cancel),
                  cc::Cancelled);
