@@ -16,6 +16,7 @@
 //   BM_MemcpyCeiling, BM_Xxh3Ceiling  the machine's memcpy and XXH3 speed on the same 48 MB: a
 //                          read + verify is one of each, so it cannot beat 1 / (1/copy + 1/hash)
 #include "bench/bench_common.h"
+#include "bench/gbench_main.h"
 #include "core/store/group_file.h"
 
 #include <benchmark/benchmark.h>
@@ -180,7 +181,5 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("group",
                                 "built-in demo: 20 tools, 2952 tokens, 8 layers, 4 KV heads, head_dim 64, f32");
     benchmark::AddCustomContext("dir", fs::temp_directory_path().string());
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
-    return 0;
+    return cc::bench::run_selected_benchmarks("bench_group_file");
 }

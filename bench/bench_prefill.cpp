@@ -13,10 +13,11 @@
 // Target (issue 6): a 3,000-token prefill of the Qwen3-8B shape at >= 50% of the BF16 peak
 // (counter target_met). Without a device: "skipped: <reason>", exit 77. Never run on a GPU here.
 #include "bench/bench_cuda.h"
-#include "core/model/builtin_model.h"
+#include "bench/gbench_main.h"
+#include "core/base/kernel_math.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/kernels.h"
-#include "core/base/kernel_math.h"
+#include "core/model/builtin_model.h"
 
 #include <benchmark/benchmark.h>
 
@@ -711,11 +712,5 @@ int main(int argc, char** argv) {
 #endif
         register_cpu();
     }
-    const size_t ran = benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
-    if (ran == 0) {  // a filter that matches nothing (e.g. BM_cuda without --backend cuda) is a mistake, not a run
-        std::cerr << "bench_prefill: no benchmark matched (the CUDA rows need --backend cuda)\n";
-        return 1;
-    }
-    return 0;
+    return cc::bench::run_selected_benchmarks("bench_prefill", "the CUDA rows need --backend cuda");
 }

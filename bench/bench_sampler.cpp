@@ -4,6 +4,7 @@
 // Two rows: "peaky" (20 tokens 12 above a N(0, 3) rest: most of the mass on a few tokens, as a
 // language model's next token usually is) and "flat" (N(0, 3) alone: the nucleus spans thousands
 // of tokens, the sampler's worst case); top_p 1 (the whole distribution) and 0.95 / 0.9 (a nucleus).
+#include "bench/gbench_main.h"
 #include "core/engine/sampler.h"
 
 #include <benchmark/benchmark.h>
@@ -41,7 +42,5 @@ BENCHMARK(BM_SampleToken)
 int main(int argc, char** argv) {
     benchmark::Initialize(&argc, argv);
     benchmark::AddCustomContext("vocabulary", "151936 (Qwen3)");
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
-    return 0;
+    return cc::bench::run_selected_benchmarks("bench_sampler");
 }

@@ -4,6 +4,7 @@
 //   build/bench/bench_tokenizer --benchmark_format=json
 //
 // Counters: tokens (per encode), tokens_per_s, ms_per_3000_tokens.
+#include "bench/gbench_main.h"
 #include "core/base/embedded_resources.h"
 #include "core/text/tokenizer.h"
 
@@ -192,7 +193,5 @@ int main(int argc, char** argv) {
     benchmark::Initialize(&argc, argv);
     benchmark::AddCustomContext("tokenizer", "bundled Qwen3 tokenizer.json");
     benchmark::AddCustomContext("text", "Qwen3 system turn with 20 tool schemas, template mode");
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
-    return 0;
+    return cc::bench::run_selected_benchmarks("bench_tokenizer");
 }
