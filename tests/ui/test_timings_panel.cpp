@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <set>
+#include <tuple>
 
 using namespace cc::ui;
 using cc::ui::test::Rig;
@@ -399,6 +400,64 @@ private slots:
         panel.sweepChart()->setLogY(true);
         QCOMPARE(panel.sweepChart()->cachedSeries()->points(), cached);
         QVERIFY(rig.idle());
+    }
+
+    // The sweep's point labels keep off the lines: where the full prefill's line climbs steeply
+    // out of a point (20 -> 50 tools here), the label over that point moves to a side the line
+    // leaves clear, instead of the line running through its text.
+    void sweepLabelsKeepOffTheLines() {
+        auto* chart = new SweepChart;
+        QChartView view(chart);
+        view.resize(1600, 900);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        std::vector<SweepPoint> points;
+        for (const auto& [n, full, cached] : {std::tuple{5, 22.9, 2.08}, std::tuple{10, 71.8, 2.68},
+                                              std::tuple{20, 118.2, 3.88}, std::tuple{50, 1025.1, 9.07}}) {
+            SweepPoint p;
+            p.nTools = size_t(n);
+            p.fullTtftMs = full;
+            p.cachedTtftMs = cached;
+            points.push_back(p);
+        }
+        chart->setPoints(points);
+        QTest::qWait(50);
+        const QStringList texts = chart->labelTexts();
+        const QList<QRectF> rects = chart->labelRects();
+        QCOMPARE(texts.size(), 8);
+        QCOMPARE(rects.size(), texts.size());
+        auto crossing = [&](const QRectF& box) -> QString {
+            const QRectF r = box.adjusted(1, 1, -1, -1);
+            for (QXYSeries* line :
+                 {static_cast<QXYSeries*>(chart->fullSeries()), static_cast<QXYSeries*>(chart->cachedSeries())}) {
+                const QList<QPointF> pts = line->points();
+                for (qsizetype i = 0; i + 1 < pts.size(); ++i) {
+                    const QLineF seg(chart->mapToScene(chart->mapToPosition(pts[i], line)),
+                                     chart->mapToScene(chart->mapToPosition(pts[i + 1], line)));
+                    const QLineF edges[] = {{r.topLeft(), r.topRight()},
+                                            {r.topRight(), r.bottomRight()},
+                                            {r.bottomRight(), r.bottomLeft()},
+                                            {r.bottomLeft(), r.topLeft()}};
+                    bool hit = r.contains(seg.p1()) || r.contains(seg.p2());
+                    for (const QLineF& e : edges)
+                        hit = hit || seg.intersects(e, nullptr) == QLineF::BoundedIntersection;
+                    if (hit) return line->name() + QStringLiteral(" segment %1").arg(i);
+                }
+            }
+            return {};
+        };
+        int full = 0;
+        for (int i = 0; i < texts.size(); ++i) {
+            if (!texts[i].endsWith(QStringLiteral("×"))) continue;  // the full prefill's labels: TTFT · speed-up
+            ++full;
+            const QString hit = crossing(rects[i]);
+            QVERIFY2(hit.isEmpty(), qPrintable(QStringLiteral("label \"%1\" is crossed by the %2").arg(texts[i], hit)));
+        }
+        QCOMPARE(full, 4);
+        for (int i = 0; i < rects.size(); ++i)
+            for (int j = i + 1; j < rects.size(); ++j)
+                QVERIFY2(!rects[i].adjusted(2, 2, -2, -2).intersects(rects[j].adjusted(2, 2, -2, -2)),
+                         qPrintable(QStringLiteral("labels \"%1\" and \"%2\" overlap").arg(texts[i], texts[j])));
     }
 
     void sweepCancelKeepsFinishedPoints() {

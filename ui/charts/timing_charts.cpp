@@ -110,10 +110,69 @@ void ChartLabels::addInside(QPointF value, double span, QAbstractSeries* series,
     m_labels.back().span = span;
 }
 
+QPointF ChartLabels::placed(const Label& l, Place place, const QRectF& plot) const {
+    const QPointF p = m_chart->mapToPosition(l.value, l.series);
+    const QRectF r = l.item->boundingRect();
+    QPointF at;
+    switch (place) {
+        case Center:
+            at = p - QPointF(r.width() / 2, r.height() / 2);
+            break;
+        case Above:
+            at = p - QPointF(r.width() / 2, r.height() + 6);
+            break;
+        case Below:
+            at = p + QPointF(-r.width() / 2, 6);
+            break;
+        case Right:
+            at = p + QPointF(8, -r.height() / 2);
+            break;
+        case AboveLeft:
+            at = p - QPointF(r.width() + 8, r.height() + 2);
+            break;
+        case AboveRight:
+            at = p + QPointF(8, -r.height() - 2);
+            break;
+    }
+    // keep it inside the plot area: never over the title, the axis or the legend
+    at.setX(std::clamp(at.x(), plot.left() + 2, std::max(plot.left() + 2, plot.right() - r.width() - 2)));
+    at.setY(std::clamp(at.y(), plot.top() + 1, std::max(plot.top() + 1, plot.bottom() - r.height() - 1)));
+    // and off the labels placed before it: beside one it would cover, on its point's side
+    for (const auto& before : m_labels) {
+        if (&before == &l) break;
+        const QRectF other =
+            before.item->isVisible() ? before.item->mapRectToParent(before.item->boundingRect()) : QRectF();
+        // (text boxes carry a little padding: boxes that only touch, by a pixel or two, leave
+        // both texts legible and stay where they are)
+        if (!other.isValid() || !other.adjusted(2, 2, -2, -2).intersects(QRectF(at, r.size()).adjusted(2, 2, -2, -2)))
+            continue;
+        const bool left = p.x() < other.center().x() && other.left() - r.width() - 6 >= plot.left();
+        at.setX(left ? other.left() - r.width() - 6 : other.right() + 6);
+    }
+    return at;
+}
+
+bool ChartLabels::crossesALine(const QRectF& box) const {
+    const QRectF r = box.adjusted(1, 1, -1, -1);  // a line grazing the padding leaves the text legible
+    const QLineF edges[] = {{r.topLeft(), r.topRight()},
+                            {r.topRight(), r.bottomRight()},
+                            {r.bottomRight(), r.bottomLeft()},
+                            {r.bottomLeft(), r.topLeft()}};
+    for (QXYSeries* line : m_avoid) {
+        const QList<QPointF> points = line->points();
+        for (qsizetype i = 0; i + 1 < points.size(); ++i) {
+            const QLineF seg(m_chart->mapToPosition(points[i], line), m_chart->mapToPosition(points[i + 1], line));
+            if (r.contains(seg.p1()) || r.contains(seg.p2())) return true;
+            for (const QLineF& e : edges)
+                if (seg.intersects(e, nullptr) == QLineF::BoundedIntersection) return true;
+        }
+    }
+    return false;
+}
+
 void ChartLabels::reposition() {
     const QRectF plot = m_chart->plotArea();
     for (auto& l : m_labels) {
-        const QPointF p = m_chart->mapToPosition(l.value, l.series);
         const QRectF r = l.item->boundingRect();
         if (l.span > 0 && plot.isValid()) {
             const QPointF half(l.span / 2, 0);
@@ -121,40 +180,15 @@ void ChartLabels::reposition() {
                                        m_chart->mapToPosition(l.value - half, l.series).x());
             l.dropped = r.width() + 8 > px;  // 4 px of the segment's colour each side
         }
-        QPointF at;
-        switch (l.place) {
-            case Center:
-                at = p - QPointF(r.width() / 2, r.height() / 2);
+        QPointF at = placed(l, l.place, plot);
+        if (l.place != Center && !m_avoid.empty() && crossesALine(QRectF(at, r.size()))) {
+            for (const Place other : {AboveLeft, AboveRight, Above, Right, Below}) {
+                if (other == l.place) continue;
+                const QPointF alt = placed(l, other, plot);
+                if (crossesALine(QRectF(alt, r.size()))) continue;
+                at = alt;
                 break;
-            case Above:
-                at = p - QPointF(r.width() / 2, r.height() + 6);
-                break;
-            case Below:
-                at = p + QPointF(-r.width() / 2, 6);
-                break;
-            case Right:
-                at = p + QPointF(8, -r.height() / 2);
-                break;
-            case AboveLeft:
-                at = p - QPointF(r.width() + 8, r.height() + 2);
-                break;
-            case AboveRight:
-                at = p + QPointF(8, -r.height() - 2);
-                break;
-        }
-        // keep it inside the plot area: never over the title, the axis or the legend
-        at.setX(std::clamp(at.x(), plot.left() + 2, std::max(plot.left() + 2, plot.right() - r.width() - 2)));
-        at.setY(std::clamp(at.y(), plot.top() + 1, std::max(plot.top() + 1, plot.bottom() - r.height() - 1)));
-        // and off the labels placed before it: beside one it would cover, on its point's side
-        for (const auto& before : m_labels) {
-            if (&before == &l) break;
-            const QRectF other = before.item->isVisible() ? before.item->mapRectToParent(before.item->boundingRect()) : QRectF();
-            // (text boxes carry a little padding: boxes that only touch, by a pixel or two, leave
-            // both texts legible and stay where they are)
-            if (!other.isValid() || !other.adjusted(2, 2, -2, -2).intersects(QRectF(at, r.size()).adjusted(2, 2, -2, -2)))
-                continue;
-            const bool left = p.x() < other.center().x() && other.left() - r.width() - 6 >= plot.left();
-            at.setX(left ? other.left() - r.width() - 6 : other.right() + 6);
+            }
         }
         l.item->setPos(at);
         l.item->setVisible(plot.isValid() && !l.dropped);
@@ -412,6 +446,7 @@ SweepChart::SweepChart(QGraphicsItem* parent) : TimingChart(parent) {
     }
     legend()->markers(m_fullDots).value(0)->setVisible(false);
     legend()->markers(m_cachedDots).value(0)->setVisible(false);
+    m_labels.avoidLines({m_full, m_cached});
     applyPalette(QPalette());
     setPoints({});
 }

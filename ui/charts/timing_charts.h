@@ -19,6 +19,7 @@ class QGraphicsSimpleTextItem;
 class QHorizontalStackedBarSeries;
 class QLineSeries;
 class QScatterSeries;
+class QXYSeries;
 class QValueAxis;
 class QLogValueAxis;
 
@@ -38,6 +39,10 @@ public:
     // A Center label inside a bar segment `span` wide (in the value axis's units) around `value`:
     // drawn only where its text fits the segment's pixels (a short segment's value is in the table).
     void addInside(QPointF value, double span, QAbstractSeries* series, const QString& text, const QColor& color);
+    // Lines the point labels keep off: a label whose place would put a segment of one of them
+    // through its text goes to the first of its other places (above left, above right, above,
+    // right, below) that is clear, or stays where it was asked to be when none is.
+    void avoidLines(std::vector<QXYSeries*> lines) { m_avoid = std::move(lines); }
     void reposition();
     QStringList texts() const;         // the labels drawn (or to be drawn once the chart has a plot area)
     QList<QRectF> sceneRects() const;  // where each of them is drawn, in the chart's scene
@@ -51,8 +56,13 @@ private:
         double span = 0;       // addInside's segment width; 0: none
         bool dropped = false;  // its text does not fit its segment: not drawn
     };
+    // Where `l` is drawn at `place`: beside its point, inside the plot, off the labels before it.
+    QPointF placed(const Label& l, Place place, const QRectF& plot) const;
+    bool crossesALine(const QRectF& r) const;
+
     QChart* m_chart;
     std::vector<Label> m_labels;
+    std::vector<QXYSeries*> m_avoid;
 };
 
 class TimingChart : public QChart {
