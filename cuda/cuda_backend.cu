@@ -432,6 +432,9 @@ private:
     // depend on the step and one captured graph serves every step of the shape and bucket.
     void enqueue_layers(std::span<const SeqRun> seqs, const geom::StepChunk& chunk, int l0, int l1, bool logits,
                         const std::function<void()>& check_cancel, int replay_positions = 0);
+    // The final norm of the ns rows whose indices sel_ holds, the lm_head over them into logits_,
+    // and (device_pick) each row's greedy token into argmax_: launches only, so it may be captured.
+    void enqueue_head(int ns, bool device_pick);
     // A piece's attention in layer l: its rows against its own sequence's view [prefix | suffix].
     kern::AttnArgs piece_attention(const SeqRun& s, const geom::StepPiece& p, int l) const;
     // Whether a chunk runs by graph replay (options_.graph_replay): up to geom::kGraphMaxRows rows,
@@ -573,6 +576,8 @@ private:
     std::vector<kern::AttnArgs> attn_;      // a layer's attention, one entry per piece of the chunk
     std::vector<kern::RopeRow> step_rope_;  // a chunk's rows for qk_rope_store_rows, host side
     DeviceBuffer rope_rows_;                // ... and on the device (max_rows_ entries)
+    std::vector<int32_t> step_sel_;         // the lm_head's rows (indices into the chunk), host side
+    std::vector<Context::Piece> step_uploads_;  // graph replay: a step's uploads, in one call
     std::vector<kern::AttnBatch> step_tables_;  // graph replay: each layer's attention batch, host side
     DeviceBuffer attn_tables_;                  // ... and on the device (n_layers entries)
 
@@ -630,11 +635,8 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
     if (stacked == 0) return;
     ensure_positions(max_positions);
 
-    const int dim = c.dim, vocab = c.vocab_size;
-    const float eps = float(c.rms_norm_eps);
+    const int vocab = c.vocab_size;
     const cudaStream_t st = ctx_.stream();
-    const uint16_t* lm_head = tied_ ? bf(embed_) : bf(lm_head_);
-    auto* xn = xn_.as<uint16_t>();
 
     auto check_cancel = [&] {
         if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
@@ -663,13 +665,22 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
                                     seqs[si].argmax ? seqs[si].argmax + j : nullptr, row});
             }
         const bool logits = !outs.empty();
+        const int max_sel = plan_lm_->max_m();
+        // whether rows of `sel` want greedy tokens, and whether the device picks them
+        auto wants_tokens = [](std::span<const Out> sel) {
+            return std::any_of(sel.begin(), sel.end(), [](const Out& o) { return o.token != nullptr; });
+        };
+        const bool chunk_pick = wants_tokens(outs) && options_.device_greedy;  // head_in_graph's, below
         step_tokens_.clear();
         for (const geom::StepPiece& p : chunk.pieces) {
             const auto t = seqs[size_t(p.seq)].tokens.subspan(size_t(p.seq_row), size_t(p.n));
             step_tokens_.insert(step_tokens_.end(), t.begin(), t.end());
         }
-        ctx_.upload(tokens_.get(), step_tokens_.data(), size_t(n) * sizeof(int32_t));
         const bool replay = replayable(chunk);
+        // graph replay: this chunk's final norm, lm_head (and greedy pick) in its graph too, when
+        // one lm_head GEMM takes its rows; then a step is one upload, one launch and one download
+        const bool head_in_graph = replay && logits && int(outs.size()) <= max_sel;
+        if (!replay) ctx_.upload(tokens_.get(), step_tokens_.data(), size_t(n) * sizeof(int32_t));
         if (chunk.pieces.size() > 1 || replay) {  // each row's position, slot and block, for qk_rope_store_rows
             step_rope_.clear();
             for (const geom::StepPiece& p : chunk.pieces) {
@@ -679,7 +690,7 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
                     step_rope_.push_back({s.suffix->part(0, 0), s.suffix->part_bytes(), s.suffix->capacity_tokens(),
                                           n0 + p.seq_row + i, s.prefix_tokens + n0 + p.seq_row + i});
             }
-            ctx_.upload(rope_rows_.get(), step_rope_.data(), step_rope_.size() * sizeof(kern::RopeRow));
+            if (!replay) ctx_.upload(rope_rows_.get(), step_rope_.data(), step_rope_.size() * sizeof(kern::RopeRow));
         }
         // The chunk's layers: launched as they are, or (options_.graphs, small chunks) as CUDA graphs
         // of geom::kGraphLayers layers each (step_graphs.h), the next group captured while the GPU
@@ -705,11 +716,26 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
                 forget_graphs();
                 attn_tables_ = ctx_.alloc(table_bytes, "the attention tables of graph replay");
             }
-            ctx_.upload(attn_tables_.get(), step_tables_.data(), table_bytes);
+            // everything the graph reads that changes from step to step, in one upload
+            auto host = [](auto& v) { return reinterpret_cast<std::byte*>(v.data()); };
+            step_uploads_ = {{tokens_.get(), host(step_tokens_), size_t(n) * sizeof(int32_t)},
+                             {rope_rows_.get(), host(step_rope_), step_rope_.size() * sizeof(kern::RopeRow)},
+                             {attn_tables_.get(), host(step_tables_), table_bytes}};
+            if (head_in_graph) {
+                step_sel_.clear();
+                for (const Out& o : outs) step_sel_.push_back(o.chunk_row);
+                step_uploads_.push_back({sel_.get(), host(step_sel_), step_sel_.size() * sizeof(int32_t)});
+            }
+            ctx_.upload_pieces(step_uploads_);
             std::vector<int> key = geom::graph_key(chunk);
-            key.insert(key.end(), {logits ? 1 : 0, bucket, -1});  // -1: replay's keys, never run()'s
+            // -1: replay's keys, never run()'s; the head's rows and pick change its kernels
+            key.insert(key.end(),
+                       {logits ? 1 : 0, bucket, head_in_graph ? int(outs.size()) : 0, chunk_pick ? 1 : 0, -1});
             check_cancel();
-            graphs_.replay(key, st, [&] { enqueue_layers(seqs, chunk, 0, c.n_layers, logits, {}, bucket); });
+            graphs_.replay(key, st, [&] {
+                enqueue_layers(seqs, chunk, 0, c.n_layers, logits, {}, bucket);
+                if (head_in_graph) enqueue_head(int(outs.size()), chunk_pick);
+            });
         } else if (options_.graphs && n <= geom::kGraphMaxRows) {
             std::vector<int> key = geom::graph_key(chunk);
             key.push_back(logits ? 1 : 0);  // the last layer's kernels depend on it
@@ -727,21 +753,21 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
         check_cancel();
 
         // final norm and lm_head for the requested rows in this chunk (rows may repeat), every
-        // sequence's in one GEMM; each row's logits then go to its sequence's storage, and its
-        // greedy token, where asked for, is picked on the device (options_.device_greedy: only the
-        // ids come back) or on the host from the logits
-        const int max_sel = plan_lm_->max_m();
+        // sequence's in one GEMM (enqueue_head; in the graph already when head_in_graph); each
+        // row's logits then go to its sequence's storage, and its greedy token, where asked for,
+        // is picked on the device (options_.device_greedy: only the ids come back) or on the host
+        // from the logits
         for (size_t s0 = 0; s0 < outs.size(); s0 += size_t(max_sel)) {
             const int ns = int(std::min(outs.size() - s0, size_t(max_sel)));
             const std::span<const Out> sel(outs.data() + s0, size_t(ns));
-            step_tokens_.resize(size_t(ns));  // reused for the selected rows
-            for (int i = 0; i < ns; ++i) step_tokens_[size_t(i)] = sel[size_t(i)].chunk_row;
-            ctx_.upload(sel_.get(), step_tokens_.data(), size_t(ns) * 4);
-            kern::rmsnorm(x_.as<const float>(), sel_.as<const int32_t>(), f32(final_norm_), xn, true, ns, dim, eps, st);
-            plan_lm_->run(ctx_, xn, lm_head, logits_.as<float>(), ns);
-            const bool tokens = std::any_of(sel.begin(), sel.end(), [](const Out& o) { return o.token != nullptr; });
-            const bool device_pick = tokens && options_.device_greedy;
-            if (device_pick) kern::argmax_rows(logits_.as<const float>(), ns, vocab, argmax_.as<int32_t>(), st);
+            const bool tokens = wants_tokens(sel);
+            const bool device_pick = tokens && options_.device_greedy;  // chunk_pick when head_in_graph (one group)
+            if (!head_in_graph) {
+                step_sel_.clear();
+                for (const Out& o : sel) step_sel_.push_back(o.chunk_row);
+                ctx_.upload(sel_.get(), step_sel_.data(), size_t(ns) * 4);
+                enqueue_head(ns, device_pick);
+            }
             // each row's logits from the staging buffer straight into its sequence's storage (one
             // host copy, not two: a step of 16 sequences brings 9.7 MB of logits on a 152k
             // vocabulary); a row whose logits only the host's pick reads, into host_logits_
@@ -769,6 +795,15 @@ void CudaBackend::run_step(std::span<const SeqRun> seqs, const std::atomic<bool>
     }
     ctx_.sync();
     for (const SeqRun& s : seqs) s.suffix->set_n_tokens(s.suffix->n_tokens() + int(s.tokens.size()));
+}
+
+void CudaBackend::enqueue_head(int ns, bool device_pick) {
+    const cudaStream_t st = ctx_.stream();
+    auto* xn = xn_.as<uint16_t>();
+    kern::rmsnorm(x_.as<const float>(), sel_.as<const int32_t>(), f32(final_norm_), xn, true, ns, cfg_.dim,
+                  float(cfg_.rms_norm_eps), st);
+    plan_lm_->run(ctx_, xn, tied_ ? bf(embed_) : bf(lm_head_), logits_.as<float>(), ns);
+    if (device_pick) kern::argmax_rows(logits_.as<const float>(), ns, cfg_.vocab_size, argmax_.as<int32_t>(), st);
 }
 
 bool CudaBackend::replayable(const geom::StepChunk& chunk) const {

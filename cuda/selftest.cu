@@ -1358,32 +1358,50 @@ void check_model(const SelftestOptions& options, const std::string& spec, Table&
                 t.add(name + ": graph replay: decode steps across a bucket == prefill rows (bits)",
                       "positions " + std::to_string(edge - 6) + " to " + std::to_string(edge + 5),
                       double(decode_range_mismatch(*be, f3, edge - 6, edge + 6)), 0);
-                const int P1 = 100, P2 = 200;
-                auto g1 = be->allocate_kv(P1), g2 = be->allocate_kv(P2);
-                be->forward(std::span(tokens).first(size_t(P1)), KvView{nullptr, 0, g1.get()}, {});
-                be->forward(std::span(tokens).first(size_t(P2)), KvView{nullptr, 0, g2.get()}, {});
-                auto s0 = be->allocate_kv(steps), s1 = be->allocate_kv(steps), s2 = be->allocate_kv(edge + steps);
-                be->forward(std::span(tokens).first(size_t(edge - 6)), KvView{nullptr, 0, s2.get()}, {});
-                const KvView views[3] = {{g1.get(), P1, s0.get()}, {g2.get(), P2, s1.get()}, {nullptr, 0, s2.get()}};
-                const int start[3] = {P1, P2, edge - 6};
-                const std::vector<int> row0{0};
-                std::vector<std::vector<float>> got(3);
-                size_t m = 0;
-                for (int k = 0; k < steps; ++k) {
-                    std::vector<SequenceRows> step;
-                    for (int q = 0; q < 3; ++q) {
-                        got[size_t(q)].assign(size_t(vocab), NAN);
-                        step.push_back(
-                            {std::span(tokens).subspan(size_t(start[q] + k), 1), views[q], row0, got[size_t(q)]});
+                // three sequences decoding together, their logits (== that row of f3) or, with
+                // greedy on the device, only their tokens (== the host's pick from that row)
+                auto together = [&](Backend& bd, bool greedy) {
+                    const int P1 = 100, P2 = 200;
+                    auto g1 = bd.allocate_kv(P1), g2 = bd.allocate_kv(P2);
+                    bd.forward(std::span(tokens).first(size_t(P1)), KvView{nullptr, 0, g1.get()}, {});
+                    bd.forward(std::span(tokens).first(size_t(P2)), KvView{nullptr, 0, g2.get()}, {});
+                    auto s0 = bd.allocate_kv(steps), s1 = bd.allocate_kv(steps), s2 = bd.allocate_kv(edge + steps);
+                    bd.forward(std::span(tokens).first(size_t(edge - 6)), KvView{nullptr, 0, s2.get()}, {});
+                    const KvView views[3] = {
+                        {g1.get(), P1, s0.get()}, {g2.get(), P2, s1.get()}, {nullptr, 0, s2.get()}};
+                    const int start[3] = {P1, P2, edge - 6};
+                    const std::vector<int> row0{0};
+                    std::vector<std::vector<float>> got(3);
+                    std::vector<token_id> ids(3);
+                    size_t m = 0;
+                    for (int k = 0; k < steps; ++k) {
+                        std::vector<SequenceRows> step;
+                        for (int q = 0; q < 3; ++q) {
+                            const auto t = std::span(tokens).subspan(size_t(start[q] + k), 1);
+                            got[size_t(q)].assign(greedy ? 0 : size_t(vocab), NAN);
+                            ids[size_t(q)] = -1;
+                            if (greedy)
+                                step.push_back({t, views[q], row0, {}, std::span<token_id>(&ids[size_t(q)], 1)});
+                            else
+                                step.push_back({t, views[q], row0, got[size_t(q)]});
+                        }
+                        bd.forward_batch(step);
+                        for (int q = 0; q < 3; ++q) {
+                            const int pos = start[q] + k;
+                            m += greedy ? size_t(ids[size_t(q)] != km::argmax_row(&f3[size_t(pos) * vocab], vocab))
+                                        : count_bit_mismatch(got[size_t(q)], slice_rows(f3, vocab, pos, 1));
+                        }
                     }
-                    be->forward_batch(step);
-                    for (int q = 0; q < 3; ++q)
-                        m += count_bit_mismatch(got[size_t(q)], slice_rows(f3, vocab, start[q] + k, 1));
-                }
-                t.add(name + ": graph replay: three sequences decoding together == prefill rows (bits)",
-                      std::to_string(steps) + " steps, at " + std::to_string(P1) + ", " + std::to_string(P2) + " and " +
-                          std::to_string(edge - 6),
-                      double(m), 0);
+                    return m;
+                };
+                const std::string at = std::to_string(steps) + " steps, at 100, 200 and " + std::to_string(edge - 6);
+                t.add(name + ": graph replay: three sequences decoding together == prefill rows (bits)", at,
+                      double(together(*be, false)), 0);
+                CudaBackendOptions org = orp;
+                org.device_greedy = true;  // the final norm, lm_head and pick in the step's graph, ids back
+                auto bg = make_cuda_backend(weights, org);
+                t.add(name + ": graph replay, device greedy: tokens == the host's pick from the full prefill's logits",
+                      at, double(together(*bg, true)), 0);
                 orp.fused_kernels = true;
                 same_bits_rows("graph replay, mma attention, fused kernels", orp, f3, "unfused, without graphs");
             });
