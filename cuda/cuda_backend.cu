@@ -964,6 +964,11 @@ size_t cuda_required_bytes(const ModelConfig& config, const CudaBackendOptions& 
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights, const CudaBackendOptions& options) {
+    // before the device is touched, so that a wrong combination is named wherever it is made
+    if (options.graph_replay && (!options.graphs || !options.mma_attention))
+        throw std::runtime_error(
+            "cuda backend: graph replay (CONTEXTCACHE_CUDA_GRAPHS=replay) replays the tensor-core attention's "
+            "batch launch: it needs graphs on and CONTEXTCACHE_CUDA_ATTENTION=mma");
     return std::make_unique<CudaBackend>(weights, options);
 }
 

@@ -75,8 +75,9 @@ struct CudaBackendOptions {
     // KV-length bucket (geom::graph_positions_bucket) and replayed, their positions and KV views
     // read from tables the host writes to the device before each launch, instead of captured again
     // every step (cuda/step_graphs.h). The same kernels' code on the same values, so the same bits
-    // and numerics id; needs mma_attention (other chunks run as `graphs` says). Not yet run on a
-    // device, so off by default; the programs turn it on with CONTEXTCACHE_CUDA_GRAPHS=replay.
+    // and numerics id. Needs graphs and mma_attention (make_cuda_backend throws otherwise); the other
+    // chunks run as `graphs` says. Not yet run on a device, so off by default; the programs turn it
+    // on with CONTEXTCACHE_CUDA_GRAPHS=replay (with CONTEXTCACHE_CUDA_ATTENTION=mma).
     bool graph_replay = false;
     // Every GEMM through our own tensor-core kernels (cuda/gemm_mma_kernels.cuh) instead of cuBLASLt:
     // a rows kernel for up to 64 rows that streams the weights at the memory bandwidth (decode) and

@@ -410,6 +410,18 @@ TEST(CudaModel, UnverifiedPathsAreOptInThroughTheEnvironment) {
         }
         unsetenv(sw.name);
     }
+    // replay needs graphs and the tensor-core attention: named before any device is touched
+    {
+        cc::cuda::CudaBackendOptions o;
+        o.graphs = true;
+        o.graph_replay = true;
+        try {
+            cc::cuda::make_cuda_backend(qwen3_test(), o);
+            ADD_FAILURE() << "graph replay without the tensor-core attention was accepted";
+        } catch (const std::runtime_error& e) {
+            EXPECT_NE(std::string(e.what()).find("CONTEXTCACHE_CUDA_ATTENTION=mma"), std::string::npos) << e.what();
+        }
+    }
     // graphs "on" are captured every step, "replay" once per shape and bucket: both are graphs
     setenv("CONTEXTCACHE_CUDA_GRAPHS", "replay", 1);
     EXPECT_TRUE(cc::cuda::graphs_from_env());
